@@ -1,0 +1,50 @@
+"""Prime Agent Lab's in-kernel package.
+
+The host loads it into an agent's kernel and calls `configure(...)`; it binds the kernel API
+names (`history` now; `rlm`, `agent_message`, ... arrive with later features) into the user
+namespace. It never imports the host package: everything goes over the bridge.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .bridge import BridgeClient, BridgeError
+from .history import Entry, History
+
+__all__ = ["BridgeClient", "BridgeError", "Entry", "History", "configure", "load_ipython_extension"]
+
+_client: BridgeClient | None = None
+
+
+def client() -> BridgeClient:
+    if _client is None:
+        raise BridgeError(
+            "this kernel is not attached to a Prime Agent Lab agent yet; attach one from the "
+            "Prime Agent panel"
+        )
+    return _client
+
+
+def _fetch_history() -> list[dict[str, Any]]:
+    return client().call("history.get")
+
+
+def _kernel_key(shell: Any) -> bytes:
+    return bytes(shell.kernel.session.key)
+
+
+def configure(bridge_url: str, kernel_id: str, shell: Any = None) -> None:
+    """Point the bridge at the host and bind the kernel API names (idempotent)."""
+    global _client
+    if shell is None:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    _client = BridgeClient(bridge_url, kernel_id, _kernel_key(shell))
+    shell.push({"history": History(_fetch_history)}, interactive=False)
+
+
+def load_ipython_extension(shell: Any) -> None:
+    """`%load_ext prime_agent_kernel`: binds the names; `configure` connects them to a host."""
+    shell.push({"history": History(_fetch_history)}, interactive=False)

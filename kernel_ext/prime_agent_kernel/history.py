@@ -1,0 +1,108 @@
+"""`history`: the session's full record as Python objects the model can slice and search."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One record of the session log.
+
+    `type` is one of user_message, assistant_message, tool_result, model_change, turn_end, error.
+    `text` is the message text, or the observation the model saw for a tool_result; `code` is the
+    cell source of a tool call (on the tool_result that ran it).
+    """
+
+    id: str
+    type: str
+    ts: str
+    turn: int | None = None
+    text: str = ""
+    code: str | None = None
+    cell_id: str | None = None
+    status: str | None = None
+    parent_id: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __str__(self) -> str:
+        head = f"[{self.type} turn={self.turn}]"
+        body = self.code if self.type == "tool_result" and self.code else self.text
+        return f"{head} {body}"
+
+
+def _entry(raw: dict[str, Any], code_by_call: dict[str, str]) -> Entry:
+    kind = raw.get("type", "")
+    if kind == "tool_result":
+        text = raw.get("observation", "")
+    elif kind in ("turn_end",):
+        text = raw.get("final_text", "")
+    elif kind == "error":
+        text = raw.get("message", "")
+    elif kind == "model_change":
+        text = f"{raw.get('provider')}/{raw.get('model')}"
+    else:
+        text = raw.get("text", "")
+    return Entry(
+        id=raw.get("id", ""),
+        type=kind,
+        ts=raw.get("ts", ""),
+        turn=raw.get("turn"),
+        text=text,
+        code=code_by_call.get(raw.get("tool_call_id", "")),
+        cell_id=raw.get("cell_id"),
+        status=raw.get("status"),
+        parent_id=raw.get("parent_id"),
+        raw=raw,
+    )
+
+
+class History:
+    """A live view of the session record; every access reads the current state from the host."""
+
+    def __init__(self, fetch: Callable[[], list[dict[str, Any]]]) -> None:
+        self._fetch = fetch
+
+    def entries(self) -> list[Entry]:
+        raws = self._fetch()
+        code_by_call: dict[str, str] = {}
+        for raw in raws:
+            for call in raw.get("tool_calls", []) if raw.get("type") == "assistant_message" else []:
+                code_by_call[call.get("id", "")] = call.get("code", call.get("arguments", ""))
+        return [_entry(raw, code_by_call) for raw in raws]
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self.entries())
+
+    def __len__(self) -> int:
+        return len(self.entries())
+
+    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
+        return self.entries()[index]
+
+    def of_type(self, kind: str) -> list[Entry]:
+        return [e for e in self.entries() if e.type == kind]
+
+    def cells(self) -> list[Entry]:
+        """Each cell the agent ran, with its code, notebook cell id and observation."""
+        return self.of_type("tool_result")
+
+    def turn(self, number: int) -> list[Entry]:
+        return [e for e in self.entries() if e.turn == number]
+
+    def search(self, pattern: str, flags: int = re.IGNORECASE) -> list[Entry]:
+        """Entries whose text or code matches a regular expression."""
+        regex = re.compile(pattern, flags)
+        return [e for e in self.entries() if regex.search(e.text) or (e.code and regex.search(e.code))]
+
+    def __repr__(self) -> str:
+        try:
+            entries = self.entries()
+        except Exception as exc:  # the repr must never raise in a notebook
+            return f"<history: unavailable ({exc})>"
+        turns = max((e.turn or 0 for e in entries), default=0)
+        cells = sum(1 for e in entries if e.type == "tool_result")
+        return f"<history: {len(entries)} entries, {turns} turns, {cells} cells; iterate, index or .search(pattern)>"

@@ -1,0 +1,168 @@
+/**
+ * REST client for the Prime Agent server extension (`{base_url}prime-agent/api/...`).
+ */
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+
+import type {
+  IServerInfo,
+  ISessionInfo,
+  ISessionWithTranscript
+} from './types';
+
+const API_ROOT = 'prime-agent/api';
+
+/**
+ * An error answered by the server (`{"message": str}` with a 4xx/5xx status).
+ */
+export class AgentApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number
+  ) {
+    super(message);
+    this.name = 'AgentApiError';
+  }
+}
+
+export interface IAttachOptions {
+  notebookPath: string;
+  kernelId?: string;
+  sessionId?: string;
+  newSession?: boolean;
+}
+
+export interface IBindingOptions {
+  path: string;
+  kernelId: string;
+  documentId?: string;
+}
+
+export class AgentApiClient {
+  constructor(
+    readonly serverSettings: ServerConnection.ISettings = ServerConnection.makeSettings()
+  ) {}
+
+  getInfo(): Promise<IServerInfo> {
+    return this._request<IServerInfo>('info');
+  }
+
+  attachSession(options: IAttachOptions): Promise<ISessionInfo> {
+    const body: Record<string, string | boolean> = {
+      notebook_path: options.notebookPath
+    };
+    if (options.kernelId) {
+      body.kernel_id = options.kernelId;
+    }
+    if (options.sessionId) {
+      body.session_id = options.sessionId;
+    }
+    if (options.newSession) {
+      body.new = true;
+    }
+    return this._request<ISessionInfo>('sessions', 'POST', body);
+  }
+
+  getSession(sessionId: string): Promise<ISessionWithTranscript> {
+    return this._request<ISessionWithTranscript>(
+      `sessions/${encodeURIComponent(sessionId)}`
+    );
+  }
+
+  sendMessage(sessionId: string, text: string): Promise<{ turn: number }> {
+    return this._request<{ turn: number }>(
+      `sessions/${encodeURIComponent(sessionId)}/messages`,
+      'POST',
+      { text }
+    );
+  }
+
+  stopTurn(sessionId: string): Promise<{ stopped: boolean }> {
+    return this._request<{ stopped: boolean }>(
+      `sessions/${encodeURIComponent(sessionId)}/stop`,
+      'POST',
+      {}
+    );
+  }
+
+  async postBinding(options: IBindingOptions): Promise<void> {
+    const body: Record<string, string> = {
+      path: options.path,
+      kernel_id: options.kernelId
+    };
+    if (options.documentId) {
+      body.document_id = options.documentId;
+    }
+    await this._request<null>('bindings', 'POST', body);
+  }
+
+  /**
+   * The websocket URL of a session's event stream, with the token appended
+   * the way JupyterLab's own kernel websockets do it.
+   */
+  eventsUrl(sessionId: string, since: number): string {
+    const settings = this.serverSettings;
+    let url =
+      URLExt.join(
+        settings.wsUrl,
+        API_ROOT,
+        'sessions',
+        encodeURIComponent(sessionId),
+        'events'
+      ) + `?since=${since}`;
+    if (settings.appendToken && settings.token !== '') {
+      url += `&token=${encodeURIComponent(settings.token)}`;
+    }
+    return url;
+  }
+
+  private async _request<T>(
+    route: string,
+    method: 'GET' | 'POST' = 'GET',
+    body?: object
+  ): Promise<T> {
+    const url = URLExt.join(this.serverSettings.baseUrl, API_ROOT, route);
+    const init: RequestInit = { method };
+    if (body !== undefined) {
+      init.body = JSON.stringify(body);
+      init.headers = { 'Content-Type': 'application/json' };
+    }
+    let response: Response;
+    try {
+      response = await ServerConnection.makeRequest(
+        url,
+        init,
+        this.serverSettings
+      );
+    } catch (error) {
+      throw new ServerConnection.NetworkError(error as TypeError);
+    }
+    const text = await response.text();
+    const payload: unknown = text ? safeJsonParse(text) : null;
+    if (!response.ok) {
+      throw new AgentApiError(
+        errorMessage(payload) ?? `${method} ${route}: HTTP ${response.status}`,
+        response.status
+      );
+    }
+    return payload as T;
+  }
+}
+
+function safeJsonParse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+function errorMessage(payload: unknown): string | undefined {
+  if (payload && typeof payload === 'object' && 'message' in payload) {
+    const message = (payload as { message: unknown }).message;
+    return typeof message === 'string' ? message : undefined;
+  }
+  return typeof payload === 'string' && payload.length < 300
+    ? payload
+    : undefined;
+}

@@ -1,0 +1,55 @@
+/**
+ * Finding agent cells in an open notebook by their cell id.
+ */
+import type { Notebook, NotebookPanel } from '@jupyterlab/notebook';
+
+/** Index of the cell whose model id is `cellId`, or -1. */
+export function findCellIndex(notebook: Notebook, cellId: string): number {
+  const cells = notebook.model?.cells;
+  if (!cells) {
+    return -1;
+  }
+  for (let index = 0; index < cells.length; index++) {
+    if (cells.get(index).id === cellId) {
+      return index;
+    }
+  }
+  return -1;
+}
+
+/** First non-empty line of a cell's source, or null when the cell is gone. */
+export function cellFirstLine(notebook: Notebook, cellId: string): string | null {
+  const index = findCellIndex(notebook, cellId);
+  if (index < 0) {
+    return null;
+  }
+  const source = notebook.model!.cells.get(index).sharedModel.getSource();
+  return firstLine(source);
+}
+
+export function firstLine(text: string): string {
+  const line = text.split('\n').find(candidate => candidate.trim() !== '');
+  return (line ?? '').trimEnd();
+}
+
+/**
+ * Activate the cell with `cellId` in `panel` and scroll it into view.
+ * Returns false when the notebook has no such cell (deleted by the user).
+ */
+export async function revealCell(
+  panel: NotebookPanel,
+  cellId: string
+): Promise<boolean> {
+  const notebook = panel.content;
+  const index = findCellIndex(notebook, cellId);
+  if (index < 0) {
+    return false;
+  }
+  notebook.mode = 'command';
+  notebook.activeCellIndex = index;
+  await notebook.scrollToItem(index, 'smart');
+  const cell = notebook.widgets[index];
+  cell?.node.classList.add('pal-mod-flash');
+  window.setTimeout(() => cell?.node.classList.remove('pal-mod-flash'), 1200);
+  return true;
+}

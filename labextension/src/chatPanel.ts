@@ -1,0 +1,323 @@
+/**
+ * The "Prime Agent" sidebar: transcript, composer and status line for the
+ * agent session of the current notebook.
+ */
+import type { IServerInfo } from './types';
+import { Widget } from '@lumino/widgets';
+
+import { cellFirstLine, revealCell } from './cellNavigation';
+import { renderEntry, type IEntryViewContext } from './entryViews';
+import { primeAgentIcon } from './icons';
+import { describe, type NotebookAgent } from './notebookAgent';
+import type { TranscriptChange, TranscriptEntry } from './transcript';
+
+export interface IChatPanelOptions {
+  /** Brings the notebook tab to the front before jumping to a cell. */
+  activateNotebook: (agent: NotebookAgent) => void;
+}
+
+/** Distance from the bottom (px) within which the transcript keeps following. */
+const FOLLOW_THRESHOLD = 32;
+
+export class ChatPanel extends Widget {
+  constructor(private readonly _options: IChatPanelOptions) {
+    super();
+    this.id = 'prime-agent-lab-chat';
+    this.addClass('pal-ChatPanel');
+    this.title.icon = primeAgentIcon;
+    this.title.caption = 'Prime Agent';
+    this.node.dataset.testid = 'pal-chat-panel';
+
+    const header = div('pal-header');
+    const titleRow = div('pal-title-row');
+    const title = div('pal-title');
+    title.textContent = 'Prime Agent';
+    this._newSessionButton = button('pal-new-session', 'New session', 'pal-new-session');
+    this._newSessionButton.title = 'Start a new agent session for this notebook';
+    this._newSessionButton.addEventListener('click', () => {
+      void this._agent?.startNewSession();
+    });
+    titleRow.append(title, this._newSessionButton);
+    this._notebookLabel = div('pal-notebook', 'pal-notebook-path');
+    this._statusLine = div('pal-status', 'pal-status');
+    header.append(titleRow, this._notebookLabel, this._statusLine);
+
+    this._transcriptNode = div('pal-transcript', 'pal-transcript');
+    this._transcriptNode.setAttribute('aria-live', 'polite');
+    this._transcriptNode.addEventListener('scroll', () => {
+      const node = this._transcriptNode;
+      this._following =
+        node.scrollHeight - node.scrollTop - node.clientHeight < FOLLOW_THRESHOLD;
+    });
+
+    const composer = div('pal-composer');
+    this._input = document.createElement('textarea');
+    this._input.className = 'pal-input';
+    this._input.dataset.testid = 'pal-chat-input';
+    this._input.rows = 3;
+    this._input.placeholder = 'Ask the agent… (Enter sends, Shift+Enter for a new line)';
+    this._input.addEventListener('keydown', event => this._onInputKey(event));
+    this._input.addEventListener('input', () => this._updateControls());
+    const actions = div('pal-actions');
+    this._stopButton = button('pal-stop', 'Stop', 'pal-stop');
+    this._stopButton.title = 'Stop the running turn and interrupt its cell';
+    this._stopButton.addEventListener('click', () => void this._stop());
+    this._sendButton = button('pal-send', 'Send', 'pal-send');
+    this._sendButton.classList.add('pal-mod-primary');
+    this._sendButton.addEventListener('click', () => void this._send());
+    actions.append(this._stopButton, this._sendButton);
+    composer.append(this._input, actions);
+
+    this.node.append(header, this._transcriptNode, composer);
+    this._render();
+  }
+
+  /** Provider and model from GET info, shown until a session says otherwise. */
+  set serverInfo(info: IServerInfo | null) {
+    this._serverInfo = info;
+    this._renderStatus();
+  }
+
+  get agent(): NotebookAgent | null {
+    return this._agent;
+  }
+
+  /** Show the session of another notebook (or none). */
+  set agent(agent: NotebookAgent | null) {
+    if (agent === this._agent) {
+      return;
+    }
+    if (this._agent) {
+      this._agent.changed.disconnect(this._renderStatus, this);
+      this._agent.transcript.changed.disconnect(this._onTranscriptChange, this);
+      this._agent.transcript.statusChanged.disconnect(this._renderStatus, this);
+    }
+    this._agent = agent;
+    if (agent) {
+      agent.changed.connect(this._renderStatus, this);
+      agent.transcript.changed.connect(this._onTranscriptChange, this);
+      agent.transcript.statusChanged.connect(this._renderStatus, this);
+    }
+    this._following = true;
+    this._render();
+  }
+
+  override dispose(): void {
+    this.agent = null;
+    super.dispose();
+  }
+
+  private _render(): void {
+    this._renderStatus();
+    this._renderTranscript();
+  }
+
+  private _renderStatus(): void {
+    const agent = this._agent;
+    this._notebookLabel.textContent = agent ? agent.notebookPath : '';
+    this._notebookLabel.title = agent ? agent.notebookPath : '';
+    this._statusLine.replaceChildren();
+    const running = agent?.transcript.status === 'running';
+    this._statusLine.dataset.status = running ? 'running' : 'idle';
+    this._statusLine.dataset.connection = agent?.connection ?? 'none';
+    const dot = span('pal-status-dot');
+    const text = span('pal-status-text');
+    this._statusLine.append(dot, text);
+
+    if (!agent) {
+      text.textContent = 'Open a notebook to work with the agent.';
+    } else {
+      switch (agent.connection) {
+        case 'no-kernel':
+          text.textContent = 'Waiting for the notebook’s kernel…';
+          break;
+        case 'attaching':
+          text.textContent = 'Connecting…';
+          break;
+        case 'reconnecting':
+          text.textContent = 'Reconnecting…';
+          break;
+        case 'failed': {
+          text.textContent = `Error: ${agent.lastError ?? 'unknown'}`;
+          const retry = button('pal-retry-connect', 'Retry', 'pal-retry-connect');
+          retry.addEventListener('click', () => agent.retry());
+          this._statusLine.append(retry);
+          break;
+        }
+        case 'connected':
+          text.textContent = running ? 'running' : 'idle';
+          break;
+      }
+    }
+    const provider = agent?.session?.provider ?? this._serverInfo?.provider;
+    const model = agent?.session?.model ?? this._serverInfo?.model;
+    if (provider) {
+      const modelLabel = span('pal-status-model');
+      modelLabel.textContent = model ? `${provider} · ${model}` : provider;
+      this._statusLine.append(modelLabel);
+    }
+    this._updateControls();
+  }
+
+  private _updateControls(): void {
+    const agent = this._agent;
+    const ready = agent !== null && agent.session !== null;
+    const running = agent?.transcript.status === 'running';
+    this._input.disabled = !agent;
+    this._sendButton.disabled =
+      !ready || running || this._sending || this._input.value.trim() === '';
+    this._stopButton.disabled = !ready || !running;
+    this._newSessionButton.disabled = !ready || running;
+  }
+
+  private _renderTranscript(): void {
+    this._entryNodes.clear();
+    const agent = this._agent;
+    const entries = agent?.transcript.entries ?? [];
+    if (entries.length === 0) {
+      const empty = div('pal-empty', 'pal-empty');
+      empty.textContent = agent
+        ? 'The agent writes and runs cells in this notebook. Ask it something.'
+        : '';
+      this._transcriptNode.replaceChildren(empty);
+      return;
+    }
+    this._transcriptNode.replaceChildren(
+      ...entries.map(entry => this._createEntryNode(entry))
+    );
+    this._followIfPinned();
+  }
+
+  private _onTranscriptChange(_: unknown, change: TranscriptChange): void {
+    switch (change.type) {
+      case 'reset':
+        this._renderTranscript();
+        return;
+      case 'added':
+        if (this._entryNodes.size === 0) {
+          this._transcriptNode.replaceChildren();
+        }
+        this._transcriptNode.append(this._createEntryNode(change.entry));
+        break;
+      case 'updated': {
+        const old = this._entryNodes.get(change.entry.id);
+        if (old) {
+          old.replaceWith(this._createEntryNode(change.entry));
+        }
+        break;
+      }
+    }
+    this._followIfPinned();
+  }
+
+  private _createEntryNode(entry: TranscriptEntry): HTMLElement {
+    const node = renderEntry(entry, this._entryContext);
+    node.classList.add('pal-entry');
+    this._entryNodes.set(entry.id, node);
+    return node;
+  }
+
+  private _followIfPinned(): void {
+    if (this._following) {
+      this._transcriptNode.scrollTop = this._transcriptNode.scrollHeight;
+    }
+  }
+
+  private _onInputKey(event: KeyboardEvent): void {
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      void this._send();
+    }
+  }
+
+  private async _send(): Promise<void> {
+    const agent = this._agent;
+    const text = this._input.value.trim();
+    if (!agent || !text || this._sendButton.disabled) {
+      return;
+    }
+    this._sending = true;
+    this._input.value = '';
+    this._following = true;
+    this._updateControls();
+    try {
+      await agent.send(text);
+    } catch {
+      // The transcript shows the error; give the text back for editing.
+      if (this._input.value === '') {
+        this._input.value = text;
+      }
+    } finally {
+      this._sending = false;
+      this._updateControls();
+    }
+  }
+
+  private async _stop(): Promise<void> {
+    const agent = this._agent;
+    if (!agent) {
+      return;
+    }
+    this._stopButton.disabled = true;
+    try {
+      await agent.stop();
+    } catch (error) {
+      agent.transcript.addError(`Could not stop: ${describe(error)}`);
+      this._updateControls();
+    }
+  }
+
+  private readonly _entryContext: IEntryViewContext = {
+    cellFirstLine: cellId =>
+      this._agent ? cellFirstLine(this._agent.panel.content, cellId) : null,
+    revealCell: cellId => {
+      const agent = this._agent;
+      if (!agent) {
+        return;
+      }
+      this._options.activateNotebook(agent);
+      void revealCell(agent.panel, cellId).then(found => {
+        if (!found) {
+          agent.transcript.addError('That cell is no longer in the notebook.');
+        }
+      });
+    }
+  };
+
+  private _agent: NotebookAgent | null = null;
+  private _serverInfo: IServerInfo | null = null;
+  private _following = true;
+  private _sending = false;
+  private readonly _entryNodes = new Map<number, HTMLElement>();
+  private readonly _notebookLabel: HTMLElement;
+  private readonly _statusLine: HTMLElement;
+  private readonly _transcriptNode: HTMLElement;
+  private readonly _input: HTMLTextAreaElement;
+  private readonly _sendButton: HTMLButtonElement;
+  private readonly _stopButton: HTMLButtonElement;
+  private readonly _newSessionButton: HTMLButtonElement;
+}
+
+function div(className: string, testId?: string): HTMLDivElement {
+  const node = document.createElement('div');
+  node.className = className;
+  if (testId) {
+    node.dataset.testid = testId;
+  }
+  return node;
+}
+
+function span(className: string): HTMLSpanElement {
+  const node = document.createElement('span');
+  node.className = className;
+  return node;
+}
+
+function button(className: string, label: string, testId: string): HTMLButtonElement {
+  const node = document.createElement('button');
+  node.type = 'button';
+  node.className = `pal-button ${className}`;
+  node.textContent = label;
+  node.dataset.testid = testId;
+  return node;
+}

@@ -1,0 +1,128 @@
+/**
+ * DOM for transcript entries. Every element carries a stable CSS class and
+ * a `data-testid` so tests and themes can rely on them.
+ */
+import type { CellStatus } from './types';
+import type { ICellEntry, TranscriptEntry } from './transcript';
+import { firstLine } from './cellNavigation';
+
+export interface IEntryViewContext {
+  /** First line of the cell's source in the notebook, if the cell exists. */
+  cellFirstLine(cellId: string): string | null;
+  /** Jump to the cell in the notebook. */
+  revealCell(cellId: string): void;
+}
+
+const STATUS_GLYPHS: Record<CellStatus, string> = {
+  running: '',
+  ok: '✓',
+  error: '✗',
+  timeout: '⏱',
+  died: '☠',
+  interrupted: '■'
+};
+
+const STATUS_LABELS: Record<CellStatus, string> = {
+  running: 'running',
+  ok: 'finished',
+  error: 'raised an error',
+  timeout: 'timed out',
+  died: 'kernel died',
+  interrupted: 'interrupted'
+};
+
+export function renderEntry(
+  entry: TranscriptEntry,
+  context: IEntryViewContext
+): HTMLElement {
+  switch (entry.kind) {
+    case 'user': {
+      const node = element('div', 'pal-user', 'pal-user', entry.text);
+      node.classList.toggle('pal-mod-pending', entry.pending);
+      return node;
+    }
+    case 'assistant': {
+      const node = element('div', 'pal-assistant', 'pal-assistant', entry.text);
+      node.classList.toggle('pal-mod-streaming', entry.streaming);
+      return node;
+    }
+    case 'cell':
+      return renderCellLine(entry, context);
+    case 'retry':
+      return element(
+        'div',
+        'pal-retry',
+        'pal-retry',
+        `Retry ${entry.attempt} in ${formatSeconds(entry.delay)}: ${entry.message}`
+      );
+    case 'error':
+      return element('div', 'pal-error', 'pal-error', entry.message);
+    case 'notice':
+      return element('div', 'pal-notice', 'pal-notice', entry.text);
+  }
+}
+
+function renderCellLine(
+  entry: ICellEntry,
+  context: IEntryViewContext
+): HTMLElement {
+  const line = element('div', 'pal-cell-line', 'pal-cell-line');
+  line.dataset.status = entry.status;
+  line.dataset.cellId = entry.cellId;
+  line.setAttribute('role', 'button');
+  line.tabIndex = 0;
+
+  const code =
+    (entry.code !== null ? firstLine(entry.code) : null) ??
+    context.cellFirstLine(entry.cellId) ??
+    '';
+  line.title = [
+    `Cell ${STATUS_LABELS[entry.status]}: click to show it in the notebook`,
+    entry.preview
+  ]
+    .filter(Boolean)
+    .join('\n\n');
+
+  const status = element('span', 'pal-cell-status', undefined, STATUS_GLYPHS[entry.status]);
+  status.classList.add(`pal-cell-status-${entry.status}`);
+  status.setAttribute('aria-label', STATUS_LABELS[entry.status]);
+  const count = element(
+    'span',
+    'pal-cell-count',
+    undefined,
+    entry.executionCount !== null ? `[${entry.executionCount}]` : '[ ]'
+  );
+  const source = element('code', 'pal-cell-code', undefined, code || '(empty cell)');
+  line.append(status, count, source);
+
+  const reveal = () => context.revealCell(entry.cellId);
+  line.addEventListener('click', reveal);
+  line.addEventListener('keydown', event => {
+    if (event.key === 'Enter' || event.key === ' ') {
+      event.preventDefault();
+      reveal();
+    }
+  });
+  return line;
+}
+
+function element<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className: string,
+  testId?: string,
+  text?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  node.className = className;
+  if (testId) {
+    node.dataset.testid = testId;
+  }
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+function formatSeconds(seconds: number): string {
+  return seconds < 10 ? `${seconds.toFixed(1)} s` : `${Math.round(seconds)} s`;
+}

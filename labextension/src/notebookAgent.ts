@@ -1,0 +1,296 @@
+/**
+ * The agent session of one notebook tab: reports the tab's kernel to the
+ * server (bindings), attaches or resumes a session, loads its transcript
+ * and keeps it current through the event stream.
+ */
+import type { DocumentChange } from '@jupyter/ydoc';
+import type { NotebookPanel } from '@jupyterlab/notebook';
+import type { Contents } from '@jupyterlab/services';
+import type { IDisposable } from '@lumino/disposable';
+import { Signal, type ISignal } from '@lumino/signaling';
+
+import { AgentApiClient, AgentApiError } from './api';
+import { EventStream, type StreamState } from './eventStream';
+import { TranscriptModel } from './transcript';
+import type { AgentEvent, ISessionInfo } from './types';
+
+export type AgentConnection =
+  /** Waiting for the notebook to load or its kernel to start. */
+  | 'no-kernel'
+  | 'attaching'
+  | 'connected'
+  | 'reconnecting'
+  | 'failed';
+
+interface IBindingKey {
+  path: string;
+  kernelId: string;
+  documentId: string | undefined;
+}
+
+export class NotebookAgent implements IDisposable {
+  constructor(
+    readonly panel: NotebookPanel,
+    private readonly _api: AgentApiClient,
+    private readonly _contents: Contents.IManager
+  ) {
+    panel.sessionContext.kernelChanged.connect(this._scheduleSync, this);
+    panel.context.pathChanged.connect(this._scheduleSync, this);
+    panel.context.model.sharedModel.changed.connect(this._onDocumentChange, this);
+    this._scheduleSync();
+  }
+
+  readonly transcript = new TranscriptModel();
+
+  /** Emitted when `connection`, `session` or `lastError` change. */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  get connection(): AgentConnection {
+    return this._connection;
+  }
+
+  get session(): ISessionInfo | null {
+    return this._session;
+  }
+
+  /** Server path of the notebook, without a drive prefix. */
+  get notebookPath(): string {
+    return this._contents.localPath(this.panel.context.path);
+  }
+
+  get lastError(): string | null {
+    return this._lastError;
+  }
+
+  get isDisposed(): boolean {
+    return this._disposed;
+  }
+
+  dispose(): void {
+    if (this._disposed) {
+      return;
+    }
+    this._disposed = true;
+    this._stream?.dispose();
+    this._stream = null;
+    Signal.clearData(this);
+  }
+
+  /** Send a user message; the transcript shows it at once. */
+  async send(text: string): Promise<void> {
+    const session = this._session;
+    if (!session) {
+      this.transcript.addError('No agent session yet: is the kernel running?');
+      return;
+    }
+    const pending = this.transcript.addPendingUserMessage(text);
+    try {
+      const { turn } = await this._api.sendMessage(session.session_id, text);
+      this.transcript.confirmUserMessage(pending, turn);
+    } catch (error) {
+      this.transcript.removeEntry(pending);
+      const message =
+        error instanceof AgentApiError && error.status === 409
+          ? 'The agent is still working on the previous message.'
+          : `Could not send the message: ${describe(error)}`;
+      this.transcript.addError(message);
+      throw error;
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this._session) {
+      await this._api.stopTurn(this._session.session_id);
+    }
+  }
+
+  /** Try again after a failure (server restarted, extension missing, ...). */
+  retry(): void {
+    this._scheduleSync();
+  }
+
+  /** Start over with a fresh session for this notebook. */
+  async startNewSession(): Promise<void> {
+    const kernelId = this._kernelId();
+    this._setConnection('attaching');
+    try {
+      const session = await this._api.attachSession({
+        notebookPath: this.notebookPath,
+        kernelId: kernelId ?? undefined,
+        newSession: true
+      });
+      await this._switchTo(session);
+    } catch (error) {
+      this._fail(error);
+    }
+  }
+
+  private _scheduleSync(): void {
+    this._syncChain = this._syncChain
+      .then(() => this._sync())
+      .catch(error => this._fail(error));
+  }
+
+  private _onDocumentChange(_: unknown, change: DocumentChange): void {
+    // jupyter-collaboration sets `document_id` once the provider has synced.
+    if (change.stateChange?.some(state => state.name === 'document_id')) {
+      this._scheduleSync();
+    }
+  }
+
+  private async _sync(): Promise<void> {
+    await this.panel.context.ready;
+    if (this._disposed) {
+      return;
+    }
+    const kernelId = this._kernelId();
+    if (!kernelId) {
+      this._setConnection('no-kernel');
+      return;
+    }
+    const binding: IBindingKey = {
+      path: this.notebookPath,
+      kernelId,
+      documentId: this._documentId()
+    };
+    if (!sameBinding(binding, this._postedBinding)) {
+      try {
+        await this._api.postBinding(binding);
+        this._postedBinding = binding;
+      } catch (error) {
+        // The session route can still find the kernel on its own.
+        console.warn('prime-agent: could not post the notebook binding', error);
+      }
+    }
+    const current = this._session;
+    if (
+      current &&
+      current.kernel_id === kernelId &&
+      current.notebook_path === binding.path &&
+      this._stream
+    ) {
+      return;
+    }
+    if (!current) {
+      this._setConnection('attaching');
+    }
+    const session = await this._api.attachSession({
+      notebookPath: binding.path,
+      kernelId,
+      sessionId: current?.session_id
+    });
+    if (this._disposed) {
+      return;
+    }
+    if (current && this._stream && session.session_id === current.session_id) {
+      this._session = { ...current, ...session };
+      this._changed.emit();
+      return;
+    }
+    await this._switchTo(session);
+  }
+
+  private async _switchTo(session: ISessionInfo): Promise<void> {
+    this._stream?.dispose();
+    this._stream = null;
+    const detail = await this._api.getSession(session.session_id);
+    if (this._disposed) {
+      return;
+    }
+    const { transcript, last_seq: lastSeq, ...info } = detail;
+    this._session = info;
+    this._lastError = null;
+    const knowsLastSeq = typeof lastSeq === 'number';
+    this.transcript.load(transcript ?? [], !knowsLastSeq);
+    this.transcript.status = info.status;
+    const stream = new EventStream({
+      urlFor: since => this._api.eventsUrl(session.session_id, since),
+      since: knowsLastSeq ? lastSeq : 0,
+      webSocket: this._api.serverSettings.WebSocket
+    });
+    stream.received.connect(this._onEvent, this);
+    stream.stateChanged.connect(this._onStreamState, this);
+    stream.restarted.connect(this._onStreamRestarted, this);
+    this._stream = stream;
+    this._onStreamState(stream, stream.state);
+  }
+
+  private _onEvent(_: EventStream, event: AgentEvent): void {
+    this.transcript.apply(event);
+    if (this._session && event.type === 'status') {
+      this._session = { ...this._session, status: event.status };
+    }
+  }
+
+  private _onStreamRestarted(): void {
+    const session = this._session;
+    if (session) {
+      this._syncChain = this._syncChain
+        .then(() => this._switchTo(session))
+        .catch(error => this._fail(error));
+    }
+  }
+
+  private _onStreamState(_: EventStream, state: StreamState): void {
+    if (state === 'open') {
+      this._setConnection('connected');
+    } else if (this._connection === 'connected') {
+      this._setConnection('reconnecting');
+    }
+  }
+
+  private _kernelId(): string | null {
+    return this.panel.sessionContext.session?.kernel?.id ?? null;
+  }
+
+  private _documentId(): string | undefined {
+    const value = this.panel.context.model.sharedModel.getState('document_id');
+    return typeof value === 'string' ? value : undefined;
+  }
+
+  private _fail(error: unknown): void {
+    if (this._disposed) {
+      return;
+    }
+    this._lastError = describe(error);
+    this._setConnection('failed');
+    this._changed.emit();
+  }
+
+  private _setConnection(connection: AgentConnection): void {
+    if (this._connection !== connection) {
+      this._connection = connection;
+      if (connection !== 'failed') {
+        this._lastError = null;
+      }
+      this._changed.emit();
+    }
+  }
+
+  private _connection: AgentConnection = 'attaching';
+  private _session: ISessionInfo | null = null;
+  private _stream: EventStream | null = null;
+  private _postedBinding: IBindingKey | null = null;
+  private _lastError: string | null = null;
+  private _syncChain: Promise<void> = Promise.resolve();
+  private _disposed = false;
+  private readonly _changed = new Signal<this, void>(this);
+}
+
+function sameBinding(a: IBindingKey, b: IBindingKey | null): boolean {
+  return (
+    b !== null &&
+    a.path === b.path &&
+    a.kernelId === b.kernelId &&
+    a.documentId === b.documentId
+  );
+}
+
+export function describe(error: unknown): string {
+  if (error instanceof Error) {
+    return error.message;
+  }
+  return String(error);
+}

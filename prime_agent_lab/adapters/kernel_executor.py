@@ -1,0 +1,308 @@
+"""The kernel port over a jupyter_client kernel manager (local, server-side or gateway).
+
+One `AsyncKernelClient` per kernel, made with `client_factory` so it has its own session id and
+never steals replies from the browser or other clients. Executions are serialized. Only messages
+whose parent is our own request are read, so cells the user runs meanwhile are untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import time
+from collections.abc import Callable
+from typing import Any
+
+from nbformat.v4 import output_from_msg
+
+from ..core.ports import ExecutionResult, OutputEvent
+
+log = logging.getLogger(__name__)
+
+OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
+INTERRUPT_GRACE = 5.0  # seconds to wait for a reply after SIGINT before restarting the kernel
+RESTART_WAIT = 15.0  # seconds to wait for an automatic restart after the kernel died
+
+
+class KernelSetupError(RuntimeError):
+    pass
+
+
+class KernelExecutor:
+    """Runs agent cells on one kernel."""
+
+    def __init__(
+        self,
+        kernel_manager: Any,
+        kernel_id: str,
+        setup_code: Callable[[], str | None] | None = None,
+    ) -> None:
+        self.km = kernel_manager
+        self.kernel_id = kernel_id
+        self._setup_code = setup_code
+        self._client: Any = None
+        self._client_generation: object = None
+        self._setup_generation: object = None
+        self._lock = asyncio.Lock()
+        self.restarts = 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _generation(self) -> object:
+        """Changes whenever the kernel process is replaced (restart by anyone)."""
+        provisioner = getattr(self.km, "provisioner", None)
+        pid = getattr(provisioner, "pid", None)
+        return pid if pid is not None else id(provisioner)
+
+    async def _ensure_client(self) -> Any:
+        generation = self._generation()
+        if self._client is not None and self._client_generation == generation:
+            return self._client
+        self._close_client()
+        client = self.km.client_factory(parent=self.km)
+        client.load_connection_info(self.km.get_connection_info())
+        client.start_channels()
+        await client.wait_for_ready(timeout=60)
+        self._client, self._client_generation = client, generation
+        return client
+
+    def _close_client(self) -> None:
+        if self._client is not None:
+            try:
+                self._client.stop_channels()
+            except Exception:  # a client on a dead kernel may fail to close; it is dropped anyway
+                log.debug("closing kernel client failed", exc_info=True)
+        self._client = None
+
+    async def _ensure_setup(self) -> None:
+        if self._setup_code is None or self._setup_generation == self._generation():
+            return
+        code = self._setup_code()
+        if code:
+            client = await self._ensure_client()
+            msg_id = client.execute(code, silent=True, store_history=False, allow_stdin=False)
+            reply = await self._wait_reply(client, msg_id, 60)
+            if reply["content"].get("status") != "ok":
+                content = reply["content"]
+                raise KernelSetupError(
+                    "could not load prime_agent_kernel into the kernel: "
+                    f"{content.get('ename')}: {content.get('evalue')}"
+                )
+        self._setup_generation = self._generation()
+
+    async def _wait_reply(self, client: Any, msg_id: str, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no reply from the kernel")
+            msg = await client.get_shell_msg(timeout=remaining)
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return msg
+
+    async def close(self) -> None:
+        self._close_client()
+
+    async def interrupt(self) -> None:
+        await self.km.interrupt_kernel()
+
+    async def prepare(self) -> None:
+        """Connect and load the kernel package ahead of the first cell (overlaps model time)."""
+        async with self._lock:
+            await self._ensure_client()
+            await self._ensure_setup()
+
+    # ------------------------------------------------------------ execution
+
+    async def execute(
+        self,
+        code: str,
+        on_event: Callable[[OutputEvent], None],
+        timeout: float,
+    ) -> ExecutionResult:
+        async with self._lock:
+            if not await self.km.is_alive():
+                await self._recover_dead_kernel()
+            await self._ensure_client()
+            await self._ensure_setup()
+            return await self._run(code, on_event, timeout)
+
+    async def _run(
+        self, code: str, on_event: Callable[[OutputEvent], None], timeout: float
+    ) -> ExecutionResult:
+        client = self._client
+        generation = self._client_generation
+        msg_id = client.execute(code, store_history=True, allow_stdin=False, stop_on_error=False)
+        run = _Run(msg_id, on_event)
+        deadline = time.monotonic() + timeout
+        try:
+            while not run.done:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return await self._on_timeout(client, run, timeout)
+                got = await self._pump(client, run, min(remaining, 0.5))
+                if not got and await self._kernel_died(generation):
+                    return await self._on_death(run)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._interrupt_and_drain(client, run))
+            raise
+        return run.result()
+
+    async def _pump(self, client: Any, run: _Run, wait: float) -> bool:
+        """Read what is available on iopub and shell; True if anything arrived."""
+        got = False
+        try:
+            msg = await client.get_iopub_msg(timeout=wait if not run.idle else 0.05)
+            run.on_iopub(msg)
+            got = True
+            # Drain whatever else is already queued without waiting.
+            while True:
+                msg = await client.get_iopub_msg(timeout=0)
+                run.on_iopub(msg)
+        except queue.Empty:
+            pass
+        if run.idle and run.reply is None:
+            try:
+                msg = await client.get_shell_msg(timeout=0.05 if got else wait)
+                if msg["parent_header"].get("msg_id") == run.msg_id:
+                    run.reply = msg
+                got = True
+            except queue.Empty:
+                pass
+        return got
+
+    async def _kernel_died(self, generation: object) -> bool:
+        return self._generation() != generation or not await self.km.is_alive()
+
+    async def _on_timeout(self, client: Any, run: _Run, timeout: float) -> ExecutionResult:
+        await self.km.interrupt_kernel()
+        if await self._drain(client, run, INTERRUPT_GRACE):
+            result = run.result()
+            result.status = "timeout"
+            result.note = (
+                f"[timeout] The cell ran longer than {timeout:g} s and was interrupted "
+                "(KeyboardInterrupt). The kernel and its variables are intact."
+            )
+            return result
+        await self._restart()
+        result = run.result()
+        result.status = "timeout"
+        result.note = (
+            f"[timeout] The cell ran longer than {timeout:g} s and did not stop when interrupted, "
+            "so the kernel was restarted: all variables are gone."
+        )
+        return result
+
+    async def _on_death(self, run: _Run) -> ExecutionResult:
+        await self._recover_dead_kernel()
+        result = run.result()
+        result.status = "died"
+        result.note = (
+            "[kernel died] The kernel process exited while this cell ran. It was restarted: all "
+            "variables and imports are gone, so re-create what you need."
+        )
+        return result
+
+    async def _recover_dead_kernel(self) -> None:
+        """Wait for the server's auto-restart if it has one, otherwise restart ourselves."""
+        self._close_client()
+        restarter = getattr(self.km, "_restarter", None)
+        if restarter is not None and getattr(self.km, "autorestart", False):
+            deadline = time.monotonic() + RESTART_WAIT
+            while time.monotonic() < deadline:
+                if self._generation() != self._client_generation and await self.km.is_alive():
+                    self.restarts += 1
+                    return
+                await asyncio.sleep(0.1)
+        if not await self.km.is_alive() or self._generation() == self._client_generation:
+            await self._restart()
+        else:
+            self.restarts += 1
+
+    async def _restart(self) -> None:
+        self._close_client()
+        await self.km.restart_kernel(now=True)
+        self.restarts += 1
+
+    async def _interrupt_and_drain(self, client: Any, run: _Run) -> None:
+        try:
+            await self.km.interrupt_kernel()
+            await self._drain(client, run, INTERRUPT_GRACE)
+        except Exception:
+            log.warning("interrupting kernel %s failed", self.kernel_id, exc_info=True)
+
+    async def _drain(self, client: Any, run: _Run, grace: float) -> bool:
+        deadline = time.monotonic() + grace
+        while not run.done:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            await self._pump(client, run, min(remaining, 0.2))
+        return True
+
+
+class _Run:
+    """The state of one execute_request while its messages arrive."""
+
+    def __init__(self, msg_id: str, on_event: Callable[[OutputEvent], None]) -> None:
+        self.msg_id = msg_id
+        self.on_event = on_event
+        self.outputs: list[dict[str, Any]] = []
+        self.display_index: dict[str, int] = {}
+        self.execution_count: int | None = None
+        self.idle = False
+        self.reply: dict[str, Any] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.idle and self.reply is not None
+
+    def on_iopub(self, msg: dict[str, Any]) -> None:
+        if msg["parent_header"].get("msg_id") != self.msg_id:
+            return
+        msg_type = msg["header"]["msg_type"]
+        content = msg["content"]
+        if msg_type == "status":
+            if content.get("execution_state") == "idle":
+                self.idle = True
+        elif msg_type == "execute_input":
+            self.execution_count = content.get("execution_count")
+        elif msg_type in OUTPUT_TYPES:
+            output = dict(output_from_msg(msg))
+            display_id = (content.get("transient") or {}).get("display_id")
+            if display_id:
+                self.display_index[display_id] = len(self.outputs)
+            self.outputs.append(output)
+            self.on_event(OutputEvent("output", output=output, display_id=display_id))
+        elif msg_type == "clear_output":
+            self.outputs.clear()
+            self.display_index.clear()
+            self.on_event(OutputEvent("clear", wait=bool(content.get("wait"))))
+        elif msg_type == "update_display_data":
+            display_id = (content.get("transient") or {}).get("display_id")
+            if display_id and display_id in self.display_index:
+                output = {
+                    "output_type": "display_data",
+                    "data": content.get("data", {}),
+                    "metadata": content.get("metadata", {}),
+                }
+                self.outputs[self.display_index[display_id]] = output
+                self.on_event(OutputEvent("update_display", output=output, display_id=display_id))
+
+    def result(self) -> ExecutionResult:
+        status = "ok"
+        if self.reply is not None:
+            reply_status = self.reply["content"].get("status")
+            if reply_status == "error":
+                status = "error"
+            elif reply_status == "aborted":
+                status = "aborted"
+            count = self.reply["content"].get("execution_count")
+            if count is not None:
+                self.execution_count = count
+        elif any(o.get("output_type") == "error" for o in self.outputs):
+            status = "error"
+        return ExecutionResult(
+            status=status, execution_count=self.execution_count, outputs=list(self.outputs)
+        )

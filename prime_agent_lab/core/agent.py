@@ -1,0 +1,333 @@
+"""The agent loop: user message, model, one notebook cell per tool call, observation, repeat.
+
+One code path serves JupyterLab and the headless CLI; only the ports differ.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from .events import EventBus
+from .messages import PYTHON_TOOL, ModelRequest, ModelResponse, ToolCall
+from .observation import build_observation
+from .ports import (
+    ExecutionResult,
+    KernelPort,
+    ModelProvider,
+    NotebookPort,
+    ProviderError,
+    ResponseDone,
+    TextDelta,
+)
+from .prompts import PromptSettings, build_system_prompt
+from .sessions import SessionLog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    output_cap: int = 20_000
+    cell_timeout: float = 600.0
+    max_iterations: int = 40
+    max_retries: int = 4
+    retry_base_delay: float = 1.0
+    retry_max_delay: float = 30.0
+    max_tokens: int = 4096
+    accepts_images: bool = True
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    turn: int
+    stop_reason: str  # end_turn | stopped | error | max_iterations
+    final_text: str
+    error: str | None = None
+
+
+class TurnInProgress(Exception):
+    pass
+
+
+class ToolArgumentsError(ValueError):
+    pass
+
+
+def parse_python_call(call: ToolCall) -> str:
+    """The `code` of a `python` tool call, or a ToolArgumentsError that explains the problem."""
+    if call.name != PYTHON_TOOL.name:
+        raise ToolArgumentsError(
+            f"unknown tool {call.name!r}: the only tool is `python` with one argument `code`"
+        )
+    try:
+        arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ToolArgumentsError(
+            f"the tool arguments are not valid JSON ({exc.msg} at position {exc.pos}); "
+            'send {"code": "<python source>"}'
+        ) from None
+    if not isinstance(arguments, dict) or not isinstance(arguments.get("code"), str):
+        raise ToolArgumentsError('the tool arguments must be an object {"code": "<python source>"}')
+    code = arguments["code"]
+    if not code.strip():
+        raise ToolArgumentsError("the `code` argument is empty")
+    return code
+
+
+class Agent:
+    """One agent: a session log, a model, a notebook and the notebook's kernel."""
+
+    def __init__(
+        self,
+        session: SessionLog,
+        provider: ModelProvider,
+        notebook: NotebookPort,
+        kernel: KernelPort,
+        config: AgentConfig,
+        events: EventBus | None = None,
+    ) -> None:
+        self.session = session
+        self.provider = provider
+        self.notebook = notebook
+        self.kernel = kernel
+        self.config = config
+        self.events = events or EventBus(session.session_id)
+        self._task: asyncio.Task[TurnOutcome] | None = None
+        self._system = build_system_prompt(
+            PromptSettings(output_cap=config.output_cap, cell_timeout_seconds=config.cell_timeout)
+        )
+        self._record_model_if_changed()
+
+    # ------------------------------------------------------------ public surface
+
+    @property
+    def session_id(self) -> str:
+        return self.session.session_id
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    @property
+    def system_prompt(self) -> str:
+        return self._system
+
+    def start_turn(self, text: str) -> tuple[int, asyncio.Task[TurnOutcome]]:
+        """Begin a turn in the background; its progress arrives as events."""
+        if self.running:
+            raise TurnInProgress("the agent is already working on a turn; stop it or wait")
+        turn = self.session.turns() + 1
+        self._task = asyncio.create_task(self._run_turn(turn, text), name=f"agent-turn-{turn}")
+        return turn, self._task
+
+    async def run_turn(self, text: str) -> TurnOutcome:
+        _, task = self.start_turn(text)
+        return await task
+
+    async def stop(self) -> bool:
+        """Cancel the running turn; a running cell is interrupted. True if a turn was running."""
+        task = self._task
+        if task is None or task.done():
+            return False
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        return True
+
+    def set_provider(self, provider: ModelProvider) -> None:
+        self.provider = provider
+        self._record_model_if_changed()
+
+    # ------------------------------------------------------------ the loop
+
+    async def _run_turn(self, turn: int, text: str) -> TurnOutcome:
+        self.session.append("user_message", text=text, turn=turn)
+        self.events.emit("status", status="running")
+        self.events.emit("turn_started", turn=turn, text=text)
+        stop_reason, final_text, error = "max_iterations", "", None
+        try:
+            for _ in range(self.config.max_iterations):
+                response = await self._call_model(turn)
+                if not response.tool_calls:
+                    stop_reason, final_text = "end_turn", response.text
+                    break
+                for index, call in enumerate(response.tool_calls):
+                    try:
+                        await self._run_tool_call(turn, call)
+                    except asyncio.CancelledError:
+                        self._record_skipped(turn, response.tool_calls[index:])
+                        raise
+        except asyncio.CancelledError:
+            stop_reason = "stopped"
+        except ProviderError as exc:
+            stop_reason, error = "error", str(exc)
+            self._record_error(turn, f"model call failed ({exc.kind}): {exc}", "provider")
+        except Exception as exc:
+            log.exception("agent turn %s failed", turn)
+            stop_reason, error = "error", f"{type(exc).__name__}: {exc}"
+            self._record_error(turn, f"internal error: {error}", "internal")
+        if stop_reason == "max_iterations":
+            final_text = (
+                f"Stopped after {self.config.max_iterations} model calls in one turn "
+                "(PrimeAgentLab.max_iterations)."
+            )
+        self.session.append("turn_end", turn=turn, stop_reason=stop_reason, final_text=final_text)
+        self.events.emit("turn_ended", turn=turn, stop_reason=stop_reason, final_text=final_text)
+        self.events.emit("status", status="idle")
+        return TurnOutcome(turn, stop_reason, final_text, error)
+
+    async def _call_model(self, turn: int) -> ModelResponse:
+        request = ModelRequest(
+            system=self._system,
+            messages=self.session.context_messages(),
+            tools=[PYTHON_TOOL],
+            max_tokens=self.config.max_tokens,
+            accepts_images=self.config.accepts_images,
+        )
+        attempt = 0
+        while True:
+            try:
+                response = await self._stream_once(turn, request)
+                break
+            except ProviderError as exc:
+                if not exc.retryable or attempt >= self.config.max_retries:
+                    raise
+                delay = exc.retry_after if exc.retry_after is not None else (
+                    self.config.retry_base_delay * 2**attempt
+                )
+                delay = min(delay, self.config.retry_max_delay)
+                attempt += 1
+                self.events.emit(
+                    "retry", turn=turn, attempt=attempt, delay=delay, message=f"{exc.kind}: {exc}"
+                )
+                await asyncio.sleep(delay)
+        self.session.append(
+            "assistant_message",
+            turn=turn,
+            text=response.text,
+            tool_calls=[
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls
+            ],
+            usage=response.usage.as_dict(),
+            provider=self.provider.name,
+            model=response.model or self.provider.model,
+            stop_reason=response.stop_reason,
+        )
+        self.events.emit(
+            "assistant_message",
+            turn=turn,
+            text=response.text,
+            tool_calls=len(response.tool_calls),
+            usage=response.usage.as_dict(),
+        )
+        return response
+
+    async def _stream_once(self, turn: int, request: ModelRequest) -> ModelResponse:
+        response: ModelResponse | None = None
+        async for event in self.provider.stream(request):
+            if isinstance(event, TextDelta):
+                if event.text:
+                    self.events.emit("text_delta", turn=turn, text=event.text)
+            elif isinstance(event, ResponseDone):
+                response = event.response
+        if response is None:
+            raise ProviderError("the model stream ended without a response", kind="protocol")
+        return response
+
+    async def _run_tool_call(self, turn: int, call: ToolCall) -> None:
+        try:
+            code = parse_python_call(call)
+        except ToolArgumentsError as exc:
+            message = f"Tool call rejected: {exc}. Nothing was run."
+            self.session.append(
+                "tool_result",
+                turn=turn,
+                tool_call_id=call.id,
+                cell_id=None,
+                status="invalid_arguments",
+                execution_count=None,
+                observation=message,
+            )
+            self.events.emit("error", turn=turn, message=message, kind="tool_arguments")
+            return
+
+        metadata = {"prime_agent": {"session_id": self.session_id, "turn": turn, "role": "agent"}}
+        cell = await self.notebook.append_code_cell(code, metadata)
+        self.events.emit("cell_started", turn=turn, cell_id=cell.cell_id, code=code)
+        cell.set_running()
+        try:
+            result = await self.kernel.execute(code, cell.apply, self.config.cell_timeout)
+        except asyncio.CancelledError:
+            cell.finish(None)
+            self._record_result(
+                turn,
+                call,
+                cell.cell_id,
+                ExecutionResult(status="interrupted", note="The user stopped the turn; the cell was interrupted."),
+            )
+            raise
+        cell.finish(result.execution_count)
+        self._record_result(turn, call, cell.cell_id, result)
+
+    def _record_result(
+        self, turn: int, call: ToolCall, cell_id: str, result: ExecutionResult
+    ) -> None:
+        observation = build_observation(
+            result,
+            cap=self.config.output_cap,
+            accepts_images=self.config.accepts_images,
+            where_rest=f"the full output is in notebook cell {cell_id}",
+        )
+        entry: dict[str, Any] = {
+            "turn": turn,
+            "tool_call_id": call.id,
+            "cell_id": cell_id,
+            "status": result.status,
+            "execution_count": result.execution_count,
+            "observation": observation.text,
+        }
+        if observation.images:
+            entry["images"] = [
+                {"media_type": i.media_type, "data_base64": i.data_base64} for i in observation.images
+            ]
+        self.session.append("tool_result", **entry)
+        self.events.emit(
+            "cell_finished",
+            turn=turn,
+            cell_id=cell_id,
+            status=result.status,
+            execution_count=result.execution_count,
+            preview=observation.preview,
+        )
+
+    def _record_skipped(self, turn: int, calls: list[ToolCall]) -> None:
+        recorded = {
+            e.get("tool_call_id") for e in self.session.path() if e["type"] == "tool_result"
+        }
+        for call in calls:
+            if call.id in recorded:
+                continue
+            self.session.append(
+                "tool_result",
+                turn=turn,
+                tool_call_id=call.id,
+                cell_id=None,
+                status="skipped",
+                execution_count=None,
+                observation="(not run: the user stopped the turn)",
+            )
+
+    def _record_error(self, turn: int, message: str, kind: str) -> None:
+        self.session.append("error", turn=turn, message=message, kind=kind)
+        self.events.emit("error", turn=turn, message=message, kind=kind)
+
+    def _record_model_if_changed(self) -> None:
+        provider, model = self.session.current_model()
+        if (provider, model) != (self.provider.name, self.provider.model):
+            self.session.append("model_change", provider=self.provider.name, model=self.provider.model)

@@ -1,0 +1,184 @@
+"""The host side of the kernel-to-host bridge.
+
+A kernel calls the host over HTTP with a body `{"kernel_id", "ts", "nonce", "op", "payload"}`
+signed with HMAC-SHA256 under the key of that kernel's own connection. The host checks the
+signature against the key it holds for the kernel named in the URL, so the caller's identity is
+proved by the signature; the session is then looked up from the kernel, never read from the
+payload. The operation is the body's `op` field, outside `payload`, so no payload key can reroute
+a request. Calls that take longer than `sync_wait` become jobs the kernel polls, which keeps every
+HTTP request short and lets an awaiting cell be interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+MAX_CLOCK_SKEW = 60.0
+MAX_BODY_BYTES = 4 * 1024 * 1024
+NONCE_MEMORY = 4096
+JOB_RETENTION = 600.0
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling, as proved by the signature (never taken from the payload)."""
+
+    kernel_id: str
+    session_id: str
+
+
+Handler = Callable[[Caller, dict[str, Any]], Awaitable[Any]]
+
+
+class BridgeError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def sign(key: bytes, body: bytes) -> str:
+    return hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+@dataclass
+class _Job:
+    task: asyncio.Task[Any]
+    kernel_id: str
+    finished_at: float | None = None
+
+
+class BridgeService:
+    def __init__(
+        self,
+        key_for_kernel: Callable[[str], bytes | None],
+        session_for_kernel: Callable[[str], str | None],
+        *,
+        sync_wait: float = 20.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._key_for_kernel = key_for_kernel
+        self._session_for_kernel = session_for_kernel
+        self._handlers: dict[str, Handler] = {}
+        self._nonces: dict[str, OrderedDict[str, float]] = {}
+        self._jobs: dict[str, _Job] = {}
+        self._sync_wait = sync_wait
+        self._clock = clock
+
+    def register(self, op: str, handler: Handler) -> None:
+        if op in self._handlers:
+            raise ValueError(f"bridge operation {op!r} is already registered")
+        self._handlers[op] = handler
+
+    @property
+    def operations(self) -> list[str]:
+        return sorted(self._handlers)
+
+    # ------------------------------------------------------------ verification
+
+    def verify(self, url_kernel_id: str, body: bytes, signature: str | None) -> dict[str, Any]:
+        """Check a signed body; return it parsed. Raises BridgeError(403/400) when it fails."""
+        if len(body) > MAX_BODY_BYTES:
+            raise BridgeError(413, "request body too large")
+        key = self._key_for_kernel(url_kernel_id)
+        if key is None:
+            raise BridgeError(403, "unknown kernel")
+        if not signature or not hmac.compare_digest(sign(key, body), signature):
+            raise BridgeError(403, "bad signature")
+        try:
+            request = json.loads(body)
+        except json.JSONDecodeError:
+            raise BridgeError(400, "body is not JSON") from None
+        if not isinstance(request, dict):
+            raise BridgeError(400, "body must be a JSON object")
+        if request.get("kernel_id") != url_kernel_id:
+            raise BridgeError(403, "kernel id does not match the signed body")
+        ts = request.get("ts")
+        if not isinstance(ts, int | float) or abs(self._clock() - ts) > MAX_CLOCK_SKEW:
+            raise BridgeError(403, "stale or missing timestamp")
+        nonce = request.get("nonce")
+        if not isinstance(nonce, str) or not nonce:
+            raise BridgeError(403, "missing nonce")
+        self._remember_nonce(url_kernel_id, nonce)
+        return request
+
+    def _remember_nonce(self, kernel_id: str, nonce: str) -> None:
+        seen = self._nonces.setdefault(kernel_id, OrderedDict())
+        now = self._clock()
+        while seen and (len(seen) >= NONCE_MEMORY or next(iter(seen.values())) < now - 2 * MAX_CLOCK_SKEW):
+            seen.popitem(last=False)
+        if nonce in seen:
+            raise BridgeError(403, "replayed request")
+        seen[nonce] = now
+
+    # ------------------------------------------------------------ dispatch
+
+    def _caller(self, kernel_id: str) -> Caller:
+        session_id = self._session_for_kernel(kernel_id)
+        if session_id is None:
+            raise BridgeError(409, "no agent session is attached to this kernel")
+        return Caller(kernel_id=kernel_id, session_id=session_id)
+
+    async def call(self, url_kernel_id: str, body: bytes, signature: str | None) -> tuple[int, Any]:
+        """Verify and run one call. Returns (HTTP status, JSON-able answer)."""
+        try:
+            request = self.verify(url_kernel_id, body, signature)
+            op = request.get("op")
+            handler = self._handlers.get(op) if isinstance(op, str) else None
+            if handler is None:
+                raise BridgeError(404, f"unknown bridge operation {op!r}")
+            payload = request.get("payload") or {}
+            if not isinstance(payload, dict):
+                raise BridgeError(400, "payload must be a JSON object")
+            caller = self._caller(url_kernel_id)
+        except BridgeError as exc:
+            return exc.status, {"status": "error", "error": exc.message}
+        task = asyncio.ensure_future(handler(caller, payload))
+        return await self._answer(task, url_kernel_id)
+
+    async def poll(self, url_kernel_id: str, body: bytes, signature: str | None) -> tuple[int, Any]:
+        """A signed poll for a job: `{"kernel_id", "ts", "nonce", "job_id"}`."""
+        try:
+            request = self.verify(url_kernel_id, body, signature)
+            job = self._jobs.get(str(request.get("job_id")))
+            if job is None or job.kernel_id != url_kernel_id:
+                raise BridgeError(404, "unknown job")
+        except BridgeError as exc:
+            return exc.status, {"status": "error", "error": exc.message}
+        if request.get("cancel"):
+            job.task.cancel()
+        return await self._answer(job.task, url_kernel_id, job_id=str(request["job_id"]))
+
+    async def _answer(self, task: asyncio.Task[Any], kernel_id: str, job_id: str | None = None) -> tuple[int, Any]:
+        done, _ = await asyncio.wait({task}, timeout=self._sync_wait)
+        if not done:
+            if job_id is None:
+                job_id = secrets.token_hex(8)
+                self._jobs[job_id] = _Job(task, kernel_id)
+            self._forget_old_jobs()
+            return 202, {"status": "pending", "job_id": job_id}
+        if job_id is not None:
+            self._jobs[job_id].finished_at = self._clock()
+        if task.cancelled():
+            return 200, {"status": "error", "error": "the call was cancelled"}
+        exc = task.exception()
+        if isinstance(exc, BridgeError):
+            return exc.status, {"status": "error", "error": exc.message}
+        if exc is not None:
+            return 200, {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+        return 200, {"status": "ok", "result": task.result()}
+
+    def _forget_old_jobs(self) -> None:
+        cutoff = self._clock() - JOB_RETENTION
+        for job_id, job in list(self._jobs.items()):
+            if job.finished_at is not None and job.finished_at < cutoff:
+                del self._jobs[job_id]

@@ -1,0 +1,48 @@
+"""A per-session event stream: numbered events, a replay buffer, any number of subscribers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+Event = dict[str, Any]
+
+
+class EventBus:
+    def __init__(self, session_id: str, buffer_size: int = 2000) -> None:
+        self.session_id = session_id
+        self._seq = 0
+        self._buffer: deque[Event] = deque(maxlen=buffer_size)
+        self._queues: set[asyncio.Queue[Event]] = set()
+        self._listeners: list[Callable[[Event], None]] = []
+
+    @property
+    def seq(self) -> int:
+        return self._seq
+
+    def emit(self, event_type: str, **fields: Any) -> Event:
+        self._seq += 1
+        event = {"seq": self._seq, "type": event_type, "session_id": self.session_id, **fields}
+        self._buffer.append(event)
+        for queue in self._queues:
+            queue.put_nowait(event)
+        for listener in self._listeners:
+            listener(event)
+        return event
+
+    def since(self, seq: int) -> list[Event]:
+        return [e for e in self._buffer if e["seq"] > seq]
+
+    def subscribe(self) -> asyncio.Queue[Event]:
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._queues.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[Event]) -> None:
+        self._queues.discard(queue)
+
+    def add_listener(self, listener: Callable[[Event], None]) -> None:
+        """Synchronous listeners, called in emit order (the CLI prints with one)."""
+        self._listeners.append(listener)

@@ -1,0 +1,130 @@
+"""The three narrow ports the core talks to: a model provider, a notebook, a kernel.
+
+Adapters for jupyter_server (live documents, server kernels) and for the headless CLI (a file
+notebook, a local kernel) implement them; the core imports nothing from Jupyter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from .messages import ModelRequest, ModelResponse
+
+# ---------------------------------------------------------------- provider port
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ResponseDone:
+    response: ModelResponse
+
+
+ProviderEvent = TextDelta | ResponseDone
+
+
+class ProviderError(Exception):
+    """A model call failed.
+
+    `retryable` is true for rate limits, server errors, timeouts and dropped connections; the
+    loop retries those with backoff and reports the rest in the chat.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str = "error",
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class ModelProvider(Protocol):
+    """Streams one assistant turn.
+
+    Yields any number of `TextDelta`s, then exactly one `ResponseDone`. Raises `ProviderError`
+    (never an SDK exception) when the call fails. Implementations must not retry on their own:
+    the loop owns retries so they are visible in the chat.
+    """
+
+    name: str
+    model: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]: ...
+
+
+# ---------------------------------------------------------------- kernel port
+
+Output = dict[str, Any]
+"""An nbformat v4 output dict (stream, display_data, execute_result, error)."""
+
+
+@dataclass
+class OutputEvent:
+    """One thing the kernel produced while a cell ran, in notebook terms."""
+
+    kind: Literal["output", "clear", "update_display"]
+    output: Output | None = None
+    wait: bool = False  # for kind == "clear"
+    display_id: str | None = None  # for kind == "update_display"
+
+
+ExecutionStatus = Literal["ok", "error", "timeout", "died", "interrupted", "aborted"]
+
+
+@dataclass
+class ExecutionResult:
+    status: ExecutionStatus
+    execution_count: int | None = None
+    outputs: list[Output] = field(default_factory=list)
+    note: str = ""  # what the harness did (interrupted, restarted the kernel, ...)
+
+
+class KernelPort(Protocol):
+    """Runs code on one kernel, one execution at a time."""
+
+    kernel_id: str
+
+    async def execute(
+        self,
+        code: str,
+        on_event: Callable[[OutputEvent], None],
+        timeout: float,
+    ) -> ExecutionResult: ...
+
+    async def interrupt(self) -> None: ...
+
+
+# ---------------------------------------------------------------- notebook port
+
+
+class CellWriter(Protocol):
+    """Writes one agent cell's progress into a notebook."""
+
+    cell_id: str
+
+    def set_running(self) -> None: ...
+
+    def apply(self, event: OutputEvent) -> None: ...
+
+    def finish(self, execution_count: int | None) -> None: ...
+
+
+class NotebookPort(Protocol):
+    path: str
+
+    async def append_code_cell(self, source: str, metadata: dict[str, Any]) -> CellWriter: ...
+
+    async def save(self) -> None: ...

@@ -1,0 +1,71 @@
+"""Read-only views of a session log: for the kernel's `history` and for the chat panel."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .sessions import SessionLog
+
+_HISTORY_TYPES = {
+    "user_message",
+    "assistant_message",
+    "tool_result",
+    "model_change",
+    "turn_end",
+    "error",
+}
+
+
+def _code_of(arguments: str) -> str | None:
+    try:
+        parsed = json.loads(arguments)
+    except (json.JSONDecodeError, TypeError):
+        return None
+    return parsed.get("code") if isinstance(parsed, dict) else None
+
+
+def history_records(session: SessionLog) -> list[dict[str, Any]]:
+    """The path to the leaf as plain dicts; tool calls carry their parsed `code`; images are
+    replaced by their count so the record stays small."""
+    records: list[dict[str, Any]] = []
+    for entry in session.path():
+        if entry["type"] not in _HISTORY_TYPES:
+            continue
+        record = dict(entry)
+        if entry["type"] == "assistant_message":
+            record["tool_calls"] = [
+                {**call, "code": _code_of(call.get("arguments", ""))}
+                for call in entry.get("tool_calls", [])
+            ]
+        if "images" in record:
+            record["images"] = len(record["images"])
+        records.append(record)
+    return records
+
+
+def chat_transcript(session: SessionLog) -> list[dict[str, Any]]:
+    """What the chat panel shows when it (re)opens a session."""
+    items: list[dict[str, Any]] = []
+    for entry in session.path():
+        kind, turn = entry["type"], entry.get("turn")
+        if kind == "user_message":
+            items.append({"type": "user", "turn": turn, "text": entry["text"]})
+        elif kind == "assistant_message" and entry.get("text"):
+            items.append({"type": "assistant", "turn": turn, "text": entry["text"]})
+        elif kind == "tool_result" and entry.get("cell_id"):
+            observation = entry.get("observation", "")
+            lines = [ln for ln in observation.splitlines() if ln.strip() and not ln.startswith("[")]
+            items.append(
+                {
+                    "type": "cell",
+                    "turn": turn,
+                    "cell_id": entry["cell_id"],
+                    "status": entry.get("status"),
+                    "execution_count": entry.get("execution_count"),
+                    "preview": lines[-1][:200] if lines else "",
+                }
+            )
+        elif kind == "error":
+            items.append({"type": "error", "turn": turn, "message": entry.get("message", "")})
+    return items

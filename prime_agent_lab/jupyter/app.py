@@ -1,0 +1,172 @@
+"""The jupyter_server extension: configuration (`c.PrimeAgentLab.*`), the host and its routes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from jupyter_server.extension.application import ExtensionApp
+from traitlets import Bool, Float, Integer, TraitError, Unicode, validate
+
+from ..core.agent import AgentConfig
+from ..core.sessions import SessionRepository
+from ..providers import PROVIDER_NAMES, make_provider
+from .handlers import handlers
+from .host import AgentHost, HostSettings
+
+LOOPBACK_HOSTS = {"", "localhost", "127.0.0.1", "0.0.0.0", "::", "::1"}
+
+
+class PrimeAgentLab(ExtensionApp):
+    """A Recursive Language Model agent whose REPL is the notebook's own kernel."""
+
+    name = "prime_agent_lab"
+    load_other_extensions = True
+
+    provider = Unicode(
+        "scripted",
+        help="""Model provider: 'anthropic' (Messages API; ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL),
+        'openai' (Chat Completions; OPENAI_API_KEY, OPENAI_BASE_URL, also for Ollama, vLLM and other
+        OpenAI-compatible servers) or 'scripted' (replays a script file; no key needed).""",
+    ).tag(config=True)
+
+    model = Unicode(
+        None,
+        allow_none=True,
+        help="Model name for the provider. Default: the provider's default model.",
+    ).tag(config=True)
+
+    script_path = Unicode(
+        None,
+        allow_none=True,
+        help="Script file for the 'scripted' provider. Default: the built-in RLM demo script.",
+    ).tag(config=True)
+
+    stream = Bool(True, help="Stream model responses (text appears as it is written).").tag(
+        config=True
+    )
+
+    output_cap = Integer(
+        20_000,
+        help="""Characters of each part of a cell's output (stdout, stderr, result, error) that the
+        model sees. Longer output keeps its head and tail with a note of what was cut.""",
+    ).tag(config=True)
+
+    notebook_output_cap = Integer(
+        10_000_000,
+        help="Characters of stream output one agent cell may store in the notebook.",
+    ).tag(config=True)
+
+    cell_timeout = Float(
+        600.0,
+        help="Seconds an agent cell may run before the kernel is interrupted and the model told.",
+    ).tag(config=True)
+
+    max_iterations = Integer(
+        40, help="Model calls allowed in one turn before the turn is stopped."
+    ).tag(config=True)
+
+    max_retries = Integer(
+        4,
+        help="Retries of a model call after a rate limit, server error, timeout or lost connection.",
+    ).tag(config=True)
+
+    retry_base_delay = Float(
+        1.0, help="First retry delay in seconds; it doubles per attempt (a Retry-After wins)."
+    ).tag(config=True)
+
+    request_timeout = Float(600.0, help="Seconds before one model request times out.").tag(
+        config=True
+    )
+
+    max_tokens = Integer(4096, help="Maximum tokens the model may write per response.").tag(
+        config=True
+    )
+
+    sessions_dir = Unicode(
+        "",
+        help="""Where session logs are stored. Default: `.prime-agent/sessions` under the server's
+        root directory.""",
+    ).tag(config=True)
+
+    kernel_name = Unicode(
+        "python3", help="Kernel spec used when the agent has to start a notebook's kernel itself."
+    ).tag(config=True)
+
+    bridge_url = Unicode(
+        "",
+        help="""URL kernels use to call the host (…/prime-agent/bridge). Default: loopback to this
+        server. Set it when kernels run elsewhere (Kernel or Enterprise Gateway).""",
+    ).tag(config=True)
+
+    @validate("provider")
+    def _check_provider(self, proposal: dict[str, Any]) -> str:
+        value = str(proposal["value"]).strip().lower()
+        if value not in PROVIDER_NAMES:
+            raise TraitError(
+                f"PrimeAgentLab.provider: unknown provider {proposal['value']!r}; "
+                f"choose one of {', '.join(PROVIDER_NAMES)}"
+            )
+        return value
+
+    def _make_provider(self) -> Any:
+        return make_provider(
+            self.provider,
+            self.model,
+            script_path=self.script_path,
+            stream=self.stream,
+            timeout=self.request_timeout,
+        )
+
+    def _default_bridge_url(self) -> str:
+        app = self.serverapp
+        if self.bridge_url:
+            return self.bridge_url.rstrip("/")
+        scheme = "https" if app.certfile else "http"
+        host = "127.0.0.1" if app.ip in LOOPBACK_HOSTS else app.ip
+        if ":" in host:
+            host = f"[{host}]"
+        return f"{scheme}://{host}:{app.port}{app.base_url}prime-agent/bridge"
+
+    def initialize_settings(self) -> None:
+        try:
+            first = self._make_provider()
+        except (ValueError, FileNotFoundError) as exc:
+            self.log.critical("Prime Agent Lab cannot start: %s", exc)
+            sys.exit(1)
+        root = Path(self.serverapp.root_dir)
+        sessions_dir = Path(self.sessions_dir) if self.sessions_dir else root / ".prime-agent" / "sessions"
+        settings = HostSettings(
+            provider_name=first.name,
+            model=first.model,
+            agent=AgentConfig(
+                output_cap=self.output_cap,
+                cell_timeout=self.cell_timeout,
+                max_iterations=self.max_iterations,
+                max_retries=self.max_retries,
+                retry_base_delay=self.retry_base_delay,
+                max_tokens=self.max_tokens,
+            ),
+            notebook_output_cap=self.notebook_output_cap,
+            kernel_name=self.kernel_name,
+            bridge_url=self._default_bridge_url,
+        )
+        self.host = AgentHost(
+            self.serverapp, SessionRepository(sessions_dir), settings, self._make_provider
+        )
+        self.settings["prime_agent_host"] = self.host
+        self.log.info(
+            "Prime Agent Lab: provider %s, model %s, sessions in %s",
+            first.name,
+            first.model,
+            sessions_dir,
+        )
+
+    def initialize_handlers(self) -> None:
+        self.handlers.extend(handlers())
+
+    async def stop_extension(self) -> None:
+        host = getattr(self, "host", None)
+        if host is not None:
+            await host.shutdown()

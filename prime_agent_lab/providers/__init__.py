@@ -1,0 +1,59 @@
+"""Model providers: the adapters behind the `ModelProvider` port.
+
+`make_provider` is the only entry point the rest of the package needs. Vendor SDKs are imported
+only when their provider is made (importing `anthropic` alone takes seconds).
+"""
+
+from __future__ import annotations
+
+from ..core.ports import ModelProvider
+
+PROVIDER_NAMES = ("anthropic", "openai", "scripted")
+
+DEFAULT_MODELS = {
+    "anthropic": "claude-sonnet-4-5",
+    "openai": "gpt-4.1",
+    "scripted": "demo",
+}
+
+
+def make_provider(
+    name: str,
+    model: str | None,
+    *,
+    script_path: str | None = None,
+    stream: bool = True,
+    timeout: float = 600.0,
+    api_key: str | None = None,
+    base_url: str | None = None,
+) -> ModelProvider:
+    """Build the provider called `name` ("anthropic", "openai" or "scripted").
+
+    `model` None or empty picks the provider's default model. `api_key`/`base_url` override the
+    vendor's environment variables (ANTHROPIC_* / OPENAI_*). `script_path` is for "scripted" only;
+    without it the bundled demo script plays. Raises ValueError for an unknown name or a bad
+    script; a missing API key is reported by the first call, as a ProviderError of kind "auth".
+    """
+    key = name.strip().lower()
+    if key not in PROVIDER_NAMES:
+        valid = ", ".join(PROVIDER_NAMES)
+        raise ValueError(f"Unknown model provider {name!r}; valid names: {valid}")
+    chosen = model or DEFAULT_MODELS[key]
+    if key == "scripted":
+        from .scripted import ScriptedProvider
+
+        return ScriptedProvider(chosen, script_path=script_path, stream=stream)
+    if key == "anthropic":
+        from .anthropic import AnthropicProvider
+
+        return AnthropicProvider(
+            chosen, stream=stream, timeout=timeout, api_key=api_key, base_url=base_url
+        )
+    from .openai import OpenAIProvider
+
+    return OpenAIProvider(
+        chosen, stream=stream, timeout=timeout, api_key=api_key, base_url=base_url
+    )
+
+
+__all__ = ["DEFAULT_MODELS", "PROVIDER_NAMES", "make_provider"]

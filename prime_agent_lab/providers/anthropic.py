@@ -1,0 +1,230 @@
+"""Anthropic Messages API provider (official `anthropic` SDK, tool use, streaming or not)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import anthropic
+
+from ..core.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
+from .common import tool_input
+from .errors import ANTHROPIC_KEY_ENV, incomplete_stream, map_sdk_error
+from .fenced import apply_fenced_fallback
+
+VENDOR = "Anthropic API"
+_EPHEMERAL = {"type": "ephemeral"}
+
+
+class AnthropicProvider:
+    name = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        stream: bool = True,
+        timeout: float = 600.0,
+        api_key: str | None = None,
+        base_url: str | None = None,
+    ) -> None:
+        self.model = model
+        self.streaming = stream
+        # The SDK reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL itself when these are None. A missing
+        # key only surfaces at request time, where it is reported as an "auth" ProviderError.
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        params = build_params(request, self.model)
+        try:
+            if self.streaming:
+                async for event in self._stream(params):
+                    yield event
+            else:
+                message = await self._client.messages.create(**params)
+                response = response_from_message(message, self.model)
+                if response.text:
+                    yield TextDelta(response.text)
+                yield ResponseDone(response)
+        except ProviderError:
+            raise
+        except Exception as exc:
+            secrets = (self._client.api_key, self._client.auth_token)
+            raise map_sdk_error(
+                exc, vendor=VENDOR, key_env=ANTHROPIC_KEY_ENV, secrets=secrets
+            ) from exc
+
+    async def _stream(self, params: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
+        text: list[str] = []
+        tools: dict[int, dict[str, Any]] = {}  # content block index -> tool_use being assembled
+        usage = Usage()
+        model = self.model
+        stop_reason: str | None = None
+        finished = False
+        events = await self._client.messages.create(**params, stream=True)
+        try:
+            async for event in events:
+                kind = event.type
+                if kind == "message_start":
+                    model = event.message.model or model
+                    _merge_usage(usage, event.message.usage)
+                elif kind == "content_block_start":
+                    block = event.content_block
+                    if block.type == "text" and block.text:
+                        text.append(block.text)
+                        yield TextDelta(block.text)
+                    elif block.type == "tool_use":
+                        tools[event.index] = {
+                            "id": block.id,
+                            "name": block.name,
+                            "input": block.input,
+                            "parts": [],
+                        }
+                elif kind == "content_block_delta":
+                    delta = event.delta
+                    if delta.type == "text_delta" and delta.text:
+                        text.append(delta.text)
+                        yield TextDelta(delta.text)
+                    elif delta.type == "input_json_delta" and event.index in tools:
+                        tools[event.index]["parts"].append(delta.partial_json)
+                elif kind == "message_delta":
+                    stop_reason = event.delta.stop_reason or stop_reason
+                    _merge_usage(usage, event.usage)
+                elif kind == "message_stop":
+                    finished = True
+        finally:
+            await events.close()
+        if not finished:
+            raise incomplete_stream(VENDOR)
+        calls = []
+        for index in sorted(tools):
+            tool = tools[index]
+            # The raw JSON text is kept even when malformed: the loop reports it to the model.
+            arguments = "".join(tool["parts"]) or json.dumps(tool["input"] or {})
+            calls.append(ToolCall(id=tool["id"], name=tool["name"], arguments=arguments))
+        response = ModelResponse(
+            text="".join(text),
+            tool_calls=calls,
+            usage=usage,
+            stop_reason=stop_reason or ("tool_use" if calls else "end_turn"),
+            model=model,
+        )
+        yield ResponseDone(apply_fenced_fallback(response, id_prefix="toolu_"))
+
+
+def build_params(request: ModelRequest, model: str) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "model": model,
+        "max_tokens": request.max_tokens,
+        "messages": to_wire_messages(request.messages, accepts_images=request.accepts_images),
+    }
+    if request.system:
+        # Cache breakpoints on the system prompt (covering tools + system) and on the newest
+        # message: each agent step resends the whole history, so the prefix is read from cache.
+        params["system"] = [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
+    if request.tools:
+        params["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t in request.tools
+        ]
+    return params
+
+
+def to_wire_messages(
+    messages: Sequence[Message], *, accepts_images: bool = True
+) -> list[dict[str, Any]]:
+    """Neutral messages -> Messages API `messages`.
+
+    Tool results become `tool_result` blocks in a user message; consecutive messages that land in
+    the same role are merged, which keeps user/assistant alternation valid.
+    """
+    wire: list[dict[str, Any]] = []
+    for message in messages:
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks: list[dict[str, Any]] = []
+        if message.role == "tool":
+            content: list[dict[str, Any]] = []
+            if message.text:
+                content.append({"type": "text", "text": message.text})
+            if accepts_images:
+                content.extend(
+                    {
+                        "type": "image",
+                        "source": {
+                            "type": "base64",
+                            "media_type": image.media_type,
+                            "data": image.data_base64,
+                        },
+                    }
+                    for image in message.images
+                )
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id or "",
+            }
+            if content:
+                result["content"] = content
+            blocks.append(result)
+        else:
+            if message.text:
+                blocks.append({"type": "text", "text": message.text})
+            if message.role == "assistant":
+                blocks.extend(
+                    {
+                        "type": "tool_use",
+                        "id": call.id,
+                        "name": call.name,
+                        "input": tool_input(call.arguments),
+                    }
+                    for call in message.tool_calls
+                )
+        if not blocks:
+            continue
+        if wire and wire[-1]["role"] == role:
+            wire[-1]["content"].extend(blocks)
+        else:
+            wire.append({"role": role, "content": blocks})
+    if wire:
+        wire[-1]["content"][-1]["cache_control"] = _EPHEMERAL
+    return wire
+
+
+def response_from_message(message: Any, default_model: str) -> ModelResponse:
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    for block in message.content:
+        if block.type == "text":
+            text.append(block.text)
+        elif block.type == "tool_use":
+            calls.append(ToolCall(id=block.id, name=block.name, arguments=json.dumps(block.input)))
+    usage = Usage()
+    _merge_usage(usage, message.usage)
+    response = ModelResponse(
+        text="".join(text),
+        tool_calls=calls,
+        usage=usage,
+        stop_reason=message.stop_reason or ("tool_use" if calls else "end_turn"),
+        model=message.model or default_model,
+    )
+    return apply_fenced_fallback(response, id_prefix="toolu_")
+
+
+def _merge_usage(usage: Usage, reported: Any) -> None:
+    """Apply an SDK usage object; streamed counts are cumulative, so later values replace."""
+    if reported is None:
+        return
+    if reported.input_tokens is not None:
+        usage.input_tokens = reported.input_tokens
+    if reported.output_tokens is not None:
+        usage.output_tokens = reported.output_tokens
+    if reported.cache_read_input_tokens is not None:
+        usage.cache_read_tokens = reported.cache_read_input_tokens
+    if reported.cache_creation_input_tokens is not None:
+        usage.cache_write_tokens = reported.cache_creation_input_tokens

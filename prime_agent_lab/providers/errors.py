@@ -1,0 +1,224 @@
+"""Turn SDK and transport exceptions into `ProviderError`s.
+
+Both vendor SDKs are generated from the same template, so they share the shape this module relies
+on: `APIStatusError` (with `status_code`, `response`, `body`), `APIConnectionError` and its
+subclass `APITimeoutError`. Errors raised while reading a stream come straight from httpx2, the
+SDKs' HTTP library, and are mapped here too.
+
+Only the loop retries; `retryable` tells it whether a retry can help.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..core.ports import ProviderError
+
+ANTHROPIC_KEY_ENV = "ANTHROPIC_API_KEY"
+OPENAI_KEY_ENV = "OPENAI_API_KEY"
+
+# In-stream errors arrive with HTTP 200; their `error.type` tells what really happened.
+_ERROR_TYPE_STATUS: dict[str, int] = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "rate_limit_exceeded": 429,
+    "insufficient_quota": 429,
+    "api_error": 500,
+    "server_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+_MAX_DETAIL = 500
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait, from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def redact(text: str, secrets: Iterable[str | None]) -> str:
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def error_for_status(
+    status: int,
+    detail: str,
+    *,
+    vendor: str,
+    key_env: str | None,
+    retry_after: float | None = None,
+) -> ProviderError:
+    """The `ProviderError` for an HTTP status; `detail` is the server's own explanation."""
+    suffix = f": {detail}" if detail else ""
+    if status in (401, 403):
+        hint = f"; check the {key_env} environment variable or the configured API key" if key_env else ""
+        return ProviderError(
+            f"{vendor} rejected the credentials (HTTP {status}){hint}{suffix}",
+            kind="auth",
+            status=status,
+        )
+    if status == 429:
+        return ProviderError(
+            f"{vendor} rate limit (HTTP 429){suffix}",
+            kind="rate_limit",
+            status=status,
+            retryable=True,
+            retry_after=retry_after,
+        )
+    if status == 408:
+        return ProviderError(
+            f"{vendor} request timed out (HTTP 408){suffix}",
+            kind="timeout",
+            status=status,
+            retryable=True,
+            retry_after=retry_after,
+        )
+    if status >= 500 or status == 409:
+        return ProviderError(
+            f"{vendor} server error (HTTP {status}){suffix}",
+            kind="server",
+            status=status,
+            retryable=True,
+            retry_after=retry_after,
+        )
+    return ProviderError(
+        f"{vendor} rejected the request (HTTP {status}){suffix}",
+        kind="bad_request",
+        status=status,
+    )
+
+
+def missing_credentials(vendor: str, key_env: str) -> ProviderError:
+    return ProviderError(
+        f"No API key for {vendor}: set the {key_env} environment variable or pass an API key.",
+        kind="auth",
+    )
+
+
+def incomplete_stream(vendor: str) -> ProviderError:
+    return ProviderError(
+        f"{vendor} stream ended before the response was complete (connection dropped?)",
+        kind="connection",
+        retryable=True,
+    )
+
+
+def map_sdk_error(
+    exc: BaseException,
+    *,
+    vendor: str,
+    key_env: str,
+    secrets: Iterable[str | None] = (),
+) -> ProviderError:
+    """Map an exception from the `anthropic` or `openai` SDK (or httpx2 under them)."""
+    import httpx2
+
+    secrets = tuple(secrets)
+    if isinstance(exc, ProviderError):
+        return exc
+
+    status_code = getattr(exc, "status_code", None)
+    response = getattr(exc, "response", None)
+    if isinstance(status_code, int) and response is not None:
+        body = getattr(exc, "body", None)
+        detail = redact(_server_detail(body, exc), secrets)
+        status = status_code
+        if status < 400:
+            # An error event inside a 200 stream: derive the status from the error type.
+            status = _ERROR_TYPE_STATUS.get(_error_type(body) or "", 500)
+        headers = getattr(response, "headers", None)
+        return error_for_status(
+            status, detail, vendor=vendor, key_env=key_env, retry_after=parse_retry_after(headers)
+        )
+
+    name = type(exc).__name__
+    lineage = {cls.__name__ for cls in type(exc).__mro__}
+    if "APITimeoutError" in lineage or isinstance(exc, httpx2.TimeoutException | TimeoutError):
+        return ProviderError(
+            f"{vendor} request timed out{_where(exc)}", kind="timeout", retryable=True
+        )
+    if "APIConnectionError" in lineage or isinstance(
+        exc, httpx2.TransportError | ConnectionError
+    ):
+        cause = exc.__cause__ or exc
+        return ProviderError(
+            f"{vendor} connection failed{_where(exc)}: {redact(str(cause), secrets) or name}",
+            kind="connection",
+            retryable=True,
+        )
+    if name == "APIError":
+        # openai raises a bare APIError for an error object inside a stream.
+        body = getattr(exc, "body", None)
+        status = _ERROR_TYPE_STATUS.get(_error_type(body) or "", 500)
+        detail = redact(_server_detail(body, exc), secrets)
+        return error_for_status(status, detail, vendor=vendor, key_env=key_env)
+    if "Missing credentials" in str(exc) or "Could not resolve authentication" in str(exc):
+        return missing_credentials(vendor, key_env)
+    return ProviderError(f"{vendor} call failed: {name}: {redact(str(exc), secrets)}")
+
+
+def _error_type(body: Any) -> str | None:
+    if isinstance(body, Mapping):
+        inner = body.get("error")
+        if isinstance(inner, Mapping) and isinstance(inner.get("type"), str):
+            return inner["type"]
+        for key in ("type", "code"):
+            if isinstance(body.get(key), str) and body[key] != "error":
+                return body[key]
+    return None
+
+
+def _server_detail(body: Any, exc: BaseException) -> str:
+    text: str | None = None
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            message = inner.get("message")
+            text = message if isinstance(message, str) else None
+        elif isinstance(inner, str):
+            text = inner
+    elif isinstance(body, str):
+        text = body
+    if text is None:
+        text = getattr(exc, "message", None) or str(exc)
+    text = " ".join(text.split())
+    return text[:_MAX_DETAIL] + ("…" if len(text) > _MAX_DETAIL else "")
+
+
+def _where(exc: BaseException) -> str:
+    try:
+        url = exc.request.url  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):  # httpx2 raises RuntimeError when there is no request
+        return ""
+    port = f":{url.port}" if url.port else ""
+    return f" ({url.scheme}://{url.host}{port})"

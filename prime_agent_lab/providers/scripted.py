@@ -1,0 +1,210 @@
+"""A deterministic provider that plays assistant turns from a JSON script.
+
+Script format::
+
+    {"turns": [
+        {"text": "...", "code": "print(1)"},                         # text + one tool call
+        {"text": "...", "tool_calls": [{"code": "..."}, {"arguments": "{raw"}]},
+        {"error": {"status": 500, "message": "boom", "retry_after": 1}, "repeat": 2},
+        {"text": "The answer is {last_output_line}"}                 # final answer
+    ]}
+
+The turn for a call is chosen by how many assistant messages the request already holds, so the
+n-th model call of a conversation gets the n-th turn, a resumed session continues where it was,
+and a new conversation starts from the top. An error step fails the call that would play the turn
+after it, `repeat` times (default 1, counted per provider instance), so the loop's retries see the
+errors and then the turn. `error` may give `kind` "timeout" or "connection" instead of `status`.
+
+In `text`, `{last_output}` is the text of the newest tool result in the request (stripped) and
+`{last_output_line}` its last non-empty line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.messages import ModelRequest, ModelResponse, ToolCall, Usage
+from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
+from .errors import error_for_status
+from .fenced import apply_fenced_fallback
+
+DEFAULT_SCRIPT = Path(__file__).resolve().parent.parent / "demo" / "demo_script.json"
+EXHAUSTED_TEXT = "The demo script has no more steps."
+VENDOR = "Scripted provider"
+
+_WORD_GROUP = re.compile(r"(?:\S+\s*){1,3}|\s+")
+
+
+@dataclass(frozen=True)
+class ScriptTurn:
+    text: str = ""
+    arguments: tuple[str, ...] = ()  # raw JSON arguments of each `python` tool call
+
+
+@dataclass(frozen=True)
+class ScriptError:
+    status: int | None
+    kind: str | None
+    message: str
+    retry_after: float | None
+    repeat: int
+
+    def to_error(self) -> ProviderError:
+        if self.kind in ("timeout", "connection"):
+            return ProviderError(f"{VENDOR}: {self.message}", kind=self.kind, retryable=True)
+        return error_for_status(
+            self.status or 500,
+            self.message,
+            vendor=VENDOR,
+            key_env=None,
+            retry_after=self.retry_after,
+        )
+
+
+@dataclass
+class Script:
+    turns: list[ScriptTurn] = field(default_factory=list)
+    # turn index -> (step number in the file, error) for the error steps just before that turn
+    errors: dict[int, list[tuple[int, ScriptError]]] = field(default_factory=dict)
+
+
+def load_script(path: str | Path) -> Script:
+    """Read and validate a script file; raises ValueError naming the bad step."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"Cannot read script {path}: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"Script {path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("turns"), list):
+        raise ValueError(f'Script {path} must be an object with a "turns" list')
+    script = Script()
+    for number, step in enumerate(data["turns"]):
+        where = f"{path} turn {number}"
+        if not isinstance(step, dict):
+            raise ValueError(f"{where}: each turn must be an object")
+        if "error" in step:
+            error = _parse_error(step, where)
+            script.errors.setdefault(len(script.turns), []).append((number, error))
+        else:
+            script.turns.append(_parse_turn(step, where))
+    return script
+
+
+def _parse_turn(step: dict[str, Any], where: str) -> ScriptTurn:
+    text = step.get("text", "")
+    if not isinstance(text, str):
+        raise ValueError(f'{where}: "text" must be a string')
+    if "code" in step and "tool_calls" in step:
+        raise ValueError(f'{where}: use either "code" or "tool_calls", not both')
+    raw_calls: list[Any] = [{"code": step["code"]}] if "code" in step else step.get("tool_calls", [])
+    if not isinstance(raw_calls, list):
+        raise ValueError(f'{where}: "tool_calls" must be a list')
+    arguments = []
+    for call in raw_calls:
+        if isinstance(call, dict) and isinstance(call.get("code"), str):
+            arguments.append(json.dumps({"code": call["code"]}))
+        elif isinstance(call, dict) and isinstance(call.get("arguments"), str):
+            arguments.append(call["arguments"])
+        else:
+            raise ValueError(f'{where}: a tool call needs a "code" or "arguments" string')
+    return ScriptTurn(text=text, arguments=tuple(arguments))
+
+
+def _parse_error(step: dict[str, Any], where: str) -> ScriptError:
+    error = step["error"]
+    repeat = step.get("repeat", 1)
+    if not isinstance(error, dict):
+        raise ValueError(f'{where}: "error" must be an object')
+    status = error.get("status")
+    kind = error.get("kind")
+    if status is None and kind not in ("timeout", "connection"):
+        raise ValueError(f'{where}: an error needs a "status" or kind "timeout"/"connection"')
+    if status is not None and not isinstance(status, int):
+        raise ValueError(f'{where}: "status" must be an integer')
+    if not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f'{where}: "repeat" must be a positive integer')
+    retry_after = error.get("retry_after")
+    return ScriptError(
+        status=status,
+        kind=kind,
+        message=str(error.get("message", "scripted failure")),
+        retry_after=float(retry_after) if retry_after is not None else None,
+        repeat=repeat,
+    )
+
+
+class ScriptedProvider:
+    name = "scripted"
+
+    def __init__(
+        self, model: str = "demo", *, script_path: str | None = None, stream: bool = True
+    ) -> None:
+        self.model = model
+        self.streaming = stream
+        self.script_path = str(script_path) if script_path else str(DEFAULT_SCRIPT)
+        self.script = load_script(self.script_path)
+        self._failures: dict[int, int] = {}  # step number -> times it has failed so far
+
+    async def aclose(self) -> None:
+        """Nothing to release; present so every provider can be closed the same way."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        position = sum(1 for m in request.messages if m.role == "assistant")
+        for number, error in self.script.errors.get(position, ()):
+            failed = self._failures.get(number, 0)
+            if failed < error.repeat:
+                self._failures[number] = failed + 1
+                raise error.to_error()
+
+        if position < len(self.script.turns):
+            turn = self.script.turns[position]
+        else:
+            turn = ScriptTurn(text=EXHAUSTED_TEXT)
+        text = _fill(turn.text, request)
+        calls = [
+            ToolCall(id=f"scripted_{position}_{i}", name="python", arguments=arguments)
+            for i, arguments in enumerate(turn.arguments)
+        ]
+        if text:
+            for chunk in _WORD_GROUP.findall(text) if self.streaming else [text]:
+                yield TextDelta(chunk)
+                await asyncio.sleep(0)  # let a streaming UI see each chunk; no real delay
+
+        output_chars = len(text) + sum(len(call.arguments) for call in calls)
+        response = ModelResponse(
+            text=text,
+            tool_calls=calls,
+            usage=Usage(input_tokens=_request_chars(request) // 4, output_tokens=output_chars // 4),
+            stop_reason="tool_use" if calls else "end_turn",
+            model=self.model,
+        )
+        yield ResponseDone(apply_fenced_fallback(response, id_prefix="scripted_"))
+
+
+def _fill(text: str, request: ModelRequest) -> str:
+    if "{last_output" not in text:
+        return text
+    output = ""
+    for message in reversed(request.messages):
+        if message.role == "tool":
+            output = message.text.strip()
+            break
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return text.replace("{last_output_line}", lines[-1] if lines else "").replace(
+        "{last_output}", output
+    )
+
+
+def _request_chars(request: ModelRequest) -> int:
+    total = len(request.system)
+    for message in request.messages:
+        total += len(message.text) + sum(len(call.arguments) for call in message.tool_calls)
+    return total

@@ -1,0 +1,113 @@
+"""Shared fixtures: a real jupyter_server with jupyter-collaboration and Prime Agent Lab loaded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+pytest_plugins = [
+    "jupyter_server.pytest_plugin",
+    "jupyter_server_fileid.pytest_plugin",
+    "jupyter_server_ydoc.pytest_plugin",
+]
+
+TESTS = Path(__file__).parent
+
+
+@pytest.fixture
+def agent_script(tmp_path: Path) -> Callable[[list[dict[str, Any]]], str]:
+    """Write a scripted-provider script and return its path."""
+
+    def write(turns: list[dict[str, Any]]) -> str:
+        path = tmp_path / f"script-{time.monotonic_ns()}.json"
+        path.write_text(json.dumps({"turns": turns}))
+        return str(path)
+
+    return write
+
+
+@pytest.fixture
+def prime_agent_config() -> dict[str, Any]:
+    """Overridden per test module to set `PrimeAgentLab` traits."""
+    return {}
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config: dict[str, Any], prime_agent_config: dict[str, Any], jp_root_dir: Path) -> dict[str, Any]:
+    config = dict(jp_server_config)
+    server = dict(config["ServerApp"])
+    server["jpserver_extensions"] = {**server["jpserver_extensions"], "prime_agent_lab": True}
+    server["allow_root"] = True
+    config["ServerApp"] = server
+    config["PrimeAgentLab"] = {
+        "sessions_dir": str(jp_root_dir / ".prime-agent" / "sessions"),
+        "retry_base_delay": 0.05,
+        **prime_agent_config,
+    }
+    return config
+
+
+@pytest.fixture
+def host(jp_serverapp: Any, http_server: Any, jp_asyncio_loop: Any) -> Any:
+    """The agent host of a running server (kernels can call it back over HTTP).
+
+    Async tests run on pytest-jupyter's loop (the server's), so fixtures here stay synchronous.
+    """
+    host = jp_serverapp.web_app.settings["prime_agent_host"]
+    yield host
+    jp_asyncio_loop.run_until_complete(host.shutdown())
+    ext = jp_serverapp.web_app.settings.get("jupyter_server_ydoc")
+    if ext is not None:
+        jp_asyncio_loop.run_until_complete(ext.stop_extension())
+    jp_serverapp.web_app.settings.pop("file_id_manager", None)
+
+
+@pytest.fixture
+def make_notebook(jp_root_dir: Path) -> Callable[..., str]:
+    def create(path: str = "analysis.ipynb", cells: list[Any] | None = None) -> str:
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nb.cells = list(cells or [])
+        target = jp_root_dir / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, target)
+        return path
+
+    return create
+
+
+async def wait_for(
+    predicate: Callable[[], Any | Awaitable[Any]], timeout: float = 30.0, interval: float = 0.05
+) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(interval)
+
+
+async def run_turn(host: Any, session_id: str, text: str, timeout: float = 60.0) -> dict[str, Any]:
+    """Send a message through the host and return the turn_ended event."""
+    agent = host.agent(session_id)
+    queue = agent.events.subscribe()
+    try:
+        await host.send(session_id, text)
+        async with asyncio.timeout(timeout):
+            while True:
+                event = await queue.get()
+                if event["type"] == "turn_ended":
+                    return event
+    finally:
+        agent.events.unsubscribe(queue)

@@ -1,0 +1,125 @@
+"""End to end through a real jupyter_server, live document and kernel, with the scripted demo."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from .conftest import run_turn, wait_for
+
+
+async def live_agent_cells(jp_serverapp: Any, path: str) -> list[dict[str, Any]]:
+    ext = jp_serverapp.web_app.settings["jupyter_server_ydoc"]
+    doc = await ext.get_document(path=path, content_type="notebook", file_format="json", copy=False)
+    cells = doc.get()["cells"]
+    return [c for c in cells if "prime_agent" in c.get("metadata", {})]
+
+
+async def run_user_cell(jp_serverapp: Any, kernel_id: str, code: str) -> str:
+    """Run a cell the way a browser would: its own client with its own session id."""
+    km = jp_serverapp.kernel_manager.get_kernel(kernel_id)
+    client = km.client_factory(parent=km)
+    client.load_connection_info(km.get_connection_info())
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=30)
+        chunks: list[str] = []
+
+        def hook(msg: dict[str, Any]) -> None:
+            if msg["header"]["msg_type"] == "stream":
+                chunks.append(msg["content"]["text"])
+
+        reply = await client.execute_interactive(code, output_hook=hook, timeout=30)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        return "".join(chunks)
+    finally:
+        client.stop_channels()
+
+
+async def test_demo_turn_writes_three_live_cells_the_user_can_build_on(
+    host: Any, jp_serverapp: Any, make_notebook: Any, jp_root_dir: Path
+) -> None:
+    path = make_notebook("work/demo.ipynb")
+    agent = await host.attach(path)
+
+    ended = await run_turn(host, agent.session_id, "Find the incident in the server log.")
+
+    assert ended["stop_reason"] == "end_turn", ended
+    assert "FOUND: INC-4471" in ended["final_text"]
+    cells = await live_agent_cells(jp_serverapp, path)
+    assert len(cells) == 3
+    counts = [c["execution_count"] for c in cells]
+    assert all(isinstance(n, int) for n in counts) and counts == sorted(counts)
+    for cell in cells:
+        assert cell["outputs"], cell
+        assert cell["metadata"]["prime_agent"] == {
+            "session_id": agent.session_id,
+            "turn": 1,
+            "role": "agent",
+        }
+        assert cell["metadata"]["trusted"] is True
+    assert "INC-4471" in "".join(o.get("text", "") for o in cells[2]["outputs"])
+
+    # The user's own cell on the same kernel reads what the agent made.
+    out = await run_user_cell(jp_serverapp, agent.kernel.kernel_id, "print(incident, len(hits))")
+    assert out.strip() == "INC-4471 1"
+
+    # The room saves the notebook; the file is a valid notebook with the agent's cells.
+    notebook_file = jp_root_dir / path
+
+    def saved() -> bool:
+        nb = nbformat.read(notebook_file, as_version=4)
+        return sum("prime_agent" in c.metadata for c in nb.cells) == 3 and all(
+            c.get("execution_count") for c in nb.cells if "prime_agent" in c.metadata
+        )
+
+    await wait_for(saved, timeout=20)
+    nbformat.validate(nbformat.read(notebook_file, as_version=4))
+
+
+async def test_session_log_records_the_turn_and_survives_reload(
+    host: Any, make_notebook: Any, jp_root_dir: Path
+) -> None:
+    path = make_notebook()
+    agent = await host.attach(path)
+    await run_turn(host, agent.session_id, "go")
+
+    log_file = jp_root_dir / ".prime-agent" / "sessions" / agent.session_id / "session.jsonl"
+    records = [json.loads(line) for line in log_file.read_text().splitlines()]
+    assert records[0]["type"] == "session" and records[0]["notebook_path"] == path
+    types = [r["type"] for r in records[1:]]
+    assert types.count("tool_result") == 3
+    assert types[0] == "user_message" and types[-1] == "turn_end"
+    results = [r for r in records if r["type"] == "tool_result"]
+    assert all(r["cell_id"] for r in results)
+    assistant = [r for r in records if r["type"] == "assistant_message"]
+    assert all("usage" in r for r in assistant)
+    for record in records[1:]:
+        assert record["parent_id"] is None or record["parent_id"] in {r.get("id") for r in records}
+
+
+async def test_rest_api_attach_send_and_list(jp_fetch: Any, host: Any, make_notebook: Any) -> None:
+    path = make_notebook("rest.ipynb")
+    response = await jp_fetch(
+        "prime-agent", "api", "sessions", method="POST", body=json.dumps({"notebook_path": path})
+    )
+    info = json.loads(response.body)
+    assert info["notebook_path"] == path and info["status"] == "idle"
+    session_id = info["session_id"]
+
+    response = await jp_fetch(
+        "prime-agent", "api", "sessions", session_id, "messages",
+        method="POST", body=json.dumps({"text": "go"}),
+    )
+    assert response.code == 202 and json.loads(response.body)["turn"] == 1
+    await wait_for(lambda: not host.agent(session_id).running, timeout=60)
+
+    detail = json.loads((await jp_fetch("prime-agent", "api", "sessions", session_id)).body)
+    kinds = [item["type"] for item in detail["transcript"]]
+    assert kinds.count("cell") == 3 and kinds[0] == "user" and kinds[-1] == "assistant"
+
+    listing = json.loads((await jp_fetch("prime-agent", "api", "sessions")).body)
+    assert session_id in [s["session_id"] for s in listing["sessions"]]
