@@ -83,6 +83,14 @@ def make_notebook(jp_root_dir: Path) -> Callable[..., str]:
     return create
 
 
+def read_saved_notebook(path: Path) -> Any:
+    """The notebook on disk, or None while the room is in the middle of writing it."""
+    try:
+        return nbformat.read(path, as_version=4)
+    except (nbformat.reader.NotJSONError, ValueError, OSError):
+        return None
+
+
 async def wait_for(
     predicate: Callable[[], Any | Awaitable[Any]], timeout: float = 30.0, interval: float = 0.05
 ) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 
 import nbformat
 
-from .conftest import run_turn, wait_for
+from .conftest import read_saved_notebook, run_turn, wait_for
 
 
 async def live_agent_cells(jp_serverapp: Any, path: str) -> list[dict[str, Any]]:
@@ -71,8 +71,8 @@ async def test_demo_turn_writes_three_live_cells_the_user_can_build_on(
     notebook_file = jp_root_dir / path
 
     def saved() -> bool:
-        nb = nbformat.read(notebook_file, as_version=4)
-        return sum("prime_agent" in c.metadata for c in nb.cells) == 3 and all(
+        nb = read_saved_notebook(notebook_file)
+        return nb is not None and sum("prime_agent" in c.metadata for c in nb.cells) == 3 and all(
             c.get("execution_count") for c in nb.cells if "prime_agent" in c.metadata
         )
 

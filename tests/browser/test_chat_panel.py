@@ -1,0 +1,144 @@
+"""The Prime Agent panel drives the scripted agent end to end in a real JupyterLab.
+
+A prompt typed into the panel starts a turn; the agent's cells appear live in the open notebook
+(badged, with their outputs), the panel lists them and shows the final answer.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import nbformat
+import pytest
+
+from .conftest import LabServer, copy_to_docs, save_screenshot
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOK = "demo.ipynb"
+PROMPT = "How many of the first 100 squares are even?"
+FINAL_TEXT = "Done: hello from the agent: 50 even squares."
+
+SCRIPT = {
+    "turns": [
+        {
+            "text": "I'll keep the numbers in a variable and look at their size first.",
+            "code": "squares = [n * n for n in range(1, 101)]\n"
+            "print(f'{len(squares)} squares, sum = {sum(squares):,}')",
+        },
+        {
+            "text": "Now I filter the even ones in code instead of reading them.",
+            "code": "evens = [n for n in squares if n % 2 == 0]\n"
+            "print(f'hello from the agent: {len(evens)} even squares')",
+        },
+        {"text": "Done: {last_output_line}."},
+    ]
+}
+
+# Generous bounds for a 2-core machine; each wait returns as soon as its condition holds.
+KERNEL_IDLE_TIMEOUT = 60.0
+UI_TIMEOUT_MS = 30_000
+TURN_TIMEOUT_MS = 60_000
+
+
+@pytest.fixture(scope="module")
+def lab_script() -> dict[str, Any]:
+    return SCRIPT
+
+
+def _create_notebook(server: LabServer, name: str) -> None:
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3 (ipykernel)",
+        "language": "python",
+    }
+    notebook.cells.append(nbformat.v4.new_markdown_cell("# Prime Agent demo"))
+    nbformat.write(notebook, server.root_dir / name)
+
+
+def _wait_for_idle_kernel(server: LabServer, path: str, timeout: float) -> str:
+    """Poll the sessions API until the notebook's kernel is idle; returns the kernel id."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = server.api("GET", "api/sessions")
+        for session in last:
+            kernel = session.get("kernel") or {}
+            if session.get("path") == path and kernel.get("execution_state") == "idle":
+                return str(kernel["id"])
+        time.sleep(0.25)
+    pytest.fail(f"no idle kernel for {path} within {timeout:.0f}s; sessions: {last}")
+
+
+def test_prompt_runs_agent_cells_in_the_open_notebook(lab_server: LabServer, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    started = time.monotonic()
+    _create_notebook(lab_server, NOTEBOOK)
+    page.goto(lab_server.lab_url(f"lab/tree/{NOTEBOOK}"), timeout=UI_TIMEOUT_MS)
+
+    notebook = page.locator(".jp-NotebookPanel")
+    expect(notebook).to_be_visible(timeout=UI_TIMEOUT_MS)
+    kernel_id = _wait_for_idle_kernel(lab_server, NOTEBOOK, KERNEL_IDLE_TIMEOUT)
+
+    # Open the sidebar from its tab, as a user would.
+    page.locator('.jp-SideBar.jp-mod-right .lm-TabBar-tab[data-id="prime-agent-lab-chat"]').click()
+    panel = page.get_by_test_id("pal-chat-panel")
+    expect(panel).to_be_visible(timeout=UI_TIMEOUT_MS)
+    expect(panel.get_by_test_id("pal-notebook-path")).to_have_text(NOTEBOOK)
+    status = panel.get_by_test_id("pal-status")
+    expect(status).to_have_attribute("data-connection", "connected", timeout=UI_TIMEOUT_MS)
+    expect(status).to_have_attribute("data-status", "idle")
+    expect(status).to_contain_text("scripted")
+
+    # The panel told the server which kernel this tab uses, and attached to it.
+    sessions = lab_server.api("GET", "prime-agent/api/sessions")["sessions"]
+    assert [s["kernel_id"] for s in sessions if s["notebook_path"] == NOTEBOOK] == [kernel_id]
+
+    # Enter sends.
+    chat_input = panel.get_by_test_id("pal-chat-input")
+    chat_input.fill(PROMPT)
+    chat_input.press("Enter")
+    expect(panel.get_by_test_id("pal-user")).to_have_text(PROMPT, timeout=UI_TIMEOUT_MS)
+
+    # The agent's cells arrive live in the open notebook, badged, with their outputs.
+    agent_cells = notebook.locator(".jp-Cell.pal-agent-cell")
+    agent_output = agent_cells.locator(".jp-OutputArea-output").filter(
+        has_text="hello from the agent: 50 even squares"
+    )
+    expect(agent_output).to_be_visible(timeout=TURN_TIMEOUT_MS)
+    expect(agent_cells).to_have_count(2)
+    expect(agent_cells.first).to_have_attribute("data-pal-badge", "agent · turn 1")
+    expect(agent_cells.first.locator(".jp-OutputArea-output")).to_contain_text(
+        "100 squares, sum = 338,350"
+    )
+
+    # The panel lists one line per cell and shows the final answer; the turn is over.
+    cell_lines = panel.get_by_test_id("pal-cell-line")
+    expect(cell_lines).to_have_count(2, timeout=TURN_TIMEOUT_MS)
+    expect(cell_lines.nth(0)).to_have_attribute("data-status", "ok")
+    expect(cell_lines.nth(1)).to_have_attribute("data-status", "ok")
+    expect(cell_lines.nth(1)).to_contain_text("evens = [n for n in squares")
+    expect(cell_lines.nth(1).locator(".pal-cell-count")).to_have_text(re.compile(r"\[\d+\]"))
+    expect(panel.get_by_test_id("pal-assistant").last).to_have_text(
+        FINAL_TEXT, timeout=TURN_TIMEOUT_MS
+    )
+    expect(status).to_have_attribute("data-status", "idle", timeout=TURN_TIMEOUT_MS)
+    expect(panel.get_by_test_id("pal-stop")).to_be_disabled()
+
+    # A cell line jumps to its cell.
+    cell_lines.nth(0).click()
+    expect(agent_cells.first).to_have_class(re.compile(r"\bjp-mod-active\b"), timeout=UI_TIMEOUT_MS)
+
+    # Settle the view for the screenshot: the panel in focus, the last output in sight.
+    chat_input.click()
+    agent_output.scroll_into_view_if_needed()
+    path = save_screenshot(page, "chat_panel.png")
+    copy_to_docs(path, "screenshot.png")
+
+    errors = [e for e in page.console_errors if "prime-agent" in e.lower()]
+    assert not errors, f"console errors from the extension: {errors}"
+    print(f"browser test body took {time.monotonic() - started:.1f}s")
