@@ -49,6 +49,7 @@ arguments) // 4; Anthropic replies also report `FAKE_CACHE_READ_TOKENS` cache re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -225,7 +226,9 @@ class FakeLLMServer:
         httpd.daemon_threads = True
         httpd.fake = self  # type: ignore[attr-defined]
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, name="fake-llm", daemon=True)
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, args=(0.02,), name="fake-llm", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -328,10 +331,9 @@ class _Handler(BaseHTTPRequestHandler):
                 else:
                     self._json(200, _anthropic_message(number, model, reply, usage))
             elif recorded.stream:
-                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                chunks = _openai_chunks(
-                    number, model, reply, usage if include_usage and fake.send_stream_usage else None
-                )
+                options = body.get("stream_options") or {}
+                send_usage = bool(options.get("include_usage")) and fake.send_stream_usage
+                chunks = _openai_chunks(number, model, reply, usage if send_usage else None)
                 self._sse(chunks, vendor, cut)
             else:
                 self._json(200, _openai_completion(number, model, reply, usage))
@@ -387,10 +389,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _drop(self) -> None:
         self.wfile.flush()
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 # ---------------------------------------------------------------- payloads
@@ -587,6 +587,7 @@ def _openai_chunks(
             chunks.append(chunk({"tool_calls": [more]}))
     chunks.append(chunk({}, "tool_calls" if reply.calls else "stop"))
     if usage is not None:
-        chunks.append(f"data: {json.dumps({**head, 'choices': [], 'usage': _openai_usage(usage)})}\n\n")
+        final = {**head, "choices": [], "usage": _openai_usage(usage)}
+        chunks.append(f"data: {json.dumps(final)}\n\n")
     chunks.append("data: [DONE]\n\n")
     return chunks

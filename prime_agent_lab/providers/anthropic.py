@@ -32,23 +32,37 @@ class AnthropicProvider:
     ) -> None:
         self.model = model
         self.streaming = stream
-        # The SDK reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL itself when these are None. A missing
-        # key only surfaces at request time, where it is reported as an "auth" ProviderError.
-        self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
-        )
+        self._client: anthropic.AsyncAnthropic | None = None
+        self._setup_problem = ""
+        try:
+            # The SDK reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL itself when these are None.
+            self._client = anthropic.AsyncAnthropic(
+                api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+            )
+        except anthropic.AnthropicError as exc:
+            # E.g. no key and an unreadable credentials profile. Reported by each call instead,
+            # so a server can start and show the problem in the chat.
+            self._setup_problem = str(exc)
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if self._client is not None:
+            await self._client.close()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        if self._client is None:
+            raise ProviderError(
+                f"{VENDOR} client setup failed ({self._setup_problem}); set the "
+                f"{ANTHROPIC_KEY_ENV} environment variable or pass an API key.",
+                kind="auth",
+            )
+        client = self._client
         params = build_params(request, self.model)
         try:
             if self.streaming:
-                async for event in self._stream(params):
+                async for event in self._stream(client, params):
                     yield event
             else:
-                message = await self._client.messages.create(**params)
+                message = await client.messages.create(**params)
                 response = response_from_message(message, self.model)
                 if response.text:
                     yield TextDelta(response.text)
@@ -56,24 +70,26 @@ class AnthropicProvider:
         except ProviderError:
             raise
         except Exception as exc:
-            secrets = (self._client.api_key, self._client.auth_token)
+            secrets = (client.api_key, client.auth_token)
             raise map_sdk_error(
                 exc, vendor=VENDOR, key_env=ANTHROPIC_KEY_ENV, secrets=secrets
             ) from exc
 
-    async def _stream(self, params: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
+    async def _stream(
+        self, client: anthropic.AsyncAnthropic, params: dict[str, Any]
+    ) -> AsyncIterator[ProviderEvent]:
         text: list[str] = []
         tools: dict[int, dict[str, Any]] = {}  # content block index -> tool_use being assembled
         usage = Usage()
         model = self.model
         stop_reason: str | None = None
         finished = False
-        events = await self._client.messages.create(**params, stream=True)
+        events = await client.messages.create(**params, stream=True)
         try:
             async for event in events:
                 kind = event.type
                 if kind == "message_start":
-                    model = event.message.model or model
+                    model = getattr(event.message, "model", None) or model
                     _merge_usage(usage, event.message.usage)
                 elif kind == "content_block_start":
                     block = event.content_block
@@ -211,20 +227,21 @@ def response_from_message(message: Any, default_model: str) -> ModelResponse:
         tool_calls=calls,
         usage=usage,
         stop_reason=message.stop_reason or ("tool_use" if calls else "end_turn"),
-        model=message.model or default_model,
+        model=getattr(message, "model", None) or default_model,
     )
     return apply_fenced_fallback(response, id_prefix="toolu_")
 
 
 def _merge_usage(usage: Usage, reported: Any) -> None:
     """Apply an SDK usage object; streamed counts are cumulative, so later values replace."""
-    if reported is None:
-        return
-    if reported.input_tokens is not None:
-        usage.input_tokens = reported.input_tokens
-    if reported.output_tokens is not None:
-        usage.output_tokens = reported.output_tokens
-    if reported.cache_read_input_tokens is not None:
-        usage.cache_read_tokens = reported.cache_read_input_tokens
-    if reported.cache_creation_input_tokens is not None:
-        usage.cache_write_tokens = reported.cache_creation_input_tokens
+    # getattr: compatible servers may leave out fields, and the SDK does not fill them in.
+    fields = {
+        "input_tokens": "input_tokens",
+        "output_tokens": "output_tokens",
+        "cache_read_input_tokens": "cache_read_tokens",
+        "cache_creation_input_tokens": "cache_write_tokens",
+    }
+    for wire_name, name in fields.items():
+        value = getattr(reported, wire_name, None)
+        if isinstance(value, int):
+            setattr(usage, name, value)

@@ -27,4 +27,3 @@ def tool_arguments_json(arguments: str) -> str:
     except (TypeError, ValueError):
         return json.dumps({"code": arguments})
     return arguments if isinstance(value, dict) else json.dumps({"code": arguments})
-

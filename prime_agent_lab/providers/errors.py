@@ -81,7 +81,9 @@ def error_for_status(
     """The `ProviderError` for an HTTP status; `detail` is the server's own explanation."""
     suffix = f": {detail}" if detail else ""
     if status in (401, 403):
-        hint = f"; check the {key_env} environment variable or the configured API key" if key_env else ""
+        hint = ""
+        if key_env:
+            hint = f"; check the {key_env} environment variable or the configured API key"
         return ProviderError(
             f"{vendor} rejected the credentials (HTTP {status}){hint}{suffix}",
             kind="auth",
@@ -167,9 +169,7 @@ def map_sdk_error(
         return ProviderError(
             f"{vendor} request timed out{_where(exc)}", kind="timeout", retryable=True
         )
-    if "APIConnectionError" in lineage or isinstance(
-        exc, httpx2.TransportError | ConnectionError
-    ):
+    if "APIConnectionError" in lineage or isinstance(exc, httpx2.TransportError | ConnectionError):
         cause = exc.__cause__ or exc
         return ProviderError(
             f"{vendor} connection failed{_where(exc)}: {redact(str(cause), secrets) or name}",

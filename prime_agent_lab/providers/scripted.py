@@ -104,7 +104,7 @@ def _parse_turn(step: dict[str, Any], where: str) -> ScriptTurn:
         raise ValueError(f'{where}: "text" must be a string')
     if "code" in step and "tool_calls" in step:
         raise ValueError(f'{where}: use either "code" or "tool_calls", not both')
-    raw_calls: list[Any] = [{"code": step["code"]}] if "code" in step else step.get("tool_calls", [])
+    raw_calls = [{"code": step["code"]}] if "code" in step else step.get("tool_calls", [])
     if not isinstance(raw_calls, list):
         raise ValueError(f'{where}: "tool_calls" must be a list')
     arguments = []

@@ -1,0 +1,243 @@
+"""The kernel-to-host bridge: identity from the signature, never from the payload; no deadlock."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from prime_agent_lab.core.bridge import BridgeService, Caller, sign
+from prime_agent_lab.jupyter.handlers import SIGNATURE_HEADER
+
+from .conftest import run_turn
+
+KEY = b"kernel-key"
+TOKEN = "srv-token-6f1c0e9d2b"
+
+
+# ------------------------------------------------------------------ unit: verification
+
+
+def make_service() -> BridgeService:
+    service = BridgeService(
+        lambda kid: KEY if kid == "k1" else (b"other-key" if kid == "k2" else None),
+        lambda kid: {"k1": "session-1", "k2": "session-2"}.get(kid),
+        sync_wait=0.2,
+    )
+
+    async def whoami(caller: Caller, payload: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.sleep(float(payload.get("delay", 0)))
+        return {"kernel_id": caller.kernel_id, "session_id": caller.session_id, "payload": payload}
+
+    service.register("whoami", whoami)
+    return service
+
+
+def body(**fields: Any) -> bytes:
+    base = {"kernel_id": "k1", "ts": time.time(), "nonce": uuid.uuid4().hex, "op": "whoami", "payload": {}}
+    return json.dumps({**base, **fields}).encode()
+
+
+def call(service: BridgeService, kernel_id: str, raw: bytes, key: bytes = KEY) -> tuple[int, Any]:
+    return asyncio.run(service.call(kernel_id, raw, sign(key, raw)))
+
+
+def test_identity_and_operation_come_from_the_signature_not_the_payload() -> None:
+    service = make_service()
+    smuggled = {"kernel_id": "k2", "session_id": "session-2", "op": "history.get", "type": "rlm.run"}
+    status, answer = call(service, "k1", body(payload=smuggled))
+    assert status == 200
+    result = answer["result"]
+    assert (result["kernel_id"], result["session_id"]) == ("k1", "session-1")
+    assert result["payload"] == smuggled  # carried as data, never interpreted
+
+
+def test_a_body_signed_by_one_kernel_cannot_act_as_another() -> None:
+    service = make_service()
+    raw = body(kernel_id="k2")
+    assert call(service, "k2", raw, key=KEY)[0] == 403  # k1's key, k2's name
+    assert call(service, "k1", body(kernel_id="k2"))[0] == 403  # URL and body disagree
+
+
+@pytest.mark.parametrize(
+    ("raw", "signature", "reason"),
+    [
+        (body(), "0" * 64, "bad signature"),
+        (body(ts=time.time() - 3600), None, "stale or missing timestamp"),
+        (body(nonce=""), None, "missing nonce"),
+    ],
+)
+def test_forged_or_stale_requests_are_refused(raw: bytes, signature: str | None, reason: str) -> None:
+    service = make_service()
+    status, answer = asyncio.run(service.call("k1", raw, signature or sign(KEY, raw)))
+    assert status == 403 and answer["error"] == reason
+
+
+def test_a_replayed_request_is_refused() -> None:
+    service = make_service()
+
+    async def twice() -> list[int]:
+        raw = body()
+        first = await service.call("k1", raw, sign(KEY, raw))
+        second = await service.call("k1", raw, sign(KEY, raw))
+        return [first[0], second[0]]
+
+    assert asyncio.run(twice()) == [200, 403]
+
+
+def test_unknown_kernel_and_unknown_operation_are_refused() -> None:
+    service = make_service()
+    assert call(service, "nope", body(kernel_id="nope"))[0] == 403
+    status, answer = call(service, "k1", body(op="rm -rf"))
+    assert status == 404 and "unknown bridge operation" in answer["error"]
+
+
+def test_long_calls_become_jobs_that_are_polled_to_the_result() -> None:
+    service = make_service()
+
+    async def scenario() -> tuple[int, Any, int, Any]:
+        raw = body(payload={"delay": 0.5})
+        status, answer = await service.call("k1", raw, sign(KEY, raw))
+        poll = json.dumps({"kernel_id": "k1", "ts": time.time(), "nonce": "n2", "job_id": answer["job_id"]}).encode()
+        status2, answer2 = await service.poll("k1", poll, sign(KEY, poll))
+        while status2 == 202:
+            poll = json.dumps({"kernel_id": "k1", "ts": time.time(), "nonce": uuid.uuid4().hex, "job_id": answer["job_id"]}).encode()
+            status2, answer2 = await service.poll("k1", poll, sign(KEY, poll))
+        return status, answer, status2, answer2
+
+    status, answer, status2, answer2 = asyncio.run(scenario())
+    assert status == 202 and answer["status"] == "pending"
+    assert status2 == 200 and answer2["result"]["session_id"] == "session-1"
+
+
+def test_another_kernel_cannot_poll_a_job() -> None:
+    service = make_service()
+
+    async def scenario() -> int:
+        raw = body(payload={"delay": 0.5})
+        _, answer = await service.call("k1", raw, sign(KEY, raw))
+        poll = json.dumps({"kernel_id": "k2", "ts": time.time(), "nonce": "x", "job_id": answer["job_id"]}).encode()
+        return (await service.poll("k2", poll, sign(b"other-key", poll)))[0]
+
+    assert asyncio.run(scenario()) == 404
+
+
+# ------------------------------------------------------------------ through the real server
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config: dict[str, Any]) -> dict[str, Any]:
+    """A server with a real token, to prove the kernel never gets it."""
+    config = dict(jp_server_config)
+    config["IdentityProvider"] = {"token": TOKEN}
+    config["ServerApp"] = {**config["ServerApp"], "token": TOKEN}
+    return config
+
+
+async def execute_over_websocket(ws: Any, code: str, timeout: float = 30) -> str:
+    """Run a cell the way a JupyterLab tab does, over the kernel's websocket."""
+    msg_id = uuid.uuid4().hex
+    ws.write_message(
+        json.dumps(
+            {
+                "header": {
+                    "msg_id": msg_id,
+                    "msg_type": "execute_request",
+                    "session": "browser-tab",
+                    "username": "user",
+                    "version": "5.3",
+                    "date": "2026-11-29T00:00:00Z",
+                },
+                "parent_header": {},
+                "metadata": {},
+                "content": {"code": code, "silent": False, "store_history": True,
+                            "user_expressions": {}, "allow_stdin": False, "stop_on_error": True},
+                "channel": "shell",
+                "buffers": [],
+            }
+        )
+    )
+    out: list[str] = []
+    async with asyncio.timeout(timeout):
+        while True:
+            raw = await ws.read_message()
+            msg = json.loads(raw)
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind = msg["header"]["msg_type"]
+            if kind == "stream":
+                out.append(msg["content"]["text"])
+            elif kind == "error":
+                out.append("\n".join(msg["content"]["traceback"]))
+            elif kind == "status" and msg["content"]["execution_state"] == "idle":
+                return "".join(out)
+
+
+async def test_awaiting_cell_gets_its_reply_while_a_browser_client_is_attached(
+    host: Any, jp_ws_fetch: Any, make_notebook: Any
+) -> None:
+    agent = await host.attach(make_notebook())
+    await run_turn(host, agent.session_id, "warm up")  # loads prime_agent_kernel via the agent
+    ws = await jp_ws_fetch("api", "kernels", agent.kernel.kernel_id, "channels")
+    try:
+        code = (
+            "import prime_agent_kernel\n"
+            "r = await prime_agent_kernel.client().acall('ping', "
+            "{'delay': 0.3, 'echo': 'hi', 'session_id': 'forged', 'kernel_id': 'forged'})\n"
+            "print(r['echo'], r['session_id'], r['kernel_id'])"
+        )
+        out = await execute_over_websocket(ws, code)
+        assert out.split() == ["hi", agent.session_id, agent.kernel.kernel_id]
+
+        # A call that outlives one HTTP request becomes a job; the cell still gets its answer.
+        host.bridge._sync_wait = 0.1
+        out = await execute_over_websocket(
+            ws, "r = await prime_agent_kernel.client().acall('ping', {'delay': 0.5, 'echo': 'slow'})\nprint(r['echo'])"
+        )
+        assert out.strip() == "slow"
+
+        # `history` is the session's record as Python objects.
+        out = await execute_over_websocket(
+            ws,
+            "cells = history.cells()\n"
+            "print(len(cells), cells[0].cell_id is not None, 'INC-4471' in cells[-1].text)\n"
+            "print(history.search('warm up')[0].type)",
+        )
+        assert out.split() == ["3", "True", "True", "user_message"]
+    finally:
+        ws.close()
+
+
+async def test_kernel_holds_no_jupyter_token(host: Any, jp_ws_fetch: Any, make_notebook: Any) -> None:
+    agent = await host.attach(make_notebook())
+    await run_turn(host, agent.session_id, "warm up")
+    ws = await jp_ws_fetch("api", "kernels", agent.kernel.kernel_id, "channels")
+    try:
+        out = await execute_over_websocket(
+            ws,
+            "import os, prime_agent_kernel\n"
+            "print(repr(vars(prime_agent_kernel.client())))\n"
+            "print(repr(dict(os.environ)))",
+        )
+    finally:
+        ws.close()
+    assert "prime-agent/bridge" in out  # the dump really contains the bridge settings
+    assert TOKEN not in out
+
+
+async def test_bridge_http_refuses_unsigned_and_forged_requests(
+    host: Any, jp_fetch: Any, make_notebook: Any
+) -> None:
+    agent = await host.attach(make_notebook())
+    kernel_id = agent.kernel.kernel_id
+    raw = json.dumps({"kernel_id": kernel_id, "ts": time.time(), "nonce": "n", "op": "history.get", "payload": {}})
+    for headers in ({}, {SIGNATURE_HEADER: sign(b"guessed-key", raw.encode())}):
+        response = await jp_fetch(
+            "prime-agent", "bridge", "kernels", kernel_id, "call",
+            method="POST", body=raw, headers=headers, raise_error=False,
+        )
+        assert response.code == 403
