@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from prime_agent_lab.core.bridge import BridgeService, Caller, sign
-from prime_agent_lab.jupyter.handlers import SIGNATURE_HEADER
+from prime_agent_lab.adapters.bridge_http import SIGNATURE_HEADER
 
 from .conftest import run_turn
 

@@ -22,6 +22,7 @@ from prime_agent_lab.core.messages import (
 )
 from prime_agent_lab.core.ports import ModelProvider, ProviderError, ResponseDone, TextDelta
 from prime_agent_lab.providers import DEFAULT_MODELS, PROVIDER_NAMES, make_provider
+from prime_agent_lab.providers.errors import parse_retry_after
 from prime_agent_lab.providers.fenced import python_blocks
 from prime_agent_lab.providers.scripted import DEFAULT_SCRIPT, EXHAUSTED_TEXT
 
@@ -410,6 +411,14 @@ async def test_unreachable_server_is_a_retryable_connection_error(providers, ven
     error = await failure(providers(vendor, f"http://127.0.0.1:{port}"))
     assert (error.kind, error.retryable) == ("connection", True)
     assert f"127.0.0.1:{port}" in str(error)
+
+
+def test_retry_after_header_forms():
+    assert parse_retry_after({"retry-after": "7"}) == 7.0
+    assert parse_retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert parse_retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    assert parse_retry_after({}) is None
 
 
 # ---------------------------------------------------------------- factory

@@ -13,12 +13,13 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web, websocket
 
 from .. import __version__
+from ..adapters.bridge_http import KERNEL_ROUTE, BridgeEndpoint
+from ..core.bridge import BridgeService
 from ..core.sessions import SessionError, check_session_id
 from ..core.transcript import chat_transcript
 from .host import AgentHost, HostError
 
 AUTH_RESOURCE = "prime_agent"
-SIGNATURE_HEADER = "X-Prime-Agent-Signature"
 
 
 class _Base(ExtensionHandlerMixin, APIHandler):
@@ -195,36 +196,25 @@ class EventsHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
         self._pump.cancel()
 
 
-class _BridgeBase(ExtensionHandlerMixin, JupyterHandler):
+class _BridgeHandler(BridgeEndpoint, ExtensionHandlerMixin, JupyterHandler):
     """Kernel-only routes: authenticated by the HMAC signature, not by a Jupyter login."""
 
-    def check_xsrf_cookie(self) -> None:
-        return None
+    def bridge_service(self) -> BridgeService:
+        return self.settings["prime_agent_host"].bridge
 
-    async def _respond(self, result: tuple[int, Any]) -> None:
-        status, answer = result
-        self.set_status(status)
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(answer))
-
-
-class BridgeCallHandler(_BridgeBase):
     @allow_unauthenticated
     async def post(self, kernel_id: str) -> None:
-        host: AgentHost = self.settings["prime_agent_host"]
-        signature = self.request.headers.get(SIGNATURE_HEADER)
-        await self._respond(await host.bridge.call(kernel_id, self.request.body, signature))
+        await self.answer_bridge(kernel_id)
 
 
-class BridgeJobHandler(_BridgeBase):
-    @allow_unauthenticated
-    async def post(self, kernel_id: str) -> None:
-        host: AgentHost = self.settings["prime_agent_host"]
-        signature = self.request.headers.get(SIGNATURE_HEADER)
-        await self._respond(await host.bridge.poll(kernel_id, self.request.body, signature))
+class BridgeCallHandler(_BridgeHandler):
+    operation = "call"
 
 
-_KERNEL = r"(?P<kernel_id>[\w-]+)"
+class BridgeJobHandler(_BridgeHandler):
+    operation = "jobs"
+
+
 _SESSION = r"(?P<session_id>[A-Za-z0-9][A-Za-z0-9_-]*)"
 
 
@@ -237,6 +227,6 @@ def handlers() -> list[tuple[str, Any]]:
         (rf"/prime-agent/api/sessions/{_SESSION}/stop", StopHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/events", EventsHandler),
         (r"/prime-agent/api/bindings", BindingsHandler),
-        (rf"/prime-agent/bridge/kernels/{_KERNEL}/call", BridgeCallHandler),
-        (rf"/prime-agent/bridge/kernels/{_KERNEL}/jobs", BridgeJobHandler),
+        (rf"/prime-agent/bridge/kernels/{KERNEL_ROUTE}/call", BridgeCallHandler),
+        (rf"/prime-agent/bridge/kernels/{KERNEL_ROUTE}/jobs", BridgeJobHandler),
     ]

@@ -15,11 +15,11 @@ from typing import Any
 
 from ..adapters.kernel_executor import KernelExecutor
 from ..core.agent import Agent, AgentConfig
-from ..core.bridge import BridgeService, Caller
+from ..core.bridge import BridgeService
+from ..core.bridge_ops import register_session_operations
 from ..core.events import EventBus
 from ..core.ports import ModelProvider
 from ..core.sessions import SessionError, SessionRepository
-from ..core.transcript import history_records
 from .live_notebook import LiveNotebook
 
 log = logging.getLogger(__name__)
@@ -77,8 +77,7 @@ class AgentHost:
         self._attach_lock = asyncio.Lock()
         self._background: set[asyncio.Task[Any]] = set()
         self.bridge = BridgeService(self._kernel_key, self._kernel_session.get)
-        self.bridge.register("history.get", self._bridge_history)
-        self.bridge.register("ping", self._bridge_ping)
+        register_session_operations(self.bridge, lambda sid: self.agent(sid).session)
 
     # ------------------------------------------------------------ kernels
 
@@ -292,17 +291,6 @@ class AgentHost:
                 }
             )
         return out
-
-    # ------------------------------------------------------------ bridge operations
-
-    async def _bridge_history(self, caller: Caller, payload: dict[str, Any]) -> list[dict[str, Any]]:
-        return history_records(self.agent(caller.session_id).session)
-
-    async def _bridge_ping(self, caller: Caller, payload: dict[str, Any]) -> dict[str, Any]:
-        delay = float(payload.get("delay", 0) or 0)
-        if delay:
-            await asyncio.sleep(min(delay, 60.0))
-        return {"kernel_id": caller.kernel_id, "session_id": caller.session_id, "echo": payload.get("echo")}
 
     # ------------------------------------------------------------ shutdown
 

@@ -89,7 +89,7 @@ class AnthropicProvider:
             async for event in events:
                 kind = event.type
                 if kind == "message_start":
-                    model = getattr(event.message, "model", None) or model
+                    model = event.message.model or model
                     _merge_usage(usage, event.message.usage)
                 elif kind == "content_block_start":
                     block = event.content_block
@@ -227,21 +227,20 @@ def response_from_message(message: Any, default_model: str) -> ModelResponse:
         tool_calls=calls,
         usage=usage,
         stop_reason=message.stop_reason or ("tool_use" if calls else "end_turn"),
-        model=getattr(message, "model", None) or default_model,
+        model=message.model or default_model,
     )
     return apply_fenced_fallback(response, id_prefix="toolu_")
 
 
 def _merge_usage(usage: Usage, reported: Any) -> None:
     """Apply an SDK usage object; streamed counts are cumulative, so later values replace."""
-    # getattr: compatible servers may leave out fields, and the SDK does not fill them in.
-    fields = {
-        "input_tokens": "input_tokens",
-        "output_tokens": "output_tokens",
-        "cache_read_input_tokens": "cache_read_tokens",
-        "cache_creation_input_tokens": "cache_write_tokens",
-    }
-    for wire_name, name in fields.items():
-        value = getattr(reported, wire_name, None)
-        if isinstance(value, int):
-            setattr(usage, name, value)
+    if reported is None:
+        return
+    if reported.input_tokens is not None:
+        usage.input_tokens = reported.input_tokens
+    if reported.output_tokens is not None:
+        usage.output_tokens = reported.output_tokens
+    if reported.cache_read_input_tokens is not None:
+        usage.cache_read_tokens = reported.cache_read_input_tokens
+    if reported.cache_creation_input_tokens is not None:
+        usage.cache_write_tokens = reported.cache_creation_input_tokens

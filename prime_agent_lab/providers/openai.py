@@ -95,13 +95,13 @@ class OpenAIProvider:
         )
         try:
             async for chunk in chunks:
-                # getattr: compatible servers may leave out fields the SDK does not fill in.
-                model = getattr(chunk, "model", None) or model
-                if getattr(chunk, "usage", None) is not None:
+                # Fields a compatible server leaves out are None (the SDK does not validate).
+                model = chunk.model or model
+                if chunk.usage is not None:
                     usage = _usage(chunk.usage)
-                for choice in getattr(chunk, "choices", None) or ():
-                    delta = getattr(choice, "delta", None)
-                    if getattr(choice, "index", 0) not in (0, None) or delta is None:
+                for choice in chunk.choices or ():
+                    delta = choice.delta
+                    if choice.index not in (0, None) or delta is None:
                         continue
                     piece = (delta.content or "") + (delta.refusal or "")
                     if piece:
@@ -243,21 +243,21 @@ def response_from_completion(completion: Any, default_model: str) -> ModelRespon
     response = ModelResponse(
         text=text,
         tool_calls=calls,
-        usage=_usage(usage) if (usage := getattr(completion, "usage", None)) else Usage(),
+        usage=_usage(completion.usage) if completion.usage is not None else Usage(),
         stop_reason=_stop_reason(finish, bool(calls)),
-        model=getattr(completion, "model", None) or default_model,
+        model=completion.model or default_model,
     )
     return apply_fenced_fallback(response, id_prefix="call_")
 
 
 def _usage(reported: Any) -> Usage:
-    details = getattr(reported, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) or 0
-    written = getattr(details, "cache_write_tokens", None) or 0
+    details = reported.prompt_tokens_details
+    cached = (details.cached_tokens or 0) if details is not None else 0
+    written = (details.cache_write_tokens or 0) if details is not None else 0
     # Like Anthropic's `input_tokens`, count only the prompt tokens not read from cache.
     return Usage(
-        input_tokens=max(0, (getattr(reported, "prompt_tokens", None) or 0) - cached),
-        output_tokens=getattr(reported, "completion_tokens", None) or 0,
+        input_tokens=max(0, (reported.prompt_tokens or 0) - cached),
+        output_tokens=reported.completion_tokens or 0,
         cache_read_tokens=cached,
         cache_write_tokens=written,
     )

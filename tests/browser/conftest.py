@@ -130,6 +130,21 @@ def _shutdown(server: LabServer) -> None:
             process.wait(timeout=grace)
 
 
+@pytest.fixture
+def jp_asyncio_loop() -> Iterator[None]:
+    """Replace pytest-jupyter's autouse loop fixture (tests/conftest.py loads its plugin).
+
+    Playwright's sync API owns the running loop here; closing it at teardown would fail.
+    """
+    yield None
+
+
+@pytest.fixture
+def jp_server_cleanup() -> Iterator[None]:
+    """Replace pytest-jupyter's autouse in-process server cleanup: the server is a subprocess."""
+    yield None
+
+
 @pytest.fixture(scope="module")
 def lab_script() -> dict[str, Any]:
     """The scripted provider's turns; override in a test module."""
@@ -198,8 +213,9 @@ def lab_server(
         "JUPYTER_CONFIG_DIR": str(config_dir),
         "JUPYTER_DATA_DIR": str(base / "data"),
         "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+        # The checkout's packages, for the server and for kernels it starts (they inherit it).
         "PYTHONPATH": os.pathsep.join(
-            p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
+            p for p in (str(REPO), str(REPO / "kernel_ext"), os.environ.get("PYTHONPATH", "")) if p
         ),
         "PYTHONUNBUFFERED": "1",
     }

@@ -1,0 +1,33 @@
+"""Bridge operations that every host (server or CLI) offers to its agent kernels."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from .bridge import BridgeService, Caller
+from .sessions import SessionLog
+from .transcript import history_records
+
+
+def register_session_operations(
+    bridge: BridgeService, session_for: Callable[[str], SessionLog]
+) -> None:
+    """`history.get` (the caller's own session record) and `ping` (a health and latency probe)."""
+
+    async def history_get(caller: Caller, payload: dict[str, Any]) -> list[dict[str, Any]]:
+        return history_records(session_for(caller.session_id))
+
+    async def ping(caller: Caller, payload: dict[str, Any]) -> dict[str, Any]:
+        delay = float(payload.get("delay", 0) or 0)
+        if delay:
+            await asyncio.sleep(min(delay, 60.0))
+        return {
+            "kernel_id": caller.kernel_id,
+            "session_id": caller.session_id,
+            "echo": payload.get("echo"),
+        }
+
+    bridge.register("history.get", history_get)
+    bridge.register("ping", ping)

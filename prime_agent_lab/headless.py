@@ -1,0 +1,154 @@
+"""Everything a headless run needs around the agent loop: a notebook file, a local kernel started
+while the model is thinking, a loopback bridge server, and the session store in `.prime-agent/`."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.manager import AsyncKernelManager
+from tornado.httpserver import HTTPServer
+from tornado.netutil import bind_sockets
+from tornado.web import Application
+
+from .adapters.bridge_http import standalone_routes
+from .adapters.file_notebook import FileNotebook
+from .adapters.kernel_executor import KernelExecutor
+from .core.agent import Agent, AgentConfig
+from .core.bridge import BridgeService
+from .core.bridge_ops import register_session_operations
+from .core.events import Event, EventBus
+from .core.ports import ExecutionResult, OutputEvent
+from .core.sessions import SessionLog, SessionRepository
+from .providers import make_provider
+
+NOTEBOOK_OUTPUT_CAP = 10_000_000
+
+
+class HeadlessRun:
+    def __init__(
+        self,
+        *,
+        cwd: Path,
+        notebook: str,
+        provider: str,
+        model: str | None,
+        script: str | None,
+        stream: bool,
+        kernel_name: str,
+        config: AgentConfig,
+        session_id: str | None = None,
+        resume: bool = False,
+    ) -> None:
+        self.cwd = cwd
+        self.notebook_path = cwd / notebook
+        self.repository = SessionRepository(cwd / ".prime-agent" / "sessions")
+        self._provider_args = (provider, model, script, stream)
+        self._kernel_name = kernel_name
+        self._config = config
+        self._session_id = session_id
+        self._resume = resume
+        self.session_dir: Path | None = None
+        self.kernel_id = uuid.uuid4().hex
+        self._km: AsyncKernelManager | None = None
+        self._kernel: _StartingKernel | None = None
+        self._server: HTTPServer | None = None
+        self._agent: Agent | None = None
+
+    @property
+    def agent(self) -> Agent:
+        assert self._agent is not None, "start() first"
+        return self._agent
+
+    async def start(self, listener: Callable[[Event], None]) -> None:
+        name, model, script, stream = self._provider_args
+        provider = make_provider(name, model, script_path=script, stream=stream)
+        session = self._open_session(provider.name, provider.model)
+        self.session_dir = session.directory
+        # The kernel boots while the model writes its first answer.
+        self._km = AsyncKernelManager(kernel_name=self._kernel_name)
+        bridge = BridgeService(self._kernel_key, lambda kid: session.session_id if kid == self.kernel_id else None)
+        register_session_operations(bridge, lambda _sid: session)
+        bridge_url = self._start_bridge_server(bridge)
+        setup = (
+            "import prime_agent_kernel as _prime_agent_kernel\n"
+            f"_prime_agent_kernel.configure({bridge_url!r}, {self.kernel_id!r})\n"
+            "del _prime_agent_kernel\n"
+        )
+        self._kernel = _StartingKernel(self._km, self.kernel_id, setup, self.cwd)
+        events = EventBus(session.session_id)
+        events.add_listener(listener)
+        notebook = FileNotebook(self.notebook_path, NOTEBOOK_OUTPUT_CAP)
+        self._agent = Agent(session, provider, notebook, self._kernel, self._config, events)
+
+    def _open_session(self, provider: str, model: str) -> SessionLog:
+        notebook = self.notebook_path.name
+        session_id = self._session_id
+        if session_id is None and self._resume:
+            session_id = self.repository.latest_for_notebook(notebook)
+            if session_id is None:
+                raise FileNotFoundError(f"cannot continue: no session for {notebook} yet")
+        if session_id is not None:
+            session = self.repository.load(session_id)
+            session.close_interrupted_turn()
+            return session
+        return self.repository.create(notebook_path=notebook, provider=provider, model=model)
+
+    def _kernel_key(self, kernel_id: str) -> bytes | None:
+        if kernel_id != self.kernel_id or self._km is None:
+            return None
+        return bytes(self._km.session.key)
+
+    def _start_bridge_server(self, bridge: BridgeService) -> str:
+        sockets = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
+        port = sockets[0].getsockname()[1]
+        self._server = HTTPServer(Application(standalone_routes(bridge)))
+        self._server.add_sockets(sockets)
+        return f"http://127.0.0.1:{port}/prime-agent/bridge"
+
+    async def close(self) -> None:
+        if self._kernel is not None:
+            await self._kernel.shutdown()
+        if self._server is not None:
+            self._server.stop()
+
+
+class _StartingKernel:
+    """The kernel port for a kernel that is still booting: the first execute waits for it."""
+
+    def __init__(self, km: AsyncKernelManager, kernel_id: str, setup: str, cwd: Path) -> None:
+        self.kernel_id = kernel_id
+        self._km = km
+        self._executor = KernelExecutor(km, kernel_id, lambda: setup)
+        self._boot = asyncio.ensure_future(self._start(cwd))
+
+    async def _start(self, cwd: Path) -> None:
+        await self._km.start_kernel(cwd=str(cwd))
+        await self._executor.prepare()
+
+    async def execute(
+        self, code: str, on_event: Callable[[OutputEvent], None], timeout: float
+    ) -> ExecutionResult:
+        await self._boot
+        return await self._executor.execute(code, on_event, timeout)
+
+    async def interrupt(self) -> None:
+        await self._boot
+        await self._executor.interrupt()
+
+    async def shutdown(self) -> None:
+        if not self._boot.done():
+            self._boot.cancel()
+        try:
+            await self._boot
+        except (asyncio.CancelledError, Exception):
+            pass
+        await self._executor.close()
+        if self._km.has_kernel:
+            await self._km.shutdown_kernel(now=True)
+
+

@@ -1,0 +1,106 @@
+"""The headless CLI: same loop, files in the current directory, JSON lines, honest exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT), str(ROOT / "kernel_ext"), env.get("PYTHONPATH", "")]
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "prime_agent_lab.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def json_lines(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def test_run_in_json_mode_writes_notebook_and_session_and_ends_with_run_end(tmp_path: Path) -> None:
+    done = cli(tmp_path, "run", "--mode", "json", "Find the incident in the log")
+
+    assert done.returncode == 0, done.stderr
+    records = json_lines(done.stdout)
+    assert all("type" in r for r in records)
+    end = records[-1]
+    assert end["type"] == "run_end" and end["ok"] is True
+    assert end["notebook"] == "agent.ipynb"
+    assert "FOUND: INC-4471" in end["final_text"]
+    assert [r["type"] for r in records].count("cell_finished") == 3
+
+    nb = nbformat.read(tmp_path / end["notebook"], as_version=4)
+    nbformat.validate(nb)
+    counts = [c.execution_count for c in nb.cells]
+    assert counts == [1, 2, 3]
+    assert "INC-4471" in nb.cells[2].outputs[-1]["text"]
+    session_file = tmp_path / end["session_dir"] / "session.jsonl"
+    assert session_file.is_file()
+    assert json.loads(session_file.read_text().splitlines()[0])["notebook_path"] == "agent.ipynb"
+
+
+def test_run_in_text_mode_prints_progress(tmp_path: Path) -> None:
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": [{"text": "Adding.", "code": "x = 20 + 22\nprint(x)"}, {"text": "It is {last_output_line}."}]}))
+    done = cli(tmp_path, "run", "--script", str(script), "add")
+    assert done.returncode == 0, done.stderr
+    assert "▶ cell" in done.stdout and "x = 20 + 22" in done.stdout
+    assert "ok [1]: 42" in done.stdout
+    assert "It is 42." in done.stdout
+
+
+def test_history_in_the_kernel_reaches_the_cli_host_over_the_bridge(tmp_path: Path) -> None:
+    script = tmp_path / "s.json"
+    code = "print([e.type for e in history][:2], len(history.cells()))"
+    script.write_text(json.dumps({"turns": [{"code": "a = 1"}, {"code": code}, {"text": "{last_output_line}"}]}))
+    done = cli(tmp_path, "run", "--mode", "json", "--script", str(script), "look back")
+    assert done.returncode == 0, done.stderr
+    assert json_lines(done.stdout)[-1]["final_text"] == "['user_message', 'assistant_message'] 1"
+
+
+def test_continue_resumes_the_newest_session_of_the_notebook(tmp_path: Path) -> None:
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": [{"text": "first"}, {"text": "second"}]}))
+    first = json_lines(cli(tmp_path, "run", "--mode", "json", "--script", str(script), "one").stdout)[-1]
+    second = json_lines(
+        cli(tmp_path, "run", "--mode", "json", "--continue", "--script", str(script), "two").stdout
+    )[-1]
+    assert first["session_dir"] == second["session_dir"]
+    assert (first["final_text"], second["final_text"]) == ("first", "second")
+
+
+def test_provider_failure_exits_nonzero_with_a_clear_message(tmp_path: Path) -> None:
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": [{"error": {"status": 401, "message": "invalid x-api-key"}}, {"text": "never"}]}))
+    done = cli(tmp_path, "run", "--script", str(script), "hi")
+    assert done.returncode == 1
+    assert "prime-agent-lab:" in done.stderr and "invalid x-api-key" in done.stderr
+
+
+def test_unknown_provider_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    done = cli(tmp_path, "run", "--provider", "bogus", "hi")
+    assert done.returncode == 2
+    assert "invalid choice: 'bogus'" in done.stderr
+    assert not (tmp_path / "agent.ipynb").exists()
+
+
+def test_missing_script_file_is_a_clear_error(tmp_path: Path) -> None:
+    done = cli(tmp_path, "run", "--script", "nope.json", "hi")
+    assert done.returncode == 1
+    assert "nope.json" in done.stderr
