@@ -152,8 +152,22 @@ def lab_script() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
+def lab_user_settings() -> dict[str, dict[str, Any]]:
+    """JupyterLab user settings by `<package>/<plugin>`; override to add (e.g. a theme)."""
+    return {
+        # No news or update toasts over the UI.
+        "@jupyterlab/apputils-extension/notification": {
+            "fetchNews": "false",
+            "checkForUpdates": False,
+        },
+    }
+
+
+@pytest.fixture(scope="module")
 def lab_server(
-    tmp_path_factory: pytest.TempPathFactory, lab_script: dict[str, Any]
+    tmp_path_factory: pytest.TempPathFactory,
+    lab_script: dict[str, Any],
+    lab_user_settings: dict[str, dict[str, Any]],
 ) -> Iterator[LabServer]:
     if not (LABEXTENSION_BUILD / "package.json").exists():
         pytest.fail(
@@ -178,11 +192,8 @@ def lab_server(
         {"ServerApp": {"jpserver_extensions": {"prime_agent_lab": True}}},
     )
     settings_dir = base / "settings"
-    # No news or update toasts over the UI.
-    _write_json(
-        settings_dir / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings",
-        {"fetchNews": "false", "checkForUpdates": False},
-    )
+    for plugin, values in lab_user_settings.items():
+        _write_json(settings_dir / f"{plugin}.jupyterlab-settings", values)
 
     token = secrets.token_hex(16)
     port = _free_port()
