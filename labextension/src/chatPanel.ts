@@ -14,6 +14,8 @@ import type { TranscriptChange, TranscriptEntry } from './transcript';
 export interface IChatPanelOptions {
   /** Brings the notebook tab to the front before jumping to a cell. */
   activateNotebook: (agent: NotebookAgent) => void;
+  /** Renders assistant Markdown; without it replies show as plain text. */
+  renderMarkdown?: IEntryViewContext['renderMarkdown'];
 }
 
 /** Distance from the bottom (px) within which the transcript keeps following. */
@@ -281,7 +283,8 @@ export class ChatPanel extends Widget {
           agent.transcript.addError('That cell is no longer in the notebook.');
         }
       });
-    }
+    },
+    renderMarkdown: this._options.renderMarkdown ?? null
   };
 
   private _agent: NotebookAgent | null = null;

@@ -3,7 +3,11 @@
  * a `data-testid` so tests and themes can rely on them.
  */
 import type { CellStatus } from './types';
-import type { ICellEntry, TranscriptEntry } from './transcript';
+import type {
+  IAssistantEntry,
+  ICellEntry,
+  TranscriptEntry
+} from './transcript';
 import { firstLine } from './cellNavigation';
 
 export interface IEntryViewContext {
@@ -11,6 +15,11 @@ export interface IEntryViewContext {
   cellFirstLine(cellId: string): string | null;
   /** Jump to the cell in the notebook. */
   revealCell(cellId: string): void;
+  /**
+   * Render Markdown into `host` (which already shows the plain text), or
+   * null to keep plain text.
+   */
+  renderMarkdown: ((host: HTMLElement, source: string) => Promise<void>) | null;
 }
 
 const STATUS_GLYPHS: Record<CellStatus, string> = {
@@ -41,11 +50,8 @@ export function renderEntry(
       node.classList.toggle('pal-mod-pending', entry.pending);
       return node;
     }
-    case 'assistant': {
-      const node = element('div', 'pal-assistant', 'pal-assistant', entry.text);
-      node.classList.toggle('pal-mod-streaming', entry.streaming);
-      return node;
-    }
+    case 'assistant':
+      return renderAssistant(entry, context);
     case 'cell':
       return renderCellLine(entry, context);
     case 'retry':
@@ -60,6 +66,24 @@ export function renderEntry(
     case 'notice':
       return element('div', 'pal-notice', 'pal-notice', entry.text);
   }
+}
+
+function renderAssistant(
+  entry: IAssistantEntry,
+  context: IEntryViewContext
+): HTMLElement {
+  const node = element('div', 'pal-assistant', 'pal-assistant', entry.text);
+  if (entry.streaming) {
+    // Plain text while it streams: cheap to redraw on every delta.
+    node.classList.add('pal-mod-streaming');
+  } else if (context.renderMarkdown) {
+    node.classList.add('pal-mod-markdown', 'jp-RenderedHTMLCommon');
+    context.renderMarkdown(node, entry.text).catch(error => {
+      node.textContent = entry.text;
+      console.warn('prime-agent: could not render Markdown', error);
+    });
+  }
+  return node;
 }
 
 function renderCellLine(

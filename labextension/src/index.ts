@@ -9,6 +9,7 @@ import {
 } from '@jupyterlab/application';
 import { ICommandPalette } from '@jupyterlab/apputils';
 import { INotebookTracker, type NotebookPanel } from '@jupyterlab/notebook';
+import { IRenderMimeRegistry, renderMarkdown } from '@jupyterlab/rendermime';
 
 import { AgentCellMarker } from './agentCellMarker';
 import { AgentApiClient } from './api';
@@ -27,12 +28,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
   description: 'Chat with the Prime Agent about the current notebook.',
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [ILayoutRestorer, ICommandPalette],
+  optional: [ILayoutRestorer, ICommandPalette, IRenderMimeRegistry],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker,
     restorer: ILayoutRestorer | null,
-    palette: ICommandPalette | null
+    palette: ICommandPalette | null,
+    rendermime: IRenderMimeRegistry | null
   ) => {
     const api = new AgentApiClient(app.serviceManager.serverSettings);
     const agents = new Map<NotebookPanel, NotebookAgent>();
@@ -51,7 +53,21 @@ const plugin: JupyterFrontEndPlugin<void> = {
     };
 
     const chat = new ChatPanel({
-      activateNotebook: agent => app.shell.activateById(agent.panel.id)
+      activateNotebook: agent => app.shell.activateById(agent.panel.id),
+      renderMarkdown: rendermime
+        ? (host, source) =>
+            renderMarkdown({
+              host,
+              source,
+              trusted: false,
+              sanitizer: rendermime.sanitizer,
+              resolver: null,
+              linkHandler: rendermime.linkHandler,
+              shouldTypeset: true,
+              latexTypesetter: rendermime.latexTypesetter,
+              markdownParser: rendermime.markdownParser
+            })
+        : null
     });
     app.shell.add(chat, 'right', { rank: 650 });
     restorer?.add(chat, chat.id);

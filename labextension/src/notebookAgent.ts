@@ -199,15 +199,18 @@ export class NotebookAgent implements IDisposable {
     if (this._disposed) {
       return;
     }
-    const { transcript, last_seq: lastSeq, ...info } = detail;
+    const { transcript, ...info } = detail;
     this._session = info;
     this._lastError = null;
-    const knowsLastSeq = typeof lastSeq === 'number';
-    this.transcript.load(transcript ?? [], !knowsLastSeq);
+    this.transcript.load(
+      transcript ?? [],
+      typeof info.seq === 'number' ? info.seq : null
+    );
     this.transcript.status = info.status;
+    // Replay the server's whole buffer; the transcript drops what it has.
     const stream = new EventStream({
       urlFor: since => this._api.eventsUrl(session.session_id, since),
-      since: knowsLastSeq ? lastSeq : 0,
+      since: 0,
       webSocket: this._api.serverSettings.WebSocket
     });
     stream.received.connect(this._onEvent, this);

@@ -102,16 +102,22 @@ export class TranscriptModel {
   /**
    * Replace everything with the server's transcript.
    *
-   * @param replaysWholeBuffer - true when the event stream will replay the
-   *   server's whole buffer (no `last_seq` known). Events of turns that the
-   *   transcript already holds are then ignored, unless the replay contains
-   *   the turn's `turn_started`, in which case the turn is rebuilt from events.
+   * The event stream is then opened with `since=0`, so the server replays
+   * its whole buffer. Replayed events that the transcript already covers
+   * (seq <= `transcriptSeq`, a turn the transcript holds) are dropped, unless
+   * the replay has that turn's `turn_started`: then the turn is rebuilt from
+   * its events, which also restores a running turn's live cells and
+   * streaming text. Events newer than `transcriptSeq` always apply.
+   *
+   * @param transcriptSeq - the session's `seq` when the transcript was read;
+   *   null when the server did not say (every replayed event is then
+   *   treated as possibly covered).
    */
-  load(items: readonly ChatItem[], replaysWholeBuffer: boolean): void {
+  load(items: readonly ChatItem[], transcriptSeq: number | null): void {
     this._entries = items.map(item => this._entryFromItem(item));
-    this._turnsOnlyInTranscript = replaysWholeBuffer
-      ? new Set(items.map(item => item.turn))
-      : new Set();
+    this._turnsInTranscript = new Set(items.map(item => item.turn));
+    this._rebuiltTurns.clear();
+    this._transcriptSeq = transcriptSeq ?? Number.POSITIVE_INFINITY;
     this._streaming = null;
     this._changed.emit({ type: 'reset' });
   }
@@ -221,14 +227,19 @@ export class TranscriptModel {
 
   private _acceptsReplayOf(event: AgentEvent): boolean {
     const turn = event.turn;
-    if (turn === undefined || !this._turnsOnlyInTranscript.has(turn)) {
+    if (
+      event.seq > this._transcriptSeq ||
+      turn === undefined ||
+      !this._turnsInTranscript.has(turn) ||
+      this._rebuiltTurns.has(turn)
+    ) {
       return true;
     }
     if (event.type !== 'turn_started') {
       return false;
     }
-    // The replay holds this whole turn: rebuild it from events.
-    this._turnsOnlyInTranscript.delete(turn);
+    // The replay holds this whole turn: rebuild it from its events.
+    this._rebuiltTurns.add(turn);
     this._entries = this._entries.filter(entry => entry.turn !== turn);
     this._changed.emit({ type: 'reset' });
     return true;
@@ -383,7 +394,9 @@ export class TranscriptModel {
   private _entries: TranscriptEntry[] = [];
   private _status: SessionStatus = 'idle';
   private _streaming: IAssistantEntry | null = null;
-  private _turnsOnlyInTranscript = new Set<number>();
+  private _turnsInTranscript = new Set<number>();
+  private readonly _rebuiltTurns = new Set<number>();
+  private _transcriptSeq = Number.POSITIVE_INFINITY;
   private _nextId = 1;
   private readonly _changed = new Signal<this, TranscriptChange>(this);
   private readonly _statusChanged = new Signal<this, SessionStatus>(this);

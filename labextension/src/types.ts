@@ -30,6 +30,11 @@ export interface ISessionInfo {
   turns: number;
   created: string;
   updated: string;
+  /**
+   * Seq of the newest event the server had emitted for this session when it
+   * answered. Sent by the server but not yet in docs/api.md.
+   */
+  seq?: number;
 }
 
 export type ChatItem =
@@ -47,12 +52,6 @@ export type ChatItem =
 
 export interface ISessionWithTranscript extends ISessionInfo {
   transcript: ChatItem[];
-  /**
-   * Sequence number of the last event already reflected in `transcript`.
-   * Not in docs/api.md yet; when the server sends it, the panel subscribes
-   * with `since=last_seq` instead of replaying the whole event buffer.
-   */
-  last_seq?: number;
 }
 
 interface IEventBase {
