@@ -45,7 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--notebook", default="agent.ipynb", help="notebook to write cells into")
     run.add_argument("--session", default=None, help="continue this session id")
     run.add_argument(
-        "--continue", dest="resume", action="store_true",
+        "--continue",
+        dest="resume",
+        action="store_true",
         help="continue the newest session of the notebook",
     )
     run.add_argument("--cell-timeout", type=float, default=600.0, help="seconds per cell")

@@ -4,11 +4,11 @@ while the model is thinking, a loopback bridge server, and the session store in 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from jupyter_client.manager import AsyncKernelManager
 from tornado.httpserver import HTTPServer
@@ -71,7 +71,9 @@ class HeadlessRun:
         self.session_dir = session.directory
         # The kernel boots while the model writes its first answer.
         self._km = AsyncKernelManager(kernel_name=self._kernel_name)
-        bridge = BridgeService(self._kernel_key, lambda kid: session.session_id if kid == self.kernel_id else None)
+        bridge = BridgeService(
+            self._kernel_key, lambda kid: session.session_id if kid == self.kernel_id else None
+        )
         register_session_operations(bridge, lambda _sid: session)
         bridge_url = self._start_bridge_server(bridge)
         setup = (
@@ -143,12 +145,8 @@ class _StartingKernel:
     async def shutdown(self) -> None:
         if not self._boot.done():
             self._boot.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
             await self._boot
-        except (asyncio.CancelledError, Exception):
-            pass
         await self._executor.close()
         if self._km.has_kernel:
             await self._km.shutdown_kernel(now=True)
-
-

@@ -40,7 +40,9 @@ def prime_agent_config() -> dict[str, Any]:
 
 
 @pytest.fixture
-def jp_server_config(jp_server_config: dict[str, Any], prime_agent_config: dict[str, Any], jp_root_dir: Path) -> dict[str, Any]:
+def jp_server_config(
+    jp_server_config: dict[str, Any], prime_agent_config: dict[str, Any], jp_root_dir: Path
+) -> dict[str, Any]:
     config = dict(jp_server_config)
     server = dict(config["ServerApp"])
     server["jpserver_extensions"] = {**server["jpserver_extensions"], "prime_agent_lab": True}
@@ -73,7 +75,11 @@ def host(jp_serverapp: Any, http_server: Any, jp_asyncio_loop: Any) -> Any:
 def make_notebook(jp_root_dir: Path) -> Callable[..., str]:
     def create(path: str = "analysis.ipynb", cells: list[Any] | None = None) -> str:
         nb = nbformat.v4.new_notebook()
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nb.metadata["kernelspec"] = {
+            "name": "python3",
+            "display_name": "Python 3",
+            "language": "python",
+        }
         nb.cells = list(cells or [])
         target = jp_root_dir / path
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -94,7 +94,7 @@ async def test_endless_loop_times_out_is_interrupted_and_kernel_keeps_state(
     ended = await run_turn(host, agent.session_id, "loop")
 
     assert ended["stop_reason"] == "end_turn"
-    first, looped, after = tool_results(agent)
+    _first, looped, after = tool_results(agent)
     assert looped["status"] == "timeout"
     assert "longer than 2 s and was interrupted" in looped["observation"]
     assert "KeyboardInterrupt" in looped["observation"]
@@ -185,7 +185,11 @@ async def test_provider_error_that_is_not_retryable_ends_the_turn_and_keeps_the_
     host: Any, make_notebook: Any, agent_script: Any
 ) -> None:
     script = agent_script(
-        [{"error": {"status": 401, "message": "invalid x-api-key"}}, {"code": "print(1)"}, {"text": "ok"}]
+        [
+            {"error": {"status": 401, "message": "invalid x-api-key"}},
+            {"code": "print(1)"},
+            {"text": "ok"},
+        ]
     )
     use_script(host, script)
     agent = await host.attach(make_notebook())
@@ -201,5 +205,5 @@ async def test_provider_error_that_is_not_retryable_ends_the_turn_and_keeps_the_
 
 
 def test_unknown_provider_name_is_an_error_at_start() -> None:
-    with pytest.raises(TraitError, match="unknown provider 'bogus'.*anthropic, openai, scripted"):
+    with pytest.raises(TraitError, match=r"unknown provider 'bogus'.*anthropic, openai, scripted"):
         PrimeAgentLab(provider="bogus")

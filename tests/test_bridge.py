@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from prime_agent_lab.core.bridge import BridgeService, Caller, sign
 from prime_agent_lab.adapters.bridge_http import SIGNATURE_HEADER
+from prime_agent_lab.core.bridge import BridgeService, Caller, sign
 
 from .conftest import run_turn
 
@@ -38,7 +38,13 @@ def make_service() -> BridgeService:
 
 
 def body(**fields: Any) -> bytes:
-    base = {"kernel_id": "k1", "ts": time.time(), "nonce": uuid.uuid4().hex, "op": "whoami", "payload": {}}
+    base = {
+        "kernel_id": "k1",
+        "ts": time.time(),
+        "nonce": uuid.uuid4().hex,
+        "op": "whoami",
+        "payload": {},
+    }
     return json.dumps({**base, **fields}).encode()
 
 
@@ -48,7 +54,12 @@ def call(service: BridgeService, kernel_id: str, raw: bytes, key: bytes = KEY) -
 
 def test_identity_and_operation_come_from_the_signature_not_the_payload() -> None:
     service = make_service()
-    smuggled = {"kernel_id": "k2", "session_id": "session-2", "op": "history.get", "type": "rlm.run"}
+    smuggled = {
+        "kernel_id": "k2",
+        "session_id": "session-2",
+        "op": "history.get",
+        "type": "rlm.run",
+    }
     status, answer = call(service, "k1", body(payload=smuggled))
     assert status == 200
     result = answer["result"]
@@ -71,7 +82,9 @@ def test_a_body_signed_by_one_kernel_cannot_act_as_another() -> None:
         (body(nonce=""), None, "missing nonce"),
     ],
 )
-def test_forged_or_stale_requests_are_refused(raw: bytes, signature: str | None, reason: str) -> None:
+def test_forged_or_stale_requests_are_refused(
+    raw: bytes, signature: str | None, reason: str
+) -> None:
     service = make_service()
     status, answer = asyncio.run(service.call("k1", raw, signature or sign(KEY, raw)))
     assert status == 403 and answer["error"] == reason
@@ -102,10 +115,19 @@ def test_long_calls_become_jobs_that_are_polled_to_the_result() -> None:
     async def scenario() -> tuple[int, Any, int, Any]:
         raw = body(payload={"delay": 0.5})
         status, answer = await service.call("k1", raw, sign(KEY, raw))
-        poll = json.dumps({"kernel_id": "k1", "ts": time.time(), "nonce": "n2", "job_id": answer["job_id"]}).encode()
+        poll = json.dumps(
+            {"kernel_id": "k1", "ts": time.time(), "nonce": "n2", "job_id": answer["job_id"]}
+        ).encode()
         status2, answer2 = await service.poll("k1", poll, sign(KEY, poll))
         while status2 == 202:
-            poll = json.dumps({"kernel_id": "k1", "ts": time.time(), "nonce": uuid.uuid4().hex, "job_id": answer["job_id"]}).encode()
+            poll = json.dumps(
+                {
+                    "kernel_id": "k1",
+                    "ts": time.time(),
+                    "nonce": uuid.uuid4().hex,
+                    "job_id": answer["job_id"],
+                }
+            ).encode()
             status2, answer2 = await service.poll("k1", poll, sign(KEY, poll))
         return status, answer, status2, answer2
 
@@ -120,7 +142,9 @@ def test_another_kernel_cannot_poll_a_job() -> None:
     async def scenario() -> int:
         raw = body(payload={"delay": 0.5})
         _, answer = await service.call("k1", raw, sign(KEY, raw))
-        poll = json.dumps({"kernel_id": "k2", "ts": time.time(), "nonce": "x", "job_id": answer["job_id"]}).encode()
+        poll = json.dumps(
+            {"kernel_id": "k2", "ts": time.time(), "nonce": "x", "job_id": answer["job_id"]}
+        ).encode()
         return (await service.poll("k2", poll, sign(b"other-key", poll)))[0]
 
     assert asyncio.run(scenario()) == 404
@@ -154,8 +178,14 @@ async def execute_over_websocket(ws: Any, code: str, timeout: float = 30) -> str
                 },
                 "parent_header": {},
                 "metadata": {},
-                "content": {"code": code, "silent": False, "store_history": True,
-                            "user_expressions": {}, "allow_stdin": False, "stop_on_error": True},
+                "content": {
+                    "code": code,
+                    "silent": False,
+                    "store_history": True,
+                    "user_expressions": {},
+                    "allow_stdin": False,
+                    "stop_on_error": True,
+                },
                 "channel": "shell",
                 "buffers": [],
             }
@@ -196,7 +226,9 @@ async def test_awaiting_cell_gets_its_reply_while_a_browser_client_is_attached(
         # A call that outlives one HTTP request becomes a job; the cell still gets its answer.
         host.bridge._sync_wait = 0.1
         out = await execute_over_websocket(
-            ws, "r = await prime_agent_kernel.client().acall('ping', {'delay': 0.5, 'echo': 'slow'})\nprint(r['echo'])"
+            ws,
+            "r = await prime_agent_kernel.client().acall('ping', {'delay': 0.5, 'echo': 'slow'})\n"
+            "print(r['echo'])",
         )
         assert out.strip() == "slow"
 
@@ -212,7 +244,9 @@ async def test_awaiting_cell_gets_its_reply_while_a_browser_client_is_attached(
         ws.close()
 
 
-async def test_kernel_holds_no_jupyter_token(host: Any, jp_ws_fetch: Any, make_notebook: Any) -> None:
+async def test_kernel_holds_no_jupyter_token(
+    host: Any, jp_ws_fetch: Any, make_notebook: Any
+) -> None:
     agent = await host.attach(make_notebook())
     await run_turn(host, agent.session_id, "warm up")
     ws = await jp_ws_fetch("api", "kernels", agent.kernel.kernel_id, "channels")
@@ -234,10 +268,25 @@ async def test_bridge_http_refuses_unsigned_and_forged_requests(
 ) -> None:
     agent = await host.attach(make_notebook())
     kernel_id = agent.kernel.kernel_id
-    raw = json.dumps({"kernel_id": kernel_id, "ts": time.time(), "nonce": "n", "op": "history.get", "payload": {}})
+    raw = json.dumps(
+        {
+            "kernel_id": kernel_id,
+            "ts": time.time(),
+            "nonce": "n",
+            "op": "history.get",
+            "payload": {},
+        }
+    )
     for headers in ({}, {SIGNATURE_HEADER: sign(b"guessed-key", raw.encode())}):
         response = await jp_fetch(
-            "prime-agent", "bridge", "kernels", kernel_id, "call",
-            method="POST", body=raw, headers=headers, raise_error=False,
+            "prime-agent",
+            "bridge",
+            "kernels",
+            kernel_id,
+            "call",
+            method="POST",
+            body=raw,
+            headers=headers,
+            raise_error=False,
         )
         assert response.code == 403

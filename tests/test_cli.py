@@ -57,7 +57,16 @@ def test_run_in_json_mode_writes_notebook_and_session_and_ends_with_run_end(tmp_
 
 def test_run_in_text_mode_prints_progress(tmp_path: Path) -> None:
     script = tmp_path / "s.json"
-    script.write_text(json.dumps({"turns": [{"text": "Adding.", "code": "x = 20 + 22\nprint(x)"}, {"text": "It is {last_output_line}."}]}))
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"text": "Adding.", "code": "x = 20 + 22\nprint(x)"},
+                    {"text": "It is {last_output_line}."},
+                ]
+            }
+        )
+    )
     done = cli(tmp_path, "run", "--script", str(script), "add")
     assert done.returncode == 0, done.stderr
     assert "▶ cell" in done.stdout and "x = 20 + 22" in done.stdout
@@ -68,7 +77,9 @@ def test_run_in_text_mode_prints_progress(tmp_path: Path) -> None:
 def test_history_in_the_kernel_reaches_the_cli_host_over_the_bridge(tmp_path: Path) -> None:
     script = tmp_path / "s.json"
     code = "print([e.type for e in history][:2], len(history.cells()))"
-    script.write_text(json.dumps({"turns": [{"code": "a = 1"}, {"code": code}, {"text": "{last_output_line}"}]}))
+    script.write_text(
+        json.dumps({"turns": [{"code": "a = 1"}, {"code": code}, {"text": "{last_output_line}"}]})
+    )
     done = cli(tmp_path, "run", "--mode", "json", "--script", str(script), "look back")
     assert done.returncode == 0, done.stderr
     assert json_lines(done.stdout)[-1]["final_text"] == "['user_message', 'assistant_message'] 1"
@@ -77,7 +88,9 @@ def test_history_in_the_kernel_reaches_the_cli_host_over_the_bridge(tmp_path: Pa
 def test_continue_resumes_the_newest_session_of_the_notebook(tmp_path: Path) -> None:
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"turns": [{"text": "first"}, {"text": "second"}]}))
-    first = json_lines(cli(tmp_path, "run", "--mode", "json", "--script", str(script), "one").stdout)[-1]
+    first = json_lines(
+        cli(tmp_path, "run", "--mode", "json", "--script", str(script), "one").stdout
+    )[-1]
     second = json_lines(
         cli(tmp_path, "run", "--mode", "json", "--continue", "--script", str(script), "two").stdout
     )[-1]
@@ -87,7 +100,16 @@ def test_continue_resumes_the_newest_session_of_the_notebook(tmp_path: Path) -> 
 
 def test_provider_failure_exits_nonzero_with_a_clear_message(tmp_path: Path) -> None:
     script = tmp_path / "s.json"
-    script.write_text(json.dumps({"turns": [{"error": {"status": 401, "message": "invalid x-api-key"}}, {"text": "never"}]}))
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"error": {"status": 401, "message": "invalid x-api-key"}},
+                    {"text": "never"},
+                ]
+            }
+        )
+    )
     done = cli(tmp_path, "run", "--script", str(script), "hi")
     assert done.returncode == 1
     assert "prime-agent-lab:" in done.stderr and "invalid x-api-key" in done.stderr

@@ -1,4 +1,4 @@
-"""Fast unit tests of the core: session tree, observation shaping, and the loop on in-memory ports."""
+"""Fast unit tests of the core: session tree, observation shaping, the loop on in-memory ports."""
 
 from __future__ import annotations
 
@@ -71,7 +71,10 @@ def test_a_turn_cut_by_a_crash_is_marked_interrupted_not_replayed(tmp_path: Path
 def test_context_gives_every_tool_call_exactly_one_result(tmp_path: Path) -> None:
     log = SessionRepository(tmp_path).create(notebook_path="a.ipynb")
     log.append("user_message", text="go", turn=1)
-    calls = [{"id": "c1", "name": "python", "arguments": "{}"}, {"id": "c2", "name": "python", "arguments": "{}"}]
+    calls = [
+        {"id": "c1", "name": "python", "arguments": "{}"},
+        {"id": "c2", "name": "python", "arguments": "{}"},
+    ]
     log.append("assistant_message", text="", tool_calls=calls, turn=1)
     log.append("tool_result", tool_call_id="c1", observation="one", turn=1)
     messages = log.context_messages()
@@ -110,7 +113,12 @@ def test_observation_orders_stdout_stderr_result_error() -> None:
     result = _result(
         {"output_type": "execute_result", "data": {"text/plain": "42"}},
         {"output_type": "stream", "name": "stderr", "text": "warn\n"},
-        {"output_type": "error", "ename": "E", "evalue": "v", "traceback": ["\x1b[31mTraceback\x1b[0m", "E: v"]},
+        {
+            "output_type": "error",
+            "ename": "E",
+            "evalue": "v",
+            "traceback": ["\x1b[31mTraceback\x1b[0m", "E: v"],
+        },
         {"output_type": "stream", "name": "stdout", "text": "hello\n"},
         status="error",
     )
@@ -190,7 +198,9 @@ class EchoKernel:
         self.block = block
         self.count = 0
 
-    async def execute(self, code: str, on_event: Callable[[OutputEvent], None], timeout: float) -> ExecutionResult:
+    async def execute(
+        self, code: str, on_event: Callable[[OutputEvent], None], timeout: float
+    ) -> ExecutionResult:
         if self.block is not None:
             await self.block.wait()
         self.count += 1
@@ -206,14 +216,26 @@ def call(code: str, call_id: str = "c1") -> ToolCall:
     return ToolCall(call_id, "python", json.dumps({"code": code}))
 
 
-def make_agent(tmp_path: Path, provider: ListProvider, kernel: EchoKernel | None = None, **config: Any) -> tuple[Agent, MemoryNotebook]:
-    session = SessionRepository(tmp_path).create(notebook_path="mem.ipynb", provider="list", model="m")
+def make_agent(
+    tmp_path: Path, provider: ListProvider, kernel: EchoKernel | None = None, **config: Any
+) -> tuple[Agent, MemoryNotebook]:
+    session = SessionRepository(tmp_path).create(
+        notebook_path="mem.ipynb", provider="list", model="m"
+    )
     notebook = MemoryNotebook()
-    agent = Agent(session, provider, notebook, kernel or EchoKernel(), AgentConfig(retry_base_delay=0.001, **config))
+    agent = Agent(
+        session,
+        provider,
+        notebook,
+        kernel or EchoKernel(),
+        AgentConfig(retry_base_delay=0.001, **config),
+    )
     return agent, notebook
 
 
-def test_loop_runs_each_tool_call_as_a_tagged_cell_and_feeds_the_observation_back(tmp_path: Path) -> None:
+def test_loop_runs_each_tool_call_as_a_tagged_cell_and_feeds_the_observation_back(
+    tmp_path: Path,
+) -> None:
     provider = ListProvider([ModelResponse(tool_calls=[call("x = 1")]), ModelResponse(text="done")])
     agent, notebook = make_agent(tmp_path, provider)
 
@@ -230,7 +252,10 @@ def test_loop_runs_each_tool_call_as_a_tagged_cell_and_feeds_the_observation_bac
 
 def test_retry_after_from_the_provider_is_honoured(tmp_path: Path) -> None:
     provider = ListProvider(
-        [ProviderError("slow down", kind="rate_limit", retryable=True, retry_after=0.01), ModelResponse(text="ok")]
+        [
+            ProviderError("slow down", kind="rate_limit", retryable=True, retry_after=0.01),
+            ModelResponse(text="ok"),
+        ]
     )
     agent, _ = make_agent(tmp_path, provider)
     seen: list[dict[str, Any]] = []
@@ -248,13 +273,18 @@ def test_retries_are_bounded(tmp_path: Path) -> None:
 
 
 def test_stop_interrupts_the_running_cell_and_records_unrun_calls(tmp_path: Path) -> None:
-    provider = ListProvider([ModelResponse(tool_calls=[call("slow()", "c1"), call("next()", "c2")])])
+    provider = ListProvider(
+        [ModelResponse(tool_calls=[call("slow()", "c1"), call("next()", "c2")])]
+    )
     kernel = EchoKernel(block=asyncio.Event())
     agent, _ = make_agent(tmp_path, provider, kernel)
 
     async def scenario() -> Any:
         _, task = agent.start_turn("go")
-        while not any(e["type"] == "tool_result" or e["type"] == "assistant_message" for e in agent.session.path()):
+        while not any(
+            e["type"] == "tool_result" or e["type"] == "assistant_message"
+            for e in agent.session.path()
+        ):
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.05)
         assert await agent.stop()
@@ -262,7 +292,9 @@ def test_stop_interrupts_the_running_cell_and_records_unrun_calls(tmp_path: Path
 
     outcome = asyncio.run(scenario())
     assert outcome.stop_reason == "stopped"
-    results = {e["tool_call_id"]: e["status"] for e in agent.session.path() if e["type"] == "tool_result"}
+    results = {
+        e["tool_call_id"]: e["status"] for e in agent.session.path() if e["type"] == "tool_result"
+    }
     assert results == {"c1": "interrupted", "c2": "skipped"}
     assert agent.session.path()[-1]["type"] == "turn_end"
 

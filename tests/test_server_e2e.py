@@ -72,8 +72,10 @@ async def test_demo_turn_writes_three_live_cells_the_user_can_build_on(
 
     def saved() -> bool:
         nb = read_saved_notebook(notebook_file)
-        return nb is not None and sum("prime_agent" in c.metadata for c in nb.cells) == 3 and all(
-            c.get("execution_count") for c in nb.cells if "prime_agent" in c.metadata
+        return (
+            nb is not None
+            and sum("prime_agent" in c.metadata for c in nb.cells) == 3
+            and all(c.get("execution_count") for c in nb.cells if "prime_agent" in c.metadata)
         )
 
     await wait_for(saved, timeout=20)
@@ -111,8 +113,13 @@ async def test_rest_api_attach_send_and_list(jp_fetch: Any, host: Any, make_note
     session_id = info["session_id"]
 
     response = await jp_fetch(
-        "prime-agent", "api", "sessions", session_id, "messages",
-        method="POST", body=json.dumps({"text": "go"}),
+        "prime-agent",
+        "api",
+        "sessions",
+        session_id,
+        "messages",
+        method="POST",
+        body=json.dumps({"text": "go"}),
     )
     assert response.code == 202 and json.loads(response.body)["turn"] == 1
     await wait_for(lambda: not host.agent(session_id).running, timeout=60)

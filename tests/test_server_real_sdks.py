@@ -1,4 +1,4 @@
-"""The whole loop through the real `anthropic` and `openai` SDKs, against a local wire-format server.
+"""The whole loop through the real `anthropic` and `openai` SDKs against a local wire-format server.
 
 The fake model's second cell embeds the number the kernel printed in the first, so a pass proves
 observations reach the model through each SDK, streamed and not streamed.
@@ -46,7 +46,9 @@ async def test_loop_through_real_sdk_feeds_kernel_output_back_to_the_model(
     path = make_notebook(f"{vendor}-{stream}.ipynb")
     agent = await host.attach(path)
     deltas: list[str] = []
-    agent.events.add_listener(lambda e: deltas.append(e["text"]) if e["type"] == "text_delta" else None)
+    agent.events.add_listener(
+        lambda e: deltas.append(e["text"]) if e["type"] == "text_delta" else None
+    )
 
     ended = await run_turn(host, agent.session_id, "Compute the secret, then confirm it.")
 

@@ -61,7 +61,9 @@ class BridgeClient:
             message = answer.get("error") or answer.get("message") or exc.reason
             raise BridgeError(f"host refused the call ({exc.code}): {message}") from None
         except urllib.error.URLError as exc:
-            raise BridgeError(f"cannot reach the Prime Agent Lab host at {self.url}: {exc.reason}") from None
+            raise BridgeError(
+                f"cannot reach the Prime Agent Lab host at {self.url}: {exc.reason}"
+            ) from None
 
     def call(self, op: str, payload: dict[str, Any] | None = None) -> Any:
         """A blocking call; long operations are polled until done."""

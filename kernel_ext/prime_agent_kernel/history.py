@@ -96,7 +96,9 @@ class History:
     def search(self, pattern: str, flags: int = re.IGNORECASE) -> list[Entry]:
         """Entries whose text or code matches a regular expression."""
         regex = re.compile(pattern, flags)
-        return [e for e in self.entries() if regex.search(e.text) or (e.code and regex.search(e.code))]
+        return [
+            e for e in self.entries() if regex.search(e.text) or (e.code and regex.search(e.code))
+        ]
 
     def __repr__(self) -> str:
         try:
@@ -105,4 +107,7 @@ class History:
             return f"<history: unavailable ({exc})>"
         turns = max((e.turn or 0 for e in entries), default=0)
         cells = sum(1 for e in entries if e.type == "tool_result")
-        return f"<history: {len(entries)} entries, {turns} turns, {cells} cells; iterate, index or .search(pattern)>"
+        return (
+            f"<history: {len(entries)} entries, {turns} turns, {cells} cells; "
+            "iterate, index or .search(pattern)>"
+        )

@@ -52,7 +52,10 @@ class StandaloneBridgeHandler(BridgeEndpoint, web.RequestHandler):
 
 def standalone_routes(service: BridgeService, prefix: str = "/prime-agent/bridge") -> list[Any]:
     return [
-        (rf"{prefix}/kernels/{KERNEL_ROUTE}/{operation}", StandaloneBridgeHandler,
-         {"service": service, "operation": operation})
+        (
+            rf"{prefix}/kernels/{KERNEL_ROUTE}/{operation}",
+            StandaloneBridgeHandler,
+            {"service": service, "operation": operation},
+        )
         for operation in ("call", "jobs")
     ]

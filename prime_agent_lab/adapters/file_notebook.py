@@ -83,7 +83,11 @@ class FileCellWriter:
             if not text:
                 return
             last = outputs[-1] if outputs else None
-            if last is not None and last.get("output_type") == "stream" and last.get("name") == output.get("name"):
+            if (
+                last is not None
+                and last.get("output_type") == "stream"
+                and last.get("name") == output.get("name")
+            ):
                 last["text"] += text
             else:
                 outputs.append(nbformat.v4.new_output("stream", name=output.get("name"), text=text))

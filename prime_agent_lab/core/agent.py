@@ -6,6 +6,7 @@ One code path serves JupyterLab and the headless CLI; only the ports differ.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from dataclasses import dataclass
@@ -134,10 +135,8 @@ class Agent:
         if task is None or task.done():
             return False
         task.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await task
-        except asyncio.CancelledError:
-            pass
         return True
 
     def set_provider(self, provider: ModelProvider) -> None:
@@ -198,8 +197,10 @@ class Agent:
             except ProviderError as exc:
                 if not exc.retryable or attempt >= self.config.max_retries:
                     raise
-                delay = exc.retry_after if exc.retry_after is not None else (
-                    self.config.retry_base_delay * 2**attempt
+                delay = (
+                    exc.retry_after
+                    if exc.retry_after is not None
+                    else (self.config.retry_base_delay * 2**attempt)
                 )
                 delay = min(delay, self.config.retry_max_delay)
                 attempt += 1
@@ -269,7 +270,10 @@ class Agent:
                 turn,
                 call,
                 cell.cell_id,
-                ExecutionResult(status="interrupted", note="The user stopped the turn; the cell was interrupted."),
+                ExecutionResult(
+                    status="interrupted",
+                    note="The user stopped the turn; the cell was interrupted.",
+                ),
             )
             raise
         cell.finish(result.execution_count)
@@ -294,7 +298,8 @@ class Agent:
         }
         if observation.images:
             entry["images"] = [
-                {"media_type": i.media_type, "data_base64": i.data_base64} for i in observation.images
+                {"media_type": i.media_type, "data_base64": i.data_base64}
+                for i in observation.images
             ]
         self.session.append("tool_result", **entry)
         self.events.emit(
@@ -330,4 +335,6 @@ class Agent:
     def _record_model_if_changed(self) -> None:
         provider, model = self.session.current_model()
         if (provider, model) != (self.provider.name, self.provider.model):
-            self.session.append("model_change", provider=self.provider.name, model=self.provider.model)
+            self.session.append(
+                "model_change", provider=self.provider.name, model=self.provider.model
+            )

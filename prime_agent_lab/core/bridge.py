@@ -114,7 +114,9 @@ class BridgeService:
     def _remember_nonce(self, kernel_id: str, nonce: str) -> None:
         seen = self._nonces.setdefault(kernel_id, OrderedDict())
         now = self._clock()
-        while seen and (len(seen) >= NONCE_MEMORY or next(iter(seen.values())) < now - 2 * MAX_CLOCK_SKEW):
+        while seen and (
+            len(seen) >= NONCE_MEMORY or next(iter(seen.values())) < now - 2 * MAX_CLOCK_SKEW
+        ):
             seen.popitem(last=False)
         if nonce in seen:
             raise BridgeError(403, "replayed request")
@@ -158,7 +160,9 @@ class BridgeService:
             job.task.cancel()
         return await self._answer(job.task, url_kernel_id, job_id=str(request["job_id"]))
 
-    async def _answer(self, task: asyncio.Task[Any], kernel_id: str, job_id: str | None = None) -> tuple[int, Any]:
+    async def _answer(
+        self, task: asyncio.Task[Any], kernel_id: str, job_id: str | None = None
+    ) -> tuple[int, Any]:
         done, _ = await asyncio.wait({task}, timeout=self._sync_wait)
         if not done:
             if job_id is None:

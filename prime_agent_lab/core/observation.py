@@ -45,8 +45,7 @@ def cap_text(text: str, cap: int, where_rest: str) -> str:
     tail = cap - head
     cut = len(text) - head - tail
     marker = (
-        f"\n[... {cut:,} of {len(text):,} characters cut here (cap {cap:,}); "
-        f"{where_rest} ...]\n"
+        f"\n[... {cut:,} of {len(text):,} characters cut here (cap {cap:,}); {where_rest} ...]\n"
     )
     return text[:head] + marker + text[-tail:]
 
@@ -120,7 +119,9 @@ def _collect(
             results.append(f"<{image_type} image attached>\n")
         elif image_type:
             plain = _mime_text(data.get("text/plain", "")).strip()
-            results.append(f"<{image_type} image shown in the notebook{': ' + plain if plain else ''}>\n")
+            results.append(
+                f"<{image_type} image shown in the notebook{': ' + plain if plain else ''}>\n"
+            )
         elif "text/plain" in data:
             results.append(_mime_text(data["text/plain"]).rstrip("\n") + "\n")
         elif data:

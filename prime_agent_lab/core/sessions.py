@@ -216,7 +216,9 @@ class SessionLog:
             elif kind == "assistant_message":
                 settle()
                 calls = tuple(ToolCall(**c) for c in entry.get("tool_calls", []))
-                messages.append(Message(role="assistant", text=entry.get("text", ""), tool_calls=calls))
+                messages.append(
+                    Message(role="assistant", text=entry.get("text", ""), tool_calls=calls)
+                )
                 pending.extend(calls)
             elif kind == "tool_result":
                 call_id = entry["tool_call_id"]

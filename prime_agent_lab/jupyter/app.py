@@ -69,7 +69,7 @@ class PrimeAgentLab(ExtensionApp):
 
     max_retries = Integer(
         4,
-        help="Retries of a model call after a rate limit, server error, timeout or lost connection.",
+        help="Retries of a model call after a rate limit, server error, timeout or dropped link.",
     ).tag(config=True)
 
     retry_base_delay = Float(
@@ -136,7 +136,9 @@ class PrimeAgentLab(ExtensionApp):
             self.log.critical("Prime Agent Lab cannot start: %s", exc)
             sys.exit(1)
         root = Path(self.serverapp.root_dir)
-        sessions_dir = Path(self.sessions_dir) if self.sessions_dir else root / ".prime-agent" / "sessions"
+        sessions_dir = (
+            Path(self.sessions_dir) if self.sessions_dir else root / ".prime-agent" / "sessions"
+        )
         settings = HostSettings(
             provider_name=first.name,
             model=first.model,

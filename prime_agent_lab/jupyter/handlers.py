@@ -153,7 +153,9 @@ class EventsHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
         user = self.current_user
         if user is None:
             raise web.HTTPError(403)
-        allowed = await ensure_async(self.authorizer.is_authorized(self, user, "read", AUTH_RESOURCE))
+        allowed = await ensure_async(
+            self.authorizer.is_authorized(self, user, "read", AUTH_RESOURCE)
+        )
         if not allowed:
             raise web.HTTPError(403)
 

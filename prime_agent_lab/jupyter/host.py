@@ -98,7 +98,7 @@ class AgentHost:
         self.bindings[path] = kernel_id
 
     async def resolve_kernel(self, path: str, hint: str | None = None) -> str:
-        """The kernel the notebook uses: the UI's report first, then the sessions API, else a new one."""
+        """The notebook's kernel: the UI's report first, then the sessions API, else a new one."""
         for candidate in (hint, self.bindings.get(path)):
             if candidate and candidate in self._kernel_manager:
                 self.bindings[path] = candidate
@@ -174,7 +174,11 @@ class AgentHost:
         if new:
             return None
         current = [a for a in self.agents.values() if a.notebook.path == path]
-        return max(current, key=lambda a: a.session.entries[-1]["ts"] if a.session.entries else "", default=None)
+        return max(
+            current,
+            key=lambda a: a.session.entries[-1]["ts"] if a.session.entries else "",
+            default=None,
+        )
 
     def _open_agent(self, path: str, session_id: str | None, new: bool) -> Agent:
         provider = self._provider()
@@ -186,7 +190,9 @@ class AgentHost:
             except SessionError as exc:
                 raise HostError(404, str(exc)) from None
             if session.header.get("notebook_path") != path:
-                raise HostError(409, f"session {session_id} belongs to {session.header.get('notebook_path')}")
+                raise HostError(
+                    409, f"session {session_id} belongs to {session.header.get('notebook_path')}"
+                )
             session.close_interrupted_turn()
         else:
             session = self.repository.create(
@@ -218,7 +224,11 @@ class AgentHost:
         try:
             await executor.prepare()
         except Exception:
-            log.warning("preparing kernel %s failed; retried at the first cell", executor.kernel_id, exc_info=True)
+            log.warning(
+                "preparing kernel %s failed; retried at the first cell",
+                executor.kernel_id,
+                exc_info=True,
+            )
 
     def _ydoc_extension(self) -> Any:
         ext = self.serverapp.web_app.settings.get("jupyter_server_ydoc")

@@ -30,7 +30,9 @@ class LiveNotebook:
         self._ext = ydoc_extension
         self.path = path
         self._output_cap = output_cap
-        self._supports_create = "create" in inspect.signature(ydoc_extension.get_document).parameters
+        self._supports_create = (
+            "create" in inspect.signature(ydoc_extension.get_document).parameters
+        )
 
     async def document(self) -> Any:
         kwargs: dict[str, Any] = {
@@ -140,7 +142,11 @@ class LiveCellWriter:
         name = output.get("name", "stdout")
         if len(outputs):
             last = outputs[len(outputs) - 1]
-            if isinstance(last, Map) and last.get("output_type") == "stream" and last.get("name") == name:
+            if (
+                isinstance(last, Map)
+                and last.get("output_type") == "stream"
+                and last.get("name") == name
+            ):
                 shared = last["text"]
                 if isinstance(shared, Text):
                     # Bind first: `last["text"] += s` would write the Text back and empty it.

@@ -64,7 +64,7 @@ class LabServer:
             method=method,
             headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (loopback)
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             payload = response.read()
         return json.loads(payload) if payload else None
 

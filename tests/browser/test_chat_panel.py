@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from typing import Any
 
 import nbformat
@@ -49,12 +50,31 @@ def lab_script() -> dict[str, Any]:
 
 
 def _open_panel(page: Any) -> Any:
+    """Open the sidebar from its tab, as a user would.
+
+    The tab toggles, and JupyterLab may still be restoring its layout, so click only while
+    the tab is not current and check again until the panel shows (bounded).
+    """
     from playwright.sync_api import expect
 
-    page.locator('.jp-SideBar.jp-mod-right .lm-TabBar-tab[data-id="prime-agent-lab-chat"]').click()
+    tab = page.locator('.jp-SideBar.jp-mod-right .lm-TabBar-tab[data-id="prime-agent-lab-chat"]')
     panel = page.get_by_test_id("pal-chat-panel")
-    expect(panel).to_be_visible(timeout=UI_TIMEOUT_MS)
-    return panel
+    deadline = time.monotonic() + UI_TIMEOUT_MS / 1000
+    while True:
+        if "lm-mod-current" not in (tab.get_attribute("class", timeout=UI_TIMEOUT_MS) or ""):
+            tab.click()
+        try:
+            expect(panel).to_be_visible(timeout=2_000)
+            return panel
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+
+
+def _open_notebook(page: Any, server: LabServer, name: str) -> None:
+    """Open `name` in a fresh workspace, so no layout saved by an earlier page is restored."""
+    workspace = f"test-{uuid.uuid4().hex[:8]}"
+    page.goto(server.lab_url(f"lab/workspaces/{workspace}/tree/{name}"), timeout=UI_TIMEOUT_MS)
 
 
 def _create_notebook(server: LabServer, name: str) -> None:
@@ -87,13 +107,12 @@ def test_prompt_runs_agent_cells_in_the_open_notebook(lab_server: LabServer, pag
 
     started = time.monotonic()
     _create_notebook(lab_server, NOTEBOOK)
-    page.goto(lab_server.lab_url(f"lab/tree/{NOTEBOOK}"), timeout=UI_TIMEOUT_MS)
+    _open_notebook(page, lab_server, NOTEBOOK)
 
     notebook = page.locator(".jp-NotebookPanel")
     expect(notebook).to_be_visible(timeout=UI_TIMEOUT_MS)
     kernel_id = _wait_for_idle_kernel(lab_server, NOTEBOOK, KERNEL_IDLE_TIMEOUT)
 
-    # Open the sidebar from its tab, as a user would.
     panel = _open_panel(page)
     expect(panel.get_by_test_id("pal-notebook-path")).to_have_text(NOTEBOOK)
     status = panel.get_by_test_id("pal-status")
@@ -141,7 +160,7 @@ def test_prompt_runs_agent_cells_in_the_open_notebook(lab_server: LabServer, pag
     expect(agent_cells.first).to_have_class(re.compile(r"\bjp-mod-active\b"), timeout=UI_TIMEOUT_MS)
 
     # Settle the view for the screenshot: file browser folded, the last output in sight.
-    page.locator('.jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current').click()
+    page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current").click()
     expect(page.locator("#filebrowser")).to_be_hidden(timeout=UI_TIMEOUT_MS)
     chat_input.click()
     agent_output.scroll_into_view_if_needed()
@@ -160,7 +179,7 @@ def test_reopened_notebook_resumes_the_transcript(lab_server: LabServer, page: A
 
     if not (lab_server.root_dir / NOTEBOOK).exists():
         pytest.skip("needs the notebook of the previous test")
-    page.goto(lab_server.lab_url(f"lab/tree/{NOTEBOOK}"), timeout=UI_TIMEOUT_MS)
+    _open_notebook(page, lab_server, NOTEBOOK)
     notebook = page.locator(".jp-NotebookPanel")
     expect(notebook.locator(".jp-Cell.pal-agent-cell")).to_have_count(2, timeout=UI_TIMEOUT_MS)
 
