@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import nbformat
+
+from prime_agent_lab.providers import make_provider
 
 from .conftest import read_saved_notebook, run_turn, wait_for
 
@@ -130,3 +133,91 @@ async def test_rest_api_attach_send_and_list(jp_fetch: Any, host: Any, make_note
 
     listing = json.loads((await jp_fetch("prime-agent", "api", "sessions")).body)
     assert session_id in [s["session_id"] for s in listing["sessions"]]
+
+
+async def test_events_websocket_streams_a_turn_and_replays_after_reconnect(
+    jp_fetch: Any, jp_ws_fetch: Any, host: Any, make_notebook: Any
+) -> None:
+    agent = await host.attach(make_notebook("ws.ipynb"))
+    ws = await jp_ws_fetch("prime-agent", "api", "sessions", agent.session_id, "events")
+    await jp_fetch(
+        "prime-agent",
+        "api",
+        "sessions",
+        agent.session_id,
+        "messages",
+        method="POST",
+        body=json.dumps({"text": "go"}),
+    )
+    seen: list[dict[str, Any]] = []
+    async with asyncio.timeout(60):
+        while not seen or seen[-1]["type"] != "turn_ended":
+            seen.append(json.loads(await ws.read_message()))
+    ws.close()
+    kinds = [e["type"] for e in seen]
+    assert kinds[:2] == ["status", "turn_started"]
+    assert kinds.count("cell_started") == kinds.count("cell_finished") == 3
+    assert "text_delta" in kinds and "assistant_message" in kinds
+    assert [e["seq"] for e in seen] == sorted(e["seq"] for e in seen)
+
+    # A panel that reconnects with the last seq it saw gets only what it missed.
+    middle = seen[len(seen) // 2]["seq"]
+    ws = await jp_ws_fetch(
+        "prime-agent", "api", "sessions", agent.session_id, "events", params={"since": str(middle)}
+    )
+    first = json.loads(await ws.read_message())
+    ws.close()
+    assert first["seq"] == middle + 1
+
+
+async def test_stop_interrupts_a_long_agent_cell_and_keeps_the_kernel(
+    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    script = agent_script(
+        [{"code": "state = 'kept'\nimport time\ntime.sleep(60)"}, {"text": "never reached"}]
+    )
+    host._provider_factory = lambda: make_provider("scripted", None, script_path=script)
+    path = make_notebook("stop.ipynb")
+    agent = await host.attach(path)
+    queue = agent.events.subscribe()
+    await host.send(agent.session_id, "sleep")
+    async with asyncio.timeout(30):
+        while (await queue.get())["type"] != "cell_started":
+            pass
+    await asyncio.sleep(0.3)
+
+    response = await jp_fetch(
+        "prime-agent", "api", "sessions", agent.session_id, "stop", method="POST", body="{}"
+    )
+
+    assert json.loads(response.body) == {"stopped": True}
+    end = agent.session.path()[-1]
+    assert end["type"] == "turn_end" and end["stop_reason"] == "stopped"
+    result = next(e for e in agent.session.path() if e["type"] == "tool_result")
+    assert result["status"] == "interrupted"
+    out = await run_user_cell(host.serverapp, agent.kernel.kernel_id, "print(state)")
+    assert out.strip() == "kept"
+
+
+async def test_user_cells_run_meanwhile_are_neither_lost_nor_mixed_in(
+    host: Any, jp_serverapp: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    script = agent_script(
+        [{"code": "import time\ntime.sleep(1.0)\nprint('agent output')"}, {"text": "done"}]
+    )
+    host._provider_factory = lambda: make_provider("scripted", None, script_path=script)
+    agent = await host.attach(make_notebook("mixed.ipynb"))
+    queue = agent.events.subscribe()
+    await host.send(agent.session_id, "work")
+    async with asyncio.timeout(30):
+        while (await queue.get())["type"] != "cell_started":
+            pass
+
+    user_out = await run_user_cell(jp_serverapp, agent.kernel.kernel_id, "print('user output')")
+    async with asyncio.timeout(30):
+        while (await queue.get())["type"] != "turn_ended":
+            pass
+
+    assert user_out.strip() == "user output"
+    result = next(e for e in agent.session.path() if e["type"] == "tool_result")
+    assert result["observation"] == "[stdout]\nagent output"

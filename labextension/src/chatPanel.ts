@@ -93,13 +93,16 @@ export class ChatPanel extends Widget {
       this._agent.changed.disconnect(this._renderStatus, this);
       this._agent.transcript.changed.disconnect(this._onTranscriptChange, this);
       this._agent.transcript.statusChanged.disconnect(this._renderStatus, this);
+      this._agent.transcript.eventApplied.disconnect(this._onEventApplied, this);
     }
     this._agent = agent;
     if (agent) {
       agent.changed.connect(this._renderStatus, this);
       agent.transcript.changed.connect(this._onTranscriptChange, this);
       agent.transcript.statusChanged.connect(this._renderStatus, this);
+      agent.transcript.eventApplied.connect(this._onEventApplied, this);
     }
+    this._onEventApplied();
     this._following = true;
     this._render();
   }
@@ -210,6 +213,11 @@ export class ChatPanel extends Widget {
       }
     }
     this._followIfPinned();
+  }
+
+  /** `data-seq` on the transcript: how far the event stream got (for tests, debugging). */
+  private _onEventApplied(): void {
+    this._transcriptNode.dataset.seq = String(this._agent?.transcript.lastSeq ?? 0);
   }
 
   private _createEntryNode(entry: TranscriptEntry): HTMLElement {

@@ -84,6 +84,16 @@ export class TranscriptModel {
     return this._statusChanged;
   }
 
+  /** Seq of the newest event folded in (also when it changed nothing). */
+  get lastSeq(): number {
+    return this._lastSeq;
+  }
+
+  /** Emitted after every event, with its seq. */
+  get eventApplied(): ISignal<this, number> {
+    return this._eventApplied;
+  }
+
   get entries(): readonly TranscriptEntry[] {
     return this._entries;
   }
@@ -117,6 +127,7 @@ export class TranscriptModel {
     this._entries = items.map(item => this._entryFromItem(item));
     this._turnsInTranscript = new Set(items.map(item => item.turn));
     this._rebuiltTurns.clear();
+    this._lastSeq = 0;
     this._transcriptSeq = transcriptSeq ?? Number.POSITIVE_INFINITY;
     this._streaming = null;
     this._changed.emit({ type: 'reset' });
@@ -166,9 +177,14 @@ export class TranscriptModel {
   }
 
   apply(event: AgentEvent): void {
-    if (!this._acceptsReplayOf(event)) {
-      return;
+    if (this._acceptsReplayOf(event)) {
+      this._fold(event);
     }
+    this._lastSeq = event.seq;
+    this._eventApplied.emit(event.seq);
+  }
+
+  private _fold(event: AgentEvent): void {
     switch (event.type) {
       case 'status':
         this.status = event.status;
@@ -398,6 +414,8 @@ export class TranscriptModel {
   private readonly _rebuiltTurns = new Set<number>();
   private _transcriptSeq = Number.POSITIVE_INFINITY;
   private _nextId = 1;
+  private _lastSeq = 0;
+  private readonly _eventApplied = new Signal<this, number>(this);
   private readonly _changed = new Signal<this, TranscriptChange>(this);
   private readonly _statusChanged = new Signal<this, SessionStatus>(this);
 }

@@ -186,9 +186,14 @@ def test_reopened_notebook_resumes_the_transcript(lab_server: LabServer, page: A
     panel = _open_panel(page)
     status = panel.get_by_test_id("pal-status")
     expect(status).to_have_attribute("data-connection", "connected", timeout=UI_TIMEOUT_MS)
+    # Wait until the panel has folded in every event the server has for this session.
+    sessions = lab_server.api("GET", "prime-agent/api/sessions")["sessions"]
+    session_id = next(s["session_id"] for s in sessions if s["notebook_path"] == NOTEBOOK)
+    session = lab_server.api("GET", f"prime-agent/api/sessions/{session_id}")
+    expect(panel.get_by_test_id("pal-transcript")).to_have_attribute(
+        "data-seq", str(session["seq"]), timeout=UI_TIMEOUT_MS
+    )
     expect(panel.get_by_test_id("pal-assistant").last).to_have_text(FINAL_TEXT)
-    # Give replayed events time to (wrongly) add entries before counting.
-    page.wait_for_timeout(500)
     expect(panel.get_by_test_id("pal-user")).to_have_count(1)
     expect(panel.get_by_test_id("pal-assistant")).to_have_count(3)
     cell_lines = panel.get_by_test_id("pal-cell-line")
