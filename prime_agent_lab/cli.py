@@ -211,6 +211,11 @@ def _lab(args: argparse.Namespace, extra: list[str]) -> int:
     ]
     if args.model:
         argv.append(f"--PrimeAgentLab.model={args.model}")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        print(
+            "prime-agent-lab: running as root, passing --ServerApp.allow_root=True", file=sys.stderr
+        )
+        argv.append("--ServerApp.allow_root=True")
     os.execv(jupyter, argv + extra)
     return 0  # not reached
 
