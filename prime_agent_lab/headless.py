@@ -17,7 +17,7 @@ from tornado.web import Application
 
 from .adapters.bridge_http import standalone_routes
 from .adapters.file_notebook import FileNotebook
-from .adapters.kernel_executor import KernelExecutor
+from .adapters.kernel_executor import KernelExecutor, bridge_setup_code
 from .core.agent import Agent, AgentConfig
 from .core.bridge import BridgeService
 from .core.bridge_ops import register_session_operations
@@ -76,11 +76,7 @@ class HeadlessRun:
         )
         register_session_operations(bridge, lambda _sid: session)
         bridge_url = self._start_bridge_server(bridge)
-        setup = (
-            "import prime_agent_kernel as _prime_agent_kernel\n"
-            f"_prime_agent_kernel.configure({bridge_url!r}, {self.kernel_id!r})\n"
-            "del _prime_agent_kernel\n"
-        )
+        setup = bridge_setup_code(bridge_url, self.kernel_id)
         self._kernel = _StartingKernel(self._km, self.kernel_id, setup, self.cwd)
         events = EventBus(session.session_id)
         events.add_listener(listener)

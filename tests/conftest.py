@@ -112,6 +112,15 @@ async def wait_for(
         await asyncio.sleep(interval)
 
 
+async def next_event(queue: asyncio.Queue[Any], event_type: str, timeout: float = 30.0) -> Any:
+    """The next event of that type from an EventBus subscription."""
+    async with asyncio.timeout(timeout):
+        while True:
+            event = await queue.get()
+            if event["type"] == event_type:
+                return event
+
+
 async def run_turn(host: Any, session_id: str, text: str, timeout: float = 60.0) -> dict[str, Any]:
     """Send a message through the host and return the turn_ended event."""
     agent = host.agent(session_id)

@@ -11,7 +11,7 @@ import nbformat
 
 from prime_agent_lab.providers import make_provider
 
-from .conftest import read_saved_notebook, run_turn, wait_for
+from .conftest import next_event, read_saved_notebook, run_turn, wait_for
 
 
 async def live_agent_cells(jp_serverapp: Any, path: str) -> list[dict[str, Any]]:
@@ -181,9 +181,7 @@ async def test_stop_interrupts_a_long_agent_cell_and_keeps_the_kernel(
     agent = await host.attach(path)
     queue = agent.events.subscribe()
     await host.send(agent.session_id, "sleep")
-    async with asyncio.timeout(30):
-        while (await queue.get())["type"] != "cell_started":
-            pass
+    await next_event(queue, "cell_started")
     await asyncio.sleep(0.3)
 
     response = await jp_fetch(
@@ -209,14 +207,10 @@ async def test_user_cells_run_meanwhile_are_neither_lost_nor_mixed_in(
     agent = await host.attach(make_notebook("mixed.ipynb"))
     queue = agent.events.subscribe()
     await host.send(agent.session_id, "work")
-    async with asyncio.timeout(30):
-        while (await queue.get())["type"] != "cell_started":
-            pass
+    await next_event(queue, "cell_started")
 
     user_out = await run_user_cell(jp_serverapp, agent.kernel.kernel_id, "print('user output')")
-    async with asyncio.timeout(30):
-        while (await queue.get())["type"] != "turn_ended":
-            pass
+    await next_event(queue, "turn_ended")
 
     assert user_out.strip() == "user output"
     result = next(e for e in agent.session.path() if e["type"] == "tool_result")

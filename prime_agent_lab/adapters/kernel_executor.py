@@ -29,6 +29,15 @@ class KernelSetupError(RuntimeError):
     pass
 
 
+def bridge_setup_code(bridge_url: str, kernel_id: str) -> str:
+    """The silent cell that loads the kernel package and points its bridge at the host."""
+    return (
+        "import prime_agent_kernel as _prime_agent_kernel\n"
+        f"_prime_agent_kernel.configure({bridge_url!r}, {kernel_id!r})\n"
+        "del _prime_agent_kernel\n"
+    )
+
+
 class KernelExecutor:
     """Runs agent cells on one kernel."""
 

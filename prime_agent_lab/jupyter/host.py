@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..adapters.kernel_executor import KernelExecutor
+from ..adapters.kernel_executor import KernelExecutor, bridge_setup_code
 from ..core.agent import Agent, AgentConfig
 from ..core.bridge import BridgeService
 from ..core.bridge_ops import register_session_operations
@@ -128,11 +128,7 @@ class AgentHost:
         return executor
 
     def _setup_code(self, kernel_id: str) -> str:
-        return (
-            "import prime_agent_kernel as _prime_agent_kernel\n"
-            f"_prime_agent_kernel.configure({self.settings.bridge_url()!r}, {kernel_id!r})\n"
-            "del _prime_agent_kernel\n"
-        )
+        return bridge_setup_code(self.settings.bridge_url(), kernel_id)
 
     def _forget_dead_executors(self) -> None:
         for kernel_id in [k for k in self._executors if k not in self._kernel_manager]:
