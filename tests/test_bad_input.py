@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -207,3 +208,40 @@ async def test_provider_error_that_is_not_retryable_ends_the_turn_and_keeps_the_
 def test_unknown_provider_name_is_an_error_at_start() -> None:
     with pytest.raises(TraitError, match=r"unknown provider 'bogus'.*anthropic, openai, scripted"):
         PrimeAgentLab(provider="bogus")
+
+
+@pytest.mark.parametrize(
+    ("notebook_path", "status"),
+    [
+        ("../outside.ipynb", 400),
+        ("/etc/passwd.ipynb", 400),
+        ("notes/../../x.ipynb", 400),
+        ("data.csv", 400),
+        ("missing.ipynb", 404),
+        ("", 400),
+    ],
+)
+async def test_attach_refuses_path_tricks_and_missing_notebooks(
+    jp_fetch: Any, host: Any, notebook_path: str, status: int
+) -> None:
+    response = await jp_fetch(
+        "prime-agent",
+        "api",
+        "sessions",
+        method="POST",
+        body=json.dumps({"notebook_path": notebook_path}),
+        raise_error=False,
+    )
+    assert response.code == status
+    assert json.loads(response.body)["message"]
+
+
+async def test_malformed_requests_get_clear_errors(jp_fetch: Any, host: Any) -> None:
+    bad_json = await jp_fetch(
+        "prime-agent", "api", "sessions", method="POST", body="{not json", raise_error=False
+    )
+    assert bad_json.code == 400 and "not JSON" in json.loads(bad_json.body)["message"]
+    unknown = await jp_fetch(
+        "prime-agent", "api", "sessions", "20260101-000000-abcdef", raise_error=False
+    )
+    assert unknown.code == 404
