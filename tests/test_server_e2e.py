@@ -130,6 +130,9 @@ async def test_rest_api_attach_send_and_list(jp_fetch: Any, host: Any, make_note
     detail = json.loads((await jp_fetch("prime-agent", "api", "sessions", session_id)).body)
     kinds = [item["type"] for item in detail["transcript"]]
     assert kinds.count("cell") == 3 and kinds[0] == "user" and kinds[-1] == "assistant"
+    cells = [item for item in detail["transcript"] if item["type"] == "cell"]
+    assert cells[0]["code"].startswith("import random")
+    assert cells[2]["preview"].startswith("FOUND: INC-4471")
 
     listing = json.loads((await jp_fetch("prime-agent", "api", "sessions")).body)
     assert session_id in [s["session_id"] for s in listing["sessions"]]
@@ -174,7 +177,10 @@ async def test_stop_interrupts_a_long_agent_cell_and_keeps_the_kernel(
     jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
 ) -> None:
     script = agent_script(
-        [{"code": "state = 'kept'\nimport time\ntime.sleep(60)"}, {"text": "never reached"}]
+        [
+            {"code": "state = 'kept'\nimport time\nprint('sleeping', flush=True)\ntime.sleep(60)"},
+            {"text": "never reached"},
+        ]
     )
     host._provider_factory = lambda: make_provider("scripted", None, script_path=script)
     path = make_notebook("stop.ipynb")
@@ -182,7 +188,12 @@ async def test_stop_interrupts_a_long_agent_cell_and_keeps_the_kernel(
     queue = agent.events.subscribe()
     await host.send(agent.session_id, "sleep")
     await next_event(queue, "cell_started")
-    await asyncio.sleep(0.3)
+
+    async def sleeping() -> bool:
+        cells = await live_agent_cells(host.serverapp, path)
+        return bool(cells) and "sleeping" in "".join(o.get("text", "") for o in cells[0]["outputs"])
+
+    await wait_for(sleeping, timeout=30)
 
     response = await jp_fetch(
         "prime-agent", "api", "sessions", agent.session_id, "stop", method="POST", body="{}"

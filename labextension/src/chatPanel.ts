@@ -2,7 +2,7 @@
  * The "Prime Agent" sidebar: transcript, composer and status line for the
  * agent session of the current notebook.
  */
-import type { IServerInfo } from './types';
+import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { cellFirstLine, revealCell } from './cellNavigation';
@@ -10,6 +10,7 @@ import { renderEntry, type IEntryViewContext } from './entryViews';
 import { primeAgentIcon } from './icons';
 import { describe, type NotebookAgent } from './notebookAgent';
 import type { TranscriptChange, TranscriptEntry } from './transcript';
+import type { IServerInfo } from './types';
 
 export interface IChatPanelOptions {
   /** Brings the notebook tab to the front before jumping to a cell. */
@@ -105,6 +106,17 @@ export class ChatPanel extends Widget {
     this._onEventApplied();
     this._following = true;
     this._render();
+  }
+
+  protected override onActivateRequest(_msg: Message): void {
+    if (!this._input.disabled) {
+      this._input.focus();
+    }
+  }
+
+  protected override onAfterShow(_msg: Message): void {
+    // Content that arrived while the sidebar was closed had no height.
+    this._followIfPinned();
   }
 
   override dispose(): void {
@@ -292,7 +304,8 @@ export class ChatPanel extends Widget {
         }
       });
     },
-    renderMarkdown: this._options.renderMarkdown ?? null
+    renderMarkdown: this._options.renderMarkdown ?? null,
+    entryResized: () => this._followIfPinned()
   };
 
   private _agent: NotebookAgent | null = null;

@@ -20,6 +20,8 @@ export interface IEntryViewContext {
    * null to keep plain text.
    */
   renderMarkdown: ((host: HTMLElement, source: string) => Promise<void>) | null;
+  /** An entry changed height after it was inserted (Markdown rendered). */
+  entryResized(): void;
 }
 
 const STATUS_GLYPHS: Record<CellStatus, string> = {
@@ -78,10 +80,13 @@ function renderAssistant(
     node.classList.add('pal-mod-streaming');
   } else if (context.renderMarkdown) {
     node.classList.add('pal-mod-markdown', 'jp-RenderedHTMLCommon');
-    context.renderMarkdown(node, entry.text).catch(error => {
-      node.textContent = entry.text;
-      console.warn('prime-agent: could not render Markdown', error);
-    });
+    context
+      .renderMarkdown(node, entry.text)
+      .catch(error => {
+        node.textContent = entry.text;
+        console.warn('prime-agent: could not render Markdown', error);
+      })
+      .finally(() => context.entryResized());
   }
   return node;
 }
@@ -96,10 +101,13 @@ function renderCellLine(
   line.setAttribute('role', 'button');
   line.tabIndex = 0;
 
+  // Transcript items carry no code: read it from the notebook when we can.
+  const source =
+    entry.code !== null ? entry.code : context.cellFirstLine(entry.cellId);
   const code =
-    (entry.code !== null ? firstLine(entry.code) : null) ??
-    context.cellFirstLine(entry.cellId) ??
-    '';
+    source === null
+      ? '(cell no longer in the notebook)'
+      : firstLine(source) || '(empty cell)';
   line.title = [
     `Cell ${STATUS_LABELS[entry.status]}: click to show it in the notebook`,
     entry.preview
@@ -116,8 +124,8 @@ function renderCellLine(
     undefined,
     entry.executionCount !== null ? `[${entry.executionCount}]` : '[ ]'
   );
-  const source = element('code', 'pal-cell-code', undefined, code || '(empty cell)');
-  line.append(status, count, source);
+  const codeNode = element('code', 'pal-cell-code', undefined, code);
+  line.append(status, count, codeNode);
 
   const reveal = () => context.revealCell(entry.cellId);
   line.addEventListener('click', reveal);

@@ -112,25 +112,28 @@ export class NotebookAgent implements IDisposable {
   }
 
   /** Start over with a fresh session for this notebook. */
-  async startNewSession(): Promise<void> {
-    const kernelId = this._kernelId();
-    this._setConnection('attaching');
-    try {
+  startNewSession(): Promise<void> {
+    return this._enqueue(async () => {
+      this._setConnection('attaching');
       const session = await this._api.attachSession({
         notebookPath: this.notebookPath,
-        kernelId: kernelId ?? undefined,
+        kernelId: this._kernelId() ?? undefined,
         newSession: true
       });
       await this._switchTo(session);
-    } catch (error) {
-      this._fail(error);
-    }
+    });
+  }
+
+  /** Run `step` after the steps before it; failures show in the status line. */
+  private _enqueue(step: () => Promise<void>): Promise<void> {
+    this._syncChain = this._syncChain
+      .then(step)
+      .catch(error => this._fail(error));
+    return this._syncChain;
   }
 
   private _scheduleSync(): void {
-    this._syncChain = this._syncChain
-      .then(() => this._sync())
-      .catch(error => this._fail(error));
+    void this._enqueue(() => this._sync());
   }
 
   private _onDocumentChange(_: unknown, change: DocumentChange): void {
@@ -202,6 +205,7 @@ export class NotebookAgent implements IDisposable {
     const { transcript, ...info } = detail;
     this._session = info;
     this._lastError = null;
+    this._changed.emit();
     this.transcript.load(
       transcript ?? [],
       typeof info.seq === 'number' ? info.seq : null
@@ -230,9 +234,7 @@ export class NotebookAgent implements IDisposable {
   private _onStreamRestarted(): void {
     const session = this._session;
     if (session) {
-      this._syncChain = this._syncChain
-        .then(() => this._switchTo(session))
-        .catch(error => this._fail(error));
+      void this._enqueue(() => this._switchTo(session));
     }
   }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -11,9 +12,13 @@ Event = dict[str, Any]
 
 
 class EventBus:
+    """`seq` increases by one per event and keeps increasing across server restarts: a new bus
+    starts from the current time in microseconds, above anything an earlier process could have
+    reached, so a client that reconnects with `since=<last seq>` never misses or repeats events."""
+
     def __init__(self, session_id: str, buffer_size: int = 2000) -> None:
         self.session_id = session_id
-        self._seq = 0
+        self._seq = time.time_ns() // 1000
         self._buffer: deque[Event] = deque(maxlen=buffer_size)
         self._queues: set[asyncio.Queue[Event]] = set()
         self._listeners: list[Callable[[Event], None]] = []

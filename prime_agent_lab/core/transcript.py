@@ -17,6 +17,13 @@ _HISTORY_TYPES = {
 }
 
 
+_NOTICES = {
+    "stopped": "Stopped.",
+    "interrupted": "Interrupted: the server stopped while this turn was running.",
+    "max_iterations": "Stopped at the limit of model calls for one turn.",
+}
+
+
 def _code_of(arguments: str) -> str | None:
     try:
         parsed = json.loads(arguments)
@@ -47,12 +54,16 @@ def history_records(session: SessionLog) -> list[dict[str, Any]]:
 def chat_transcript(session: SessionLog) -> list[dict[str, Any]]:
     """What the chat panel shows when it (re)opens a session."""
     items: list[dict[str, Any]] = []
+    code_by_call: dict[str, str | None] = {}
     for entry in session.path():
         kind, turn = entry["type"], entry.get("turn")
         if kind == "user_message":
             items.append({"type": "user", "turn": turn, "text": entry["text"]})
-        elif kind == "assistant_message" and entry.get("text"):
-            items.append({"type": "assistant", "turn": turn, "text": entry["text"]})
+        elif kind == "assistant_message":
+            for call in entry.get("tool_calls", []):
+                code_by_call[call.get("id", "")] = _code_of(call.get("arguments", ""))
+            if entry.get("text"):
+                items.append({"type": "assistant", "turn": turn, "text": entry["text"]})
         elif kind == "tool_result" and entry.get("cell_id"):
             observation = entry.get("observation", "")
             lines = [ln for ln in observation.splitlines() if ln.strip() and not ln.startswith("[")]
@@ -61,6 +72,7 @@ def chat_transcript(session: SessionLog) -> list[dict[str, Any]]:
                     "type": "cell",
                     "turn": turn,
                     "cell_id": entry["cell_id"],
+                    "code": code_by_call.get(entry.get("tool_call_id", "")) or "",
                     "status": entry.get("status"),
                     "execution_count": entry.get("execution_count"),
                     "preview": lines[-1][:200] if lines else "",
@@ -68,4 +80,13 @@ def chat_transcript(session: SessionLog) -> list[dict[str, Any]]:
             )
         elif kind == "error":
             items.append({"type": "error", "turn": turn, "message": entry.get("message", "")})
+        elif kind == "turn_end" and entry.get("stop_reason") in _NOTICES:
+            items.append(
+                {
+                    "type": "notice",
+                    "turn": turn,
+                    "stop_reason": entry["stop_reason"],
+                    "text": _NOTICES[entry["stop_reason"]],
+                }
+            )
     return items
