@@ -25,10 +25,6 @@ INTERRUPT_GRACE = 5.0  # seconds to wait for a reply after SIGINT before restart
 RESTART_WAIT = 15.0  # seconds to wait for an automatic restart after the kernel died
 
 
-class KernelSetupError(RuntimeError):
-    pass
-
-
 def bridge_setup_code(bridge_url: str, kernel_id: str) -> str:
     """The silent cell that loads the kernel package and points its bridge at the host."""
     return (
@@ -55,6 +51,8 @@ class KernelExecutor:
         self._setup_generation: object = None
         self._lock = asyncio.Lock()
         self.restarts = 0
+        self.setup_problem: str | None = None
+        self._setup_problem_reported = True
 
     # ------------------------------------------------------------ lifecycle
 
@@ -85,20 +83,28 @@ class KernelExecutor:
         self._client = None
 
     async def _ensure_setup(self) -> None:
+        """Load the kernel package once per kernel process.
+
+        A kernel whose environment lacks the package still runs agent cells; the first cell's
+        observation says what is missing, so the model and the user know `history` is absent.
+        """
         if self._setup_code is None or self._setup_generation == self._generation():
             return
         code = self._setup_code()
-        if code:
-            client = await self._ensure_client()
-            msg_id = client.execute(code, silent=True, store_history=False, allow_stdin=False)
-            reply = await self._wait_reply(client, msg_id, 60)
-            if reply["content"].get("status") != "ok":
-                content = reply["content"]
-                raise KernelSetupError(
-                    "could not load prime_agent_kernel into the kernel: "
-                    f"{content.get('ename')}: {content.get('evalue')}"
-                )
         self._setup_generation = self._generation()
+        if not code:
+            return
+        client = await self._ensure_client()
+        msg_id = client.execute(code, silent=True, store_history=False, allow_stdin=False)
+        content = (await self._wait_reply(client, msg_id, 60))["content"]
+        if content.get("status") != "ok":
+            self.setup_problem = (
+                "[note] The Prime Agent kernel package could not be loaded in this kernel "
+                f"({content.get('ename')}: {content.get('evalue')}), so `history` is not "
+                "available here. Install prime-agent-lab in the kernel's environment to get it."
+            )
+            self._setup_problem_reported = False
+            log.warning("kernel %s: %s", self.kernel_id, self.setup_problem)
 
     async def _wait_reply(self, client: Any, msg_id: str, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -135,7 +141,11 @@ class KernelExecutor:
                 await self._recover_dead_kernel()
             await self._ensure_client()
             await self._ensure_setup()
-            return await self._run(code, on_event, timeout)
+            result = await self._run(code, on_event, timeout)
+            if self.setup_problem and not self._setup_problem_reported:
+                self._setup_problem_reported = True
+                result.note = "\n".join(n for n in (result.note, self.setup_problem) if n)
+            return result
 
     async def _run(
         self, code: str, on_event: Callable[[OutputEvent], None], timeout: float

@@ -308,6 +308,9 @@ class AgentHost:
     async def shutdown(self) -> None:
         for agent in list(self.agents.values()):
             await agent.stop()
+            close = getattr(agent.provider, "aclose", None)
+            if close is not None:
+                await close()
         for executor in self._executors.values():
             await executor.close()
         self._executors.clear()
