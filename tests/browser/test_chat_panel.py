@@ -14,7 +14,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from .conftest import LabServer, copy_to_docs, save_screenshot
+from .conftest import LabServer, save_screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -164,8 +164,7 @@ def test_prompt_runs_agent_cells_in_the_open_notebook(lab_server: LabServer, pag
     expect(page.locator("#filebrowser")).to_be_hidden(timeout=UI_TIMEOUT_MS)
     chat_input.click()
     agent_output.scroll_into_view_if_needed()
-    path = save_screenshot(page, "chat_panel.png")
-    copy_to_docs(path, "screenshot.png")
+    save_screenshot(page, "chat_panel.png")
 
     errors = [e for e in page.console_errors if "prime-agent" in e.lower()]
     assert not errors, f"console errors from the extension: {errors}"
