@@ -157,8 +157,8 @@ class AgentHost:
             agent = self._find_agent(path, session_id, new)
             if agent is None:
                 agent = self._open_agent(path, session_id, new)
-            resolved = await self.resolve_kernel(path, kernel_id)
-            self._use_kernel(agent, resolved)
+            if not agent.running:  # a turn in flight keeps the kernel it started on
+                self._use_kernel(agent, await self.resolve_kernel(path, kernel_id))
             return agent
 
     def _find_agent(self, path: str, session_id: str | None, new: bool) -> Agent | None:
