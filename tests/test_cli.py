@@ -15,7 +15,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def cli(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
+    return cli_with_env(cwd, {}, *args, timeout=timeout)
+
+
+def cli_with_env(
+    cwd: Path, extra_env: dict[str, str], *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **extra_env}
     env["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT), str(ROOT / "kernel_ext"), env.get("PYTHONPATH", "")]
     )
@@ -126,3 +132,26 @@ def test_missing_script_file_is_a_clear_error(tmp_path: Path) -> None:
     done = cli(tmp_path, "run", "--script", "nope.json", "hi")
     assert done.returncode == 1
     assert "nope.json" in done.stderr
+
+
+def test_api_keys_printed_by_a_cell_never_reach_notebook_session_or_model(tmp_path: Path) -> None:
+    secret = "sk-test-4f9c2e7b1d0a8e6f"
+    script = tmp_path / "s.json"
+    code = "import os\nprint('key is', os.environ['OPENAI_API_KEY'])"
+    script.write_text(json.dumps({"turns": [{"code": code}, {"text": "{last_output_line}"}]}))
+    done = cli_with_env(
+        tmp_path,
+        {"OPENAI_API_KEY": secret},
+        "run",
+        "--mode",
+        "json",
+        "--script",
+        str(script),
+        "show me",
+    )
+    assert done.returncode == 0, done.stderr
+    end = json_lines(done.stdout)[-1]
+    assert end["final_text"] == "key is [redacted]"
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "s.json"]
+    assert written and all(secret not in p.read_text(errors="replace") for p in written)
+    assert secret not in done.stdout

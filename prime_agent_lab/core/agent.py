@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .events import EventBus
@@ -20,11 +20,13 @@ from .ports import (
     KernelPort,
     ModelProvider,
     NotebookPort,
+    OutputEvent,
     ProviderError,
     ResponseDone,
     TextDelta,
 )
 from .prompts import PromptSettings, build_system_prompt
+from .redaction import Redactor
 from .sessions import SessionLog
 
 log = logging.getLogger(__name__)
@@ -90,8 +92,10 @@ class Agent:
         kernel: KernelPort,
         config: AgentConfig,
         events: EventBus | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.session = session
+        self.redactor = redactor or Redactor.from_environ()
         self.provider = provider
         self.notebook = notebook
         self.kernel = kernel
@@ -262,8 +266,14 @@ class Agent:
         cell = await self.notebook.append_code_cell(code, metadata)
         self.events.emit("cell_started", turn=turn, cell_id=cell.cell_id, code=code)
         cell.set_running()
+
+        def write(event: OutputEvent) -> None:
+            if event.output is not None and self.redactor:
+                event = replace(event, output=self.redactor.output(event.output))
+            cell.apply(event)
+
         try:
-            result = await self.kernel.execute(code, cell.apply, self.config.cell_timeout)
+            result = await self.kernel.execute(code, write, self.config.cell_timeout)
         except asyncio.CancelledError:
             cell.finish(None)
             self._record_result(
@@ -277,6 +287,7 @@ class Agent:
             )
             raise
         cell.finish(result.execution_count)
+        result.outputs = [self.redactor.output(o) for o in result.outputs]
         self._record_result(turn, call, cell.cell_id, result)
 
     def _record_result(
