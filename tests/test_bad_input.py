@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-from traitlets import TraitError
 
-from prime_agent_lab.jupyter.app import PrimeAgentLab
 from prime_agent_lab.providers import make_provider
 
 from .conftest import read_saved_notebook, run_turn, wait_for
@@ -205,9 +206,28 @@ async def test_provider_error_that_is_not_retryable_ends_the_turn_and_keeps_the_
     assert again["stop_reason"] == "end_turn"
 
 
-def test_unknown_provider_name_is_an_error_at_start() -> None:
-    with pytest.raises(TraitError, match=r"unknown provider 'bogus'.*anthropic, openai, scripted"):
-        PrimeAgentLab(provider="bogus")
+def test_unknown_provider_name_stops_the_server_at_start(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "server",
+            "--no-browser",
+            "--ServerApp.port=0",
+            "--ServerApp.allow_root=True",
+            f"--ServerApp.root_dir={tmp_path}",
+            "--PrimeAgentLab.provider=bogus",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")},
+    )
+    assert done.returncode == 1
+    assert "Prime Agent Lab cannot start: Unknown model provider 'bogus'" in done.stderr
+    assert "anthropic, openai, scripted" in done.stderr
 
 
 @pytest.mark.parametrize(

@@ -50,13 +50,32 @@ def test_session_log_is_a_tree_with_a_movable_leaf(tmp_path: Path) -> None:
     assert len(reloaded.entries) == 4  # nothing was rewritten or dropped
 
 
-def test_a_torn_last_line_from_a_crash_is_ignored(tmp_path: Path) -> None:
+def test_a_torn_last_line_from_a_crash_is_ignored_and_later_appends_stay_readable(
+    tmp_path: Path,
+) -> None:
     log = SessionRepository(tmp_path).create(notebook_path="a.ipynb")
     log.append("user_message", text="kept", turn=1)
     with log.file.open("a") as f:
         f.write('{"id": "abc", "type": "assis')
     reloaded = SessionLog.load(log.directory)
     assert [e["text"] for e in reloaded.entries] == ["kept"]
+    assert reloaded.skipped_lines == [3]
+    reloaded.close_interrupted_turn()
+    again = SessionLog.load(log.directory)
+    assert [e["type"] for e in again.entries] == ["user_message", "turn_end"]
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85", "\r", "\x1c"])
+def test_text_with_unicode_line_separators_survives_a_reload(
+    tmp_path: Path, separator: str
+) -> None:
+    log = SessionRepository(tmp_path).create(notebook_path="a.ipynb")
+    text = f"before{separator}after"
+    log.append("tool_result", tool_call_id="c", observation=text, turn=1)
+    log.append("user_message", text="next", turn=2)
+    reloaded = SessionLog.load(log.directory)
+    assert reloaded.entries[0]["observation"] == text
+    assert reloaded.skipped_lines == []
 
 
 def test_a_turn_cut_by_a_crash_is_marked_interrupted_not_replayed(tmp_path: Path) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from prime_agent_lab.core.sessions import SessionRepository
-from prime_agent_lab.jupyter.host import AgentHost
+from prime_agent_lab.jupyter.host import AgentHost, HostError
 from prime_agent_lab.providers import make_provider
 
 from .conftest import run_turn
@@ -98,3 +100,34 @@ async def test_a_new_session_can_be_started_on_the_same_notebook(
     second = await host.attach(path, new=True)
     assert second.session_id != first.session_id
     assert {s["session_id"] for s in host.list_sessions()} >= {first.session_id, second.session_id}
+
+
+async def test_one_kernel_has_one_agent_so_bridge_identity_is_never_mixed(
+    host: Any, make_notebook: Any
+) -> None:
+    path = make_notebook("two.ipynb")
+    first = await host.attach(path)
+    second = await host.attach(path, new=True)
+    kernel_id = second.kernel.kernel_id
+    assert first.kernel.kernel_id == kernel_id
+    assert host.bridge._session_for_kernel(kernel_id) == second.session_id
+    assert first.session_id not in host.agents  # inactive: on disk, attachable again
+    again = await host.attach(path, session_id=first.session_id)
+    assert host.bridge._session_for_kernel(kernel_id) == again.session_id == first.session_id
+
+
+async def test_switching_sessions_is_refused_while_a_turn_runs_on_the_kernel(
+    host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    script = agent_script([{"code": "import time\ntime.sleep(30)"}, {"text": "x"}])
+    host._provider_factory = lambda: make_provider("scripted", None, script_path=script)
+    path = make_notebook("busy.ipynb")
+    first = await host.attach(path)
+    await host.send(first.session_id, "sleep")
+    with pytest.raises(HostError) as refused:
+        await host.attach(path, new=True)
+    assert refused.value.status == 409
+    assert [a.session_id for a in host.agents.values() if a.notebook.path == path] == [
+        first.session_id
+    ]
+    await host.stop(first.session_id)

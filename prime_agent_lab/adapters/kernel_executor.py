@@ -16,13 +16,14 @@ from typing import Any
 
 from nbformat.v4 import output_from_msg
 
-from ..core.ports import ExecutionResult, OutputEvent
+from ..core.ports import ExecutionResult, KernelUnavailable, OutputEvent
 
 log = logging.getLogger(__name__)
 
 OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
 INTERRUPT_GRACE = 5.0  # seconds to wait for a reply after SIGINT before restarting the kernel
 RESTART_WAIT = 15.0  # seconds to wait for an automatic restart after the kernel died
+READY_TIMEOUT = 3600.0  # a new client's first reply can wait behind a long cell the user runs
 
 
 def bridge_setup_code(bridge_url: str, kernel_id: str) -> str:
@@ -34,22 +35,37 @@ def bridge_setup_code(bridge_url: str, kernel_id: str) -> str:
     )
 
 
+class KernelGone(KernelUnavailable):
+    """The kernel was shut down (not crashed): nothing here may start it again."""
+
+
 class KernelExecutor:
-    """Runs agent cells on one kernel."""
+    """Runs agent cells on one kernel.
+
+    The lock serializes our executions. It is held until our request has finished in the kernel:
+    when a run is cancelled (the user pressed Stop), a background task keeps the lock, waits until
+    our cell actually starts (it may be queued behind a cell the user runs), interrupts only that
+    cell, drains its messages, and then releases the lock. So a Stop never interrupts the user's
+    own cell, and stale messages never reach the next agent cell.
+    """
 
     def __init__(
         self,
         kernel_manager: Any,
         kernel_id: str,
         setup_code: Callable[[], str | None] | None = None,
+        is_managed: Callable[[], bool] = lambda: True,
     ) -> None:
         self.km = kernel_manager
         self.kernel_id = kernel_id
         self._setup_code = setup_code
+        self._is_managed = is_managed
         self._client: Any = None
         self._client_generation: object = None
         self._setup_generation: object = None
+        self._last_run_generation: object = None
         self._lock = asyncio.Lock()
+        self._reaper: asyncio.Task[None] | None = None
         self.restarts = 0
         self.setup_problem: str | None = None
         self._setup_problem_reported = True
@@ -70,7 +86,12 @@ class KernelExecutor:
         client = self.km.client_factory(parent=self.km)
         client.load_connection_info(self.km.get_connection_info())
         client.start_channels()
-        await client.wait_for_ready(timeout=60)
+        try:
+            # kernel_info waits behind a cell the user is running; that is the wait we want.
+            await client.wait_for_ready(timeout=READY_TIMEOUT)
+        except BaseException:
+            client.stop_channels()
+            raise
         self._client, self._client_generation = client, generation
         return client
 
@@ -91,12 +112,15 @@ class KernelExecutor:
         if self._setup_code is None or self._setup_generation == self._generation():
             return
         code = self._setup_code()
-        self._setup_generation = self._generation()
         if not code:
+            self._setup_generation = self._generation()
             return
         client = await self._ensure_client()
         msg_id = client.execute(code, silent=True, store_history=False, allow_stdin=False)
-        content = (await self._wait_reply(client, msg_id, 60))["content"]
+        content = (await self._wait_reply(client, msg_id, READY_TIMEOUT))["content"]
+        if content.get("status") == "aborted":
+            return  # skipped because a user cell failed just before; try again next cell
+        self._setup_generation = self._generation()
         if content.get("status") != "ok":
             self.setup_problem = (
                 "[note] The Prime Agent kernel package could not be loaded in this kernel "
@@ -112,11 +136,18 @@ class KernelExecutor:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError("no reply from the kernel")
-            msg = await client.get_shell_msg(timeout=remaining)
+            try:
+                msg = await client.get_shell_msg(timeout=min(remaining, 1.0))
+            except queue.Empty:
+                if not await self.km.is_alive():
+                    raise RuntimeError("the kernel died while loading the kernel package") from None
+                continue
             if msg["parent_header"].get("msg_id") == msg_id:
                 return msg
 
     async def close(self) -> None:
+        if self._reaper is not None and not self._reaper.done():
+            self._reaper.cancel()
         self._close_client()
 
     async def interrupt(self) -> None:
@@ -136,37 +167,77 @@ class KernelExecutor:
         on_event: Callable[[OutputEvent], None],
         timeout: float,
     ) -> ExecutionResult:
-        async with self._lock:
+        await self._lock.acquire()
+        hand_off: tuple[Any, _Run, float] | None = None
+        reaping = False
+        try:
+            notes: list[str] = []
             if not await self.km.is_alive():
                 await self._recover_dead_kernel()
+            if self._last_run_generation not in (None, self._generation()):
+                notes.append(
+                    "[kernel restarted] The kernel was restarted since the last agent cell: "
+                    "variables and imports from before are gone."
+                )
             await self._ensure_client()
             await self._ensure_setup()
-            result = await self._run(code, on_event, timeout)
             if self.setup_problem and not self._setup_problem_reported:
                 self._setup_problem_reported = True
-                result.note = "\n".join(n for n in (result.note, self.setup_problem) if n)
+                notes.append(self.setup_problem)
+            client = self._client
+            generation = self._client_generation
+            msg_id = client.execute(
+                code, store_history=True, allow_stdin=False, stop_on_error=False
+            )
+            run = _Run(msg_id, on_event)
+            hand_off = (client, run, timeout)
+            result = await self._run(client, run, generation, timeout)
+            hand_off = None
+            self._last_run_generation = self._generation()
+            result.note = "\n".join(n for n in (*notes, result.note) if n)
             return result
+        except asyncio.CancelledError:
+            if hand_off is not None:  # our request is in the kernel: the reaper owns the lock now
+                self._reaper = asyncio.ensure_future(self._reap(*hand_off))
+                reaping = True
+            raise
+        finally:
+            if not reaping:
+                self._lock.release()
 
     async def _run(
-        self, code: str, on_event: Callable[[OutputEvent], None], timeout: float
+        self, client: Any, run: _Run, generation: object, timeout: float
     ) -> ExecutionResult:
-        client = self._client
-        generation = self._client_generation
-        msg_id = client.execute(code, store_history=True, allow_stdin=False, stop_on_error=False)
-        run = _Run(msg_id, on_event)
-        deadline = time.monotonic() + timeout
-        try:
-            while not run.done:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return await self._on_timeout(client, run, timeout)
-                got = await self._pump(client, run, min(remaining, 0.5))
-                if not got and await self._kernel_died(generation):
-                    return await self._on_death(run)
-        except asyncio.CancelledError:
-            await asyncio.shield(self._interrupt_and_drain(client, run))
-            raise
+        deadline: float | None = None
+        while not run.done:
+            if deadline is None and run.started:
+                deadline = time.monotonic() + timeout  # time queued behind user cells is free
+            remaining = 0.5 if deadline is None else deadline - time.monotonic()
+            if remaining <= 0:
+                return await self._on_timeout(client, run, timeout)
+            got = await self._pump(client, run, min(remaining, 0.5))
+            if not got and await self._kernel_died(generation):
+                return await self._on_death(run)
         return run.result()
+
+    async def _reap(self, client: Any, run: _Run, timeout: float) -> None:
+        """After a cancel: interrupt our own cell once it runs, drain it, then free the lock."""
+        try:
+            deadline = time.monotonic() + timeout
+            while not run.done and not run.started and time.monotonic() < deadline:
+                if not await self._pump(client, run, 0.2) and not await self.km.is_alive():
+                    return
+            if not run.done:
+                await self.km.interrupt_kernel()
+                if not await self._drain(client, run, INTERRUPT_GRACE):
+                    log.warning("kernel %s ignored the interrupt; restarting it", self.kernel_id)
+                    await self._restart()
+        except Exception:
+            log.warning(
+                "stopping the agent cell on kernel %s failed", self.kernel_id, exc_info=True
+            )
+        finally:
+            self._lock.release()
 
     async def _pump(self, client: Any, run: _Run, wait: float) -> bool:
         """Read what is available on iopub and shell; True if anything arrived."""
@@ -224,12 +295,22 @@ class KernelExecutor:
         return result
 
     async def _recover_dead_kernel(self) -> None:
-        """Wait for the server's auto-restart if it has one, otherwise restart ourselves."""
+        """Wait for the server's auto-restart if it has one, otherwise restart ourselves.
+
+        A kernel that was shut down on purpose (no longer managed) is never started again here.
+        """
         self._close_client()
+        if not self._is_managed():
+            raise KernelGone(
+                "the notebook's kernel was shut down; start a kernel for the notebook and send "
+                "the message again"
+            )
         restarter = getattr(self.km, "_restarter", None)
         if restarter is not None and getattr(self.km, "autorestart", False):
             deadline = time.monotonic() + RESTART_WAIT
             while time.monotonic() < deadline:
+                if not self._is_managed():
+                    raise KernelGone("the notebook's kernel was shut down while a cell ran")
                 if self._generation() != self._client_generation and await self.km.is_alive():
                     self.restarts += 1
                     return
@@ -241,15 +322,10 @@ class KernelExecutor:
 
     async def _restart(self) -> None:
         self._close_client()
+        if not self._is_managed():
+            raise KernelGone("the notebook's kernel was shut down")
         await self.km.restart_kernel(now=True)
         self.restarts += 1
-
-    async def _interrupt_and_drain(self, client: Any, run: _Run) -> None:
-        try:
-            await self.km.interrupt_kernel()
-            await self._drain(client, run, INTERRUPT_GRACE)
-        except Exception:
-            log.warning("interrupting kernel %s failed", self.kernel_id, exc_info=True)
 
     async def _drain(self, client: Any, run: _Run, grace: float) -> bool:
         deadline = time.monotonic() + grace
@@ -271,6 +347,7 @@ class _Run:
         self.display_index: dict[str, int] = {}
         self.execution_count: int | None = None
         self.idle = False
+        self.started = False
         self.reply: dict[str, Any] | None = None
 
     @property
@@ -283,9 +360,13 @@ class _Run:
         msg_type = msg["header"]["msg_type"]
         content = msg["content"]
         if msg_type == "status":
-            if content.get("execution_state") == "idle":
+            state = content.get("execution_state")
+            if state == "busy":
+                self.started = True
+            elif state == "idle":
                 self.idle = True
         elif msg_type == "execute_input":
+            self.started = True
             self.execution_count = content.get("execution_count")
         elif msg_type in OUTPUT_TYPES:
             output = dict(output_from_msg(msg))
@@ -322,6 +403,15 @@ class _Run:
                 self.execution_count = count
         elif any(o.get("output_type") == "error" for o in self.outputs):
             status = "error"
+        note = ""
+        if status == "aborted":
+            note = (
+                "[not run] The kernel skipped this cell because a cell queued before it (run by "
+                "the user) raised an error. Nothing in it ran; run it again if it is still needed."
+            )
         return ExecutionResult(
-            status=status, execution_count=self.execution_count, outputs=list(self.outputs)
+            status=status,
+            execution_count=self.execution_count,
+            outputs=list(self.outputs),
+            note=note,
         )

@@ -18,6 +18,7 @@ from .observation import build_observation
 from .ports import (
     ExecutionResult,
     KernelPort,
+    KernelUnavailable,
     ModelProvider,
     NotebookPort,
     OutputEvent,
@@ -26,7 +27,7 @@ from .ports import (
     TextDelta,
 )
 from .prompts import PromptSettings, build_system_prompt
-from .redaction import Redactor
+from .redaction import Redactor, StreamRedactor
 from .sessions import SessionLog
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,10 @@ class TurnInProgress(Exception):
 
 class ToolArgumentsError(ValueError):
     pass
+
+
+def _stream(name: str, text: str) -> dict[str, Any]:
+    return {"output_type": "stream", "name": name, "text": text}
 
 
 def parse_python_call(call: ToolCall) -> str:
@@ -138,7 +143,8 @@ class Agent:
         task = self._task
         if task is None or task.done():
             return False
-        task.cancel()
+        if not task.cancelling():  # a second Stop waits for the first instead of cancelling again
+            task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
         return True
@@ -168,6 +174,9 @@ class Agent:
                         raise
         except asyncio.CancelledError:
             stop_reason = "stopped"
+        except KernelUnavailable as exc:
+            stop_reason, error = "error", str(exc)
+            self._record_error(turn, f"kernel unavailable: {exc}", "kernel")
         except ProviderError as exc:
             stop_reason, error = "error", str(exc)
             self._record_error(turn, f"model call failed ({exc.kind}): {exc}", "provider")
@@ -267,27 +276,50 @@ class Agent:
         self.events.emit("cell_started", turn=turn, cell_id=cell.cell_id, code=code)
         cell.set_running()
 
+        streams = StreamRedactor(self.redactor)
+
         def write(event: OutputEvent) -> None:
-            if event.output is not None and self.redactor:
-                event = replace(event, output=self.redactor.output(event.output))
+            output = event.output
+            if output is not None and output.get("output_type") == "stream":
+                text = streams.feed(str(output.get("name")), str(output.get("text", "")))
+                if not text:
+                    return
+                event = replace(event, output={**output, "text": text})
+            elif output is not None and self.redactor:
+                event = replace(event, output=self.redactor.output(output))
             cell.apply(event)
+
+        def close_cell(execution_count: int | None) -> None:
+            for name, text in streams.flush():
+                cell.apply(OutputEvent("output", output=_stream(name, text)))
+            cell.finish(execution_count)
 
         try:
             result = await self.kernel.execute(code, write, self.config.cell_timeout)
         except asyncio.CancelledError:
-            cell.finish(None)
-            self._record_result(
-                turn,
-                call,
-                cell.cell_id,
-                ExecutionResult(
-                    status="interrupted",
-                    note="The user stopped the turn; the cell was interrupted.",
-                ),
+            close_cell(None)
+            stopped = ExecutionResult(
+                status="interrupted", note="The user stopped the turn; the cell was interrupted."
             )
+            self._record_result(turn, call, cell.cell_id, stopped)
             raise
-        cell.finish(result.execution_count)
-        result.outputs = [self.redactor.output(o) for o in result.outputs]
+        except KernelUnavailable as exc:
+            close_cell(None)
+            gone = ExecutionResult(status="died", note=f"[kernel unavailable] {exc}.")
+            self._record_result(turn, call, cell.cell_id, gone)
+            raise
+        except Exception as exc:
+            log.exception("running agent cell %s failed", cell.cell_id)
+            close_cell(None)
+            failed = ExecutionResult(
+                status="error",
+                note=f"[harness error] The cell could not be run or observed: "
+                f"{type(exc).__name__}: {exc}. It may or may not have run in the kernel.",
+            )
+            self._record_result(turn, call, cell.cell_id, failed)
+            self.events.emit("error", turn=turn, message=failed.note, kind="kernel")
+            return
+        close_cell(result.execution_count)
         self._record_result(turn, call, cell.cell_id, result)
 
     def _record_result(
@@ -298,6 +330,7 @@ class Agent:
             cap=self.config.output_cap,
             accepts_images=self.config.accepts_images,
             where_rest=f"the full output is in notebook cell {cell_id}",
+            redact=self.redactor.text,
         )
         entry: dict[str, Any] = {
             "turn": turn,
@@ -306,6 +339,7 @@ class Agent:
             "status": result.status,
             "execution_count": result.execution_count,
             "observation": observation.text,
+            "preview": observation.preview,
         }
         if observation.images:
             entry["images"] = [

@@ -8,6 +8,7 @@ colour codes are stripped and carriage-return progress bars collapse to their la
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .messages import ImagePart
@@ -69,6 +70,7 @@ def build_observation(
     cap: int,
     accepts_images: bool,
     where_rest: str,
+    redact: Callable[[str], str] = lambda text: text,
 ) -> Observation:
     stdout: list[str] = []
     stderr: list[str] = []
@@ -80,18 +82,19 @@ def build_observation(
 
     parts: list[str] = []
     for label, chunks in (("stdout", stdout), ("stderr", stderr), ("result", results)):
-        text = collapse_carriage_returns(strip_ansi("".join(chunks)))
+        text = redact(collapse_carriage_returns(strip_ansi("".join(chunks))))
         if text.strip():
             parts.append(_section(label, cap_text(text, cap, where_rest)))
     if errors:
-        text = strip_ansi("\n".join(errors))
+        text = redact(strip_ansi("\n".join(errors)))
         parts.append(_section("error", cap_text(text, cap, where_rest)))
     if result.note:
         parts.append(result.note)
     if not parts:
         parts.append("(the cell ran and printed nothing)" if result.status == "ok" else "")
     text = "\n".join(p for p in parts if p)
-    return Observation(text=text, images=images, preview=_preview(result, stdout, errors))
+    preview = redact(_preview(result, stdout, errors))
+    return Observation(text=text, images=images, preview=preview)
 
 
 def _section(label: str, body: str) -> str:

@@ -92,6 +92,10 @@ class ExecutionResult:
     note: str = ""  # what the harness did (interrupted, restarted the kernel, ...)
 
 
+class KernelUnavailable(RuntimeError):
+    """The kernel is gone for good (shut down, not crashed); the turn cannot go on."""
+
+
 class KernelPort(Protocol):
     """Runs code on one kernel, one execution at a time."""
 

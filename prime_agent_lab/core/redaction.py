@@ -34,6 +34,16 @@ class Redactor:
                 value = value.replace(secret, REPLACEMENT)
         return value
 
+    def held_tail(self, text: str) -> int:
+        """Length of the longest end of `text` that is the beginning of a secret."""
+        longest = 0
+        for secret in self._secrets:
+            for size in range(min(len(secret) - 1, len(text)), longest, -1):
+                if text.endswith(secret[:size]):
+                    longest = size
+                    break
+        return longest
+
     def output(self, output: dict[str, Any]) -> dict[str, Any]:
         """A copy of an nbformat output with every string in it redacted."""
         return self._walk(output) if self._secrets else output
@@ -46,3 +56,30 @@ class Redactor:
         if isinstance(value, dict):
             return {k: self._walk(v) for k, v in value.items()}
         return value
+
+
+class StreamRedactor:
+    """Redacts stream text that arrives in pieces, so a key split across two writes is caught.
+
+    The tail of each stream that could be the start of a key is held back until the next piece
+    (or `flush`); everything else passes through at once, so live output is not delayed.
+    """
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+        self._pending: dict[str, str] = {}
+
+    def feed(self, name: str, text: str) -> str:
+        if not self._redactor:
+            return text
+        text = self._redactor.text(self._pending.pop(name, "") + text)
+        hold = self._redactor.held_tail(text)
+        if hold:
+            self._pending[name] = text[-hold:]
+            text = text[:-hold]
+        return text
+
+    def flush(self) -> list[tuple[str, str]]:
+        pending = [(name, text) for name, text in self._pending.items() if text]
+        self._pending.clear()
+        return pending

@@ -53,6 +53,8 @@ class SessionLog:
         self.entries: list[dict[str, Any]] = []
         self.by_id: dict[str, dict[str, Any]] = {}
         self.leaf_id: str | None = None
+        self.skipped_lines: list[int] = []  # torn records found on load (line numbers)
+        self._needs_newline = False
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ construction
@@ -79,22 +81,26 @@ class SessionLog:
         path = directory / SESSION_FILE
         if not path.is_file():
             raise SessionError(f"no session log at {path}")
-        with path.open(encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        if not lines:
-            raise SessionError(f"empty session log {path}")
-        log = cls(directory, json.loads(lines[0]))
+        raw = path.read_text(encoding="utf-8")
+        # Only "\n" ends a record: str.splitlines() would also split inside text that holds
+        # U+2028, U+2029 or \x85, which JSON leaves unescaped.
+        lines = raw.split("\n")
+        try:
+            header = json.loads(lines[0])
+        except json.JSONDecodeError:
+            raise SessionError(f"{path}: the header line is not JSON") from None
+        log = cls(directory, header)
         for number, line in enumerate(lines[1:], start=2):
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
-                # A crash can leave a torn last line; everything before it is intact.
-                if number == len(lines):
-                    break
-                raise SessionError(f"{path}:{number}: not JSON") from None
+                # A crash mid-write leaves a torn line; the records around it are intact.
+                log.skipped_lines.append(number)
+                continue
             log._index(record)
+        log._needs_newline = bool(raw) and not raw.endswith("\n")
         return log
 
     def _index(self, record: dict[str, Any]) -> None:
@@ -134,6 +140,9 @@ class SessionLog:
 
     def _write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False) + "\n"
+        if self._needs_newline:  # end a torn last line first, so this record stands on its own
+            line = "\n" + line
+            self._needs_newline = False
         with self.file.open("a", encoding="utf-8") as f:
             f.write(line)
             f.flush()

@@ -65,8 +65,6 @@ def chat_transcript(session: SessionLog) -> list[dict[str, Any]]:
             if entry.get("text"):
                 items.append({"type": "assistant", "turn": turn, "text": entry["text"]})
         elif kind == "tool_result" and entry.get("cell_id"):
-            observation = entry.get("observation", "")
-            lines = [ln for ln in observation.splitlines() if ln.strip() and not ln.startswith("[")]
             items.append(
                 {
                     "type": "cell",
@@ -75,7 +73,7 @@ def chat_transcript(session: SessionLog) -> list[dict[str, Any]]:
                     "code": code_by_call.get(entry.get("tool_call_id", "")) or "",
                     "status": entry.get("status"),
                     "execution_count": entry.get("execution_count"),
-                    "preview": lines[-1][:200] if lines else "",
+                    "preview": entry.get("preview", ""),
                 }
             )
         elif kind == "error":

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool, Float, Integer, TraitError, Unicode, validate
+from traitlets import Bool, Float, Integer, Unicode
 
 from ..core.agent import AgentConfig
 from ..core.sessions import SessionRepository
-from ..providers import PROVIDER_NAMES, make_provider
+from ..providers import make_provider
 from .handlers import handlers
 from .host import AgentHost, HostSettings
 
@@ -99,16 +99,6 @@ class PrimeAgentLab(ExtensionApp):
         help="""URL kernels use to call the host (…/prime-agent/bridge). Default: loopback to this
         server. Set it when kernels run elsewhere (Kernel or Enterprise Gateway).""",
     ).tag(config=True)
-
-    @validate("provider")
-    def _check_provider(self, proposal: dict[str, Any]) -> str:
-        value = str(proposal["value"]).strip().lower()
-        if value not in PROVIDER_NAMES:
-            raise TraitError(
-                f"PrimeAgentLab.provider: unknown provider {proposal['value']!r}; "
-                f"choose one of {', '.join(PROVIDER_NAMES)}"
-            )
-        return value
 
     def _make_provider(self) -> Any:
         return make_provider(

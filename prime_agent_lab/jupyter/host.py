@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..adapters.kernel_executor import KernelExecutor, bridge_setup_code
-from ..core.agent import Agent, AgentConfig
+from ..core.agent import Agent, AgentConfig, TurnInProgress
 from ..core.bridge import BridgeService
 from ..core.bridge_ops import register_session_operations
 from ..core.events import EventBus
@@ -123,7 +123,12 @@ class AgentHost:
         executor = self._executors.get(kernel_id)
         if executor is None:
             km = self._kernel_manager.get_kernel(kernel_id)
-            executor = KernelExecutor(km, kernel_id, lambda: self._setup_code(kernel_id))
+            executor = KernelExecutor(
+                km,
+                kernel_id,
+                lambda: self._setup_code(kernel_id),
+                is_managed=lambda: kernel_id in self._kernel_manager,
+            )
             self._executors[kernel_id] = executor
         return executor
 
@@ -155,10 +160,16 @@ class AgentHost:
         async with self._attach_lock:
             self._forget_dead_executors()
             agent = self._find_agent(path, session_id, new)
+            opened = agent is None
             if agent is None:
                 agent = self._open_agent(path, session_id, new)
             if not agent.running:  # a turn in flight keeps the kernel it started on
-                self._use_kernel(agent, await self.resolve_kernel(path, kernel_id))
+                try:
+                    self._use_kernel(agent, await self.resolve_kernel(path, kernel_id))
+                except HostError:
+                    if opened:
+                        self.agents.pop(agent.session_id, None)
+                    raise
             return agent
 
     def _find_agent(self, path: str, session_id: str | None, new: bool) -> Agent | None:
@@ -207,6 +218,16 @@ class AgentHost:
         return agent
 
     def _use_kernel(self, agent: Agent, kernel_id: str) -> None:
+        """Make `agent` the one agent of this kernel (bridge calls from it act as its session)."""
+        holder = self.agents.get(self._kernel_session.get(kernel_id, ""))
+        if holder is not None and holder is not agent:
+            if holder.running:
+                raise HostError(
+                    409,
+                    f"session {holder.session_id} is running a turn on this notebook's kernel; "
+                    "stop it before switching sessions",
+                )
+            self._detach(holder)
         current = getattr(agent.kernel, "kernel_id", None)
         if current and current != kernel_id:
             self._kernel_session.pop(current, None)
@@ -215,6 +236,14 @@ class AgentHost:
         self._kernel_session[kernel_id] = agent.session_id
         # Connect and load the kernel package now, while the user is still typing.
         self._spawn(self._prepare(executor))
+
+    def _detach(self, agent: Agent) -> None:
+        """Forget an idle agent; its session stays on disk and can be attached again."""
+        self.agents.pop(agent.session_id, None)
+        kernel_id = getattr(agent.kernel, "kernel_id", "")
+        if self._kernel_session.get(kernel_id) == agent.session_id:
+            del self._kernel_session[kernel_id]
+        agent.events.emit("status", status="inactive")
 
     async def _prepare(self, executor: KernelExecutor) -> None:
         try:
@@ -254,7 +283,10 @@ class AgentHost:
             async with self._attach_lock:
                 self._forget_dead_executors()
                 self._use_kernel(agent, await self.resolve_kernel(agent.notebook.path))
-        turn, _task = agent.start_turn(text)
+        try:
+            turn, _task = agent.start_turn(text)
+        except TurnInProgress as exc:
+            raise HostError(409, str(exc)) from None
         return turn
 
     async def stop(self, session_id: str) -> bool:

@@ -9,8 +9,11 @@ notebook, mark agent cells trusted.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from pycrdt import Array, Map, Text
@@ -19,6 +22,7 @@ from ..adapters.output_cap import NotebookOutputCap
 from ..core.ports import OutputEvent
 
 ORIGIN = "prime-agent"
+log = logging.getLogger(__name__)
 
 
 class NotebookUnavailable(RuntimeError):
@@ -88,6 +92,22 @@ def _is_blank_code_cell(ycell: Map) -> bool:
         return False
 
 
+def _tolerate_deleted_cell(method: Callable[..., None]) -> Callable[..., None]:
+    """The user may delete an agent cell while it runs: later writes are dropped, not fatal."""
+
+    @functools.wraps(method)
+    def guarded(self: LiveCellWriter, *args: Any) -> None:
+        if self.detached:
+            return
+        try:
+            method(self, *args)
+        except (KeyError, IndexError, TypeError, ValueError, RuntimeError):
+            self.detached = True
+            log.info("agent cell %s left the notebook; its further output is dropped", self.cell_id)
+
+    return guarded
+
+
 class LiveCellWriter:
     def __init__(self, doc: Any, ycell: Map, cell_id: str, cap: NotebookOutputCap) -> None:
         self._doc = doc
@@ -96,16 +116,19 @@ class LiveCellWriter:
         self._pending_clear = False
         self._display_index: dict[str, int] = {}
         self.cell_id = cell_id
+        self.detached = False
 
     def _transaction(self) -> Any:
         return self._doc.ydoc.transaction(origin=ORIGIN)
 
+    @_tolerate_deleted_cell
     def set_running(self) -> None:
         with self._transaction():
             del self._ycell["outputs"][:]
             self._ycell["execution_count"] = None
             self._ycell["execution_state"] = "running"
 
+    @_tolerate_deleted_cell
     def apply(self, event: OutputEvent) -> None:
         outputs: Array = self._ycell["outputs"]
         with self._transaction():
@@ -154,6 +177,7 @@ class LiveCellWriter:
                     return
         outputs.append(Map({"output_type": "stream", "name": name, "text": Text(text)}))
 
+    @_tolerate_deleted_cell
     def finish(self, execution_count: int | None) -> None:
         with self._transaction():
             outputs: Array = self._ycell["outputs"]
