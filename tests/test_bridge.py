@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from prime_agent_lab.adapters.bridge_http import SIGNATURE_HEADER
-from prime_agent_lab.core.bridge import BridgeService, Caller, sign
+from prime_agent_lab.core.bridge import MAX_BODY_BYTES, BridgeService, Caller, sign
 
 from .conftest import run_turn
 
@@ -294,3 +294,75 @@ async def test_bridge_http_refuses_unsigned_and_forged_requests(
             raise_error=False,
         )
         assert response.code == 403
+
+
+async def test_oversized_bridge_bodies_are_refused_before_they_are_read(
+    host: Any, jp_fetch: Any, make_notebook: Any
+) -> None:
+    agent = await host.attach(make_notebook())
+    huge = "x" * (MAX_BODY_BYTES + 1)
+    response = await jp_fetch(
+        "prime-agent",
+        "bridge",
+        "kernels",
+        agent.kernel.kernel_id,
+        "call",
+        method="POST",
+        body=huge,
+        raise_error=False,
+    )
+    assert response.code in (400, 413)
+
+
+def test_an_interrupted_call_can_be_cancelled_before_its_first_answer() -> None:
+    service = make_service()
+
+    async def scenario() -> tuple[int, Any, int]:
+        raw = body(payload={"delay": 30}, call_id="call-123456")
+        first = asyncio.ensure_future(service.call("k1", raw, sign(KEY, raw)))
+        await asyncio.sleep(0.05)  # the first request is still waiting for its answer
+        cancel = json.dumps(
+            {
+                "kernel_id": "k1",
+                "ts": time.time(),
+                "nonce": "c1",
+                "job_id": "call-123456",
+                "cancel": True,
+            }
+        ).encode()
+        status, answer = await service.poll("k1", cancel, sign(KEY, cancel))
+        await first
+        return status, answer, service.jobs_in_flight
+
+    status, answer, left = asyncio.run(scenario())
+    assert (status, answer["error"], left) == (200, "the call was cancelled", 0)
+
+
+def test_jobs_whose_kernel_stopped_polling_are_cancelled_and_forgotten() -> None:
+    now = [time.time()]
+    service = BridgeService(lambda kid: KEY, lambda kid: "s", sync_wait=0.01, clock=lambda: now[0])
+
+    async def forever(caller: Caller, payload: dict[str, Any]) -> None:
+        await asyncio.sleep(3600)
+
+    service.register("forever", forever)
+
+    async def scenario() -> tuple[int, int]:
+        for i in range(5):
+            raw = json.dumps(
+                {"kernel_id": "k1", "ts": now[0], "nonce": f"n{i}", "op": "forever", "payload": {}}
+            ).encode()
+            await service.call("k1", raw, sign(KEY, raw))
+        before = service.jobs_in_flight
+        now[0] += 3600
+        service._sweep_jobs()
+        return before, service.jobs_in_flight
+
+    assert asyncio.run(scenario()) == (5, 0)
+
+
+def test_a_nan_timestamp_is_refused() -> None:
+    service = make_service()
+    raw = body().replace(b'"ts": ', b'"ts": NaN, "x": ', 1)
+    status, answer = asyncio.run(service.call("k1", raw, sign(KEY, raw)))
+    assert status == 403 and answer["error"] == "stale or missing timestamp"

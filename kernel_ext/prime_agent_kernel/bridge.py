@@ -9,6 +9,7 @@ and cannot deadlock a cell that is awaiting them (no shell or comm round trip is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
@@ -67,30 +68,33 @@ class BridgeClient:
 
     def call(self, op: str, payload: dict[str, Any] | None = None) -> Any:
         """A blocking call; long operations are polled until done."""
-        status, answer = self._post("call", {"op": op, "payload": payload or {}})
+        call_id = secrets.token_hex(12)
+        status, answer = self._post(
+            "call", {"op": op, "payload": payload or {}, "call_id": call_id}
+        )
         while status == 202:
-            status, answer = self._post("jobs", {"job_id": answer["job_id"]})
+            status, answer = self._post("jobs", {"job_id": call_id})
         return _unwrap(answer)
 
     async def acall(self, op: str, payload: dict[str, Any] | None = None) -> Any:
         """The same call awaited without blocking the kernel's event loop.
 
-        Interrupting the cell cancels the job on the host.
+        Interrupting the cell cancels the call on the host, even while the first request is
+        still waiting for its answer.
         """
         loop = asyncio.get_running_loop()
-        status, answer = await loop.run_in_executor(
-            None, self._post, "call", {"op": op, "payload": payload or {}}
-        )
+        call_id = secrets.token_hex(12)
+        request = {"op": op, "payload": payload or {}, "call_id": call_id}
         try:
+            status, answer = await loop.run_in_executor(None, self._post, "call", request)
             while status == 202:
-                job_id = answer["job_id"]
                 status, answer = await loop.run_in_executor(
-                    None, self._post, "jobs", {"job_id": job_id}
+                    None, self._post, "jobs", {"job_id": call_id}
                 )
         except (asyncio.CancelledError, KeyboardInterrupt):
-            if status == 202:
+            with contextlib.suppress(BridgeError):
                 await loop.run_in_executor(
-                    None, self._post, "jobs", {"job_id": answer["job_id"], "cancel": True}
+                    None, self._post, "jobs", {"job_id": call_id, "cancel": True}
                 )
             raise
         return _unwrap(answer)

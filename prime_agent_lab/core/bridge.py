@@ -15,6 +15,8 @@ import asyncio
 import hashlib
 import hmac
 import json
+import math
+import re
 import secrets
 import time
 from collections import OrderedDict
@@ -25,7 +27,9 @@ from typing import Any
 MAX_CLOCK_SKEW = 60.0
 MAX_BODY_BYTES = 4 * 1024 * 1024
 NONCE_MEMORY = 4096
-JOB_RETENTION = 600.0
+JOB_ABANDONED_AFTER = 120.0  # a kernel polls every `sync_wait` seconds while it waits
+MAX_JOBS_PER_KERNEL = 256
+_JOB_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 
 
 @dataclass(frozen=True)
@@ -52,9 +56,9 @@ def sign(key: bytes, body: bytes) -> str:
 
 @dataclass
 class _Job:
-    task: asyncio.Task[Any]
+    task: asyncio.Future[Any]
     kernel_id: str
-    finished_at: float | None = None
+    touched_at: float
 
 
 class BridgeService:
@@ -70,7 +74,7 @@ class BridgeService:
         self._session_for_kernel = session_for_kernel
         self._handlers: dict[str, Handler] = {}
         self._nonces: dict[str, OrderedDict[str, float]] = {}
-        self._jobs: dict[str, _Job] = {}
+        self._jobs: dict[tuple[str, str], _Job] = {}
         self._sync_wait = sync_wait
         self._clock = clock
 
@@ -103,7 +107,11 @@ class BridgeService:
         if request.get("kernel_id") != url_kernel_id:
             raise BridgeError(403, "kernel id does not match the signed body")
         ts = request.get("ts")
-        if not isinstance(ts, int | float) or abs(self._clock() - ts) > MAX_CLOCK_SKEW:
+        if (
+            not isinstance(ts, int | float)
+            or not math.isfinite(ts)
+            or abs(self._clock() - ts) > MAX_CLOCK_SKEW
+        ):
             raise BridgeError(403, "stale or missing timestamp")
         nonce = request.get("nonce")
         if not isinstance(nonce, str) or not nonce:
@@ -114,12 +122,13 @@ class BridgeService:
     def _remember_nonce(self, kernel_id: str, nonce: str) -> None:
         seen = self._nonces.setdefault(kernel_id, OrderedDict())
         now = self._clock()
-        while seen and (
-            len(seen) >= NONCE_MEMORY or next(iter(seen.values())) < now - 2 * MAX_CLOCK_SKEW
-        ):
+        # A nonce is kept as long as a request carrying it could still pass the timestamp check.
+        while seen and next(iter(seen.values())) < now - 2 * MAX_CLOCK_SKEW:
             seen.popitem(last=False)
         if nonce in seen:
             raise BridgeError(403, "replayed request")
+        if len(seen) >= NONCE_MEMORY:
+            raise BridgeError(429, "too many bridge calls from this kernel; slow down")
         seen[nonce] = now
 
     # ------------------------------------------------------------ dispatch
@@ -131,7 +140,11 @@ class BridgeService:
         return Caller(kernel_id=kernel_id, session_id=session_id)
 
     async def call(self, url_kernel_id: str, body: bytes, signature: str | None) -> tuple[int, Any]:
-        """Verify and run one call. Returns (HTTP status, JSON-able answer)."""
+        """Verify and run one call. Returns (HTTP status, JSON-able answer).
+
+        The call is a job from its first moment, under the kernel's `call_id` when it sent one,
+        so the kernel can cancel it even before this first answer arrives.
+        """
         try:
             request = self.verify(url_kernel_id, body, signature)
             op = request.get("op")
@@ -142,36 +155,46 @@ class BridgeService:
             if not isinstance(payload, dict):
                 raise BridgeError(400, "payload must be a JSON object")
             caller = self._caller(url_kernel_id)
+            job_id = self._new_job_id(url_kernel_id, request.get("call_id"))
         except BridgeError as exc:
             return exc.status, {"status": "error", "error": exc.message}
-        task = asyncio.ensure_future(handler(caller, payload))
-        return await self._answer(task, url_kernel_id)
+        job = _Job(asyncio.ensure_future(handler(caller, payload)), url_kernel_id, self._clock())
+        self._jobs[(url_kernel_id, job_id)] = job
+        return await self._answer(job, job_id)
 
     async def poll(self, url_kernel_id: str, body: bytes, signature: str | None) -> tuple[int, Any]:
-        """A signed poll for a job: `{"kernel_id", "ts", "nonce", "job_id"}`."""
+        """A signed poll for a job: `{"kernel_id", "ts", "nonce", "job_id", "cancel"?}`."""
         try:
             request = self.verify(url_kernel_id, body, signature)
-            job = self._jobs.get(str(request.get("job_id")))
-            if job is None or job.kernel_id != url_kernel_id:
+            job_id = str(request.get("job_id"))
+            job = self._jobs.get((url_kernel_id, job_id))
+            if job is None:
                 raise BridgeError(404, "unknown job")
         except BridgeError as exc:
             return exc.status, {"status": "error", "error": exc.message}
+        job.touched_at = self._clock()
         if request.get("cancel"):
             job.task.cancel()
-        return await self._answer(job.task, url_kernel_id, job_id=str(request["job_id"]))
+        return await self._answer(job, job_id)
 
-    async def _answer(
-        self, task: asyncio.Task[Any], kernel_id: str, job_id: str | None = None
-    ) -> tuple[int, Any]:
+    def _new_job_id(self, kernel_id: str, proposed: Any) -> str:
+        self._sweep_jobs()
+        if sum(1 for kid, _ in self._jobs if kid == kernel_id) >= MAX_JOBS_PER_KERNEL:
+            raise BridgeError(
+                429, f"too many calls in flight from this kernel ({MAX_JOBS_PER_KERNEL})"
+            )
+        if isinstance(proposed, str) and _JOB_ID.match(proposed):
+            if (kernel_id, proposed) in self._jobs:
+                raise BridgeError(409, "call_id already in use")
+            return proposed
+        return secrets.token_hex(8)
+
+    async def _answer(self, job: _Job, job_id: str) -> tuple[int, Any]:
+        task = job.task
         done, _ = await asyncio.wait({task}, timeout=self._sync_wait)
         if not done:
-            if job_id is None:
-                job_id = secrets.token_hex(8)
-                self._jobs[job_id] = _Job(task, kernel_id)
-            self._forget_old_jobs()
             return 202, {"status": "pending", "job_id": job_id}
-        if job_id is not None:
-            self._jobs[job_id].finished_at = self._clock()
+        self._jobs.pop((job.kernel_id, job_id), None)  # delivered: nothing to keep
         if task.cancelled():
             return 200, {"status": "error", "error": "the call was cancelled"}
         exc = task.exception()
@@ -181,8 +204,14 @@ class BridgeService:
             return 200, {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
         return 200, {"status": "ok", "result": task.result()}
 
-    def _forget_old_jobs(self) -> None:
-        cutoff = self._clock() - JOB_RETENTION
-        for job_id, job in list(self._jobs.items()):
-            if job.finished_at is not None and job.finished_at < cutoff:
-                del self._jobs[job_id]
+    def _sweep_jobs(self) -> None:
+        """Cancel and forget jobs whose kernel stopped polling (it was interrupted or died)."""
+        cutoff = self._clock() - JOB_ABANDONED_AFTER
+        for key, job in list(self._jobs.items()):
+            if job.touched_at < cutoff:
+                job.task.cancel()
+                del self._jobs[key]
+
+    @property
+    def jobs_in_flight(self) -> int:
+        return len(self._jobs)

@@ -198,8 +198,13 @@ class EventsHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
         self._pump.cancel()
 
 
+@web.stream_request_body
 class _BridgeHandler(BridgeEndpoint, ExtensionHandlerMixin, JupyterHandler):
     """Kernel-only routes: authenticated by the HMAC signature, not by a Jupyter login."""
+
+    async def prepare(self) -> None:  # type: ignore[override]
+        self.limit_body()
+        await ensure_async(super().prepare())
 
     def bridge_service(self) -> BridgeService:
         return self.settings["prime_agent_host"].bridge
