@@ -84,7 +84,10 @@ class HeadlessRun:
         self._agent = Agent(session, provider, notebook, self._kernel, self._config, events)
 
     def _open_session(self, provider: str, model: str) -> SessionLog:
-        notebook = self.notebook_path.name
+        try:
+            notebook = self.notebook_path.resolve().relative_to(self.cwd.resolve()).as_posix()
+        except ValueError:
+            notebook = str(self.notebook_path.resolve())
         session_id = self._session_id
         if session_id is None and self._resume:
             session_id = self.repository.latest_for_notebook(notebook)

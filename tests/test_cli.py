@@ -155,3 +155,18 @@ def test_api_keys_printed_by_a_cell_never_reach_notebook_session_or_model(tmp_pa
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "s.json"]
     assert written and all(secret not in p.read_text(errors="replace") for p in written)
     assert secret not in done.stdout
+
+
+def test_an_older_notebook_is_upgraded_so_agent_cells_keep_it_valid(tmp_path: Path) -> None:
+    old = nbformat.v4.new_notebook()
+    old.nbformat_minor = 4
+    old.cells.append(nbformat.v4.new_markdown_cell("# notes"))
+    del old.cells[0]["id"]
+    nbformat.write(old, tmp_path / "old.ipynb")
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": [{"code": "print(1)"}, {"text": "ok"}]}))
+    done = cli(tmp_path, "run", "--notebook", "old.ipynb", "--script", str(script), "go")
+    assert done.returncode == 0, done.stderr
+    nb = nbformat.read(tmp_path / "old.ipynb", as_version=4)
+    nbformat.validate(nb)
+    assert [c.cell_type for c in nb.cells] == ["markdown", "code"]

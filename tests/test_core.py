@@ -26,6 +26,7 @@ from prime_agent_lab.core.ports import (
     TextDelta,
 )
 from prime_agent_lab.core.prompts import BASE_SYSTEM_PROMPT
+from prime_agent_lab.core.redaction import Redactor
 from prime_agent_lab.core.sessions import SessionError, SessionLog, SessionRepository
 
 # ------------------------------------------------------------------ sessions
@@ -337,3 +338,34 @@ def test_a_second_turn_while_one_runs_is_refused(tmp_path: Path) -> None:
         await agent.stop()
 
     asyncio.run(scenario())
+
+
+class SplitSecretKernel(EchoKernel):
+    """Prints a secret in two writes, as `print(k[:5], end=''); print(k[5:])` would."""
+
+    def __init__(self, secret: str) -> None:
+        super().__init__()
+        self.secret = secret
+
+    async def execute(
+        self, code: str, on_event: Callable[[OutputEvent], None], timeout: float
+    ) -> ExecutionResult:
+        chunks = [f"key: {self.secret[:5]}", f"{self.secret[5:]} end\n"]
+        outputs = [{"output_type": "stream", "name": "stdout", "text": c} for c in chunks]
+        for output in outputs:
+            on_event(OutputEvent("output", output=output))
+        return ExecutionResult("ok", 1, outputs)
+
+
+def test_a_key_split_across_two_writes_is_redacted_everywhere(tmp_path: Path) -> None:
+    secret = "sk-test-0123456789abcdef"
+    provider = ListProvider([ModelResponse(tool_calls=[call("leak()")]), ModelResponse(text="ok")])
+    agent, notebook = make_agent(tmp_path, provider, SplitSecretKernel(secret))
+    agent.redactor = Redactor([secret])
+
+    asyncio.run(agent.run_turn("go"))
+
+    written = "".join(e.output["text"] for e in notebook.cells[0][2].events if e.output)
+    assert written == "key: [redacted] end\n"
+    assert secret not in agent.session.file.read_text()
+    assert provider.requests[1].messages[-1].text == "[stdout]\nkey: [redacted] end"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from jupyter_client.manager import AsyncKernelManager
 
-from prime_agent_lab.adapters.kernel_executor import KernelExecutor
+from prime_agent_lab.adapters.kernel_executor import KernelExecutor, KernelGone
 from prime_agent_lab.core.ports import OutputEvent
 
 
@@ -18,7 +18,8 @@ def kernel(jp_asyncio_loop: Any) -> Iterator[AsyncKernelManager]:
     km = AsyncKernelManager(kernel_name="python3")
     jp_asyncio_loop.run_until_complete(km.start_kernel())
     yield km
-    jp_asyncio_loop.run_until_complete(km.shutdown_kernel(now=True))
+    if km.has_kernel:
+        jp_asyncio_loop.run_until_complete(km.shutdown_kernel(now=True))
 
 
 async def test_a_kernel_without_the_package_still_runs_cells_and_says_why_history_is_missing(
@@ -67,3 +68,105 @@ async def test_executions_are_serialized_on_one_client(kernel: AsyncKernelManage
     await executor.close()
     assert [r.outputs[0]["text"] for r in results] == ["0\n", "1\n", "2\n", "3\n"]
     assert [r.execution_count for r in results] == [1, 2, 3, 4]
+
+
+class UserClient:
+    """A second client on the same kernel, like a browser tab running the user's cells."""
+
+    def __init__(self, km: AsyncKernelManager) -> None:
+        self.client = km.client_factory(parent=km)
+        self.client.load_connection_info(km.get_connection_info())
+
+    async def __aenter__(self) -> UserClient:
+        self.client.start_channels()
+        await self.client.wait_for_ready(timeout=30)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.client.stop_channels()
+
+    async def run(self, code: str) -> dict[str, Any]:
+        reply = await self.client.execute_interactive(code, output_hook=lambda m: None, timeout=60)
+        return reply["content"]
+
+
+async def test_timeout_counts_from_when_the_agent_cell_starts_not_while_queued(
+    kernel: AsyncKernelManager,
+) -> None:
+    executor = KernelExecutor(kernel, "k")
+    await executor.prepare()
+    async with UserClient(kernel) as user:
+        user_cell = asyncio.ensure_future(user.run("import time\ntime.sleep(2.5)\nprint('u')"))
+        await asyncio.sleep(0.3)
+        result = await executor.execute("print('agent')", lambda e: None, 1.0)
+        assert (await user_cell)["status"] == "ok"  # the user's cell was not interrupted
+    await executor.close()
+    assert result.status == "ok" and result.outputs[0]["text"] == "agent\n"
+
+
+async def test_a_cell_skipped_after_a_failing_user_cell_says_it_did_not_run(
+    kernel: AsyncKernelManager,
+) -> None:
+    executor = KernelExecutor(kernel, "k")
+    await executor.prepare()
+    async with UserClient(kernel) as user:
+        user_cell = asyncio.ensure_future(
+            user.run("import time\ntime.sleep(0.5)\nraise ValueError")
+        )
+        await asyncio.sleep(0.2)
+        result = await executor.execute("print('agent')", lambda e: None, 30)
+        assert (await user_cell)["status"] == "error"
+    await executor.close()
+    assert result.status == "aborted"
+    assert "[not run]" in result.note
+
+
+async def test_stop_while_queued_never_interrupts_the_users_cell_and_leaves_no_stale_output(
+    kernel: AsyncKernelManager,
+) -> None:
+    executor = KernelExecutor(kernel, "k")
+    await executor.prepare()
+    async with UserClient(kernel) as user:
+        user_cell = asyncio.ensure_future(user.run("import time\ntime.sleep(1.5)"))
+        await asyncio.sleep(0.3)
+        agent_cell = asyncio.ensure_future(
+            executor.execute("import time\nprint('late')\ntime.sleep(30)", lambda e: None, 60)
+        )
+        await asyncio.sleep(0.3)
+        agent_cell.cancel()
+        agent_cell.cancel()  # a second Stop must not orphan the clean-up
+        with pytest.raises(asyncio.CancelledError):
+            await agent_cell
+        assert (await user_cell)["status"] == "ok"
+    following = [await executor.execute(f"print('next {i}')", lambda e: None, 30) for i in range(3)]
+    await executor.close()
+    assert [r.outputs[0]["text"] for r in following] == ["next 0\n", "next 1\n", "next 2\n"]
+
+
+async def test_the_model_is_told_when_the_kernel_restarted_between_agent_cells(
+    kernel: AsyncKernelManager,
+) -> None:
+    executor = KernelExecutor(kernel, "k")
+    await executor.execute("x = 1", lambda e: None, 30)
+    await kernel.restart_kernel(now=True)
+    result = await executor.execute("print('after')", lambda e: None, 30)
+    await executor.close()
+    assert result.status == "ok"
+    assert "[kernel restarted]" in result.note and "gone" in result.note
+
+
+async def test_a_kernel_shut_down_mid_cell_is_not_started_again(
+    kernel: AsyncKernelManager,
+) -> None:
+    managed = [True]
+    executor = KernelExecutor(kernel, "k", is_managed=lambda: managed[0])
+    cell = asyncio.ensure_future(
+        executor.execute("import time\ntime.sleep(30)", lambda e: None, 60)
+    )
+    await asyncio.sleep(1.0)
+    managed[0] = False
+    await kernel.shutdown_kernel(now=True)
+    with pytest.raises(KernelGone):
+        await cell
+    await executor.close()
+    assert not await kernel.is_alive()

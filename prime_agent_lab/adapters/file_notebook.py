@@ -20,6 +20,11 @@ class FileNotebook:
         self._output_cap = output_cap
         if self._file.exists():
             self.nb = nbformat.read(self._file, as_version=4)
+            if self.nb.nbformat_minor < 5:
+                # Agent cells carry ids, which need format 4.5; give older cells ids too.
+                self.nb.nbformat_minor = 5
+                for cell in self.nb.cells:
+                    cell.setdefault("id", uuid.uuid4().hex[:12])
         else:
             self.nb = nbformat.v4.new_notebook()
             self.nb.metadata["kernelspec"] = {
