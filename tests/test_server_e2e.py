@@ -226,3 +226,17 @@ async def test_user_cells_run_meanwhile_are_neither_lost_nor_mixed_in(
     assert user_out.strip() == "user output"
     result = next(e for e in agent.session.path() if e["type"] == "tool_result")
     assert result["observation"] == "[stdout]\nagent output"
+
+
+async def test_rooms_the_agent_opens_keep_their_store_out_of_the_working_directory(
+    host: Any, jp_serverapp: Any, make_notebook: Any, jp_root_dir: Path
+) -> None:
+    path = make_notebook("store.ipynb")
+    agent = await host.attach(path)
+    doc = await agent.notebook.document()  # no tab has it open: the agent creates the room
+    ext = jp_serverapp.web_app.settings["jupyter_server_ydoc"]
+    rooms = [
+        r for r in ext.ywebsocket_server.rooms.values() if getattr(r, "_document", None) is doc
+    ]
+    assert rooms, "the agent's document lives in a collaboration room"
+    assert Path(rooms[0].ystore.db_path) == jp_root_dir / ".rtc_test.db"

@@ -148,12 +148,33 @@ class PrimeAgentLab(ExtensionApp):
             self.serverapp, SessionRepository(sessions_dir), settings, self._make_provider
         )
         self.settings["prime_agent_host"] = self.host
+        self._configure_server_created_rooms()
         self.log.info(
             "Prime Agent Lab: provider %s, model %s, sessions in %s",
             first.name,
             first.model,
             sessions_dir,
         )
+
+    def _configure_server_created_rooms(self) -> None:
+        """Rooms that the agent opens itself (no tab has the notebook open) get their update
+        store from `ystore_class(...)` without the server's config, so `SQLiteYStore.db_path` is
+        ignored and a `.jupyter_ystore.db` appears in the working directory. Hand the config to
+        those stores too."""
+        ext = self.serverapp.web_app.settings.get("jupyter_server_ydoc")
+        if ext is None or getattr(ext.ystore_class, "_prime_agent_configured", False):
+            return
+        base, config = ext.ystore_class, ext.config
+
+        class ConfiguredYStore(base):  # type: ignore[valid-type, misc]
+            _prime_agent_configured = True
+
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                kwargs.setdefault("config", config)
+                super().__init__(*args, **kwargs)
+
+        ConfiguredYStore.__name__ = ConfiguredYStore.__qualname__ = base.__name__
+        ext.ystore_class = ConfiguredYStore
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(handlers())
