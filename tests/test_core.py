@@ -369,3 +369,13 @@ def test_a_key_split_across_two_writes_is_redacted_everywhere(tmp_path: Path) ->
     assert written == "key: [redacted] end\n"
     assert secret not in agent.session.file.read_text()
     assert provider.requests[1].messages[-1].text == "[stdout]\nkey: [redacted] end"
+
+
+def test_session_summaries_follow_appends_and_reuse_unchanged_logs(tmp_path: Path) -> None:
+    repo = SessionRepository(tmp_path)
+    log = repo.create(notebook_path="a.ipynb", provider="p", model="m")
+    assert repo.summaries()[0].turns == 0
+    log.append("user_message", text="one", turn=1)
+    first = repo.summaries()[0]
+    assert first.turns == 1
+    assert repo.summaries()[0] is first  # unchanged file: not read again

@@ -263,6 +263,7 @@ class SessionRepository:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self._summaries: dict[Path, tuple[tuple[float, int], SessionSummary]] = {}
 
     def directory(self, session_id: str) -> Path:
         return self.root / check_session_id(session_id)
@@ -299,8 +300,15 @@ class SessionRepository:
             yield header, file
 
     def summaries(self) -> list[SessionSummary]:
+        """One summary per session, newest first; a log is only re-read when its file changed."""
         out = []
         for _header, file in self._headers():
+            stat = file.stat()
+            stamp = (stat.st_mtime, stat.st_size)
+            cached = self._summaries.get(file)
+            if cached is not None and cached[0] == stamp:
+                out.append(cached[1])
+                continue
             log = SessionLog.load(file.parent)
             provider, model = log.current_model()
             updated = log.entries[-1]["ts"] if log.entries else log.header.get("created", "")
@@ -315,6 +323,7 @@ class SessionRepository:
                     turns=log.turns(),
                 )
             )
+            self._summaries[file] = (stamp, out[-1])
         out.sort(key=lambda s: s.updated, reverse=True)
         return out
 
