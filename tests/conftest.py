@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -11,6 +12,8 @@ from typing import Any
 
 import nbformat
 import pytest
+
+from prime_agent_lab.providers import make_provider
 
 pytest_plugins = [
     "jupyter_server.pytest_plugin",
@@ -110,6 +113,15 @@ async def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s")
         await asyncio.sleep(interval)
+
+
+def use_script(host: Any, script: str, **agent_config: Any) -> None:
+    """Play `script` with the scripted provider in sessions attached from now on."""
+    host._provider_factory = lambda: make_provider("scripted", None, script_path=script)
+    if agent_config:
+        host.settings = dataclasses.replace(
+            host.settings, agent=dataclasses.replace(host.settings.agent, **agent_config)
+        )
 
 
 async def next_event(queue: asyncio.Queue[Any], event_type: str, timeout: float = 30.0) -> Any:

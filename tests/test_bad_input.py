@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -13,18 +12,8 @@ from typing import Any
 import nbformat
 import pytest
 
-from prime_agent_lab.providers import make_provider
-
-from .conftest import read_saved_notebook, run_turn, wait_for
+from .conftest import read_saved_notebook, run_turn, use_script, wait_for
 from .test_server_e2e import live_agent_cells
-
-
-def use_script(host: Any, script: str, **agent_config: Any) -> None:
-    host._provider_factory = lambda: make_provider("scripted", None, script_path=script)
-    if agent_config:
-        host.settings = dataclasses.replace(
-            host.settings, agent=dataclasses.replace(host.settings.agent, **agent_config)
-        )
 
 
 def tool_results(agent: Any) -> list[dict[str, Any]]:

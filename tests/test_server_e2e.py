@@ -9,9 +9,7 @@ from typing import Any
 
 import nbformat
 
-from prime_agent_lab.providers import make_provider
-
-from .conftest import next_event, read_saved_notebook, run_turn, wait_for
+from .conftest import next_event, read_saved_notebook, run_turn, use_script, wait_for
 
 
 async def live_agent_cells(jp_serverapp: Any, path: str) -> list[dict[str, Any]]:
@@ -182,7 +180,7 @@ async def test_stop_interrupts_a_long_agent_cell_and_keeps_the_kernel(
             {"text": "never reached"},
         ]
     )
-    host._provider_factory = lambda: make_provider("scripted", None, script_path=script)
+    use_script(host, script)
     path = make_notebook("stop.ipynb")
     agent = await host.attach(path)
     queue = agent.events.subscribe()
@@ -214,7 +212,7 @@ async def test_user_cells_run_meanwhile_are_neither_lost_nor_mixed_in(
     script = agent_script(
         [{"code": "import time\ntime.sleep(1.0)\nprint('agent output')"}, {"text": "done"}]
     )
-    host._provider_factory = lambda: make_provider("scripted", None, script_path=script)
+    use_script(host, script)
     agent = await host.attach(make_notebook("mixed.ipynb"))
     queue = agent.events.subscribe()
     await host.send(agent.session_id, "work")

@@ -10,7 +10,7 @@ from prime_agent_lab.core.sessions import SessionRepository
 from prime_agent_lab.jupyter.host import AgentHost, HostError
 from prime_agent_lab.providers import make_provider
 
-from .conftest import run_turn
+from .conftest import run_turn, use_script
 
 
 def restarted_host(host: Any, provider: str = "scripted", script: str | None = None) -> AgentHost:
@@ -35,7 +35,7 @@ async def test_a_session_continues_after_the_host_restarts(
             {"text": "second: {last_output_line}"},
         ]
     )
-    host._provider_factory = lambda: make_provider("scripted", None, script_path=script)
+    use_script(host, script)
     path = make_notebook("resume.ipynb")
     first = await host.attach(path)
     await run_turn(host, first.session_id, "one")
@@ -120,7 +120,7 @@ async def test_switching_sessions_is_refused_while_a_turn_runs_on_the_kernel(
     host: Any, make_notebook: Any, agent_script: Any
 ) -> None:
     script = agent_script([{"code": "import time\ntime.sleep(30)"}, {"text": "x"}])
-    host._provider_factory = lambda: make_provider("scripted", None, script_path=script)
+    use_script(host, script)
     path = make_notebook("busy.ipynb")
     first = await host.attach(path)
     await host.send(first.session_id, "sleep")
