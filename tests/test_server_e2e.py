@@ -238,3 +238,38 @@ async def test_rooms_the_agent_opens_keep_their_store_out_of_the_working_directo
     ]
     assert rooms, "the agent's document lives in a collaboration room"
     assert Path(rooms[0].ystore.db_path) == jp_root_dir / ".rtc_test.db"
+
+
+async def test_a_cell_whose_room_was_dropped_mid_run_still_reaches_the_notebook(
+    host: Any, jp_serverapp: Any, make_notebook: Any, agent_script: Any, jp_root_dir: Path
+) -> None:
+    code = "import time\nprint('before', flush=True)\ntime.sleep(1.5)\nprint('after')"
+    use_script(host, agent_script([{"code": code}, {"text": "done"}]))
+    path = make_notebook("dropped.ipynb")
+    agent = await host.attach(path)
+    queue = agent.events.subscribe()
+    await host.send(agent.session_id, "go")
+    await next_event(queue, "cell_started")
+
+    async def printed_before() -> bool:
+        cells = await live_agent_cells(jp_serverapp, path)
+        return bool(cells) and "before" in "".join(o.get("text", "") for o in cells[0]["outputs"])
+
+    await wait_for(printed_before, timeout=30)
+    # Every tab closed long enough ago: jupyter-collaboration drops the room.
+    ext = jp_serverapp.web_app.settings["jupyter_server_ydoc"]
+    doc = await agent.notebook.document()
+    room = next(r for r in ext.ywebsocket_server.rooms.values() if r._document is doc)
+    await ext.ywebsocket_server.delete_room(room=room)
+    await next_event(queue, "turn_ended")
+
+    cells = await live_agent_cells(jp_serverapp, path)
+    assert len(cells) == 1
+    assert "".join(o["text"] for o in cells[0]["outputs"]) == "before\nafter\n"
+    assert cells[0]["execution_count"] == 1
+
+    def saved() -> bool:
+        nb = read_saved_notebook(jp_root_dir / path)
+        return nb is not None and any("after" in str(c.get("outputs")) for c in nb.cells)
+
+    await wait_for(saved, timeout=20)

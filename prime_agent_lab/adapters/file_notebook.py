@@ -106,4 +106,3 @@ class FileCellWriter:
         for output in self._cell.outputs:
             if output.get("output_type") == "execute_result":
                 output["execution_count"] = execution_count
-        self._notebook._write()

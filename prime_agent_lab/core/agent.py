@@ -289,28 +289,32 @@ class Agent:
                 event = replace(event, output=self.redactor.output(output))
             cell.apply(event)
 
-        def close_cell(execution_count: int | None) -> None:
+        async def close_cell(execution_count: int | None) -> None:
             for name, text in streams.flush():
                 cell.apply(OutputEvent("output", output=_stream(name, text)))
             cell.finish(execution_count)
+            try:
+                await self.notebook.save()
+            except Exception:  # the cell is in the document; the room retries saving on its own
+                log.warning("saving notebook %s failed", self.notebook.path, exc_info=True)
 
         try:
             result = await self.kernel.execute(code, write, self.config.cell_timeout)
         except asyncio.CancelledError:
-            close_cell(None)
+            await close_cell(None)
             stopped = ExecutionResult(
                 status="interrupted", note="The user stopped the turn; the cell was interrupted."
             )
             self._record_result(turn, call, cell.cell_id, stopped)
             raise
         except KernelUnavailable as exc:
-            close_cell(None)
+            await close_cell(None)
             gone = ExecutionResult(status="died", note=f"[kernel unavailable] {exc}.")
             self._record_result(turn, call, cell.cell_id, gone)
             raise
         except Exception as exc:
             log.exception("running agent cell %s failed", cell.cell_id)
-            close_cell(None)
+            await close_cell(None)
             failed = ExecutionResult(
                 status="error",
                 note=f"[harness error] The cell could not be run or observed: "
@@ -319,7 +323,7 @@ class Agent:
             self._record_result(turn, call, cell.cell_id, failed)
             self.events.emit("error", turn=turn, message=failed.note, kind="kernel")
             return
-        close_cell(result.execution_count)
+        await close_cell(result.execution_count)
         self._record_result(turn, call, cell.cell_id, result)
 
     def _record_result(

@@ -37,6 +37,7 @@ class LiveNotebook:
         self._supports_create = (
             "create" in inspect.signature(ydoc_extension.get_document).parameters
         )
+        self._last_writer: LiveCellWriter | None = None
 
     async def document(self) -> Any:
         kwargs: dict[str, Any] = {
@@ -65,17 +66,48 @@ class LiveNotebook:
                 "execution_count": None,
             }
         )
-        with doc.ydoc.transaction(origin=ORIGIN):
-            cells = doc.ycells
-            index = len(cells)
-            # A trailing empty cell is where the user types next: keep it last.
-            if index and _is_blank_code_cell(cells[index - 1]):
-                index -= 1
-            cells.insert(index, ycell)
-        return LiveCellWriter(doc, ycell, cell_id, NotebookOutputCap(self._output_cap))
+        _insert_before_trailing_blank(doc, ycell)
+        writer = LiveCellWriter(doc, ycell, cell_id, NotebookOutputCap(self._output_cap))
+        self._last_writer = writer
+        return writer
 
     async def save(self) -> None:
-        """The room saves by itself shortly after each change."""
+        """The room saves by itself shortly after each change. This only repairs the one case it
+        cannot see: every tab closed during a long cell, so the room was dropped and the rest of
+        the cell's output went into a detached document. Copy that cell into the live one."""
+        writer, self._last_writer = self._last_writer, None
+        if writer is None or writer.detached:
+            return
+        doc = await self.document()
+        if doc is writer.document:
+            return
+        finished = writer.snapshot()
+        with doc.ydoc.transaction(origin=ORIGIN):
+            for ycell in doc.ycells:
+                if ycell.get("id") == writer.cell_id:
+                    outputs: Array = ycell["outputs"]
+                    del outputs[:]
+                    outputs.extend([_youtput(o) for o in finished["outputs"]])
+                    ycell["execution_count"] = finished["execution_count"]
+                    ycell["execution_state"] = "idle"
+                    return
+        _insert_before_trailing_blank(doc, doc.create_ycell(finished))
+
+
+def _insert_before_trailing_blank(doc: Any, ycell: Map) -> None:
+    with doc.ydoc.transaction(origin=ORIGIN):
+        cells = doc.ycells
+        index = len(cells)
+        # A trailing empty cell is where the user types next: keep it last.
+        if index and _is_blank_code_cell(cells[index - 1]):
+            index -= 1
+        cells.insert(index, ycell)
+
+
+def _youtput(output: dict[str, Any]) -> Map:
+    if output.get("output_type") == "stream":
+        return Map({**output, "text": Text(str(output.get("text", "")))})
+    return Map(dict(output))
 
 
 def _is_blank_code_cell(ycell: Map) -> bool:
@@ -117,6 +149,16 @@ class LiveCellWriter:
         self._display_index: dict[str, int] = {}
         self.cell_id = cell_id
         self.detached = False
+
+    @property
+    def document(self) -> Any:
+        return self._doc
+
+    def snapshot(self) -> dict[str, Any]:
+        """The cell as nbformat JSON, as this writer left it."""
+        cell = self._ycell.to_py()
+        cell.pop("execution_state", None)
+        return cell
 
     def _transaction(self) -> Any:
         return self._doc.ydoc.transaction(origin=ORIGIN)
