@@ -366,3 +366,21 @@ def test_a_nan_timestamp_is_refused() -> None:
     raw = body().replace(b'"ts": ', b'"ts": NaN, "x": ', 1)
     status, answer = asyncio.run(service.call("k1", raw, sign(KEY, raw)))
     assert status == 403 and answer["error"] == "stale or missing timestamp"
+
+
+async def test_a_users_own_history_variable_is_kept_and_the_record_is_agent_history(
+    host: Any, jp_ws_fetch: Any, make_notebook: Any
+) -> None:
+    path = make_notebook()
+    kernel_id = await host.resolve_kernel(path)  # the user's kernel, before any agent
+    ws = await jp_ws_fetch("api", "kernels", kernel_id, "channels")
+    try:
+        await execute_over_websocket(ws, "history = {'loss': [0.9, 0.5]}")
+        agent = await host.attach(path, kernel_id=kernel_id)
+        await run_turn(host, agent.session_id, "warm up")  # loads the kernel package
+        out = await execute_over_websocket(
+            ws, "print(history['loss'], type(agent_history).__name__, len(agent_history.cells()))"
+        )
+    finally:
+        ws.close()
+    assert out.strip() == "[0.9, 0.5] History 3"

@@ -34,6 +34,16 @@ def _kernel_key(shell: Any) -> bytes:
     return bytes(shell.kernel.session.key)
 
 
+def _bind_names(shell: Any) -> None:
+    """Bind `history` and `agent_history`; a user's own `history` variable is left alone."""
+    record = History(_fetch_history)
+    names = {"agent_history": record}
+    existing = shell.user_ns.get("history")
+    if existing is None or isinstance(existing, History):
+        names["history"] = record
+    shell.push(names, interactive=False)
+
+
 def configure(bridge_url: str, kernel_id: str, shell: Any = None) -> None:
     """Point the bridge at the host and bind the kernel API names (idempotent)."""
     global _client
@@ -42,9 +52,9 @@ def configure(bridge_url: str, kernel_id: str, shell: Any = None) -> None:
 
         shell = get_ipython()
     _client = BridgeClient(bridge_url, kernel_id, _kernel_key(shell))
-    shell.push({"history": History(_fetch_history)}, interactive=False)
+    _bind_names(shell)
 
 
 def load_ipython_extension(shell: Any) -> None:
     """`%load_ext prime_agent_kernel`: binds the names; `configure` connects them to a host."""
-    shell.push({"history": History(_fetch_history)}, interactive=False)
+    _bind_names(shell)

@@ -32,7 +32,9 @@ parts that matter. Decide what to look at next from what the code printed.
 # The session record
 `history` in the kernel is this session's full record as Python objects (user and assistant \
 messages, each cell's code, notebook cell id and observation): slice and search it in code, e.g. \
-`[e for e in history if e.type == "tool_result"][-3:]` or `history.search("error")`.
+`[e for e in history if e.type == "tool_result"][-3:]` or `history.search("error")`. It is also \
+bound as `agent_history`, which stays available when `history` is a variable of the researcher's \
+(e.g. a Keras training history).
 
 # Answering
 When the task is done, stop calling the tool and answer in text: what you found, the numbers \
