@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from prime_agent_lab.core.agent import Agent, AgentConfig
+from prime_agent_lab.core.events import EventBus
 from prime_agent_lab.core.messages import ModelRequest, ModelResponse, ToolCall
 from prime_agent_lab.core.observation import (
     build_observation,
@@ -379,3 +380,15 @@ def test_session_summaries_follow_appends_and_reuse_unchanged_logs(tmp_path: Pat
     first = repo.summaries()[0]
     assert first.turns == 1
     assert repo.summaries()[0] is first  # unchanged file: not read again
+
+
+def test_a_stalled_event_subscriber_is_dropped_instead_of_growing_without_end() -> None:
+    async def scenario() -> tuple[bool, int, bool]:
+        bus = EventBus("s")
+        stalled = bus.subscribe(maxsize=3)
+        live = bus.subscribe()
+        for i in range(5):
+            bus.emit("text_delta", text=str(i))
+        return bus.is_subscribed(stalled), stalled.qsize(), bus.is_subscribed(live)
+
+    assert asyncio.run(scenario()) == (False, 3, True)

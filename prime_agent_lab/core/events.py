@@ -31,8 +31,11 @@ class EventBus:
         self._seq += 1
         event = {"seq": self._seq, "type": event_type, "session_id": self.session_id, **fields}
         self._buffer.append(event)
-        for queue in self._queues:
-            queue.put_nowait(event)
+        for queue in list(self._queues):
+            try:
+                queue.put_nowait(event)
+            except asyncio.QueueFull:  # a stalled client: drop it rather than grow without end
+                self._queues.discard(queue)
         for listener in self._listeners:
             listener(event)
         return event
@@ -40,10 +43,14 @@ class EventBus:
     def since(self, seq: int) -> list[Event]:
         return [e for e in self._buffer if e["seq"] > seq]
 
-    def subscribe(self) -> asyncio.Queue[Event]:
-        queue: asyncio.Queue[Event] = asyncio.Queue()
+    def subscribe(self, maxsize: int = 5000) -> asyncio.Queue[Event]:
+        """A queue of every new event; it is dropped if it ever holds `maxsize` undelivered."""
+        queue: asyncio.Queue[Event] = asyncio.Queue(maxsize)
         self._queues.add(queue)
         return queue
+
+    def is_subscribed(self, queue: asyncio.Queue[Event]) -> bool:
+        return queue in self._queues
 
     def unsubscribe(self, queue: asyncio.Queue[Event]) -> None:
         self._queues.discard(queue)

@@ -183,7 +183,11 @@ class EventsHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
         self._pump = asyncio.ensure_future(self._forward())
 
     async def _forward(self) -> None:
+        bus = self._agent.events
         while True:
+            if self._queue.empty() and not bus.is_subscribed(self._queue):
+                self.close(4000, "the event stream fell behind; reconnect with ?since=<last seq>")
+                return
             event = await self._queue.get()
             try:
                 await self.write_message(json.dumps(event))
