@@ -19,6 +19,16 @@ async def live_agent_cells(jp_serverapp: Any, path: str) -> list[dict[str, Any]]
     return [c for c in cells if "prime_agent" in c.get("metadata", {})]
 
 
+async def wait_for_first_cell_output(jp_serverapp: Any, path: str, text: str) -> None:
+    """Until the first agent cell of the live notebook shows `text` (it is really running)."""
+
+    async def shown() -> bool:
+        cells = await live_agent_cells(jp_serverapp, path)
+        return bool(cells) and text in "".join(o.get("text", "") for o in cells[0]["outputs"])
+
+    await wait_for(shown, timeout=30)
+
+
 async def run_user_cell(jp_serverapp: Any, kernel_id: str, code: str) -> str:
     """Run a cell the way a browser would: its own client with its own session id."""
     km = jp_serverapp.kernel_manager.get_kernel(kernel_id)
@@ -186,12 +196,7 @@ async def test_stop_interrupts_a_long_agent_cell_and_keeps_the_kernel(
     queue = agent.events.subscribe()
     await host.send(agent.session_id, "sleep")
     await next_event(queue, "cell_started")
-
-    async def sleeping() -> bool:
-        cells = await live_agent_cells(host.serverapp, path)
-        return bool(cells) and "sleeping" in "".join(o.get("text", "") for o in cells[0]["outputs"])
-
-    await wait_for(sleeping, timeout=30)
+    await wait_for_first_cell_output(host.serverapp, path, "sleeping")
 
     response = await jp_fetch(
         "prime-agent", "api", "sessions", agent.session_id, "stop", method="POST", body="{}"
@@ -250,12 +255,7 @@ async def test_a_cell_whose_room_was_dropped_mid_run_still_reaches_the_notebook(
     queue = agent.events.subscribe()
     await host.send(agent.session_id, "go")
     await next_event(queue, "cell_started")
-
-    async def printed_before() -> bool:
-        cells = await live_agent_cells(jp_serverapp, path)
-        return bool(cells) and "before" in "".join(o.get("text", "") for o in cells[0]["outputs"])
-
-    await wait_for(printed_before, timeout=30)
+    await wait_for_first_cell_output(jp_serverapp, path, "before")
     # Every tab closed long enough ago: jupyter-collaboration drops the room.
     ext = jp_serverapp.web_app.settings["jupyter_server_ydoc"]
     doc = await agent.notebook.document()
