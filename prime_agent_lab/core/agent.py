@@ -321,7 +321,7 @@ class Agent:
                 f"{type(exc).__name__}: {exc}. It may or may not have run in the kernel.",
             )
             self._record_result(turn, call, cell.cell_id, failed)
-            self.events.emit("error", turn=turn, message=failed.note, kind="kernel")
+            self._record_error(turn, failed.note, "kernel")
             return
         await close_cell(result.execution_count)
         self._record_result(turn, call, cell.cell_id, result)
