@@ -244,6 +244,7 @@ class AgentHost:
         if self._kernel_session.get(kernel_id) == agent.session_id:
             del self._kernel_session[kernel_id]
         agent.events.emit("status", status="inactive")
+        self._spawn(_close_provider(agent.provider))
 
     async def _prepare(self, executor: KernelExecutor) -> None:
         try:
@@ -340,9 +341,7 @@ class AgentHost:
     async def shutdown(self) -> None:
         for agent in list(self.agents.values()):
             await agent.stop()
-            close = getattr(agent.provider, "aclose", None)
-            if close is not None:
-                await close()
+            await _close_provider(agent.provider)
         for executor in self._executors.values():
             await executor.close()
         self._executors.clear()
@@ -358,6 +357,13 @@ class _NoKernelYet:
 
     async def interrupt(self) -> None:
         return None
+
+
+async def _close_provider(provider: ModelProvider) -> None:
+    """Providers with an SDK client hold HTTP connections; release them."""
+    close = getattr(provider, "aclose", None)
+    if close is not None:
+        await close()
 
 
 async def _maybe_await(value: Any) -> Any:
