@@ -22,7 +22,7 @@ from .core.agent import Agent, AgentConfig
 from .core.bridge import BridgeService
 from .core.bridge_ops import register_session_operations
 from .core.events import Event, EventBus
-from .core.ports import ExecutionResult, OutputEvent
+from .core.ports import CellState, ExecutionResult, OutputEvent
 from .core.sessions import SessionLog, SessionRepository
 from .providers import make_provider
 
@@ -126,20 +126,39 @@ class _StartingKernel:
         self._km = km
         self._executor = KernelExecutor(km, kernel_id, lambda: setup)
         self._boot = asyncio.ensure_future(self._start(cwd))
+        self._stop_during_boot: asyncio.Event | None = None
 
     async def _start(self, cwd: Path) -> None:
         await self._km.start_kernel(cwd=str(cwd))
         await self._executor.prepare()
 
     async def execute(
-        self, code: str, on_event: Callable[[OutputEvent], None], timeout: float
+        self,
+        code: str,
+        on_event: Callable[[OutputEvent], None],
+        timeout: float,
+        on_state: Callable[[CellState], None] | None = None,
     ) -> ExecutionResult:
+        if not self._boot.done():
+            self._stop_during_boot = asyncio.Event()
+            stopped = asyncio.ensure_future(self._stop_during_boot.wait())
+            try:
+                await asyncio.wait({self._boot, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopped.cancel()
+                self._stop_during_boot = None
+            if not self._boot.done():
+                return ExecutionResult(
+                    status="skipped",
+                    note="[not run] The user stopped the turn while the kernel was starting.",
+                )
         await self._boot
-        return await self._executor.execute(code, on_event, timeout)
+        return await self._executor.execute(code, on_event, timeout, on_state)
 
-    async def interrupt(self) -> None:
-        await self._boot
-        await self._executor.interrupt()
+    def stop_cell(self) -> None:
+        if self._stop_during_boot is not None:
+            self._stop_during_boot.set()
+        self._executor.stop_cell()
 
     async def shutdown(self) -> None:
         if not self._boot.done():

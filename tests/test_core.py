@@ -20,6 +20,7 @@ from prime_agent_lab.core.observation import (
     strip_ansi,
 )
 from prime_agent_lab.core.ports import (
+    CellState,
     ExecutionResult,
     OutputEvent,
     ProviderError,
@@ -218,19 +219,30 @@ class EchoKernel:
     def __init__(self, block: asyncio.Event | None = None) -> None:
         self.block = block
         self.count = 0
+        self.stopped = False
 
     async def execute(
-        self, code: str, on_event: Callable[[OutputEvent], None], timeout: float
+        self,
+        code: str,
+        on_event: Callable[[OutputEvent], None],
+        timeout: float,
+        on_state: Callable[[CellState], None] | None = None,
     ) -> ExecutionResult:
+        if on_state is not None:
+            on_state("running")
         if self.block is not None:
             await self.block.wait()
         self.count += 1
+        if self.stopped:
+            return ExecutionResult("interrupted", self.count, note="[stopped] interrupted")
         output = {"output_type": "stream", "name": "stdout", "text": f"ran {code}\n"}
         on_event(OutputEvent("output", output=output))
         return ExecutionResult("ok", self.count, [output])
 
-    async def interrupt(self) -> None:
-        pass
+    def stop_cell(self) -> None:
+        self.stopped = True
+        if self.block is not None:
+            self.block.set()
 
 
 def call(code: str, call_id: str = "c1") -> ToolCall:
@@ -349,7 +361,11 @@ class SplitSecretKernel(EchoKernel):
         self.secret = secret
 
     async def execute(
-        self, code: str, on_event: Callable[[OutputEvent], None], timeout: float
+        self,
+        code: str,
+        on_event: Callable[[OutputEvent], None],
+        timeout: float,
+        on_state: Callable[[CellState], None] | None = None,
     ) -> ExecutionResult:
         chunks = [f"key: {self.secret[:5]}", f"{self.secret[5:]} end\n"]
         outputs = [{"output_type": "stream", "name": "stdout", "text": c} for c in chunks]

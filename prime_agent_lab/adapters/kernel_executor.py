@@ -8,20 +8,32 @@ whose parent is our own request are read, so cells the user runs meanwhile are u
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from nbformat.v4 import output_from_msg
 
-from ..core.ports import ExecutionResult, KernelUnavailable, OutputEvent
+from ..core.ports import (
+    CellState,
+    ExecutionResult,
+    KernelUnavailable,
+    OutputEvent,
+)
 
 log = logging.getLogger(__name__)
 
 OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
 INTERRUPT_GRACE = 5.0  # seconds to wait for a reply after SIGINT before restarting the kernel
+RESIGNAL_EVERY = 1.0  # seconds between interrupts while the agent's own cell keeps running
+POLL = 0.1  # seconds between checks for a Stop while waiting on the kernel
+PROBE_AFTER = 1.0  # seconds of waiting on another client's cell before asking the shell
+SLOW_CONNECT = 0.5  # seconds a first connect may take before it counts as waiting
+QUIET_AFTER_USER_CELL = 0.03  # a queued run-all starts its next cell within this time
 RESTART_WAIT = 15.0  # seconds to wait for an automatic restart after the kernel died
 READY_TIMEOUT = 3600.0  # a new client's first reply can wait behind a long cell the user runs
 
@@ -66,7 +78,11 @@ class KernelExecutor:
         self._last_run_generation: object = None
         self._lock = asyncio.Lock()
         self._reaper: asyncio.Task[None] | None = None
+        self._ticket: _Ticket | None = None
+        self._own: set[str] = set()  # our requests in the kernel (not "someone else's cell")
+        self._activity = _Activity(self._own)
         self.restarts = 0
+        self.restarting = False  # our own restart is in progress (not someone else's)
         self.setup_problem: str | None = None
         self._setup_problem_reported = True
 
@@ -117,7 +133,11 @@ class KernelExecutor:
             return
         client = await self._ensure_client()
         msg_id = client.execute(code, silent=True, store_history=False, allow_stdin=False)
-        content = (await self._wait_reply(client, msg_id, READY_TIMEOUT))["content"]
+        self._own.add(msg_id)
+        try:
+            content = (await self._wait_reply(client, msg_id, READY_TIMEOUT))["content"]
+        finally:
+            self._own.discard(msg_id)
         if content.get("status") == "aborted":
             return  # skipped because a user cell failed just before; try again next cell
         self._setup_generation = self._generation()
@@ -150,8 +170,10 @@ class KernelExecutor:
             self._reaper.cancel()
         self._close_client()
 
-    async def interrupt(self) -> None:
-        await self.km.interrupt_kernel()
+    def stop_cell(self) -> None:
+        """Stop the agent's cell of the `execute` in progress (see `execute`)."""
+        if self._ticket is not None:
+            self._ticket.stop_requested = True
 
     async def prepare(self) -> None:
         """Connect and load the kernel package ahead of the first cell (overlaps model time)."""
@@ -166,33 +188,45 @@ class KernelExecutor:
         code: str,
         on_event: Callable[[OutputEvent], None],
         timeout: float,
+        on_state: Callable[[CellState], None] | None = None,
     ) -> ExecutionResult:
-        await self._lock.acquire()
-        hand_off: tuple[Any, _Run, float] | None = None
+        """Run one agent cell; never touch a cell the agent did not start.
+
+        The cell is submitted only once the kernel is idle; until then `on_state("waiting")`.
+        `stop_cell()` withdraws a cell that was not submitted yet (status `skipped`), and
+        interrupts it once it is observed running otherwise. Only the agent's own cell that
+        ignores the interrupt gets the kernel restarted (`restarted="agent"`).
+        """
+        ticket = _Ticket(on_state or (lambda state: None))
+        self._ticket = ticket
+        try:
+            return await self._execute(code, on_event, timeout, ticket)
+        finally:
+            if self._ticket is ticket:
+                self._ticket = None
+
+    async def _execute(
+        self, code: str, on_event: Callable[[OutputEvent], None], timeout: float, ticket: _Ticket
+    ) -> ExecutionResult:
+        if not await self._acquire(ticket):
+            return _withdrawn()
+        hand_off: tuple[Any, _Run] | None = None
         reaping = False
         try:
             notes: list[str] = []
-            if not await self.km.is_alive():
-                await self._recover_dead_kernel()
-            if self._last_run_generation not in (None, self._generation()):
-                notes.append(
-                    "[kernel restarted] The kernel was restarted since the last agent cell: "
-                    "variables and imports from before are gone."
-                )
-            await self._ensure_client()
-            await self._ensure_setup()
-            if self.setup_problem and not self._setup_problem_reported:
-                self._setup_problem_reported = True
-                notes.append(self.setup_problem)
+            if not await self._until_stopped(ticket, self._ready_to_submit(ticket, notes)):
+                return _withdrawn()
             client = self._client
             generation = self._client_generation
             msg_id = client.execute(
                 code, store_history=True, allow_stdin=False, stop_on_error=False
             )
+            self._own.add(msg_id)
             run = _Run(msg_id, on_event)
-            hand_off = (client, run, timeout)
-            result = await self._run(client, run, generation, timeout)
+            hand_off = (client, run)
+            result = await self._run(client, run, generation, timeout, ticket)
             hand_off = None
+            self._own.discard(msg_id)
             self._last_run_generation = self._generation()
             result.note = "\n".join(n for n in (*notes, result.note) if n)
             return result
@@ -205,38 +239,152 @@ class KernelExecutor:
             if not reaping:
                 self._lock.release()
 
+    async def _ready_to_submit(self, ticket: _Ticket, notes: list[str]) -> bool:
+        """Connected, the kernel idle and the kernel package loaded; False if stopped."""
+        if not await self.km.is_alive():
+            await self._recover_dead_kernel()
+        if self._last_run_generation not in (None, self._generation()):
+            notes.append(
+                "[kernel restarted] The kernel was restarted since the last agent cell: "
+                "variables and imports from before are gone."
+            )
+        client = await self._ensure_client()
+        if not await self._wait_until_idle(client, ticket):
+            return False
+        await self._ensure_setup()
+        if self.setup_problem and not self._setup_problem_reported:
+            self._setup_problem_reported = True
+            notes.append(self.setup_problem)
+        return not ticket.stop_requested
+
+    async def _until_stopped(self, ticket: _Ticket, work: Awaitable[bool]) -> bool:
+        """Await `work` unless the cell is stopped first (then cancel it and return False).
+
+        A new client's first `kernel_info` waits behind a cell the user is running, so a
+        connect that takes long is reported as waiting too."""
+        task = asyncio.ensure_future(work)
+        started = time.monotonic()
+        try:
+            while not task.done():
+                await asyncio.wait({task}, timeout=POLL)
+                if task.done():
+                    break
+                if ticket.stop_requested:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+                    return False
+                if time.monotonic() - started > SLOW_CONNECT:
+                    ticket.set_state("waiting")
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        return task.result()
+
+    async def _acquire(self, ticket: _Ticket) -> bool:
+        """Take the lock; False if the cell was stopped while an earlier one still held it."""
+        if not self._lock.locked():
+            await self._lock.acquire()
+            return True
+        ticket.set_state("waiting")
+        acquiring = asyncio.ensure_future(self._lock.acquire())
+        while not acquiring.done():
+            await asyncio.wait({acquiring}, timeout=POLL)
+            if ticket.stop_requested and not acquiring.done():
+                acquiring.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await acquiring
+                if acquiring.cancelled():
+                    return False
+        return True
+
+    async def _wait_until_idle(self, client: Any, ticket: _Ticket) -> bool:
+        """Hold the agent's cell while the kernel runs someone else's; False if stopped.
+
+        Busy and idle come from every client's requests on iopub. A status lost on a full
+        iopub queue cannot keep us waiting for ever: while waiting, a `kernel_info` probe on the
+        shell channel (served only between cells) proves the cells seen busy before it are over.
+        After another client's cell ends, a short quiet period lets a queued run-all go on
+        instead of our cell slipping between its cells.
+        """
+        activity = self._activity
+        await self._drain_activity(client)
+        probe: tuple[str, set[str]] | None = None
+        probe_at = time.monotonic() + PROBE_AFTER
+        while True:
+            if ticket.stop_requested:
+                return False
+            quiet = activity.quiet()
+            if not activity.foreign_busy and quiet:
+                return True
+            if activity.foreign_busy:
+                ticket.set_state("waiting")
+            if probe is None and time.monotonic() >= probe_at:
+                probe = (client.kernel_info(), set(activity.busy))
+                self._own.add(probe[0])
+            if probe is not None:
+                with contextlib.suppress(queue.Empty):
+                    reply = await client.get_shell_msg(timeout=0)
+                    if reply["parent_header"].get("msg_id") == probe[0]:
+                        activity.busy -= probe[1]
+                        self._own.discard(probe[0])
+                        probe, probe_at = None, time.monotonic() + PROBE_AFTER
+            got = await self._drain_activity(client, wait=POLL if not quiet else 0.01)
+            if not got and not await self.km.is_alive():
+                return True  # the caller's liveness checks report the death
+
+    async def _drain_activity(self, client: Any, wait: float = 0.0) -> bool:
+        """Read iopub into the activity tracker (outputs of other clients' cells are dropped)."""
+        got = False
+        try:
+            msg = await client.get_iopub_msg(timeout=wait)
+            while True:
+                got = True
+                self._activity.observe(msg)
+                msg = await client.get_iopub_msg(timeout=0)
+        except queue.Empty:
+            pass
+        return got
+
     async def _run(
-        self, client: Any, run: _Run, generation: object, timeout: float
+        self, client: Any, run: _Run, generation: object, timeout: float, ticket: _Ticket
     ) -> ExecutionResult:
         deadline: float | None = None
         while not run.done:
-            if deadline is None and run.started:
+            if run.started and deadline is None:
                 deadline = time.monotonic() + timeout  # time queued behind user cells is free
-            remaining = 0.5 if deadline is None else deadline - time.monotonic()
+                ticket.set_state("running")
+            elif not run.started and self._activity.foreign_busy:
+                ticket.set_state("waiting")  # another client's cell slipped in before ours
+            if ticket.stop_requested and run.started:
+                return await self._on_stop(client, run)
+            remaining = POLL if deadline is None else deadline - time.monotonic()
             if remaining <= 0:
                 return await self._on_timeout(client, run, timeout)
-            got = await self._pump(client, run, min(remaining, 0.5))
+            got = await self._pump(client, run, min(remaining, POLL))
             if not got and await self._kernel_died(generation):
                 return await self._on_death(run)
         return run.result()
 
-    async def _reap(self, client: Any, run: _Run, timeout: float) -> None:
-        """After a cancel: interrupt our own cell once it runs, drain it, then free the lock."""
+    async def _reap(self, client: Any, run: _Run) -> None:
+        """After a cancel: interrupt our own cell once it runs, drain it, then free the lock.
+
+        No deadline: the user's cell ahead of ours may run for hours, and ours must not be
+        interrupted before it is observed running (the interrupt would hit theirs).
+        """
         try:
-            deadline = time.monotonic() + timeout
-            while not run.done and not run.started and time.monotonic() < deadline:
-                if not await self._pump(client, run, 0.2) and not await self.km.is_alive():
+            while not run.done and not run.started:
+                if not await self._pump(client, run, POLL) and not await self.km.is_alive():
                     return
-            if not run.done:
-                await self.km.interrupt_kernel()
-                if not await self._drain(client, run, INTERRUPT_GRACE):
-                    log.warning("kernel %s ignored the interrupt; restarting it", self.kernel_id)
-                    await self._restart()
+            if not run.done and not await self._interrupt_own_cell(client, run):
+                log.warning("kernel %s ignored the interrupt; restarting it", self.kernel_id)
+                await self._restart()
         except Exception:
             log.warning(
                 "stopping the agent cell on kernel %s failed", self.kernel_id, exc_info=True
             )
         finally:
+            self._own.discard(run.msg_id)
             self._lock.release()
 
     async def _pump(self, client: Any, run: _Run, wait: float) -> bool:
@@ -244,11 +392,13 @@ class KernelExecutor:
         got = False
         try:
             msg = await client.get_iopub_msg(timeout=wait if not run.idle else 0.05)
+            self._activity.observe(msg)
             run.on_iopub(msg)
             got = True
             # Drain whatever else is already queued without waiting.
             while True:
                 msg = await client.get_iopub_msg(timeout=0)
+                self._activity.observe(msg)
                 run.on_iopub(msg)
         except queue.Empty:
             pass
@@ -259,15 +409,49 @@ class KernelExecutor:
                     run.reply = msg
                 got = True
             except queue.Empty:
-                pass
+                run.idle_without_reply += 1
         return got
 
     async def _kernel_died(self, generation: object) -> bool:
         return self._generation() != generation or not await self.km.is_alive()
 
+    async def _interrupt_own_cell(self, client: Any, run: _Run) -> bool:
+        """SIGINT while our own cell is running, until it ends or INTERRUPT_GRACE passes.
+
+        The signal is re-sent each second: one that lands while the kernel is between
+        announcing the cell and entering it is ignored by ipykernel. Each signal is sent only
+        after reading iopub, while our cell is still the one running. True if it ended.
+        """
+        deadline = time.monotonic() + INTERRUPT_GRACE
+        next_signal = 0.0
+        while time.monotonic() < deadline:
+            await self._pump(client, run, 0)
+            if run.finished:
+                return True
+            if time.monotonic() >= next_signal:
+                await self.km.interrupt_kernel()
+                next_signal = time.monotonic() + RESIGNAL_EVERY
+            await self._pump(client, run, 0.1)
+        return run.finished
+
+    async def _on_stop(self, client: Any, run: _Run) -> ExecutionResult:
+        if await self._interrupt_own_cell(client, run):
+            result = run.result()
+            result.status = "interrupted"
+            result.note = "[stopped] The user stopped the turn; this cell was interrupted."
+            return result
+        await self._restart()
+        result = run.result()
+        result.status = "interrupted"
+        result.restarted = "agent"
+        result.note = (
+            "[stopped] The user stopped the turn. This cell ignored the interrupt, so the kernel "
+            "was restarted: all variables and imports are gone (the user's too)."
+        )
+        return result
+
     async def _on_timeout(self, client: Any, run: _Run, timeout: float) -> ExecutionResult:
-        await self.km.interrupt_kernel()
-        if await self._drain(client, run, INTERRUPT_GRACE):
+        if await self._interrupt_own_cell(client, run):
             result = run.result()
             result.status = "timeout"
             result.note = (
@@ -278,6 +462,7 @@ class KernelExecutor:
         await self._restart()
         result = run.result()
         result.status = "timeout"
+        result.restarted = "agent"
         result.note = (
             f"[timeout] The cell ran longer than {timeout:g} s and did not stop when interrupted, "
             "so the kernel was restarted: all variables are gone."
@@ -285,13 +470,23 @@ class KernelExecutor:
         return result
 
     async def _on_death(self, run: _Run) -> ExecutionResult:
+        external = await self.km.is_alive()  # a new process already runs: someone restarted it
         await self._recover_dead_kernel()
         result = run.result()
         result.status = "died"
-        result.note = (
-            "[kernel died] The kernel process exited while this cell ran. It was restarted: all "
-            "variables and imports are gone, so re-create what you need."
-        )
+        if external:
+            result.restarted = "external"
+            result.note = (
+                "[kernel restarted] The kernel was restarted (by the user or another client) "
+                "while this cell ran: all variables and imports are gone, so re-create what "
+                "you need."
+            )
+        else:
+            result.restarted = "died"
+            result.note = (
+                "[kernel died] The kernel process exited while this cell ran. It was restarted: "
+                "all variables and imports are gone, so re-create what you need."
+            )
         return result
 
     async def _recover_dead_kernel(self) -> None:
@@ -324,17 +519,81 @@ class KernelExecutor:
         self._close_client()
         if not self._is_managed():
             raise KernelGone("the notebook's kernel was shut down")
-        await self.km.restart_kernel(now=True)
+        self.restarting = True
+        try:
+            await self.km.restart_kernel(now=True)
+        finally:
+            self.restarting = False
         self.restarts += 1
+        self._activity = _Activity(self._own)
 
-    async def _drain(self, client: Any, run: _Run, grace: float) -> bool:
-        deadline = time.monotonic() + grace
-        while not run.done:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            await self._pump(client, run, min(remaining, 0.2))
-        return True
+    @property
+    def executing(self) -> bool:
+        """An agent cell is in `execute` (it reports kernel restarts in its own result)."""
+        return self._ticket is not None
+
+
+def _withdrawn() -> ExecutionResult:
+    return ExecutionResult(
+        status="skipped",
+        note="[not run] The user stopped the turn while this cell waited for the kernel; it was "
+        "never sent to the kernel, so nothing in it ran.",
+    )
+
+
+@dataclass
+class _Ticket:
+    """One `execute` call: whether it was asked to stop, and the last state reported."""
+
+    on_state: Callable[[CellState], None]
+    stop_requested: bool = False
+    state: CellState | None = None
+
+    def set_state(self, state: CellState) -> None:
+        if state != self.state:
+            self.state = state
+            self.on_state(state)
+
+
+class _Activity:
+    """What the kernel is busy with, from the status messages of every client's requests.
+
+    `own` holds the ids of the executor's own requests; everything else is someone else's
+    cell (the user's tab, a console, another client)."""
+
+    def __init__(self, own: set[str]) -> None:
+        self.own = own
+        self.busy: set[str] = set()
+        self.last_foreign_idle = 0.0  # wall-clock time the kernel sent it
+
+    def observe(self, msg: dict[str, Any]) -> None:
+        if msg["header"]["msg_type"] != "status":
+            return
+        parent = msg["parent_header"].get("msg_id", "")
+        state = msg["content"].get("execution_state")
+        if state == "busy":
+            self.busy.add(parent)
+        elif state == "idle":
+            self.busy.discard(parent)
+            if parent not in self.own:
+                self.last_foreign_idle = max(self.last_foreign_idle, _sent_at(msg))
+        elif state == "starting":  # a new kernel process: nothing runs yet
+            self.busy.clear()
+
+    @property
+    def foreign_busy(self) -> bool:
+        return bool(self.busy - self.own)
+
+    def quiet(self) -> bool:
+        return time.time() - self.last_foreign_idle >= QUIET_AFTER_USER_CELL
+
+
+def _sent_at(msg: dict[str, Any]) -> float:
+    date = msg["header"].get("date")
+    try:
+        return float(date.timestamp())
+    except AttributeError:
+        return time.time()
 
 
 class _Run:
@@ -349,10 +608,18 @@ class _Run:
         self.idle = False
         self.started = False
         self.reply: dict[str, Any] | None = None
+        self.idle_without_reply = 0
 
     @property
     def done(self) -> bool:
         return self.idle and self.reply is not None
+
+    @property
+    def finished(self) -> bool:
+        """Over in the kernel. A KeyboardInterrupt that lands while ipykernel sends the reply
+        loses the reply, but `idle` for our request still follows, so idle is enough once the
+        reply had a moment to arrive."""
+        return self.done or (self.idle and self.idle_without_reply >= 3)
 
     def on_iopub(self, msg: dict[str, Any]) -> None:
         if msg["parent_header"].get("msg_id") != self.msg_id:

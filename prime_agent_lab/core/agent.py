@@ -16,6 +16,7 @@ from .events import EventBus
 from .messages import PYTHON_TOOL, ModelRequest, ModelResponse, ToolCall
 from .observation import build_observation
 from .ports import (
+    CellState,
     ExecutionResult,
     KernelPort,
     KernelUnavailable,
@@ -57,12 +58,32 @@ class TurnInProgress(Exception):
     pass
 
 
+class _Stopped(Exception):
+    """The user stopped the turn at a point where it could end cleanly."""
+
+
 class ToolArgumentsError(ValueError):
     pass
 
 
+WAITING_TEXT = "waiting for your cell to finish"
+
+RESTART_NOTICE_KINDS: dict[str, str] = {
+    "agent": "kernel_restarted",
+    "died": "kernel_died",
+    "external": "kernel_restarted_externally",
+}
+
+
 def _stream(name: str, text: str) -> dict[str, Any]:
     return {"output_type": "stream", "name": name, "text": text}
+
+
+def _notebook_note(result: ExecutionResult) -> str:
+    """A line written into the cell when the harness did something the user must see there."""
+    if result.restarted in ("agent", "died") or result.status == "skipped":
+        return f"[Prime Agent] {result.note}"
+    return ""
 
 
 def parse_python_call(call: ToolCall) -> str:
@@ -107,6 +128,8 @@ class Agent:
         self.config = config
         self.events = events or EventBus(session.session_id)
         self._task: asyncio.Task[TurnOutcome] | None = None
+        self._stop_requested = False
+        self._in_cell = False  # between writing a cell and recording its result
         self._system = build_system_prompt(
             PromptSettings(output_cap=config.output_cap, cell_timeout_seconds=config.cell_timeout)
         )
@@ -139,11 +162,20 @@ class Agent:
         return await task
 
     async def stop(self) -> bool:
-        """Cancel the running turn; a running cell is interrupted. True if a turn was running."""
+        """Stop the running turn. True if a turn was running.
+
+        While the model is answering, the turn is cancelled. While a cell is in the kernel, the
+        kernel port stops the agent's own cell (withdrawn if it was still waiting for the user's
+        cell, interrupted if it runs) and the turn ends once that cell's result is recorded, so
+        its output, its execution count and any kernel restart are reported truthfully.
+        """
         task = self._task
         if task is None or task.done():
             return False
-        if not task.cancelling():  # a second Stop waits for the first instead of cancelling again
+        self._stop_requested = True
+        if self._in_cell:
+            self.kernel.stop_cell()
+        elif not task.cancelling():  # a second Stop waits for the first
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -156,6 +188,7 @@ class Agent:
     # ------------------------------------------------------------ the loop
 
     async def _run_turn(self, turn: int, text: str) -> TurnOutcome:
+        self._stop_requested = False
         self.session.append("user_message", text=text, turn=turn)
         self.events.emit("status", status="running")
         self.events.emit("turn_started", turn=turn, text=text)
@@ -172,7 +205,12 @@ class Agent:
                     except asyncio.CancelledError:
                         self._record_skipped(turn, response.tool_calls[index:])
                         raise
-        except asyncio.CancelledError:
+                    if self._stop_requested:
+                        self._record_skipped(turn, response.tool_calls[index + 1 :])
+                        raise _Stopped
+                if self._stop_requested:
+                    raise _Stopped
+        except (asyncio.CancelledError, _Stopped):
             stop_reason = "stopped"
         except KernelUnavailable as exc:
             stop_reason, error = "error", str(exc)
@@ -271,6 +309,16 @@ class Agent:
             self.events.emit("error", turn=turn, message=message, kind="tool_arguments")
             return
 
+        if self._stop_requested:
+            self._record_skipped(turn, [call])
+            return
+        self._in_cell = True
+        try:
+            await self._run_cell(turn, call, code)
+        finally:
+            self._in_cell = False
+
+    async def _run_cell(self, turn: int, call: ToolCall, code: str) -> None:
         metadata = {"prime_agent": {"session_id": self.session_id, "turn": turn, "role": "agent"}}
         cell = await self.notebook.append_code_cell(code, metadata)
         self.events.emit("cell_started", turn=turn, cell_id=cell.cell_id, code=code)
@@ -289,21 +337,33 @@ class Agent:
                 event = replace(event, output=self.redactor.output(output))
             cell.apply(event)
 
-        async def close_cell(execution_count: int | None) -> None:
+        def on_state(state: CellState) -> None:
+            if state == "waiting":
+                self.events.emit("cell_waiting", turn=turn, cell_id=cell.cell_id, text=WAITING_TEXT)
+            else:
+                self.events.emit("cell_running", turn=turn, cell_id=cell.cell_id)
+
+        async def close_cell(execution_count: int | None, note: str = "") -> None:
             for name, text in streams.flush():
                 cell.apply(OutputEvent("output", output=_stream(name, text)))
+            if note:  # what the harness did, visible in the notebook itself
+                cell.apply(OutputEvent("output", output=_stream("stderr", f"{note}\n")))
             cell.finish(execution_count)
             try:
                 await self.notebook.save()
             except Exception:  # the cell is in the document; the room retries saving on its own
                 log.warning("saving notebook %s failed", self.notebook.path, exc_info=True)
 
+        if self._stop_requested:  # Stop arrived while the cell was being written
+            self.kernel.stop_cell()
         try:
-            result = await self.kernel.execute(code, write, self.config.cell_timeout)
+            result = await self.kernel.execute(code, write, self.config.cell_timeout, on_state)
         except asyncio.CancelledError:
             await close_cell(None)
             stopped = ExecutionResult(
-                status="interrupted", note="The user stopped the turn; the cell was interrupted."
+                status="interrupted",
+                note="[stopped] The turn was cancelled; the cell is interrupted as soon as it "
+                "runs.",
             )
             self._record_result(turn, call, cell.cell_id, stopped)
             raise
@@ -323,8 +383,18 @@ class Agent:
             self._record_result(turn, call, cell.cell_id, failed)
             self._record_error(turn, failed.note, "kernel")
             return
-        await close_cell(result.execution_count)
+        await close_cell(result.execution_count, _notebook_note(result))
         self._record_result(turn, call, cell.cell_id, result)
+        if result.restarted is not None:
+            self.notice(RESTART_NOTICE_KINDS[result.restarted], result.note, turn=turn)
+
+    def notice(self, kind: str, text: str, turn: int | None = None) -> None:
+        """Something the user must know that is not an error (a kernel restart, ...)."""
+        fields: dict[str, Any] = {"kind": kind, "text": text}
+        if turn is not None:
+            fields["turn"] = turn
+        self.session.append("notice", **fields)
+        self.events.emit("notice", **fields)
 
     def _record_result(
         self, turn: int, call: ToolCall, cell_id: str, result: ExecutionResult

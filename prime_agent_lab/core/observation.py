@@ -138,7 +138,7 @@ def _collect(
 
 
 def _preview(result: ExecutionResult, stdout: list[str], errors: list[str]) -> str:
-    if result.status in ("timeout", "died", "interrupted", "aborted"):
+    if result.status in ("timeout", "died", "interrupted", "aborted", "skipped"):
         return result.note.splitlines()[0] if result.note else result.status
     if errors:
         lines = [ln for ln in strip_ansi(errors[-1]).splitlines() if ln.strip()]

@@ -81,7 +81,16 @@ class OutputEvent:
     display_id: str | None = None  # for kind == "update_display"
 
 
-ExecutionStatus = Literal["ok", "error", "timeout", "died", "interrupted", "aborted"]
+ExecutionStatus = Literal["ok", "error", "timeout", "died", "interrupted", "aborted", "skipped"]
+
+KernelRestart = Literal["agent", "died", "external"]
+"""Why the kernel's variables are gone: the harness restarted it because the agent's own cell
+ignored an interrupt (`agent`), it died and came back (`died`), or someone else restarted it
+(`external`, e.g. JupyterLab's Kernel menu)."""
+
+CellState = Literal["waiting", "running"]
+"""`waiting`: the agent's cell is held (or queued) until a cell it did not start finishes;
+`running`: the kernel is running the agent's cell."""
 
 
 @dataclass
@@ -90,6 +99,7 @@ class ExecutionResult:
     execution_count: int | None = None
     outputs: list[Output] = field(default_factory=list)
     note: str = ""  # what the harness did (interrupted, restarted the kernel, ...)
+    restarted: KernelRestart | None = None  # set when the kernel's variables were lost
 
 
 class KernelUnavailable(RuntimeError):
@@ -97,7 +107,14 @@ class KernelUnavailable(RuntimeError):
 
 
 class KernelPort(Protocol):
-    """Runs code on one kernel, one execution at a time."""
+    """Runs code on one kernel, one execution at a time.
+
+    The kernel is shared with the user: an implementation never interrupts a cell it did not
+    start. It submits the agent's cell only when the kernel is idle (reporting `waiting`
+    meanwhile) and stops it on `stop_cell()`: a cell not yet submitted is withdrawn (status
+    `skipped`), a running one is interrupted, and only a cell of the agent's that ignores the
+    interrupt gets the kernel restarted (`restarted="agent"`).
+    """
 
     kernel_id: str
 
@@ -106,9 +123,12 @@ class KernelPort(Protocol):
         code: str,
         on_event: Callable[[OutputEvent], None],
         timeout: float,
+        on_state: Callable[[CellState], None] | None = None,
     ) -> ExecutionResult: ...
 
-    async def interrupt(self) -> None: ...
+    def stop_cell(self) -> None:
+        """Ask the running `execute` to stop the agent's cell; it returns soon after."""
+        ...
 
 
 # ---------------------------------------------------------------- notebook port

@@ -205,6 +205,8 @@ class SessionLog:
         """
         messages: list[Message] = []
         pending: list[ToolCall] = []
+        notices: list[str] = []  # between turns (a kernel restart): told with the next message
+        in_turn = False
 
         def settle() -> None:
             for call in pending:
@@ -221,7 +223,14 @@ class SessionLog:
             kind = entry["type"]
             if kind == "user_message":
                 settle()
-                messages.append(Message(role="user", text=entry["text"]))
+                in_turn = True
+                text = "".join(f"[notice] {n}\n\n" for n in notices) + entry["text"]
+                notices.clear()
+                messages.append(Message(role="user", text=text))
+            elif kind == "turn_end":
+                in_turn = False
+            elif kind == "notice" and not in_turn:
+                notices.append(str(entry.get("text", "")))
             elif kind == "assistant_message":
                 settle()
                 calls = tuple(ToolCall(**c) for c in entry.get("tool_calls", []))

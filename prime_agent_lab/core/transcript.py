@@ -14,6 +14,7 @@ _HISTORY_TYPES = {
     "model_change",
     "turn_end",
     "error",
+    "notice",
 }
 
 
@@ -78,6 +79,15 @@ def chat_transcript(session: SessionLog) -> list[dict[str, Any]]:
             )
         elif kind == "error":
             items.append({"type": "error", "turn": turn, "message": entry.get("message", "")})
+        elif kind == "notice":
+            items.append(
+                {
+                    "type": "notice",
+                    "turn": turn,
+                    "kind": entry.get("kind", ""),
+                    "text": entry.get("text", ""),
+                }
+            )
         elif kind == "turn_end" and entry.get("stop_reason") in _NOTICES:
             items.append(
                 {

@@ -24,6 +24,8 @@ from .live_notebook import LiveNotebook
 
 log = logging.getLogger(__name__)
 
+KERNEL_ACTIONS_SCHEMA = "https://events.jupyter.org/jupyter_server/kernel_actions/v1"
+
 
 class HostError(Exception):
     def __init__(self, status: int, message: str) -> None:
@@ -78,6 +80,55 @@ class AgentHost:
         self._background: set[asyncio.Task[Any]] = set()
         self.bridge = BridgeService(self._kernel_key, self._kernel_session.get)
         register_session_operations(self.bridge, lambda sid: self.agent(sid).session)
+        self._auto_restarting: set[str] = set()  # kernels the server restarts after a death
+        self._watch_kernel_restarts()
+
+    # ------------------------------------------------------------ kernel restarts
+
+    def _watch_kernel_restarts(self) -> None:
+        """Tell the agent of a kernel whenever that kernel restarts and no agent cell of its
+        will report it: JupyterLab's Kernel menu, another client, the server's auto-restart."""
+        logger = getattr(self.serverapp, "event_logger", None)
+        if logger is None:
+            return
+        logger.add_listener(schema_id=KERNEL_ACTIONS_SCHEMA, listener=self._on_kernel_action)
+
+    async def _on_kernel_action(self, _logger: Any, _schema_id: str, data: dict[str, Any]) -> None:
+        if data.get("action") != "restart" or data.get("status") != "success":
+            return
+        kernel_id = str(data.get("kernel_id", ""))
+        auto = kernel_id in self._auto_restarting
+        self._auto_restarting.discard(kernel_id)
+        agent = self.agents.get(self._kernel_session.get(kernel_id, ""))
+        executor = self._executors.get(kernel_id)
+        if agent is None or (executor is not None and executor.executing):
+            return
+        if executor is not None and executor.restarting:
+            kind, text = (
+                "kernel_restarted",
+                (
+                    "The agent restarted the kernel because its stopped cell ignored the "
+                    "interrupt: all variables and imports are gone (yours too)."
+                ),
+            )
+        elif auto:
+            kind, text = (
+                "kernel_died",
+                ("The kernel died and was restarted: all variables and imports are gone."),
+            )
+        else:
+            kind, text = (
+                "kernel_restarted_externally",
+                (
+                    "The kernel was restarted (Kernel menu or another client): all variables and "
+                    "imports are gone."
+                ),
+            )
+        agent.notice(kind, text)
+
+    def _track_auto_restarts(self, kernel_id: str) -> None:
+        km = self._kernel_manager.get_kernel(kernel_id)
+        km.add_restart_callback(lambda: self._auto_restarting.add(kernel_id), "restart")
 
     # ------------------------------------------------------------ kernels
 
@@ -130,6 +181,7 @@ class AgentHost:
                 is_managed=lambda: kernel_id in self._kernel_manager,
             )
             self._executors[kernel_id] = executor
+            self._track_auto_restarts(kernel_id)
         return executor
 
     def _setup_code(self, kernel_id: str) -> str:
@@ -355,7 +407,7 @@ class _NoKernelYet:
     async def execute(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("no kernel resolved for this agent yet")
 
-    async def interrupt(self) -> None:
+    def stop_cell(self) -> None:
         return None
 
 
