@@ -93,7 +93,7 @@ class AgentHost:
             return
         logger.add_listener(schema_id=KERNEL_ACTIONS_SCHEMA, listener=self._on_kernel_action)
 
-    async def _on_kernel_action(self, _logger: Any, _schema_id: str, data: dict[str, Any]) -> None:
+    async def _on_kernel_action(self, logger: Any, schema_id: str, data: dict[str, Any]) -> None:
         if data.get("action") != "restart" or data.get("status") != "success":
             return
         kernel_id = str(data.get("kernel_id", ""))

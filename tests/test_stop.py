@@ -1,0 +1,201 @@
+"""Stop and kernel restarts never cost the user their cell or their variables without saying so.
+
+The agent shares the notebook's kernel with the user: its cell waits until the kernel is idle,
+Stop withdraws it while it waits, only the agent's own running cell is ever interrupted, and a
+restart happens only when that cell ignores the interrupt, visible in the chat, the notebook and
+to the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import random
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_client.manager import AsyncKernelManager
+
+from prime_agent_lab.adapters.file_notebook import FileNotebook
+from prime_agent_lab.adapters.kernel_executor import KernelExecutor
+from prime_agent_lab.core.agent import Agent, AgentConfig
+from prime_agent_lab.core.sessions import SessionRepository
+from prime_agent_lab.core.transcript import chat_transcript
+from prime_agent_lab.providers import make_provider
+
+from .conftest import next_event, use_script, wait_for
+from .test_server_e2e import live_agent_cells
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "stress_stop.py"
+
+
+def _load_stress() -> Any:
+    spec = importlib.util.spec_from_file_location("stress_stop", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["stress_stop"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def kernel(jp_asyncio_loop: Any) -> Iterator[AsyncKernelManager]:
+    km = AsyncKernelManager(kernel_name="python3")
+    jp_asyncio_loop.run_until_complete(km.start_kernel())
+    yield km
+    if km.has_kernel:
+        jp_asyncio_loop.run_until_complete(km.shutdown_kernel(now=True))
+
+
+async def _user_cell(km: AsyncKernelManager, code: str) -> tuple[Any, asyncio.Future[Any]]:
+    client = km.client_factory(parent=km)
+    client.load_connection_info(km.get_connection_info())
+    client.start_channels()
+    await client.wait_for_ready(timeout=30)
+    running = asyncio.ensure_future(
+        client.execute_interactive(code, output_hook=lambda m: None, timeout=60)
+    )
+    return client, running
+
+
+async def test_stop_while_the_agent_cell_waits_past_the_cell_timeout_leaves_the_users_cell_alone(
+    kernel: AsyncKernelManager, tmp_path: Path, agent_script: Any
+) -> None:
+    """Today's bug: the wait for the agent's queued cell reused `cell_timeout` and then
+    interrupted whatever ran, i.e. the user's cell."""
+    script = agent_script([{"code": "print('agent ran')"}, {"text": "done"}])
+    executor = KernelExecutor(kernel, "k")
+    session = SessionRepository(tmp_path / "s").create(
+        notebook_path="nb.ipynb", provider="scripted", model="demo"
+    )
+    agent = Agent(
+        session,
+        make_provider("scripted", None, script_path=script),
+        FileNotebook(tmp_path / "nb.ipynb", 100_000),
+        executor,
+        AgentConfig(cell_timeout=1.0),
+    )
+    seen: list[dict[str, Any]] = []
+    agent.events.add_listener(seen.append)
+    user, user_cell = await _user_cell(kernel, "marker = 7\nimport time\ntime.sleep(3.5)")
+    try:
+        await asyncio.sleep(0.3)
+        _, turn = agent.start_turn("go")
+        await wait_for(lambda: any(e["type"] == "cell_waiting" for e in seen), timeout=10)
+        await asyncio.sleep(1.5)  # past cell_timeout while the user's cell still runs
+        await agent.stop()
+        outcome = await turn
+        reply = await user_cell
+        check = await user.execute_interactive("assert marker == 7", timeout=30)
+    finally:
+        user.stop_channels()
+        await executor.close()
+
+    assert reply["content"]["status"] == "ok"  # not a KeyboardInterrupt
+    assert check["content"]["status"] == "ok"  # the user's variable survived
+    assert outcome.stop_reason == "stopped" and executor.restarts == 0
+    result = next(e for e in session.path() if e["type"] == "tool_result")
+    assert result["status"] == "skipped" and "never sent to the kernel" in result["observation"]
+    waiting = next(e for e in seen if e["type"] == "cell_waiting")
+    assert waiting["text"] == "waiting for your cell to finish"
+    assert not any(e["type"] == "cell_running" for e in seen)
+
+
+async def test_stop_at_random_moments_keeps_the_users_cell_and_variables(tmp_path: Path) -> None:
+    """A short run of `bench/stress_stop.py` (run it with --trials 50 for the full figure)."""
+    stress = _load_stress()
+    rng = random.Random(5)
+    script = stress.slow_demo_script(tmp_path, 0.6)
+    trials = []
+    for number in range(8):
+        sleep = round(rng.uniform(0.8, 2.5), 2)
+        trials.append(stress.Trial(number, sleep, round(rng.uniform(0, sleep + 2.5), 2)))
+
+    async def one(trial: Any) -> Any:
+        directory = tmp_path / f"t{trial.number}"
+        directory.mkdir()
+        return await stress.run_trial(trial, directory, script)
+
+    gate = asyncio.Semaphore(4)
+
+    async def gated(trial: Any) -> Any:
+        async with gate:
+            return await one(trial)
+
+    results = await asyncio.gather(*(gated(t) for t in trials))
+    assert all(t.ok for t in results), "\n".join(t.line() for t in results)
+
+
+async def test_an_agent_cell_that_ignores_the_interrupt_restarts_the_kernel_and_says_so(
+    host: Any, jp_serverapp: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    stubborn = (
+        "import signal, time\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "print('ignoring interrupts', flush=True)\n"
+        "time.sleep(60)"
+    )
+    use_script(host, agent_script([{"code": stubborn}, {"text": "never reached"}]))
+    path = make_notebook("stubborn.ipynb")
+    agent = await host.attach(path)
+    queue = agent.events.subscribe()
+    await host.send(agent.session_id, "go")
+    await next_event(queue, "cell_running")
+
+    async def printed() -> bool:
+        cells = await live_agent_cells(jp_serverapp, path)
+        return bool(cells) and "ignoring" in "".join(o.get("text", "") for o in cells[0]["outputs"])
+
+    await wait_for(printed, timeout=30)
+    await host.stop(agent.session_id)
+
+    notice = next(
+        i for i in chat_transcript(agent.session) if i["type"] == "notice" and "kind" in i
+    )
+    assert notice["kind"] == "kernel_restarted" and "restarted" in notice["text"]
+    result = next(e for e in agent.session.path() if e["type"] == "tool_result")
+    assert result["status"] == "interrupted" and "kernel was restarted" in result["observation"]
+    cell = (await live_agent_cells(jp_serverapp, path))[0]
+    shown = "".join(o.get("text", "") for o in cell["outputs"])
+    assert "[Prime Agent]" in shown and "kernel was restarted" in shown
+    event = await next_event(queue, "notice")
+    assert event["kind"] == "kernel_restarted"
+
+
+async def test_a_kernel_restarted_from_the_kernel_menu_is_a_notice_the_model_hears_about(
+    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(
+        host,
+        agent_script([{"code": "x = 1"}, {"text": "set"}, {"text": "heard"}]),
+    )
+    agent = await host.attach(make_notebook("menu.ipynb"))
+    queue = agent.events.subscribe()
+    await host.send(agent.session_id, "set x")
+    await next_event(queue, "turn_ended")
+    kernel_id = agent.kernel.kernel_id
+
+    await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="{}")
+
+    notice = await next_event(queue, "notice")
+    assert notice["kind"] == "kernel_restarted_externally"
+    items = chat_transcript(agent.session)
+    assert items[-1]["type"] == "notice" and items[-1]["kind"] == "kernel_restarted_externally"
+    next_prompt = [m.text for m in agent.session.context_messages() if m.role == "user"]
+    await host.send(agent.session_id, "what now?")
+    await next_event(queue, "turn_ended")
+    told = [m.text for m in agent.session.context_messages() if m.role == "user"][-1]
+    assert told.startswith("[notice] The kernel was restarted") and told.endswith("what now?")
+    assert len(next_prompt) == 1
+
+
+def test_stress_trial_line_says_what_happened() -> None:
+    stress = _load_stress()
+    trial = stress.Trial(3, 1.0, 0.5, "ok", "3", "stopped", 0, ("skipped",))
+    assert trial.ok and trial.line().endswith(": ok")
+    assert not stress.Trial(3, 1.0, 0.5, "error", "3", "stopped").ok
+    assert json.dumps(trial.cell_statuses) == '["skipped"]'
