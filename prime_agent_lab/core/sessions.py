@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .messages import ImagePart, Message, ToolCall
-from .text import shorten
+from .text import json_type, shorten
 
 SESSION_FILE = "session.jsonl"
 FORMAT_VERSION = 1
@@ -144,7 +144,7 @@ class SessionLog:
     def _problem(self, record: Any) -> str | None:
         """Why `record` cannot join this log's tree, or None when it can."""
         if not isinstance(record, dict):
-            return f"a {type(record).__name__} where a record (JSON object) belongs"
+            return f"{json_type(record)} where a record (a JSON object) belongs"
         if record.get("type") == "leaf":
             leaf = record.get("leaf_id")
             if leaf is not None and leaf not in self.by_id:
@@ -321,7 +321,7 @@ def _parse_header(line: bytes, directory_name: str) -> tuple[dict[str, Any] | No
     except json.JSONDecodeError:
         return None, "the header line is not JSON"
     if not isinstance(header, dict):
-        return None, f"the header is a {type(header).__name__}, not a JSON object"
+        return None, f"the header is {json_type(header)}, not a JSON object"
     if header.get("type") != "session":
         return header, "the first line is not a session header"
     session_id = header.get("session_id")

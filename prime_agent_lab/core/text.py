@@ -11,3 +11,16 @@ def shorten(value: Any, limit: int = 80) -> str:
     if len(text) <= limit:
         return text
     return f"{text[: limit - 1]}… ({len(text):,} characters)"
+
+
+def json_type(value: Any) -> str:
+    """What a decoded JSON value is, in JSON's words ("an array", "a string", ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return {dict: "an object", list: "an array", str: "a string"}.get(
+        type(value), type(value).__name__
+    )

@@ -16,21 +16,12 @@ from .. import __version__
 from ..adapters.bridge_http import KERNEL_ROUTE, BridgeEndpoint
 from ..core.bridge import BridgeService
 from ..core.sessions import SessionError, check_session_id
-from ..core.text import shorten
+from ..core.text import json_type, shorten
 from ..core.transcript import chat_transcript
 from .host import AgentHost, HostError, http_error_text
 
 AUTH_RESOURCE = "prime_agent"
 BODY_SLACK_BYTES = 64 * 1024
-_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return "a number"
-    return _JSON_TYPES.get(type(value), type(value).__name__)
 
 
 @web.stream_request_body
@@ -99,7 +90,7 @@ def text_field(data: dict[str, Any], key: str) -> str | None:
     value = data.get(key)
     if value is None or isinstance(value, str):
         return value
-    raise web.HTTPError(400, f"{key} must be a string, not {_json_type(value)}")
+    raise web.HTTPError(400, f"{key} must be a string, not {json_type(value)}")
 
 
 def bool_field(data: dict[str, Any], key: str) -> bool:
@@ -107,7 +98,7 @@ def bool_field(data: dict[str, Any], key: str) -> bool:
     value = data.get(key, False)
     if value is None or isinstance(value, bool):
         return bool(value)
-    shown = f"{_json_type(value)} {shorten(value)}"
+    shown = f"{json_type(value)} {shorten(value)}"
     raise web.HTTPError(400, f"{key} must be true or false (a JSON boolean), not {shown}")
 
 
