@@ -13,7 +13,7 @@ import pytest
 
 from prime_agent_lab.core.sessions import (
     SESSION_FILE,
-    BrokenSession,
+    SessionError,
     SessionLog,
     SessionRepository,
 )
@@ -157,7 +157,7 @@ def test_a_damaged_log_is_summarized_as_broken_with_its_reason(tmp_path: Path, n
     assert summaries[good.session_id].broken is None
     assert reason in (summaries[name].broken or "")
     assert repo.latest_for_notebook(NOTEBOOK) == good.session_id
-    with pytest.raises(BrokenSession, match="cannot be continued"):
+    with pytest.raises(SessionError, match="cannot be continued"):
         repo.load(name)
 
 
