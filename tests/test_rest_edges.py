@@ -90,19 +90,24 @@ async def test_error_messages_never_echo_unbounded_input_and_show_percent_once(
 
 
 @pytest.mark.parametrize(
-    "route",
-    [("sessions", "-not-an-id"), ("sessions", "20260101-000000-abcdef", "nope"), ("nope",)],
+    ("route", "phrase"),
+    [
+        (("sessions", "-not-an-id"), "no such API route"),
+        (("sessions", "20260101-000000-abcdef", "nope"), "no such API route"),
+        (("nope",), "no such API route"),
+        (("sessions", "20260101-000000-abcdef", "events"), "no attached session"),
+    ],
 )
-async def test_unknown_api_routes_answer_a_json_404(
-    jp_fetch: Any, host: Any, route: tuple[str, ...]
+async def test_unknown_api_routes_and_sessions_answer_a_json_404(
+    jp_fetch: Any, host: Any, route: tuple[str, ...], phrase: str
 ) -> None:
     got = await jp_fetch("prime-agent", "api", *route, raise_error=False)
     posted = await post(jp_fetch, *route, body={})
 
     for response in (got, posted):
-        assert response.code == 404
+        assert response.code in (404, 405)
         assert response.headers["Content-Type"].startswith("application/json")
-        assert "no such API route" in message_of(response)
+    assert got.code == 404 and phrase in message_of(got)
 
 
 # ------------------------------------------------------------------ attach
