@@ -24,8 +24,23 @@ AUTH_RESOURCE = "prime_agent"
 BODY_SLACK_BYTES = 64 * 1024
 
 
+class _JsonErrors:
+    """Errors as `{"message": str}`, the message as written (see `http_error_text`)."""
+
+    _reason: str
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, web.HTTPError):
+            message = http_error_text(exc)
+        else:
+            message = getattr(exc, "message", None) or self._reason
+        self.set_header("Content-Type", "application/json")  # type: ignore[attr-defined]
+        self.finish(json.dumps({"message": message}))  # type: ignore[attr-defined]
+
+
 @web.stream_request_body
-class _Base(ExtensionHandlerMixin, APIHandler):
+class _Base(_JsonErrors, ExtensionHandlerMixin, APIHandler):
     """JSON in, JSON out. Bodies are read in chunks and refused past a bound (413), since the
     largest legitimate one is a chat message of `max_message_chars`."""
 
@@ -68,15 +83,6 @@ class _Base(ExtensionHandlerMixin, APIHandler):
         self.set_status(status)
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(data))
-
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, web.HTTPError):
-            message = http_error_text(exc)
-        else:
-            message = getattr(exc, "message", None) or self._reason
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps({"message": message}))
 
     def session_id(self, raw: str) -> str:
         try:
@@ -217,7 +223,7 @@ class NotFoundHandler(_Base):
         self._no_route()
 
 
-class EventsHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHandler):
+class EventsHandler(_JsonErrors, ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHandler):
     """Streams a session's events; replays buffered events newer than `?since=`."""
 
     auth_resource = AUTH_RESOURCE
