@@ -99,7 +99,10 @@ async def test_a_new_session_can_be_started_on_the_same_notebook(
     first = await host.attach(path)
     second = await host.attach(path, new=True)
     assert second.session_id != first.session_id
-    assert {s["session_id"] for s in host.list_sessions()} >= {first.session_id, second.session_id}
+    assert {s["session_id"] for s in await host.list_sessions()} >= {
+        first.session_id,
+        second.session_id,
+    }
 
 
 async def test_one_kernel_has_one_agent_so_bridge_identity_is_never_mixed(

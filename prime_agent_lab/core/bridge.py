@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .text import shorten
+
 MAX_CLOCK_SKEW = 60.0
 MAX_BODY_BYTES = 4 * 1024 * 1024
 NONCE_MEMORY = 4096
@@ -48,6 +50,27 @@ class BridgeError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def payload_number(
+    payload: dict[str, Any], key: str, *, default: float, minimum: float, maximum: float
+) -> float:
+    """A number an operation reads from its payload: finite and within bounds, else a 400.
+
+    Python's json reads NaN and Infinity, so a payload can carry them: operations read numbers
+    through this."""
+    value = payload.get(key, default)
+    if value is None:
+        return default
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not minimum <= value <= maximum
+    ):
+        bounds = f"from {minimum:g} to {maximum:g}"
+        raise BridgeError(400, f"{key} must be a number {bounds}, not {shorten(value, 40)}")
+    return float(value)
 
 
 def sign(key: bytes, body: bytes) -> str:
@@ -100,7 +123,7 @@ class BridgeService:
             raise BridgeError(403, "bad signature")
         try:
             request = json.loads(body)
-        except json.JSONDecodeError:
+        except ValueError:  # JSONDecodeError, or bytes that are not UTF-8
             raise BridgeError(400, "body is not JSON") from None
         if not isinstance(request, dict):
             raise BridgeError(400, "body must be a JSON object")
@@ -150,7 +173,7 @@ class BridgeService:
             op = request.get("op")
             handler = self._handlers.get(op) if isinstance(op, str) else None
             if handler is None:
-                raise BridgeError(404, f"unknown bridge operation {op!r}")
+                raise BridgeError(404, f"unknown bridge operation {shorten(op, 60)}")
             payload = request.get("payload") or {}
             if not isinstance(payload, dict):
                 raise BridgeError(400, "payload must be a JSON object")

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from .bridge import BridgeService, Caller
+from .bridge import BridgeService, Caller, payload_number
 from .sessions import SessionLog
 from .transcript import history_records
 
@@ -20,9 +20,9 @@ def register_session_operations(
         return history_records(session_for(caller.session_id))
 
     async def ping(caller: Caller, payload: dict[str, Any]) -> dict[str, Any]:
-        delay = float(payload.get("delay", 0) or 0)
+        delay = payload_number(payload, "delay", default=0.0, minimum=0.0, maximum=60.0)
         if delay:
-            await asyncio.sleep(min(delay, 60.0))
+            await asyncio.sleep(delay)
         return {
             "kernel_id": caller.kernel_id,
             "session_id": caller.session_id,

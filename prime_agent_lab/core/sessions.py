@@ -9,7 +9,6 @@ appends a leaf record, a crash-cut turn gets a `turn_end` with `stop_reason: "in
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import threading
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .messages import ImagePart, Message, ToolCall
+from .text import json_type, shorten
 
 SESSION_FILE = "session.jsonl"
 FORMAT_VERSION = 1
@@ -28,6 +28,15 @@ _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 
 class SessionError(Exception):
     pass
+
+
+class BrokenSession(SessionError):
+    """A session whose log is damaged: it is listed, never continued, never rewritten."""
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        super().__init__(f"session {session_id} cannot be continued: {reason}")
+        self.session_id = session_id
+        self.reason = reason
 
 
 def now_iso() -> str:
@@ -39,8 +48,8 @@ def new_session_id() -> str:
 
 
 def check_session_id(session_id: str) -> str:
-    if not _SESSION_ID.match(session_id):
-        raise SessionError(f"invalid session id {session_id!r}")
+    if not isinstance(session_id, str) or not _SESSION_ID.match(session_id):
+        raise SessionError(f"invalid session id {shorten(session_id)}")
     return session_id
 
 
@@ -54,6 +63,7 @@ class SessionLog:
         self.by_id: dict[str, dict[str, Any]] = {}
         self.leaf_id: str | None = None
         self.skipped_lines: list[int] = []  # torn records found on load (line numbers)
+        self.damage: str | None = None  # why this log cannot be continued (see `read`)
         self._needs_newline = False
         self._lock = threading.Lock()
 
@@ -65,7 +75,8 @@ class SessionLog:
 
     @property
     def session_id(self) -> str:
-        return str(self.header["session_id"])
+        """The directory's name: a loaded header must agree with it (see `read`)."""
+        return self.directory.name
 
     @classmethod
     def create(cls, directory: Path, header: dict[str, Any]) -> SessionLog:
@@ -78,30 +89,77 @@ class SessionLog:
 
     @classmethod
     def load(cls, directory: Path) -> SessionLog:
-        path = directory / SESSION_FILE
-        if not path.is_file():
-            raise SessionError(f"no session log at {path}")
-        raw = path.read_text(encoding="utf-8")
+        """A log that can be continued; raises BrokenSession when it is damaged."""
+        log = cls.read(directory)
+        if log.damage is not None:
+            raise BrokenSession(directory.name, log.damage)
+        return log
+
+    @classmethod
+    def read(cls, directory: Path) -> SessionLog:
+        """Everything that can be read, without raising for what the file holds.
+
+        Lines that are not UTF-8 JSON are torn writes (a crash mid-write): skipped, as the records
+        around them are intact. Anything else that does not fit (a header that is not this
+        session's, a line that is not an object, an entry without an id or hanging off an unknown
+        one) is damage: `damage` says where and why, and only the entries before it are indexed.
+        """
+        log = cls(directory, {})
+        file = directory / SESSION_FILE
+        if file.exists() and not file.is_file():  # a directory or a pipe (reading would block)
+            log.damage = f"{SESSION_FILE} is not a regular file"
+            return log
+        try:
+            raw = file.read_bytes()
+        except FileNotFoundError:
+            log.damage = f"{SESSION_FILE} is missing"
+            return log
+        except OSError as exc:
+            log.damage = f"{SESSION_FILE} cannot be read: {exc.strerror or exc}"
+            return log
         # Only "\n" ends a record: str.splitlines() would also split inside text that holds
         # U+2028, U+2029 or \x85, which JSON leaves unescaped.
-        lines = raw.split("\n")
-        try:
-            header = json.loads(lines[0])
-        except json.JSONDecodeError:
-            raise SessionError(f"{path}: the header line is not JSON") from None
-        log = cls(directory, header)
+        lines = raw.split(b"\n")
+        header, log.damage = _parse_header(lines[0], directory.name)
+        if log.damage is not None:
+            log.header = header or {}
+            return log
+        log.header = header
         for number, line in enumerate(lines[1:], start=2):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                # A crash mid-write leaves a torn line; the records around it are intact.
+                record = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
                 log.skipped_lines.append(number)
                 continue
+            problem = log._problem(record)
+            if problem is not None:
+                log.damage = f"line {number}: {problem}"
+                break
             log._index(record)
-        log._needs_newline = bool(raw) and not raw.endswith("\n")
+        log._needs_newline = bool(raw) and not raw.endswith(b"\n")
         return log
+
+    def _problem(self, record: Any) -> str | None:
+        """Why `record` cannot join this log's tree, or None when it can."""
+        if not isinstance(record, dict):
+            return f"{json_type(record)} where a record (a JSON object) belongs"
+        if record.get("type") == "leaf":
+            leaf = record.get("leaf_id")
+            if leaf is not None and leaf not in self.by_id:
+                return f"the position moves to an unknown entry {shorten(leaf)}"
+            return None
+        entry_id, parent = record.get("id"), record.get("parent_id")
+        if not isinstance(entry_id, str) or not entry_id:
+            return "an entry without an id"
+        if entry_id in self.by_id:
+            return f"a second entry with the id {shorten(entry_id)}"
+        if not isinstance(record.get("type"), str):
+            return f"entry {shorten(entry_id)} has no type"
+        if parent is not None and parent not in self.by_id:
+            return f"entry {shorten(entry_id)} hangs off an unknown entry {shorten(parent)}"
+        return _field_problem(record)
 
     def _index(self, record: dict[str, Any]) -> None:
         if record.get("type") == "leaf":
@@ -172,7 +230,7 @@ class SessionLog:
     def current_model(self) -> tuple[str, str]:
         change = self.last_of("model_change")
         source = change if change else self.header
-        return str(source.get("provider", "")), str(source.get("model", ""))
+        return _text(source.get("provider")), _text(source.get("model"))
 
     def open_turn(self) -> int | None:
         """The turn whose `turn_end` is missing (cut by a crash), if any."""
@@ -233,7 +291,10 @@ class SessionLog:
                 notices.append(str(entry.get("text", "")))
             elif kind == "assistant_message":
                 settle()
-                calls = tuple(ToolCall(**c) for c in entry.get("tool_calls", []))
+                calls = tuple(
+                    ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
+                    for c in entry.get("tool_calls", [])
+                )
                 messages.append(
                     Message(role="assistant", text=entry.get("text", ""), tool_calls=calls)
                 )
@@ -242,7 +303,10 @@ class SessionLog:
                 call_id = entry["tool_call_id"]
                 if any(c.id == call_id for c in pending):
                     pending[:] = [c for c in pending if c.id != call_id]
-                    images = tuple(ImagePart(**i) for i in entry.get("images", []))
+                    images = tuple(
+                        ImagePart(media_type=i["media_type"], data_base64=i["data_base64"])
+                        for i in entry.get("images", [])
+                    )
                     messages.append(
                         Message(
                             role="tool",
@@ -255,6 +319,70 @@ class SessionLog:
         return messages
 
 
+def _parse_header(line: bytes, directory_name: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The header and None, or what can be read of it and why it is not this session's."""
+    if not line.strip():
+        return None, f"{SESSION_FILE} is empty (no header line)"
+    try:
+        header = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "the header line is not valid UTF-8"
+    except json.JSONDecodeError:
+        return None, "the header line is not JSON"
+    if not isinstance(header, dict):
+        return None, f"the header is {json_type(header)}, not a JSON object"
+    if header.get("type") != "session":
+        return header, "the first line is not a session header"
+    session_id = header.get("session_id")
+    if not isinstance(session_id, str) or not session_id:
+        return header, "the header has no session_id"
+    if session_id != directory_name:
+        return header, (
+            f"the header names session {shorten(session_id)}, not its directory "
+            f"{directory_name!r} (a copied directory?)"
+        )
+    return header, None
+
+
+_REQUIRED_TEXT = {
+    "user_message": ("text",),
+    "tool_result": ("tool_call_id",),
+}
+
+
+def _field_problem(entry: dict[str, Any]) -> str | None:
+    """Fields that rebuilding the conversation relies on (`context_messages`)."""
+    name = f"entry {shorten(entry['id'])}"
+    for key in _REQUIRED_TEXT.get(entry["type"], ()):
+        if not isinstance(entry.get(key), str):
+            return f"{name} ({entry['type']}) has no text field {key!r}"
+    if entry["type"] == "assistant_message":
+        calls = entry.get("tool_calls", [])
+        if not isinstance(calls, list) or not all(_is_tool_call(c) for c in calls):
+            return f"{name} has malformed tool_calls"
+    if entry["type"] == "tool_result" and not all(
+        _is_image(i) for i in _as_list(entry.get("images", []))
+    ):
+        return f"{name} has malformed images"
+    return None
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [None]
+
+
+def _is_tool_call(call: Any) -> bool:
+    return _has_text_fields(call, ("id", "name", "arguments"))
+
+
+def _is_image(image: Any) -> bool:
+    return _has_text_fields(image, ("media_type", "data_base64"))
+
+
+def _has_text_fields(value: Any, keys: tuple[str, ...]) -> bool:
+    return isinstance(value, dict) and all(isinstance(value.get(k), str) for k in keys)
+
+
 @dataclass(frozen=True)
 class SessionSummary:
     session_id: str
@@ -264,6 +392,8 @@ class SessionSummary:
     created: str
     updated: str
     turns: int
+    broken: str | None = None  # why the session cannot be continued (None: it can)
+    modified: float = 0.0  # the log's mtime: which session of a notebook is the newest
 
 
 class SessionRepository:
@@ -272,7 +402,7 @@ class SessionRepository:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-        self._summaries: dict[Path, tuple[tuple[float, int], SessionSummary]] = {}
+        self._summaries: dict[Path, tuple[tuple[int, ...], SessionSummary]] = {}
 
     def directory(self, session_id: str) -> Path:
         return self.root / check_session_id(session_id)
@@ -284,10 +414,18 @@ class SessionRepository:
         return SessionLog.create(self.directory(session_id), {"session_id": session_id, **header})
 
     def load(self, session_id: str) -> SessionLog:
+        """A session to continue. Raises SessionError (BrokenSession when it is damaged)."""
         directory = self.directory(session_id)
         if not directory.is_dir():
             raise SessionError(f"no session {session_id!r}")
         return SessionLog.load(directory)
+
+    def read(self, session_id: str) -> SessionLog:
+        """What can be read of a session, damaged or not (`damage` says which)."""
+        directory = self.directory(session_id)
+        if not directory.is_dir():
+            raise SessionError(f"no session {session_id!r}")
+        return SessionLog.read(directory)
 
     def exists(self, session_id: str) -> bool:
         try:
@@ -295,53 +433,62 @@ class SessionRepository:
         except SessionError:
             return False
 
-    def _headers(self) -> Iterator[tuple[dict[str, Any], Path]]:
+    def _session_directories(self) -> Iterator[Path]:
+        """Directories named like a session; the name is the id (a header never names a path)."""
         for child in self.root.iterdir():
-            file = child / SESSION_FILE
-            if not file.is_file():
-                continue
-            with file.open(encoding="utf-8") as f:
-                first = f.readline()
-            try:
-                header = json.loads(first)
-            except json.JSONDecodeError:
-                continue
-            yield header, file
+            if _SESSION_ID.match(child.name) and child.is_dir():
+                yield child
 
     def summaries(self) -> list[SessionSummary]:
-        """One summary per session, newest first; a log is only re-read when its file changed."""
-        out = []
-        for _header, file in self._headers():
-            stat = file.stat()
-            stamp = (stat.st_mtime, stat.st_size)
-            cached = self._summaries.get(file)
-            if cached is not None and cached[0] == stamp:
-                out.append(cached[1])
-                continue
-            log = SessionLog.load(file.parent)
-            provider, model = log.current_model()
-            updated = log.entries[-1]["ts"] if log.entries else log.header.get("created", "")
-            out.append(
-                SessionSummary(
-                    session_id=log.session_id,
-                    notebook_path=str(log.header.get("notebook_path", "")),
-                    provider=provider,
-                    model=model,
-                    created=str(log.header.get("created", "")),
-                    updated=str(updated),
-                    turns=log.turns(),
-                )
-            )
-            self._summaries[file] = (stamp, out[-1])
+        """One summary per session, damaged ones included, newest first.
+
+        A log is only re-read when its file changed. This reads whole logs: call it off the
+        event loop.
+        """
+        out = [self._summary(directory) for directory in self._session_directories()]
         out.sort(key=lambda s: s.updated, reverse=True)
         return out
 
+    def _summary(self, directory: Path) -> SessionSummary:
+        file = directory / SESSION_FILE
+        try:
+            stat = file.stat()
+        except OSError:
+            return _summarize(SessionLog.read(directory), 0.0)
+        stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+        cached = self._summaries.get(file)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        summary = _summarize(SessionLog.read(directory), stat.st_mtime)
+        self._summaries[file] = (stamp, summary)
+        return summary
+
     def latest_for_notebook(self, notebook_path: str) -> str | None:
-        best: tuple[float, str] | None = None
-        for header, file in self._headers():
-            if header.get("notebook_path") != notebook_path:
-                continue
-            mtime = os.path.getmtime(file)
-            if best is None or mtime > best[0]:
-                best = (mtime, str(header["session_id"]))
-        return best[1] if best else None
+        """The newest session of a notebook that can be continued (damaged ones are skipped)."""
+        candidates = [
+            s for s in self.summaries() if s.notebook_path == notebook_path and s.broken is None
+        ]
+        best = max(candidates, key=lambda s: s.modified, default=None)
+        return best.session_id if best else None
+
+
+def _summarize(log: SessionLog, modified: float) -> SessionSummary:
+    header = log.header
+    provider, model = log.current_model()
+    created = _text(header.get("created"))
+    updated = _text(log.entries[-1].get("ts")) if log.entries else created
+    return SessionSummary(
+        session_id=log.session_id,
+        notebook_path=_text(header.get("notebook_path")),
+        provider=provider,
+        model=model,
+        created=created,
+        updated=updated,
+        turns=log.turns(),
+        broken=log.damage,
+        modified=modified,
+    )
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""

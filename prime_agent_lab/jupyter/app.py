@@ -58,6 +58,12 @@ class PrimeAgentLab(ExtensionApp):
         help="Characters of stream output one agent cell may store in the notebook.",
     ).tag(config=True)
 
+    max_message_chars = Integer(
+        100_000,
+        help="""Characters one chat message may have; a longer one is refused (413). Long input
+        belongs in a file or a variable the agent reads.""",
+    ).tag(config=True)
+
     cell_timeout = Float(
         600.0,
         help="Seconds an agent cell may run before the kernel is interrupted and the model told.",
@@ -143,6 +149,7 @@ class PrimeAgentLab(ExtensionApp):
             notebook_output_cap=self.notebook_output_cap,
             kernel_name=self.kernel_name,
             bridge_url=self._default_bridge_url,
+            max_message_chars=self.max_message_chars,
         )
         self.host = AgentHost(
             self.serverapp, SessionRepository(sessions_dir), settings, self._make_provider

@@ -16,23 +16,64 @@ from .. import __version__
 from ..adapters.bridge_http import KERNEL_ROUTE, BridgeEndpoint
 from ..core.bridge import BridgeService
 from ..core.sessions import SessionError, check_session_id
+from ..core.text import json_type, shorten
 from ..core.transcript import chat_transcript
-from .host import AgentHost, HostError
+from .host import AgentHost, HostError, http_error_text
 
 AUTH_RESOURCE = "prime_agent"
+BODY_SLACK_BYTES = 64 * 1024
 
 
-class _Base(ExtensionHandlerMixin, APIHandler):
+class _JsonErrors:
+    """Errors as `{"message": str}`, the message as written (see `http_error_text`)."""
+
+    _reason: str
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, web.HTTPError):
+            message = http_error_text(exc)
+        else:
+            message = getattr(exc, "message", None) or self._reason
+        self.set_header("Content-Type", "application/json")  # type: ignore[attr-defined]
+        self.finish(json.dumps({"message": message}))  # type: ignore[attr-defined]
+
+
+@web.stream_request_body
+class _Base(_JsonErrors, ExtensionHandlerMixin, APIHandler):
+    """JSON in, JSON out. Bodies are read in chunks and refused past a bound (413), since the
+    largest legitimate one is a chat message of `max_message_chars`."""
+
     auth_resource = AUTH_RESOURCE
 
     @property
     def host(self) -> AgentHost:
         return self.settings["prime_agent_host"]
 
+    def _max_body_bytes(self) -> int:
+        # A character is at most 12 bytes of JSON (a surrogate pair as two \uXXXX escapes).
+        return 12 * self.host.settings.max_message_chars + BODY_SLACK_BYTES
+
+    async def prepare(self) -> None:  # type: ignore[override]
+        self._chunks: list[bytes] = []
+        self._size = 0
+        limit = self._max_body_bytes()
+        self.request.connection.set_max_body_size(limit)
+        length = self.request.headers.get("Content-Length", "0")
+        if not length.isdigit() or int(length) > limit:
+            raise web.HTTPError(413, f"request body too large (limit {limit:,} bytes)")
+        await ensure_async(super().prepare())
+
+    def data_received(self, chunk: bytes) -> None:
+        self._size += len(chunk)
+        if self._size > self._max_body_bytes():
+            raise web.HTTPError(413, "request body too large")
+        self._chunks.append(chunk)
+
     def body(self) -> dict[str, Any]:
         try:
-            data = json.loads(self.request.body or b"{}")
-        except json.JSONDecodeError:
+            data = json.loads(b"".join(self._chunks) or b"{}")
+        except (json.JSONDecodeError, UnicodeDecodeError):
             raise web.HTTPError(400, "request body is not JSON") from None
         if not isinstance(data, dict):
             raise web.HTTPError(400, "request body must be a JSON object")
@@ -43,17 +84,28 @@ class _Base(ExtensionHandlerMixin, APIHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(data))
 
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        message = getattr(exc, "log_message", None) or getattr(exc, "message", None) or self._reason
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps({"message": message}))
-
     def session_id(self, raw: str) -> str:
         try:
             return check_session_id(raw)
         except SessionError as exc:
             raise web.HTTPError(400, str(exc)) from None
+
+
+def text_field(data: dict[str, Any], key: str) -> str | None:
+    """An optional string field: absent or null is None; anything but a string is a 400."""
+    value = data.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise web.HTTPError(400, f"{key} must be a string, not {json_type(value)}")
+
+
+def bool_field(data: dict[str, Any], key: str) -> bool:
+    """An optional boolean field: only JSON true/false (the string "false" is not false)."""
+    value = data.get(key, False)
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    shown = f"{json_type(value)} {shorten(value)}"
+    raise web.HTTPError(400, f"{key} must be true or false (a JSON boolean), not {shown}")
 
 
 def _host_errors(method: Any) -> Any:
@@ -88,21 +140,19 @@ class SessionsHandler(_Base):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.reply({"sessions": self.host.list_sessions()})
+        self.reply({"sessions": await self.host.list_sessions()})
 
     @web.authenticated
     @authorized
     @_host_errors
     async def post(self) -> None:
         data = self.body()
-        session_id = data.get("session_id")
-        if session_id is not None:
-            session_id = self.session_id(str(session_id))
+        session_id = text_field(data, "session_id")
         agent = await self.host.attach(
-            str(data.get("notebook_path", "")),
-            kernel_id=data.get("kernel_id") or None,
-            session_id=session_id,
-            new=bool(data.get("new", False)),
+            text_field(data, "notebook_path") or "",
+            kernel_id=text_field(data, "kernel_id") or None,
+            session_id=None if session_id is None else self.session_id(session_id),
+            new=bool_field(data, "new"),
         )
         self.reply(self.host.info(agent))
 
@@ -121,7 +171,8 @@ class MessagesHandler(_Base):
     @authorized
     @_host_errors
     async def post(self, session_id: str) -> None:
-        turn = await self.host.send(self.session_id(session_id), self.body().get("text", ""))
+        text = text_field(self.body(), "text") or ""
+        turn = await self.host.send(self.session_id(session_id), text)
         self.reply({"turn": turn}, status=202)
 
 
@@ -139,15 +190,44 @@ class BindingsHandler(_Base):
     @_host_errors
     async def post(self) -> None:
         data = self.body()
-        self.host.bind(str(data.get("path", "")), str(data.get("kernel_id", "")))
+        text_field(data, "document_id")
+        self.host.bind(text_field(data, "path") or "", text_field(data, "kernel_id") or "")
         self.set_status(204)
         self.finish()
 
 
-class EventsHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHandler):
+class NotFoundHandler(_Base):
+    """Any other route under `prime-agent/api/`: a JSON 404 like every other API error."""
+
+    def _no_route(self) -> None:
+        raise web.HTTPError(404, f"no such API route: {shorten(self.request.path)}")
+
+    @web.authenticated
+    async def get(self, *args: Any) -> None:
+        self._no_route()
+
+    @web.authenticated
+    async def post(self, *args: Any) -> None:
+        self._no_route()
+
+    @web.authenticated
+    async def put(self, *args: Any) -> None:
+        self._no_route()
+
+    @web.authenticated
+    async def patch(self, *args: Any) -> None:
+        self._no_route()
+
+    @web.authenticated
+    async def delete(self, *args: Any) -> None:
+        self._no_route()
+
+
+class EventsHandler(_JsonErrors, ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHandler):
     """Streams a session's events; replays buffered events newer than `?since=`."""
 
     auth_resource = AUTH_RESOURCE
+    stall_timeout = 30.0  # seconds a client may take to accept one message before it is closed
 
     async def pre_get(self) -> None:
         user = self.current_user
@@ -178,21 +258,37 @@ class EventsHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
             since = 0
         bus = self._agent.events
         self._queue = bus.subscribe()
-        for event in bus.since(since):
-            self.write_message(json.dumps(event))
-        self._pump = asyncio.ensure_future(self._forward())
+        # Subscribed and read in the same step: the backlog and the queue neither overlap nor gap.
+        self._pump = asyncio.ensure_future(self._forward(bus.since(since)))
 
-    async def _forward(self) -> None:
+    async def _forward(self, backlog: list[dict[str, Any]]) -> None:
+        """One message at a time, each awaited until the socket took it, so a client that does
+        not read holds one message on the server, not the whole replay."""
         bus = self._agent.events
+        for event in backlog:
+            if not await self._send(event):
+                return
         while True:
             if self._queue.empty() and not bus.is_subscribed(self._queue):
-                self.close(4000, "the event stream fell behind; reconnect with ?since=<last seq>")
+                self._give_up("the event stream fell behind")
                 return
-            event = await self._queue.get()
-            try:
-                await self.write_message(json.dumps(event))
-            except websocket.WebSocketClosedError:
+            if not await self._send(await self._queue.get()):
                 return
+
+    async def _send(self, event: dict[str, Any]) -> bool:
+        try:
+            written = self.write_message(json.dumps(event))
+            await asyncio.wait_for(written, self.stall_timeout)
+        except websocket.WebSocketClosedError:
+            return False
+        except TimeoutError:
+            self._give_up(f"the client took no message for {self.stall_timeout:g} s")
+            return False
+        return True
+
+    def _give_up(self, why: str) -> None:
+        self._agent.events.unsubscribe(self._queue)
+        self.close(4000, f"{why}; reconnect with ?since=<last seq>")
 
     def on_message(self, message: str | bytes) -> None:
         """Clients only listen; commands go through the REST routes."""
@@ -238,6 +334,7 @@ def handlers() -> list[tuple[str, Any]]:
         (rf"/prime-agent/api/sessions/{_SESSION}/stop", StopHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/events", EventsHandler),
         (r"/prime-agent/api/bindings", BindingsHandler),
+        (r"/prime-agent/api/.*", NotFoundHandler),
         (rf"/prime-agent/bridge/kernels/{KERNEL_ROUTE}/call", BridgeCallHandler),
         (rf"/prime-agent/bridge/kernels/{KERNEL_ROUTE}/jobs", BridgeJobHandler),
     ]

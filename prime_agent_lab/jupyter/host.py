@@ -13,13 +13,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tornado import web
+
 from ..adapters.kernel_executor import KernelExecutor, bridge_setup_code
 from ..core.agent import Agent, AgentConfig, TurnInProgress
 from ..core.bridge import BridgeService
 from ..core.bridge_ops import register_session_operations
 from ..core.events import EventBus
 from ..core.ports import ModelProvider
-from ..core.sessions import SessionError, SessionRepository
+from ..core.sessions import (
+    BrokenSession,
+    SessionError,
+    SessionLog,
+    SessionRepository,
+    SessionSummary,
+)
+from ..core.text import shorten
 from .live_notebook import LiveNotebook
 
 log = logging.getLogger(__name__)
@@ -42,6 +51,7 @@ class HostSettings:
     notebook_output_cap: int
     kernel_name: str
     bridge_url: Callable[[], str]
+    max_message_chars: int = 100_000
 
 
 def normalize_notebook_path(path: str) -> str:
@@ -50,13 +60,13 @@ def normalize_notebook_path(path: str) -> str:
         raise HostError(400, "notebook_path is required")
     cleaned = path.strip().replace("\\", "/")
     if cleaned.startswith("/") or "\x00" in cleaned:
-        raise HostError(400, f"notebook_path must be relative to the server root: {path!r}")
+        raise HostError(400, f"notebook_path must be relative to the server root: {shorten(path)}")
     parts = [p for p in cleaned.split("/") if p not in ("", ".")]
     if any(p == ".." for p in parts):
-        raise HostError(400, f"notebook_path may not leave the server root: {path!r}")
+        raise HostError(400, f"notebook_path may not leave the server root: {shorten(path)}")
     normalized = posixpath.join(*parts) if parts else ""
     if not normalized.endswith(".ipynb"):
-        raise HostError(400, f"not a notebook (.ipynb): {path!r}")
+        raise HostError(400, f"not a notebook (.ipynb): {shorten(path)}")
     return normalized
 
 
@@ -145,7 +155,7 @@ class AgentHost:
     def bind(self, path: str, kernel_id: str) -> None:
         path = normalize_notebook_path(path)
         if kernel_id not in self._kernel_manager:
-            raise HostError(404, f"no running kernel {kernel_id!r}")
+            raise HostError(404, f"no running kernel {shorten(kernel_id)}")
         self.bindings[path] = kernel_id
 
     async def resolve_kernel(self, path: str, hint: str | None = None) -> str:
@@ -206,23 +216,32 @@ class AgentHost:
         new: bool = False,
     ) -> Agent:
         path = normalize_notebook_path(notebook_path)
-        contents = self.serverapp.contents_manager
-        if not await _maybe_await(contents.file_exists(path)):
-            raise HostError(404, f"no notebook at {path!r}")
+        await self._check_notebook(path)
         async with self._attach_lock:
             self._forget_dead_executors()
             agent = self._find_agent(path, session_id, new)
-            opened = agent is None
             if agent is None:
-                agent = self._open_agent(path, session_id, new)
+                return await self._open_agent(path, session_id, new, kernel_id)
             if not agent.running:  # a turn in flight keeps the kernel it started on
-                try:
-                    self._use_kernel(agent, await self.resolve_kernel(path, kernel_id))
-                except HostError:
-                    if opened:
-                        self.agents.pop(agent.session_id, None)
-                    raise
+                self._use_kernel(agent, await self.resolve_kernel(path, kernel_id))
             return agent
+
+    async def _check_notebook(self, path: str) -> None:
+        """Refuse what the contents manager would refuse later, before any kernel starts."""
+        contents = self.serverapp.contents_manager
+        if not await _maybe_await(contents.file_exists(path)):
+            raise HostError(404, f"no notebook at {shorten(path)}")
+        if not contents.allow_hidden and await _maybe_await(contents.is_hidden(path)):
+            raise HostError(
+                403,
+                f"{shorten(path)} is hidden, and this server does not serve hidden files "
+                "(ContentsManager.allow_hidden)",
+            )
+        try:
+            await _maybe_await(contents.get(path, content=True, type="notebook"))
+        except web.HTTPError as exc:
+            reason = http_error_text(exc)
+            raise HostError(400, f"cannot open {shorten(path)} as a notebook: {reason}") from None
 
     def _find_agent(self, path: str, session_id: str | None, new: bool) -> Agent | None:
         if session_id is not None:
@@ -239,46 +258,75 @@ class AgentHost:
             default=None,
         )
 
-    def _open_agent(self, path: str, session_id: str | None, new: bool) -> Agent:
+    async def _open_agent(
+        self, path: str, session_id: str | None, new: bool, kernel_hint: str | None
+    ) -> Agent:
+        """An agent on a session from disk (or a new one). Nothing is written and no provider
+        is left open unless the attach succeeds."""
+        session = await self._existing_session(path, session_id, new)
+        ydoc = self._ydoc_extension()
+        kernel_id = await self.resolve_kernel(path, kernel_hint)
+        self._refuse_busy_kernel(kernel_id)
         provider = self._provider()
-        if session_id is None and not new:
-            session_id = self.repository.latest_for_notebook(path)
-        if session_id is not None:
-            try:
-                session = self.repository.load(session_id)
-            except SessionError as exc:
-                raise HostError(404, str(exc)) from None
-            if session.header.get("notebook_path") != path:
-                raise HostError(
-                    409, f"session {session_id} belongs to {session.header.get('notebook_path')}"
+        agent: Agent | None = None
+        try:
+            if session is None:
+                session = self.repository.create(
+                    notebook_path=path, provider=provider.name, model=provider.model
                 )
-            session.close_interrupted_turn()
-        else:
-            session = self.repository.create(
-                notebook_path=path, provider=provider.name, model=provider.model
+            else:
+                session.close_interrupted_turn()
+            notebook = LiveNotebook(ydoc, path, self.settings.notebook_output_cap)
+            agent = Agent(
+                session,
+                provider,
+                notebook,
+                kernel=_NoKernelYet(),
+                config=self.settings.agent,
+                events=EventBus(session.session_id),
             )
-        notebook = LiveNotebook(self._ydoc_extension(), path, self.settings.notebook_output_cap)
-        agent = Agent(
-            session,
-            provider,
-            notebook,
-            kernel=_NoKernelYet(),
-            config=self.settings.agent,
-            events=EventBus(session.session_id),
-        )
-        self.agents[session.session_id] = agent
+            self.agents[session.session_id] = agent
+            self._use_kernel(agent, kernel_id)
+        except BaseException:
+            if agent is not None and self.agents.get(agent.session_id) is agent:
+                del self.agents[agent.session_id]
+            await _close_provider(provider)
+            raise
         return agent
+
+    async def _existing_session(
+        self, path: str, session_id: str | None, new: bool
+    ) -> SessionLog | None:
+        """The session to continue (read off the event loop), or None for a new one."""
+        if session_id is None and not new:
+            session_id = await asyncio.to_thread(self.repository.latest_for_notebook, path)
+        if session_id is None:
+            return None
+        try:
+            session = await asyncio.to_thread(self.repository.load, session_id)
+        except BrokenSession as exc:
+            raise HostError(409, f"{exc}; start a new session (its log is kept as it is)") from None
+        except SessionError as exc:
+            raise HostError(404, str(exc)) from None
+        if session.header.get("notebook_path") != path:
+            owner = shorten(session.header.get("notebook_path"))
+            raise HostError(409, f"session {session_id} belongs to {owner}")
+        return session
+
+    def _refuse_busy_kernel(self, kernel_id: str) -> None:
+        holder = self.agents.get(self._kernel_session.get(kernel_id, ""))
+        if holder is not None and holder.running:
+            raise HostError(
+                409,
+                f"session {holder.session_id} is running a turn on this notebook's kernel; "
+                "stop it before switching sessions",
+            )
 
     def _use_kernel(self, agent: Agent, kernel_id: str) -> None:
         """Make `agent` the one agent of this kernel (bridge calls from it act as its session)."""
         holder = self.agents.get(self._kernel_session.get(kernel_id, ""))
         if holder is not None and holder is not agent:
-            if holder.running:
-                raise HostError(
-                    409,
-                    f"session {holder.session_id} is running a turn on this notebook's kernel; "
-                    "stop it before switching sessions",
-                )
+            self._refuse_busy_kernel(kernel_id)
             self._detach(holder)
         current = getattr(agent.kernel, "kernel_id", None)
         if current and current != kernel_id:
@@ -321,12 +369,20 @@ class AgentHost:
     def agent(self, session_id: str) -> Agent:
         agent = self.agents.get(session_id)
         if agent is None:
-            raise HostError(404, f"no attached session {session_id!r}; attach it first")
+            raise HostError(404, f"no attached session {shorten(session_id)}; attach it first")
         return agent
 
     async def send(self, session_id: str, text: str) -> int:
         if not isinstance(text, str) or not text.strip():
             raise HostError(400, "message text is required")
+        limit = self.settings.max_message_chars
+        if len(text) > limit:
+            raise HostError(
+                413,
+                f"the message has {len(text):,} characters; the limit is {limit:,} "
+                "(c.PrimeAgentLab.max_message_chars). Put long input in a file or a variable "
+                "and ask the agent to read it.",
+            )
         agent = self.agent(session_id)
         if agent.running:
             raise HostError(409, "the agent is already working on a turn; stop it or wait")
@@ -361,26 +417,13 @@ class AgentHost:
             "seq": agent.events.seq,
         }
 
-    def list_sessions(self) -> list[dict[str, Any]]:
+    async def list_sessions(self) -> list[dict[str, Any]]:
+        """Every session on disk, newest first; damaged ones have status `broken` and a reason."""
+        summaries = await asyncio.to_thread(self.repository.summaries)
         out = []
-        for summary in self.repository.summaries():
+        for summary in summaries:
             agent = self.agents.get(summary.session_id)
-            if agent is not None:
-                out.append(self.info(agent))
-                continue
-            out.append(
-                {
-                    "session_id": summary.session_id,
-                    "notebook_path": summary.notebook_path,
-                    "kernel_id": None,
-                    "provider": summary.provider,
-                    "model": summary.model,
-                    "status": "inactive",
-                    "turns": summary.turns,
-                    "created": summary.created,
-                    "updated": summary.updated,
-                }
-            )
+            out.append(self.info(agent) if agent is not None else _stored_info(summary))
         return out
 
     # ------------------------------------------------------------ shutdown
@@ -409,6 +452,35 @@ class _NoKernelYet:
 
     def stop_cell(self) -> None:
         return None
+
+
+def _stored_info(summary: SessionSummary) -> dict[str, Any]:
+    """SessionInfo of a session on disk that no agent is attached to."""
+    info: dict[str, Any] = {
+        "session_id": summary.session_id,
+        "notebook_path": summary.notebook_path,
+        "kernel_id": None,
+        "provider": summary.provider,
+        "model": summary.model,
+        "status": "inactive" if summary.broken is None else "broken",
+        "turns": summary.turns,
+        "created": summary.created,
+        "updated": summary.updated,
+    }
+    if summary.broken is not None:
+        info["reason"] = summary.broken
+    return info
+
+
+def http_error_text(exc: web.HTTPError) -> str:
+    """An HTTPError's message as written: tornado doubles `%` in a message given without
+    arguments (it formats `log_message % args` later), so format it back."""
+    if not exc.log_message:
+        return exc.reason or f"HTTP {exc.status_code}"
+    try:
+        return exc.log_message % exc.args
+    except (TypeError, ValueError):
+        return exc.log_message
 
 
 async def _close_provider(provider: ModelProvider) -> None:

@@ -1,0 +1,283 @@
+"""One damaged session log never breaks the server: it is listed as `broken` with the reason,
+every readable session still works, and nothing is rewritten on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prime_agent_lab.core.sessions import (
+    SESSION_FILE,
+    SessionError,
+    SessionLog,
+    SessionRepository,
+)
+
+NOTEBOOK = "damaged.ipynb"
+TORN_NOTEBOOK = "torn.ipynb"
+ROOT_IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def header(session_id: Any, notebook: str = NOTEBOOK, **fields: Any) -> dict[str, Any]:
+    return {
+        "type": "session",
+        "version": 1,
+        "session_id": session_id,
+        "created": "2026-01-01T00:00:00.000+00:00",
+        "notebook_path": notebook,
+        "provider": "scripted",
+        "model": "demo",
+        **fields,
+    }
+
+
+def entry(entry_id: str | None, parent: str | None, kind: str, **fields: Any) -> dict[str, Any]:
+    record = {"parent_id": parent, "ts": "2026-01-01T00:00:01.000+00:00", "type": kind, **fields}
+    if entry_id is not None:
+        record["id"] = entry_id
+    return record
+
+
+def jsonl(*records: Any) -> bytes:
+    return b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in records)
+
+
+HELLO = entry("e1", None, "user_message", text="hello", turn=1)
+
+# name -> (what to write as the log, a phrase the reason must contain). The directory is the name.
+DAMAGED_LOGS: dict[str, tuple[Any, str]] = {
+    "header-not-utf8": (b'{"type": "session", "session_id": "\xff\xfe"}\n', "not valid UTF-8"),
+    "header-is-an-array": (b"[1, 2]\n", "not a JSON object"),
+    "header-is-a-string": (b'"session"\n', "not a JSON object"),
+    "header-not-json": (b"this is not json\n", "header line is not JSON"),
+    "header-without-session-id": (
+        jsonl({k: v for k, v in header("x").items() if k != "session_id"}),
+        "no session_id",
+    ),
+    "first-line-is-an-entry": (jsonl(HELLO), "not a session header"),
+    "header-id-traversal": (jsonl(header("../../etc")), "'../../etc', not its directory"),
+    "empty-file": (b"", "empty"),
+    "no-log": (None, "missing"),
+    "log-is-a-directory": ("directory", "not a regular file"),
+    "log-is-a-pipe": ("fifo", "not a regular file"),
+    "non-object-line": (
+        jsonl(header("non-object-line"), [1, 2]),
+        "line 2: an array where a record",
+    ),
+    "entry-without-id": (
+        jsonl(header("entry-without-id"), entry(None, None, "user_message", text="x", turn=1)),
+        "line 2: an entry without an id",
+    ),
+    "dangling-parent": (
+        jsonl(header("dangling-parent"), HELLO, entry("e2", "gone", "turn_end", turn=1)),
+        "line 3: entry 'e2' hangs off an unknown entry 'gone'",
+    ),
+    "dangling-leaf": (
+        jsonl(header("dangling-leaf"), HELLO, {"type": "leaf", "leaf_id": "gone"}),
+        "line 3: the position moves to an unknown entry 'gone'",
+    ),
+    "duplicate-id": (jsonl(header("duplicate-id"), HELLO, HELLO), "line 3: a second entry"),
+    "user-message-without-text": (
+        jsonl(header("user-message-without-text"), entry("e1", None, "user_message", turn=1)),
+        "line 2: entry 'e1' (user_message) has no text field 'text'",
+    ),
+    "malformed-tool-calls": (
+        jsonl(
+            header("malformed-tool-calls"),
+            HELLO,
+            entry("e2", "e1", "assistant_message", text="", tool_calls=["x"], turn=1),
+        ),
+        "line 3: entry 'e2' has malformed tool_calls",
+    ),
+}
+
+
+def write_log(root: Path, name: str, content: Any) -> Path:
+    directory = root / name
+    directory.mkdir(parents=True)
+    file = directory / SESSION_FILE
+    if content == "directory":
+        file.mkdir()
+    elif content == "fifo":
+        os.mkfifo(file)
+    elif content is not None:
+        file.write_bytes(content)
+    return directory
+
+
+def write_damaged_logs(root: Path, real_session_id: str) -> dict[str, str]:
+    """Every kind of damage, plus a copy of a real session's directory; name -> reason."""
+    reasons = {}
+    for name, (content, reason) in DAMAGED_LOGS.items():
+        write_log(root, name, content)
+        reasons[name] = reason
+    copied = (root / real_session_id / SESSION_FILE).read_bytes()
+    write_log(root, "copied-directory", copied)
+    reasons["copied-directory"] = "a copied directory"
+    if not ROOT_IS_ROOT:  # root reads a chmod 000 file anyway (CI runs as root)
+        unreadable = write_log(root, "unreadable", copied)
+        (unreadable / SESSION_FILE).chmod(0)
+        reasons["unreadable"] = "cannot be read"
+    return reasons
+
+
+def torn_tail_log(root: Path) -> Path:
+    """What a crash mid-write leaves: the last line cut inside a multi-byte character."""
+    whole = jsonl(header("torn-tail", TORN_NOTEBOOK), HELLO)
+    cut = json.dumps(entry("e2", "e1", "assistant_message", text="café ☕", turn=1)).encode()
+    cut = json.dumps(json.loads(cut), ensure_ascii=False).encode()
+    return write_log(root, "torn-tail", whole + cut[: cut.index("☕".encode()) + 1])
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in root.rglob(SESSION_FILE)
+        if p.is_file() and os.access(p, os.R_OK)
+    }
+
+
+# ------------------------------------------------------------------ the log, without a server
+
+
+@pytest.mark.parametrize("name", sorted(DAMAGED_LOGS))
+def test_a_damaged_log_is_summarized_as_broken_with_its_reason(tmp_path: Path, name: str) -> None:
+    content, reason = DAMAGED_LOGS[name]
+    repo = SessionRepository(tmp_path)
+    good = repo.create(notebook_path=NOTEBOOK, provider="scripted", model="demo")
+    write_log(tmp_path, name, content)
+
+    summaries = {s.session_id: s for s in repo.summaries()}
+
+    assert summaries[good.session_id].broken is None
+    assert reason in (summaries[name].broken or "")
+    assert repo.latest_for_notebook(NOTEBOOK) == good.session_id
+    with pytest.raises(SessionError, match="cannot be continued"):
+        repo.load(name)
+
+
+def test_entries_before_the_damage_are_kept_and_the_file_is_not_touched(tmp_path: Path) -> None:
+    content, _ = DAMAGED_LOGS["dangling-parent"]
+    directory = write_log(tmp_path, "dangling-parent", content)
+
+    log = SessionLog.read(directory)
+
+    assert [e["id"] for e in log.entries] == ["e1"]
+    assert log.turns() == 1 and log.path() == [HELLO]
+    assert (directory / SESSION_FILE).read_bytes() == content
+
+
+def test_a_torn_tail_that_cuts_a_multibyte_character_is_skipped_not_fatal(tmp_path: Path) -> None:
+    directory = torn_tail_log(tmp_path)
+
+    log = SessionLog.load(directory)
+
+    assert log.damage is None and log.skipped_lines == [3]
+    assert [e["id"] for e in log.entries] == ["e1"]
+    log.close_interrupted_turn()  # the next append starts on a line of its own
+    assert [e["type"] for e in SessionLog.load(directory).entries] == ["user_message", "turn_end"]
+
+
+def test_a_line_that_is_not_utf8_is_skipped_like_any_torn_line(tmp_path: Path) -> None:
+    raw = jsonl(header("bad-bytes")) + b'{"id": "x\xff\xfe", "type": "user_message"}\n'
+    directory = write_log(tmp_path, "bad-bytes", raw + jsonl(HELLO))
+
+    log = SessionLog.load(directory)
+
+    assert log.skipped_lines == [2] and [e["id"] for e in log.entries] == ["e1"]
+
+
+def test_a_header_id_is_never_used_as_a_path(tmp_path: Path) -> None:
+    repo = SessionRepository(tmp_path / "sessions")
+    write_log(repo.root, "header-id-traversal", jsonl(header("../../etc")))
+
+    (summary,) = repo.summaries()
+
+    assert summary.session_id == "header-id-traversal"
+    assert not (tmp_path / "etc").exists()
+
+
+# ------------------------------------------------------------------ through the real server
+
+
+async def list_sessions(jp_fetch: Any) -> dict[str, dict[str, Any]]:
+    response = await jp_fetch("prime-agent", "api", "sessions")
+    return {s["session_id"]: s for s in json.loads(response.body)["sessions"]}
+
+
+async def attach(jp_fetch: Any, **body: Any) -> Any:
+    return await jp_fetch(
+        "prime-agent", "api", "sessions", method="POST", body=json.dumps(body), raise_error=False
+    )
+
+
+async def test_damaged_logs_are_listed_broken_and_every_readable_session_still_attaches(
+    jp_fetch: Any, host: Any, make_notebook: Any
+) -> None:
+    path, torn_path = make_notebook(NOTEBOOK), make_notebook(TORN_NOTEBOOK)
+    root = host.repository.root
+    real = host.repository.create(notebook_path=path, provider="scripted", model="demo")
+    real.append("user_message", text="hello", turn=1)
+    real.append("turn_end", turn=1, stop_reason="end_turn", final_text="hi")
+    reasons = write_damaged_logs(root, real.session_id)  # all newer than the real session
+    torn_tail_log(root)
+    on_disk = snapshot(root)
+
+    listed = await list_sessions(jp_fetch)
+
+    for name, reason in reasons.items():
+        assert listed[name]["status"] == "broken", name
+        assert reason in listed[name]["reason"], name
+    assert listed[real.session_id]["status"] == "inactive"
+    assert "reason" not in listed[real.session_id]
+    assert listed["torn-tail"]["status"] == "inactive" and listed["torn-tail"]["turns"] == 1
+    assert listed["dangling-parent"]["turns"] == 1  # what was read before the damage counts
+    assert "../../etc" not in listed
+
+    resumed = await attach(jp_fetch, notebook_path=path)
+    assert resumed.code == 200, resumed.body
+    assert json.loads(resumed.body)["session_id"] == real.session_id  # the copy never shadows it
+    for name, reason in reasons.items():
+        refused = await attach(jp_fetch, notebook_path=path, session_id=name)
+        assert refused.code == 409, (name, refused.body)
+        assert reason in json.loads(refused.body)["message"], name
+    torn = await attach(jp_fetch, notebook_path=torn_path)
+    assert torn.code == 200, torn.body
+    assert json.loads(torn.body)["session_id"] == "torn-tail"
+
+    listed = await list_sessions(jp_fetch)
+    assert listed[real.session_id]["status"] == "idle"
+    assert {name for name, s in listed.items() if s["status"] == "broken"} == set(reasons)
+    after = snapshot(root)
+    assert {k: after[k] for k in on_disk if not k.startswith(("torn-tail", real.session_id))} == {
+        k: v for k, v in on_disk.items() if not k.startswith(("torn-tail", real.session_id))
+    }  # damaged logs are never rewritten
+
+
+async def test_listing_and_loading_read_logs_off_the_event_loop(
+    host: Any, make_notebook: Any
+) -> None:
+    path = make_notebook(NOTEBOOK)
+    host.repository.create(notebook_path=path, provider="scripted", model="demo")
+    loop_thread = threading.current_thread()
+    readers: list[tuple[str, bool]] = []
+    repo = host.repository
+    for name in ("summaries", "latest_for_notebook", "load"):
+        method = getattr(repo, name)
+
+        def spy(*args: Any, _method: Any = method, _name: str = name) -> Any:
+            readers.append((_name, threading.current_thread() is loop_thread))
+            return _method(*args)
+
+        setattr(repo, name, spy)
+
+    await host.list_sessions()
+    await host.attach(path)
+
+    assert {name for name, _ in readers} >= {"summaries", "latest_for_notebook", "load"}
+    assert not [name for name, on_loop in readers if on_loop]
