@@ -67,6 +67,14 @@ class SessionLog:
     def session_id(self) -> str:
         return str(self.header["session_id"])
 
+    @property
+    def notebook_path(self) -> str:
+        """Where the notebook is now: the header's path, or the last `notebook_moved` entry's."""
+        for entry in reversed(self.entries):
+            if entry.get("type") == "notebook_moved" and isinstance(entry.get("path"), str):
+                return str(entry["path"])
+        return str(self.header.get("notebook_path", ""))
+
     @classmethod
     def create(cls, directory: Path, header: dict[str, Any]) -> SessionLog:
         directory.mkdir(parents=True, exist_ok=False)
@@ -315,7 +323,7 @@ class SessionRepository:
             out.append(
                 SessionSummary(
                     session_id=log.session_id,
-                    notebook_path=str(log.header.get("notebook_path", "")),
+                    notebook_path=log.notebook_path,
                     provider=provider,
                     model=model,
                     created=str(log.header.get("created", "")),

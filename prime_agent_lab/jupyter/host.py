@@ -159,6 +159,9 @@ class AgentHost:
             raise HostError(404, f"no notebook at {path!r}")
         async with self._attach_lock:
             self._forget_dead_executors()
+            for attached in self.agents.values():
+                if isinstance(attached.notebook, LiveNotebook):
+                    attached.notebook.follow_move()
             agent = self._find_agent(path, session_id, new)
             opened = agent is None
             if agent is None:
@@ -196,16 +199,20 @@ class AgentHost:
                 session = self.repository.load(session_id)
             except SessionError as exc:
                 raise HostError(404, str(exc)) from None
-            if session.header.get("notebook_path") != path:
-                raise HostError(
-                    409, f"session {session_id} belongs to {session.header.get('notebook_path')}"
-                )
+            if session.notebook_path != path:
+                raise HostError(409, f"session {session_id} belongs to {session.notebook_path}")
             session.close_interrupted_turn()
         else:
             session = self.repository.create(
                 notebook_path=path, provider=provider.name, model=provider.model
             )
-        notebook = LiveNotebook(self._ydoc_extension(), path, self.settings.notebook_output_cap)
+        notebook = LiveNotebook(
+            self._ydoc_extension(),
+            path,
+            self.settings.notebook_output_cap,
+            file_ids=self.serverapp.web_app.settings.get("file_id_manager"),
+            contents=self.serverapp.contents_manager,
+        )
         agent = Agent(
             session,
             provider,
@@ -214,8 +221,26 @@ class AgentHost:
             config=self.settings.agent,
             events=EventBus(session.session_id),
         )
+        self._follow_notebook(agent, notebook)
         self.agents[session.session_id] = agent
         return agent
+
+    def _follow_notebook(self, agent: Agent, notebook: LiveNotebook) -> None:
+        """Renames move the agent along; what the notebook has to report reaches the session."""
+
+        def moved(old: str, new: str) -> None:
+            if old in self.bindings:
+                self.bindings[new] = self.bindings.pop(old)
+            agent.session.append("notebook_moved", old_path=old, path=new)
+            agent.events.emit("notebook_moved", old_path=old, path=new)
+
+        def notice(turn: int | None, kind: str, text: str) -> None:
+            agent.session.append("notice", turn=turn, kind=kind, text=text)
+            agent.events.emit("notice", turn=turn, kind=kind, text=text)
+
+        notebook.on_moved = moved
+        notebook.on_notice = notice
+        notebook.turn_running = lambda: agent.running
 
     def _use_kernel(self, agent: Agent, kernel_id: str) -> None:
         """Make `agent` the one agent of this kernel (bridge calls from it act as its session)."""
