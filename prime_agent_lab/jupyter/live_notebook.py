@@ -183,10 +183,8 @@ class LiveNotebook:
                     f"the live document of {self.path} stayed busy for {BUSY_LIMIT:.0f} s"
                 )
             await asyncio.sleep(RETRY_INTERVAL)
-        turn = (metadata.get("prime_agent") or {}).get("turn")
-        if turn != self._current_turn:
-            self._current_turn = turn
-        self._writers = self._guarded()
+        self._current_turn = (metadata.get("prime_agent") or {}).get("turn")
+        self._writers = self._guarded()  # forget cells no reload needs to bring back
         writer = LiveCellWriter(
             doc, ycell, cell, NotebookOutputCap(self._output_cap), notice=self._notice
         )
