@@ -22,6 +22,7 @@ from .ports import (
     KernelUnavailable,
     ModelProvider,
     NotebookPort,
+    NotebookUnavailable,
     OutputEvent,
     ProviderError,
     ResponseDone,
@@ -215,6 +216,9 @@ class Agent:
         except KernelUnavailable as exc:
             stop_reason, error = "error", str(exc)
             self._record_error(turn, f"kernel unavailable: {exc}", "kernel")
+        except NotebookUnavailable as exc:
+            stop_reason, error = "error", str(exc)
+            self._record_error(turn, f"notebook unavailable: {exc}", "notebook")
         except ProviderError as exc:
             stop_reason, error = "error", str(exc)
             self._record_error(turn, f"model call failed ({exc.kind}): {exc}", "provider")

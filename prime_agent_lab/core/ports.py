@@ -106,6 +106,10 @@ class KernelUnavailable(RuntimeError):
     """The kernel is gone for good (shut down, not crashed); the turn cannot go on."""
 
 
+class NotebookUnavailable(RuntimeError):
+    """The notebook cannot take agent cells (deleted, or its document cannot be opened)."""
+
+
 class KernelPort(Protocol):
     """Runs code on one kernel, one execution at a time.
 

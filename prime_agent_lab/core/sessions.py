@@ -78,6 +78,14 @@ class SessionLog:
         """The directory's name: a loaded header must agree with it (see `read`)."""
         return self.directory.name
 
+    @property
+    def notebook_path(self) -> str:
+        """Where the notebook is now: the header's path, or the last `notebook_moved` entry's."""
+        for entry in reversed(self.entries):
+            if entry.get("type") == "notebook_moved" and isinstance(entry.get("path"), str):
+                return str(entry["path"])
+        return str(self.header.get("notebook_path", ""))
+
     @classmethod
     def create(cls, directory: Path, header: dict[str, Any]) -> SessionLog:
         directory.mkdir(parents=True, exist_ok=False)
@@ -479,7 +487,7 @@ def _summarize(log: SessionLog, modified: float) -> SessionSummary:
     updated = _text(log.entries[-1].get("ts")) if log.entries else created
     return SessionSummary(
         session_id=log.session_id,
-        notebook_path=_text(header.get("notebook_path")),
+        notebook_path=log.notebook_path,
         provider=provider,
         model=model,
         created=created,

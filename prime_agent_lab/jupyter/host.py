@@ -219,6 +219,9 @@ class AgentHost:
         await self._check_notebook(path)
         async with self._attach_lock:
             self._forget_dead_executors()
+            for attached in self.agents.values():
+                if isinstance(attached.notebook, LiveNotebook):
+                    attached.notebook.follow_move()
             agent = self._find_agent(path, session_id, new)
             if agent is None:
                 return await self._open_agent(path, session_id, new, kernel_id)
@@ -276,7 +279,13 @@ class AgentHost:
                 )
             else:
                 session.close_interrupted_turn()
-            notebook = LiveNotebook(ydoc, path, self.settings.notebook_output_cap)
+            notebook = LiveNotebook(
+                ydoc,
+                path,
+                self.settings.notebook_output_cap,
+                file_ids=self.serverapp.web_app.settings.get("file_id_manager"),
+                contents=self.serverapp.contents_manager,
+            )
             agent = Agent(
                 session,
                 provider,
@@ -285,6 +294,7 @@ class AgentHost:
                 config=self.settings.agent,
                 events=EventBus(session.session_id),
             )
+            self._follow_notebook(agent, notebook)
             self.agents[session.session_id] = agent
             self._use_kernel(agent, kernel_id)
         except BaseException:
@@ -308,8 +318,8 @@ class AgentHost:
             raise HostError(409, f"{exc}; start a new session (its log is kept as it is)") from None
         except SessionError as exc:
             raise HostError(404, str(exc)) from None
-        if session.header.get("notebook_path") != path:
-            owner = shorten(session.header.get("notebook_path"))
+        if session.notebook_path != path:
+            owner = shorten(session.notebook_path)
             raise HostError(409, f"session {session_id} belongs to {owner}")
         return session
 
@@ -321,6 +331,22 @@ class AgentHost:
                 f"session {holder.session_id} is running a turn on this notebook's kernel; "
                 "stop it before switching sessions",
             )
+
+    def _follow_notebook(self, agent: Agent, notebook: LiveNotebook) -> None:
+        """Renames move the agent along; what the notebook has to report reaches the session."""
+
+        def moved(old: str, new: str) -> None:
+            if old in self.bindings:
+                self.bindings[new] = self.bindings.pop(old)
+            agent.session.append("notebook_moved", old_path=old, path=new)
+            agent.events.emit("notebook_moved", old_path=old, path=new)
+
+        def notice(turn: int | None, kind: str, text: str) -> None:
+            agent.notice(kind, text, turn=turn)
+
+        notebook.on_moved = moved
+        notebook.on_notice = notice
+        notebook.turn_running = lambda: agent.running
 
     def _use_kernel(self, agent: Agent, kernel_id: str) -> None:
         """Make `agent` the one agent of this kernel (bridge calls from it act as its session)."""
