@@ -19,6 +19,8 @@ from ..core.bridge import BridgeService
 from ..core.bridge_ops import register_session_operations
 from ..core.events import EventBus
 from ..core.ports import ModelProvider
+from ..core.recovery import close_interrupted_turn
+from ..core.redaction import SECRET_ENV_VARS, kernel_environment
 from ..core.sessions import SessionError, SessionRepository
 from .live_notebook import LiveNotebook
 
@@ -40,6 +42,7 @@ class HostSettings:
     notebook_output_cap: int
     kernel_name: str
     bridge_url: Callable[[], str]
+    kernel_env_strip: tuple[str, ...] = SECRET_ENV_VARS
 
 
 def normalize_notebook_path(path: str) -> str:
@@ -109,15 +112,27 @@ class AgentHost:
             if session.get("path") == path and kernel.get("id") in self._kernel_manager:
                 self.bindings[path] = kernel["id"]
                 return str(kernel["id"])
-        model = await self.serverapp.session_manager.create_session(
-            path=path,
-            name=posixpath.basename(path),
-            type="notebook",
-            kernel_name=self.settings.kernel_name,
-        )
-        kernel_id = str(model["kernel"]["id"])
+        kernel_id = await self._start_notebook_kernel(path)
         self.bindings[path] = kernel_id
         return kernel_id
+
+    async def _start_notebook_kernel(self, path: str) -> str:
+        """Start the notebook's kernel (as its Jupyter session, which the browser later reuses)
+        without the provider key variables in its environment."""
+        sessions = self.serverapp.session_manager
+        name = posixpath.basename(path)
+        env = {
+            **kernel_environment(self.settings.kernel_env_strip),
+            "JPY_SESSION_NAME": sessions.get_kernel_env(path, name)["JPY_SESSION_NAME"],
+        }
+        kernel_path = await _maybe_await(self.serverapp.contents_manager.get_kernel_path(path))
+        kernel_id = await self._kernel_manager.start_kernel(
+            path=kernel_path, kernel_name=self.settings.kernel_name, env=env
+        )
+        model = await sessions.create_session(
+            path=path, name=name, type="notebook", kernel_id=kernel_id
+        )
+        return str(model["kernel"]["id"])
 
     def executor(self, kernel_id: str) -> KernelExecutor:
         executor = self._executors.get(kernel_id)
@@ -163,6 +178,13 @@ class AgentHost:
             opened = agent is None
             if agent is None:
                 agent = self._open_agent(path, session_id, new)
+                await close_interrupted_turn(
+                    agent.session,
+                    agent.notebook,
+                    output_cap=agent.config.output_cap,
+                    accepts_images=agent.config.accepts_images,
+                    redactor=agent.redactor,
+                )
             if not agent.running:  # a turn in flight keeps the kernel it started on
                 try:
                     self._use_kernel(agent, await self.resolve_kernel(path, kernel_id))
@@ -200,7 +222,6 @@ class AgentHost:
                 raise HostError(
                     409, f"session {session_id} belongs to {session.header.get('notebook_path')}"
                 )
-            session.close_interrupted_turn()
         else:
             session = self.repository.create(
                 notebook_path=path, provider=provider.name, model=provider.model
