@@ -277,7 +277,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     if error:
         if args.mode != "json" or printer.closed:
             print(f"prime-agent-lab: {error}", file=sys.stderr)
-    else:
+    elif args.mode == "text":
         printer.text(f"\nnotebook: {record['notebook']}\nsession: {record['session_dir']}\n")
     return 0 if ok else 1
 
