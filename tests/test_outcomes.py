@@ -6,9 +6,12 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -341,3 +344,136 @@ def test_a_kernel_the_cli_starts_has_no_provider_keys(tmp_path: Path) -> None:
     done = cli_with_env(tmp_path, keys, "run", "--mode", "json", "--script", script, "env?")
     assert done.returncode == 0, done.stderr
     assert json_lines(done.stdout)[-1]["final_text"] == "[None, None, None] visible"
+
+
+# ---------------------------------------------------------------- the first ten minutes
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def get_json_when_up(url: str, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=30) as response:
+                return json.load(response)
+        except urllib.error.URLError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_lab_prints_the_demo_notebooks_url_and_does_not_ask_about_news(tmp_path: Path) -> None:
+    port = free_port()
+    process = popen_cli(
+        tmp_path,
+        "lab",
+        "--no-browser",
+        f"--port={port}",
+        "--ServerApp.ip=127.0.0.1",
+        start_new_session=True,
+    )
+    assert process.stderr is not None
+    lines: list[str] = []
+    try:
+        for line in process.stderr:
+            lines.append(line)
+            if f"127.0.0.1:{port}/" in line and "token=" in line:
+                break
+        url_line = lines[-1]
+        assert f"http://127.0.0.1:{port}/lab/tree/prime-agent-demo.ipynb?token=" in url_line
+        token = url_line.split("token=")[1].split()[0]
+        settings_url = (
+            f"http://127.0.0.1:{port}/lab/api/settings/"
+            f"@jupyterlab/apputils-extension:notification?token={token}"
+        )
+        settings = get_json_when_up(settings_url)
+        # JupyterLab asks "notified about official Jupyter news?" only while this is "none".
+        assert settings["schema"]["properties"]["fetchNews"]["default"] == "false"
+        assert "fetchNews" not in settings["settings"]
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.communicate(timeout=60)
+    assert (tmp_path / "prime-agent-demo.ipynb").is_file()
+
+
+def test_lab_paces_the_scripted_demo_unless_told_otherwise() -> None:
+    args = cli_module._parser().parse_args(["lab"])
+    state, demo = Path("/state"), "prime-agent-demo.ipynb"
+    options = cli_module._lab_options(args, [], state, demo)
+    assert "--PrimeAgentLab.step_delay=1.0" in options
+    own = cli_module._lab_options(args, ["--PrimeAgentLab.step_delay=0"], state, demo)
+    assert not any("step_delay" in option for option in own)
+    real = cli_module._parser().parse_args(["lab", "--provider", "anthropic"])
+    assert not any("step_delay" in o for o in cli_module._lab_options(real, [], state, demo))
+
+
+# ---------------------------------------------------------------- fenced code and images
+
+ANSWER_WITH_EXAMPLE = "Done. To print it yourself:\n\n```python\nprint('hi')\n```\n"
+
+
+def test_example_code_in_a_final_answer_is_not_run(tmp_path: Path) -> None:
+    script = write_script(tmp_path, [{"code": "x = 1"}, {"text": ANSWER_WITH_EXAMPLE}])
+    done = cli(tmp_path, "run", "--mode", "json", "--script", script, "go")
+    assert done.returncode == 0, done.stderr
+    records = json_lines(done.stdout)
+    assert [r["type"] for r in records].count("cell_started") == 1
+    assert records[-1]["final_text"] == ANSWER_WITH_EXAMPLE
+    assert len(nbformat.read(tmp_path / "agent.ipynb", as_version=4).cells) == 1
+
+
+def test_fenced_code_runs_only_when_asked_for(tmp_path: Path) -> None:
+    script = write_script(tmp_path, [{"text": ANSWER_WITH_EXAMPLE}, {"text": "{last_output}"}])
+    done = cli(tmp_path, "run", "--mode", "json", "--fenced-code", "--script", script, "go")
+    assert done.returncode == 0, done.stderr
+    assert json_lines(done.stdout)[-1]["final_text"] == "[stdout]\nhi"
+
+
+PLOT = (
+    "import base64\nfrom IPython.display import Image, display\n"
+    "display(Image(data=base64.b64decode("
+    "'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==')))"
+)
+
+
+@pytest.mark.parametrize(
+    ("flags", "seen"),
+    [
+        ((), "<image/png image attached>"),
+        (("--no-images",), "<image/png image shown in the notebook"),
+    ],
+)
+def test_no_images_describes_plots_to_the_model_instead_of_sending_them(
+    tmp_path: Path, flags: tuple[str, ...], seen: str
+) -> None:
+    script = write_script(tmp_path, [{"code": PLOT}, {"text": "{last_output}"}])
+    done = cli(tmp_path, "run", "--mode", "json", *flags, "--script", script, "plot")
+    assert done.returncode == 0, done.stderr
+    assert seen in json_lines(done.stdout)[-1]["final_text"]
+    [result] = [e for e in session_entries(tmp_path) if e["type"] == "tool_result"]
+    assert ("images" in result) is (not flags)
+
+
+# ---------------------------------------------------------------- the checkout stays clean
+
+
+@pytest.mark.parametrize("name", ["prime-agent-demo.ipynb", "agent.ipynb", "sub/agent.ipynb"])
+def test_notebooks_written_in_the_checkout_are_outside_lint_and_git(name: str) -> None:
+    ugly = nbformat.v4.new_notebook()
+    ugly.cells.append(nbformat.v4.new_code_cell("x=[1,2 ,3]\nprint( x )"))
+    checked = subprocess.run(
+        ["ruff", "format", "--check", "--force-exclude", "--stdin-filename", name],
+        input=nbformat.writes(ugly),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    if "/" not in name:  # root notebooks come from runs; notebooks elsewhere may be real sources
+        ignored = subprocess.run(["git", "check-ignore", "-q", name], cwd=ROOT)
+        assert ignored.returncode == 0

@@ -645,3 +645,53 @@ async def test_default_demo_script_runs_and_answers_from_the_output():
     assert "FOUND: INC-4471" in final.text
     assert "EUR 48213.07" in final.text
     assert not final.tool_calls
+
+
+async def play_demo_walkthrough(provider: ModelProvider, history: list[Message]) -> list[Message]:
+    """Play the bundled demo's four steps (outputs faked) and return the grown history."""
+    for _ in range(3):
+        _, response = await collect(provider, request(*history))
+        assert response.tool_calls
+        history = after(history, response, "FOUND: INC-4471")
+    _, final = await collect(provider, request(*history))
+    assert not final.tool_calls and "INC-4471" in final.text
+    return [*history, Message(role="assistant", text=final.text)]
+
+
+async def test_the_demo_answers_a_follow_up_message_pointing_to_its_variables():
+    provider = make_provider("scripted", None)
+    history = await play_demo_walkthrough(provider, [Message(role="user", text="Show me.")])
+    history.append(Message(role="user", text="What was the total amount?"))
+    _, answer = await collect(provider, request(*history))
+    assert answer.tool_calls == [] and answer.stop_reason == "end_turn"
+    assert EXHAUSTED_TEXT not in answer.text
+    assert all(f"`{name}`" in answer.text for name in ("log", "hits", "window", "amount"))
+
+
+async def test_after_a_stop_the_demo_restarts_from_its_first_step():
+    provider = make_provider("scripted", None)
+    history = [Message(role="user", text="Show me.")]
+    _, first = await collect(provider, request(*history))
+    history = after(history, first, "(stopped)")
+    _, second = await collect(provider, request(*history))
+    # Stopped while the second cell ran: its call got a result, the turn ended there.
+    history = after(history, second, "(the user stopped the turn)")
+    history.append(Message(role="user", text="Try again."))
+
+    _, again = await collect(provider, request(*history))
+
+    [call] = again.tool_calls
+    assert json.loads(call.arguments)["code"] == json.loads(first.tool_calls[0].arguments)["code"]
+    seen = {c.id for m in history for c in m.tool_calls}
+    assert call.id not in seen  # ids stay unique in the conversation
+    history = await play_demo_walkthrough(provider, history)
+    assert len([m for m in history if m.role == "user"]) == 2
+
+
+async def test_the_scripted_provider_paces_its_steps_when_asked(tmp_path):
+    path = write_script(tmp_path, [{"text": "one two three four five six", "code": "x = 1"}])
+    paced = make_provider("scripted", None, script_path=path, step_delay=0.4)
+    started = time.monotonic()
+    deltas, _ = await collect(paced, request())
+    assert time.monotonic() - started >= 0.4 and len(deltas) > 1
+    assert make_provider("scripted", None, script_path=path).step_delay == 0  # off unless asked
