@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import io
 import json
+import math
 import os
 import shutil
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -21,6 +25,26 @@ from .core.events import Event
 from .providers import PROVIDER_NAMES
 
 DEMO_NOTEBOOK = Path(__file__).parent / "demo" / "prime-agent-demo.ipynb"
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, not {text}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,11 +74,27 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="continue the newest session of the notebook",
     )
-    run.add_argument("--cell-timeout", type=float, default=600.0, help="seconds per cell")
-    run.add_argument("--output-cap", type=int, default=20_000, help="characters per output part")
-    run.add_argument("--max-iterations", type=int, default=40, help="model calls per turn")
+    run.add_argument("--cell-timeout", type=_positive_float, default=600.0, help="seconds per cell")
+    run.add_argument(
+        "--output-cap", type=_positive_int, default=20_000, help="characters per output part"
+    )
+    run.add_argument(
+        "--max-iterations", type=_positive_int, default=40, help="model calls per turn"
+    )
     run.add_argument("--no-stream", dest="stream", action="store_false", help="do not stream")
     run.add_argument("--kernel", default="python3", help="kernel spec name")
+    run.add_argument(
+        "--fenced-code",
+        action="store_true",
+        help="run ```python blocks of an answer without tool calls as cells (for models "
+        "without tool calling; off by default)",
+    )
+    run.add_argument(
+        "--no-images",
+        dest="images",
+        action="store_false",
+        help="describe image outputs to the model instead of sending them (text-only models)",
+    )
 
     lab = commands.add_parser(
         "lab",
@@ -71,11 +111,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 class _Printer:
-    """Turns agent events into text lines or JSON lines."""
+    """Turns agent events into text lines or JSON lines.
 
-    def __init__(self, mode: str, out: TextIO) -> None:
+    When the reader goes away (`... | head -1`), printing stops quietly and `on_closed` is called
+    once; nothing is raised into the agent loop.
+    """
+
+    def __init__(self, mode: str, out: TextIO, on_closed: Callable[[], None] = lambda: None):
         self.mode = mode
         self.out = out
+        self.closed = False
+        self._on_closed = on_closed
         self._in_text = False
 
     def __call__(self, event: Event) -> None:
@@ -84,7 +130,7 @@ class _Printer:
             return
         kind = event["type"]
         if kind == "text_delta":
-            self.out.write(event["text"])
+            self._write(event["text"])
             self._in_text = True
         elif kind == "cell_started":
             self._line(f"▶ cell [{event['cell_id']}]\n" + _indent(event["code"]))
@@ -95,39 +141,96 @@ class _Printer:
             self._line(f"  retrying in {event['delay']:.1f} s ({event['message']})")
         elif kind == "error":
             self._line(f"  error: {event['message']}")
-        self.out.flush()
+        self._write("")
 
     def _line(self, text: str) -> None:
         if self._in_text:
-            self.out.write("\n")
+            self._write("\n")
             self._in_text = False
-        self.out.write(text + "\n")
+        self._write(text + "\n")
 
     def emit(self, record: dict[str, Any]) -> None:
-        self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self.out.flush()
+        self._write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def text(self, text: str) -> None:
+        self._write(text)
 
     def finish(self) -> None:
         if self._in_text:
-            self.out.write("\n")
+            self._write("\n")
             self._in_text = False
+
+    def _write(self, text: str) -> None:
+        if self.closed:
+            return
+        try:
+            if text:
+                self.out.write(text)
+            self.out.flush()
+        except BrokenPipeError:
+            self._close()
+
+    def _close(self) -> None:
+        self.closed = True
+        # Point the descriptor at /dev/null, so the interpreter's last flush cannot fail either.
+        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.out.fileno())
+            os.close(devnull)
+        self._on_closed()
 
 
 def _indent(code: str) -> str:
     return "\n".join(f"    {line}" for line in code.splitlines())
 
 
-async def _run(args: argparse.Namespace, out: TextIO) -> int:
-    from .core.agent import AgentConfig
-    from .headless import HeadlessRun
+class _TurnStopper:
+    """Stops the running turn like the chat's Stop button, remembering why (SIGINT, SIGTERM, a
+    closed output). Partial output stays in the notebook and the turn gets its `turn_end`."""
 
-    printer = _Printer(args.mode, out)
-    cwd = Path.cwd()
-    config = AgentConfig(
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._stop: Callable[[], Awaitable[Any]] | None = None
+        self._stopping: set[asyncio.Future[Any]] = set()
+
+    def watch(self, stop: Callable[[], Awaitable[Any]]) -> None:
+        """`stop` ends the turn the way the chat's Stop button does (the agent's own cell is
+        withdrawn or interrupted, its output and the turn_end recorded)."""
+        self._stop = stop
+        if self.reason is not None:
+            self._request_stop()
+
+    def __call__(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+        self._request_stop()
+
+    def _request_stop(self) -> None:
+        if self._stop is not None:
+            future = asyncio.ensure_future(self._stop())
+            self._stopping.add(future)
+            future.add_done_callback(self._stopping.discard)
+
+
+def _build_config(args: argparse.Namespace) -> Any:
+    from .core.agent import AgentConfig
+
+    return AgentConfig(
         output_cap=args.output_cap,
         cell_timeout=args.cell_timeout,
         max_iterations=args.max_iterations,
+        accepts_images=args.images,
     )
+
+
+async def _run(args: argparse.Namespace, out: TextIO) -> int:
+    from .headless import HeadlessRun
+
+    stopper = _TurnStopper()
+    printer = _Printer(
+        args.mode, out, lambda: stopper("the output was closed, so the turn was stopped")
+    )
+    cwd = Path.cwd()
     run = HeadlessRun(
         cwd=cwd,
         notebook=args.notebook,
@@ -136,32 +239,35 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         script=args.script,
         stream=args.stream,
         kernel_name=args.kernel,
-        config=config,
+        config=_build_config(args),
         session_id=args.session,
         resume=args.resume,
+        fenced_code=args.fenced_code,
     )
     outcome = None
     error: str | None = None
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for signum in signals:
+        loop.add_signal_handler(signum, stopper, f"stopped by {signal.Signals(signum).name}")
     try:
         await run.start(printer)
-        turn_task = asyncio.ensure_future(run.agent.run_turn(args.prompt))
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, turn_task.cancel)
-        try:
-            outcome = await turn_task
-        except asyncio.CancelledError:
-            await run.agent.stop()
-            error = "stopped by the user"
-        finally:
-            loop.remove_signal_handler(signal.SIGINT)
+        turn = asyncio.ensure_future(run.agent.run_turn(args.prompt))
+        stopper.watch(run.agent.stop)
+        outcome = await turn
     except Exception as exc:  # reported as a clear message and a non-zero exit
         error = f"{type(exc).__name__}: {exc}" if not str(exc).startswith("cannot") else str(exc)
     finally:
+        for signum in signals:
+            loop.remove_signal_handler(signum)
         await run.close()
     printer.finish()
     ok = outcome is not None and outcome.stop_reason == "end_turn"
-    if outcome is not None and not ok:
-        error = outcome.error or f"the turn ended with {outcome.stop_reason}"
+    if error is None and not ok:
+        if stopper.reason is not None:
+            error = stopper.reason
+        elif outcome is not None:
+            error = outcome.error or f"the turn ended with {outcome.stop_reason}"
     record = {
         "type": "run_end",
         "ok": ok,
@@ -173,10 +279,11 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         record["error"] = error
     if args.mode == "json":
         printer.emit(record)
-    elif error:
-        print(f"prime-agent-lab: {error}", file=sys.stderr)
-    else:
-        out.write(f"\nnotebook: {record['notebook']}\nsession: {record['session_dir']}\n")
+    if error:
+        if args.mode != "json" or printer.closed:
+            print(f"prime-agent-lab: {error}", file=sys.stderr)
+    elif args.mode == "text":
+        printer.text(f"\nnotebook: {record['notebook']}\nsession: {record['session_dir']}\n")
     return 0 if ok else 1
 
 
@@ -190,6 +297,10 @@ def _relative(path: Path, cwd: Path) -> str:
 # ---------------------------------------------------------------- lab
 
 
+DEMO_STEP_DELAY = 1.0  # seconds per scripted step: slow enough to watch, and to try Stop
+NEWS_SETTINGS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false"}}
+
+
 def _lab(args: argparse.Namespace, extra: list[str]) -> int:
     jupyter = shutil.which("jupyter")
     if jupyter is None:
@@ -201,23 +312,45 @@ def _lab(args: argparse.Namespace, extra: list[str]) -> int:
         shutil.copyfile(DEMO_NOTEBOOK, demo)
     state = cwd / ".prime-agent"
     state.mkdir(exist_ok=True)
-    argv = [
-        jupyter,
-        "lab",
-        f"--PrimeAgentLab.provider={args.provider}",
-        f"--SQLiteYStore.db_path={state / 'ystore.db'}",
-        f"--BaseFileIdManager.db_path={state / 'file_id_manager.db'}",
-        demo.name,
-    ]
-    if args.model:
-        argv.append(f"--PrimeAgentLab.model={args.model}")
+    argv = [jupyter, "lab", *_lab_options(args, extra, state, demo.name), demo.name]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         print(
             "prime-agent-lab: running as root, passing --ServerApp.allow_root=True", file=sys.stderr
         )
         argv.append("--ServerApp.allow_root=True")
-    os.execv(jupyter, argv + extra)
+    os.execve(jupyter, argv + extra, _lab_environment(state))
     return 0  # not reached
+
+
+def _lab_options(args: argparse.Namespace, extra: list[str], state: Path, demo: str) -> list[str]:
+    options = [
+        f"--PrimeAgentLab.provider={args.provider}",
+        f"--SQLiteYStore.db_path={state / 'ystore.db'}",
+        f"--BaseFileIdManager.db_path={state / 'file_id_manager.db'}",
+        # The URL printed (and opened) is the demo notebook's, not the Launcher's.
+        f"--LabApp.default_url=/lab/tree/{demo}",
+    ]
+    if args.model:
+        options.append(f"--PrimeAgentLab.model={args.model}")
+    if args.provider == "scripted" and not any("step_delay" in a for a in extra):
+        options.append(f"--PrimeAgentLab.step_delay={DEMO_STEP_DELAY}")
+    return options
+
+
+def _lab_environment(state: Path) -> dict[str, str]:
+    """The environment for `jupyter lab`: a config directory of our own first on the config path,
+    holding default settings for this launch only (JupyterLab does not ask about its news feed,
+    whose toast would cover the chat input). Settings the user changed still win."""
+    config = state / "jupyter-config"
+    labconfig = config / "labconfig"
+    labconfig.mkdir(parents=True, exist_ok=True)
+    (labconfig / "default_setting_overrides.json").write_text(
+        json.dumps(NEWS_SETTINGS, indent=2) + "\n", encoding="utf-8"
+    )
+    env = dict(os.environ)
+    rest = env.get("JUPYTER_CONFIG_PATH")
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join([str(config), *([rest] if rest else [])])
+    return env
 
 
 def main(argv: list[str] | None = None) -> int:

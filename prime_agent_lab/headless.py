@@ -7,9 +7,10 @@ import asyncio
 import contextlib
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from jupyter_client.kernelspec import NoSuchKernel
 from jupyter_client.manager import AsyncKernelManager
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
@@ -22,11 +23,17 @@ from .core.agent import Agent, AgentConfig
 from .core.bridge import BridgeService
 from .core.bridge_ops import register_session_operations
 from .core.events import Event, EventBus
-from .core.ports import CellState, ExecutionResult, OutputEvent
+from .core.ports import CellState, ExecutionResult, KernelUnavailable, OutputEvent
+from .core.recovery import close_interrupted_turn
+from .core.redaction import SECRET_ENV_VARS, kernel_environment
 from .core.sessions import SessionLog, SessionRepository
 from .providers import make_provider
 
 NOTEBOOK_OUTPUT_CAP = 10_000_000
+
+
+class KernelStartError(RuntimeError):
+    """The kernel cannot be started; found before the first model request."""
 
 
 class HeadlessRun:
@@ -43,11 +50,15 @@ class HeadlessRun:
         config: AgentConfig,
         session_id: str | None = None,
         resume: bool = False,
+        fenced_code: bool = False,
+        kernel_env_strip: Sequence[str] = SECRET_ENV_VARS,
     ) -> None:
         self.cwd = cwd
         self.notebook_path = cwd / notebook
         self.repository = SessionRepository(cwd / ".prime-agent" / "sessions")
         self._provider_args = (provider, model, script, stream)
+        self._fenced_code = fenced_code
+        self._kernel_env_strip = tuple(kernel_env_strip)
         self._kernel_name = kernel_name
         self._config = config
         self._session_id = session_id
@@ -65,23 +76,44 @@ class HeadlessRun:
         return self._agent
 
     async def start(self, listener: Callable[[Event], None]) -> None:
+        self._km = self._kernel_manager()  # a bad kernel name fails here, before anything else
         name, model, script, stream = self._provider_args
-        provider = make_provider(name, model, script_path=script, stream=stream)
+        provider = make_provider(
+            name, model, script_path=script, stream=stream, fenced_code=self._fenced_code
+        )
+        notebook = FileNotebook(self.notebook_path, NOTEBOOK_OUTPUT_CAP)
         session = self._open_session(provider.name, provider.model)
         self.session_dir = session.directory
+        await close_interrupted_turn(
+            session,
+            notebook,
+            output_cap=self._config.output_cap,
+            accepts_images=self._config.accepts_images,
+        )
         # The kernel boots while the model writes its first answer.
-        self._km = AsyncKernelManager(kernel_name=self._kernel_name)
         bridge = BridgeService(
             self._kernel_key, lambda kid: session.session_id if kid == self.kernel_id else None
         )
         register_session_operations(bridge, lambda _sid: session)
         bridge_url = self._start_bridge_server(bridge)
         setup = bridge_setup_code(bridge_url, self.kernel_id)
-        self._kernel = _StartingKernel(self._km, self.kernel_id, setup, self.cwd)
+        env = kernel_environment(self._kernel_env_strip)
+        self._kernel = _StartingKernel(self._km, self.kernel_id, setup, self.cwd, env)
         events = EventBus(session.session_id)
         events.add_listener(listener)
-        notebook = FileNotebook(self.notebook_path, NOTEBOOK_OUTPUT_CAP)
         self._agent = Agent(session, provider, notebook, self._kernel, self._config, events)
+
+    def _kernel_manager(self) -> AsyncKernelManager:
+        km = AsyncKernelManager(kernel_name=self._kernel_name)
+        try:
+            km.kernel_spec  # noqa: B018  (reading it looks the spec up)
+        except NoSuchKernel:
+            installed = ", ".join(sorted(km.kernel_spec_manager.find_kernel_specs())) or "none"
+            raise KernelStartError(
+                f"cannot start kernel {self._kernel_name!r}: no such kernel spec "
+                f"(installed: {installed}; see `jupyter kernelspec list`)"
+            ) from None
+        return km
 
     def _open_session(self, provider: str, model: str) -> SessionLog:
         try:
@@ -94,9 +126,7 @@ class HeadlessRun:
             if session_id is None:
                 raise FileNotFoundError(f"cannot continue: no session for {notebook} yet")
         if session_id is not None:
-            session = self.repository.load(session_id)
-            session.close_interrupted_turn()
-            return session
+            return self.repository.load(session_id)
         return self.repository.create(notebook_path=notebook, provider=provider, model=model)
 
     def _kernel_key(self, kernel_id: str) -> bytes | None:
@@ -121,16 +151,30 @@ class HeadlessRun:
 class _StartingKernel:
     """The kernel port for a kernel that is still booting: the first execute waits for it."""
 
-    def __init__(self, km: AsyncKernelManager, kernel_id: str, setup: str, cwd: Path) -> None:
+    def __init__(
+        self, km: AsyncKernelManager, kernel_id: str, setup: str, cwd: Path, env: dict[str, str]
+    ) -> None:
         self.kernel_id = kernel_id
         self._km = km
         self._executor = KernelExecutor(km, kernel_id, lambda: setup)
-        self._boot = asyncio.ensure_future(self._start(cwd))
+        self._boot = asyncio.ensure_future(self._start(cwd, env))
         self._stop_during_boot: asyncio.Event | None = None
 
-    async def _start(self, cwd: Path) -> None:
-        await self._km.start_kernel(cwd=str(cwd))
+    async def _start(self, cwd: Path, env: dict[str, str]) -> None:
+        await self._km.start_kernel(cwd=str(cwd), env=env)
         await self._executor.prepare()
+
+    async def _booted(self) -> None:
+        """Wait for the boot; a boot that failed ends the turn (KernelUnavailable) instead of
+        failing every cell the model writes."""
+        try:
+            await self._boot
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise KernelUnavailable(
+                f"the kernel {self._km.kernel_name!r} could not start: {type(exc).__name__}: {exc}"
+            ) from exc
 
     async def execute(
         self,
@@ -152,7 +196,7 @@ class _StartingKernel:
                     status="skipped",
                     note="[not run] The user stopped the turn while the kernel was starting.",
                 )
-        await self._boot
+        await self._booted()
         return await self._executor.execute(code, on_event, timeout, on_state)
 
     def stop_cell(self) -> None:

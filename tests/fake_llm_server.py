@@ -28,6 +28,9 @@ API (all methods thread-safe):
   many SSE events: the connection is dropped, or, with `error_status`, an in-stream error event
   of that kind is sent and the stream ends.
 - `delay_next(seconds)`: the next request waits that long before answering (for timeouts).
+- `keepalive_next(interval=0.1, after_events=1)`: the next streamed reply sends that many SSE
+  events, then only SSE keepalive comments (`: keepalive`) every `interval` seconds until the
+  client hangs up: every read succeeds, the response never completes.
 - `send_stream_usage = False`: streamed OpenAI replies carry no usage chunk (like some servers).
 
 A policy is `Callable[[RecordedRequest], Reply]`. `Reply(text, calls)` holds the answer text and
@@ -201,9 +204,16 @@ class _Cut:
 
 
 @dataclass
+class _Keepalive:
+    interval: float
+    after_events: int
+
+
+@dataclass
 class _State:
     failures: list[_Failure] = field(default_factory=list)
     cuts: list[_Cut] = field(default_factory=list)
+    keepalives: list[_Keepalive] = field(default_factory=list)
     delays: list[float] = field(default_factory=list)
     count: int = 0
 
@@ -269,19 +279,29 @@ class FakeLLMServer:
         with self._lock:
             self._state.cuts.append(_Cut(after_events, error_status))
 
+    def keepalive_next(self, interval: float = 0.1, after_events: int = 1) -> None:
+        with self._lock:
+            self._state.keepalives.append(_Keepalive(interval, after_events))
+
     def delay_next(self, seconds: float) -> None:
         with self._lock:
             self._state.delays.append(seconds)
 
     # ------------------------------------------------------------ used by the handler
 
-    def _admit(self, recorded: RecordedRequest) -> tuple[int, float, _Failure | None, _Cut | None]:
+    def _admit(
+        self, recorded: RecordedRequest
+    ) -> tuple[int, float, _Failure | None, _Cut | _Keepalive | None]:
         with self._lock:
             self.requests.append(recorded)
             self._state.count += 1
             delay = self._state.delays.pop(0) if self._state.delays else 0.0
             failure = self._state.failures.pop(0) if self._state.failures else None
-            cut = self._state.cuts.pop(0) if self._state.cuts and recorded.stream else None
+            cut: _Cut | _Keepalive | None = None
+            if recorded.stream and self._state.keepalives:
+                cut = self._state.keepalives.pop(0)
+            elif recorded.stream and self._state.cuts:
+                cut = self._state.cuts.pop(0)
             return self._state.count, delay, failure, cut
 
 
@@ -360,12 +380,18 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
         self._json(status, _error_body(vendor, status, message), headers)
 
-    def _sse(self, events: list[str], vendor: str, cut: _Cut | None) -> None:
+    def _sse(self, events: list[str], vendor: str, cut: _Cut | _Keepalive | None) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
+        if isinstance(cut, _Keepalive):
+            for event in events[: cut.after_events]:
+                self._chunk(event)
+            while True:  # until the client hangs up (BrokenPipeError ends the handler)
+                time.sleep(cut.interval)
+                self._chunk(": keepalive\n\n")
         for i, event in enumerate(events):
             if cut is not None and i == cut.after_events:
                 if cut.error_status is None:

@@ -137,7 +137,10 @@ def test_missing_script_file_is_a_clear_error(tmp_path: Path) -> None:
 def test_api_keys_printed_by_a_cell_never_reach_notebook_session_or_model(tmp_path: Path) -> None:
     secret = "sk-test-4f9c2e7b1d0a8e6f"
     script = tmp_path / "s.json"
-    code = "import os\nprint('key is', os.environ['OPENAI_API_KEY'])"
+    # The kernel does not get the key variable (see test_outcomes); redaction is the second line,
+    # for a key that reaches a cell some other way, here a file.
+    (tmp_path / "key.txt").write_text(secret)
+    code = "print('key is', open('key.txt').read().strip())"
     script.write_text(json.dumps({"turns": [{"code": code}, {"text": "{last_output_line}"}]}))
     done = cli_with_env(
         tmp_path,
@@ -152,7 +155,9 @@ def test_api_keys_printed_by_a_cell_never_reach_notebook_session_or_model(tmp_pa
     assert done.returncode == 0, done.stderr
     end = json_lines(done.stdout)[-1]
     assert end["final_text"] == "key is [redacted]"
-    written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "s.json"]
+    written = [
+        p for p in tmp_path.rglob("*") if p.is_file() and p.name not in ("s.json", "key.txt")
+    ]
     assert written and all(secret not in p.read_text(errors="replace") for p in written)
     assert secret not in done.stdout
 

@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import socket
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -172,13 +173,64 @@ async def test_malformed_tool_arguments_are_passed_through_raw(server, providers
 async def test_fenced_python_block_becomes_a_tool_call(server, providers, vendor):
     text = "Let me check.\n\n```python\nimport math\nprint(math.pi)\n```\n"
     server.policy = lambda _: Reply(text)
-    _, response = await collect(providers(vendor, server.base_url), request())
+    _, response = await collect(providers(vendor, server.base_url, fenced_code=True), request())
     assert response.text == text
     [call] = response.tool_calls
     assert call.name == "python"
     assert json.loads(call.arguments) == {"code": "import math\nprint(math.pi)"}
     assert call.id.startswith("toolu_fenced_" if vendor == "anthropic" else "call_fenced_")
     assert response.stop_reason == "tool_use"
+
+
+@pytest.mark.parametrize(("vendor", "stream"), BOTH_MODES)
+async def test_code_in_a_final_answer_is_not_run_by_default(server, providers, vendor, stream):
+    text = "Done. To reproduce it yourself:\n\n```python\nprint('hi')\n```\n"
+    server.policy = lambda _: Reply(text)
+    _, response = await collect(providers(vendor, server.base_url, stream=stream), request())
+    assert (response.text, response.tool_calls, response.stop_reason) == (text, [], "end_turn")
+
+
+async def test_scripted_final_answer_with_example_code_is_not_run_by_default(tmp_path):
+    text = "Here is how:\n\n```python\nprint('hi')\n```\n"
+    path = write_script(tmp_path, [{"text": text}])
+    _, response = await collect(make_provider("scripted", None, script_path=path), request())
+    assert (response.tool_calls, response.stop_reason) == ([], "end_turn")
+    fenced = make_provider("scripted", None, script_path=path, fenced_code=True)
+    _, response = await collect(fenced, request())
+    assert [json.loads(c.arguments) for c in response.tool_calls] == [{"code": "print('hi')"}]
+
+
+# SSE events up to and including the first text delta, per vendor
+FIRST_TEXT_EVENTS = {"anthropic": 4, "openai": 2}
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_a_stream_of_keepalives_is_cut_off_at_the_whole_call_deadline(
+    server, providers, vendor
+):
+    """Each read succeeds (a keepalive every 0.05 s, well under the 1 s read timeout), so only a
+    deadline for the whole call can end it. The answer had started: retrying would not help."""
+    server.policy = lambda _: Reply("a long answer that never ends")
+    server.keepalive_next(interval=0.05, after_events=FIRST_TEXT_EVENTS[vendor])
+    provider = providers(vendor, server.base_url, timeout=1.0)
+    started = time.monotonic()
+    deltas: list[str] = []
+    with pytest.raises(ProviderError) as caught:
+        async for event in provider.stream(request()):
+            deltas.append(getattr(event, "text", ""))
+    elapsed = time.monotonic() - started
+    assert deltas  # the text before the keepalives was streamed
+    assert (caught.value.kind, caught.value.retryable) == ("timeout", False)
+    assert "did not finish its answer within 1 s" in str(caught.value)
+    assert 1.0 <= elapsed < 10
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_keepalives_before_any_answer_are_a_retryable_timeout(server, providers, vendor):
+    server.keepalive_next(interval=0.05, after_events=1)
+    error = await failure(providers(vendor, server.base_url, timeout=1.0))
+    assert (error.kind, error.retryable) == ("timeout", True)
+    assert "did not start answering within 1 s" in str(error)
 
 
 def test_fenced_blocks_only_closed_python_fences_count():
@@ -593,3 +645,53 @@ async def test_default_demo_script_runs_and_answers_from_the_output():
     assert "FOUND: INC-4471" in final.text
     assert "EUR 48213.07" in final.text
     assert not final.tool_calls
+
+
+async def play_demo_walkthrough(provider: ModelProvider, history: list[Message]) -> list[Message]:
+    """Play the bundled demo's four steps (outputs faked) and return the grown history."""
+    for _ in range(3):
+        _, response = await collect(provider, request(*history))
+        assert response.tool_calls
+        history = after(history, response, "FOUND: INC-4471")
+    _, final = await collect(provider, request(*history))
+    assert not final.tool_calls and "INC-4471" in final.text
+    return [*history, Message(role="assistant", text=final.text)]
+
+
+async def test_the_demo_answers_a_follow_up_message_pointing_to_its_variables():
+    provider = make_provider("scripted", None)
+    history = await play_demo_walkthrough(provider, [Message(role="user", text="Show me.")])
+    history.append(Message(role="user", text="What was the total amount?"))
+    _, answer = await collect(provider, request(*history))
+    assert answer.tool_calls == [] and answer.stop_reason == "end_turn"
+    assert EXHAUSTED_TEXT not in answer.text
+    assert all(f"`{name}`" in answer.text for name in ("log", "hits", "window", "amount"))
+
+
+async def test_after_a_stop_the_demo_restarts_from_its_first_step():
+    provider = make_provider("scripted", None)
+    history = [Message(role="user", text="Show me.")]
+    _, first = await collect(provider, request(*history))
+    history = after(history, first, "(stopped)")
+    _, second = await collect(provider, request(*history))
+    # Stopped while the second cell ran: its call got a result, the turn ended there.
+    history = after(history, second, "(the user stopped the turn)")
+    history.append(Message(role="user", text="Try again."))
+
+    _, again = await collect(provider, request(*history))
+
+    [call] = again.tool_calls
+    assert json.loads(call.arguments)["code"] == json.loads(first.tool_calls[0].arguments)["code"]
+    seen = {c.id for m in history for c in m.tool_calls}
+    assert call.id not in seen  # ids stay unique in the conversation
+    history = await play_demo_walkthrough(provider, history)
+    assert len([m for m in history if m.role == "user"]) == 2
+
+
+async def test_the_scripted_provider_paces_its_steps_when_asked(tmp_path):
+    path = write_script(tmp_path, [{"text": "one two three four five six", "code": "x = 1"}])
+    paced = make_provider("scripted", None, script_path=path, step_delay=0.4)
+    started = time.monotonic()
+    deltas, _ = await collect(paced, request())
+    assert time.monotonic() - started >= 0.4 and len(deltas) > 1
+    assert make_provider("scripted", None, script_path=path).step_delay == 0  # off unless asked

@@ -42,7 +42,8 @@ class AgentConfig:
     max_iterations: int = 40
     max_retries: int = 4
     retry_base_delay: float = 1.0
-    retry_max_delay: float = 30.0
+    retry_max_delay: float = 30.0  # cap of the exponential backoff
+    max_retry_after: float = 120.0  # longest server-requested Retry-After that is waited for
     max_tokens: int = 4096
     accepts_images: bool = True
 
@@ -252,12 +253,7 @@ class Agent:
             except ProviderError as exc:
                 if not exc.retryable or attempt >= self.config.max_retries:
                     raise
-                delay = (
-                    exc.retry_after
-                    if exc.retry_after is not None
-                    else (self.config.retry_base_delay * 2**attempt)
-                )
-                delay = min(delay, self.config.retry_max_delay)
+                delay = self._retry_delay(exc, attempt)
                 attempt += 1
                 self.events.emit(
                     "retry", turn=turn, attempt=attempt, delay=delay, message=f"{exc.kind}: {exc}"
@@ -283,6 +279,21 @@ class Agent:
             usage=response.usage.as_dict(),
         )
         return response
+
+    def _retry_delay(self, exc: ProviderError, attempt: int) -> float:
+        """The server's Retry-After wins (retrying sooner only earns another refusal); without one,
+        exponential backoff capped at retry_max_delay. A Retry-After longer than max_retry_after
+        ends the turn with the error rather than holding it silently."""
+        if exc.retry_after is None:
+            return min(self.config.retry_base_delay * 2**attempt, self.config.retry_max_delay)
+        if exc.retry_after > self.config.max_retry_after:
+            raise ProviderError(
+                f"{exc} (the server asks to retry after {exc.retry_after:g} s, longer than "
+                f"PrimeAgentLab.max_retry_after = {self.config.max_retry_after:g} s)",
+                kind=exc.kind,
+                status=exc.status,
+            ) from exc
+        return exc.retry_after
 
     async def _stream_once(self, turn: int, request: ModelRequest) -> ModelResponse:
         response: ModelResponse | None = None
@@ -325,6 +336,7 @@ class Agent:
     async def _run_cell(self, turn: int, call: ToolCall, code: str) -> None:
         metadata = {"prime_agent": {"session_id": self.session_id, "turn": turn, "role": "agent"}}
         cell = await self.notebook.append_code_cell(code, metadata)
+        self._record_cell_started(turn, call, cell.cell_id)
         self.events.emit("cell_started", turn=turn, cell_id=cell.cell_id, code=code)
         cell.set_running()
 
@@ -433,6 +445,11 @@ class Agent:
             execution_count=result.execution_count,
             preview=observation.preview,
         )
+
+    def _record_cell_started(self, turn: int, call: ToolCall, cell_id: str) -> None:
+        """Logged before the cell runs, so a crash mid-cell can later tell the model that the
+        cell ran partly (core/recovery.py) instead of "not run"."""
+        self.session.append("cell_started", turn=turn, tool_call_id=call.id, cell_id=cell_id)
 
     def _record_skipped(self, turn: int, calls: list[ToolCall]) -> None:
         recorded = {

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 Event = dict[str, Any]
+
+log = logging.getLogger(__name__)
 
 
 class EventBus:
@@ -36,8 +39,11 @@ class EventBus:
                 queue.put_nowait(event)
             except asyncio.QueueFull:  # a stalled client: drop it rather than grow without end
                 self._queues.discard(queue)
-        for listener in self._listeners:
-            listener(event)
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # one broken listener must not break the turn that emits
+                log.exception("event listener %r failed on a %s event", listener, event_type)
         return event
 
     def since(self, seq: int) -> list[Event]:
@@ -56,5 +62,6 @@ class EventBus:
         self._queues.discard(queue)
 
     def add_listener(self, listener: Callable[[Event], None]) -> None:
-        """Synchronous listeners, called in emit order (the CLI prints with one)."""
+        """Synchronous listeners, called in emit order (the CLI prints with one). A listener that
+        raises is logged and skipped; the event still reaches everyone else."""
         self._listeners.append(listener)

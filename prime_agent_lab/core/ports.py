@@ -158,3 +158,7 @@ class NotebookPort(Protocol):
     async def save(self) -> None:
         """Persist the cells written so far (called after each agent cell)."""
         ...
+
+    async def read_cell_outputs(self, cell_id: str) -> list[Output] | None:
+        """The outputs the notebook holds for a cell, or None when the cell is not there."""
+        ...

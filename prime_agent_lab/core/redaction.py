@@ -15,6 +15,17 @@ MIN_SECRET_LENGTH = 8
 REPLACEMENT = "[redacted]"
 
 
+def kernel_environment(
+    strip: Iterable[str] = SECRET_ENV_VARS, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment for a kernel the agent starts itself: this process's, without the
+    provider key variables, so model-written code cannot read them (redaction is the second
+    line, for kernels started by others)."""
+    source = os.environ if environ is None else environ
+    dropped = set(strip)
+    return {name: value for name, value in source.items() if name not in dropped}
+
+
 class Redactor:
     def __init__(self, secrets: Iterable[str]) -> None:
         unique = {s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}

@@ -250,6 +250,21 @@ class SessionLog:
                 turn = None
         return turn
 
+    def unfinished_cells(self) -> list[dict[str, Any]]:
+        """`cell_started` entries of the open turn whose call has no `tool_result`: cells that
+        were running when the process stopped."""
+        if self.open_turn() is None:
+            return []
+        started: dict[str, dict[str, Any]] = {}
+        for entry in self.path():
+            if entry["type"] == "user_message":
+                started.clear()
+            elif entry["type"] == "cell_started":
+                started[entry.get("tool_call_id", "")] = entry
+            elif entry["type"] == "tool_result":
+                started.pop(entry.get("tool_call_id", ""), None)
+        return list(started.values())
+
     def close_interrupted_turn(self) -> int | None:
         """Mark a turn cut by a crash as interrupted (never replayed). Returns its number."""
         turn = self.open_turn()

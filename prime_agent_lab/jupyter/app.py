@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool, Float, Integer, Unicode
+from traitlets import Bool, Float, Integer, List, Unicode
 
 from ..core.agent import AgentConfig
+from ..core.redaction import SECRET_ENV_VARS
 from ..core.sessions import SessionRepository
 from ..providers import make_provider
 from .handlers import handlers
@@ -79,12 +80,50 @@ class PrimeAgentLab(ExtensionApp):
     ).tag(config=True)
 
     retry_base_delay = Float(
-        1.0, help="First retry delay in seconds; it doubles per attempt (a Retry-After wins)."
+        1.0,
+        help="""First retry delay in seconds; it doubles per attempt, up to 30 s. A server's
+        Retry-After wins (see max_retry_after).""",
     ).tag(config=True)
 
-    request_timeout = Float(600.0, help="Seconds before one model request times out.").tag(
-        config=True
-    )
+    max_retry_after = Float(
+        120.0,
+        help="""Longest Retry-After (seconds) a server may ask for: the loop waits as asked up to
+        this; a longer one ends the turn with the error instead of holding it.""",
+    ).tag(config=True)
+
+    request_timeout = Float(
+        600.0,
+        help="""Seconds one model call may take in total, the whole streamed answer included (a
+        server that only sends keepalives is cut off here); each read also times out after it.
+        Hitting it ends the turn with a timeout error (not retried).""",
+    ).tag(config=True)
+
+    fenced_code_fallback = Bool(
+        False,
+        help="""Run ```python blocks of an answer that has no tool call as agent cells. For models
+        without tool calling (small local models); off by default, since models that call tools
+        show example code in their answers and that must never run.""",
+    ).tag(config=True)
+
+    accepts_images = Bool(
+        True,
+        help="""Send image outputs (plots) to the model. Turn off for text-only models (many
+        local ones behind an OpenAI-compatible server): images are then described in words.""",
+    ).tag(config=True)
+
+    step_delay = Float(
+        0.0,
+        help="""Seconds per step of the 'scripted' provider, so a person can watch each cell
+        appear (and try Stop). `prime-agent-lab lab` sets 1.0 for the demo.""",
+    ).tag(config=True)
+
+    kernel_env_strip = List(
+        Unicode(),
+        default_value=list(SECRET_ENV_VARS),
+        help="""Environment variables removed from kernels the agent starts itself (provider API
+        keys by default), so code the model writes cannot read them. Kernels started by
+        JupyterLab are the user's and keep the server's environment.""",
+    ).tag(config=True)
 
     max_tokens = Integer(4096, help="Maximum tokens the model may write per response.").tag(
         config=True
@@ -113,6 +152,8 @@ class PrimeAgentLab(ExtensionApp):
             script_path=self.script_path,
             stream=self.stream,
             timeout=self.request_timeout,
+            fenced_code=self.fenced_code_fallback,
+            step_delay=self.step_delay,
         )
 
     def _default_bridge_url(self) -> str:
@@ -144,10 +185,13 @@ class PrimeAgentLab(ExtensionApp):
                 max_iterations=self.max_iterations,
                 max_retries=self.max_retries,
                 retry_base_delay=self.retry_base_delay,
+                max_retry_after=self.max_retry_after,
                 max_tokens=self.max_tokens,
+                accepts_images=self.accepts_images,
             ),
             notebook_output_cap=self.notebook_output_cap,
             kernel_name=self.kernel_name,
+            kernel_env_strip=tuple(self.kernel_env_strip),
             bridge_url=self._default_bridge_url,
             max_message_chars=self.max_message_chars,
         )

@@ -21,6 +21,8 @@ from ..core.bridge import BridgeService
 from ..core.bridge_ops import register_session_operations
 from ..core.events import EventBus
 from ..core.ports import ModelProvider
+from ..core.recovery import close_interrupted_turn
+from ..core.redaction import SECRET_ENV_VARS, kernel_environment
 from ..core.sessions import (
     BrokenSession,
     SessionError,
@@ -52,6 +54,7 @@ class HostSettings:
     kernel_name: str
     bridge_url: Callable[[], str]
     max_message_chars: int = 100_000
+    kernel_env_strip: tuple[str, ...] = SECRET_ENV_VARS
 
 
 def normalize_notebook_path(path: str) -> str:
@@ -170,15 +173,27 @@ class AgentHost:
             if session.get("path") == path and kernel.get("id") in self._kernel_manager:
                 self.bindings[path] = kernel["id"]
                 return str(kernel["id"])
-        model = await self.serverapp.session_manager.create_session(
-            path=path,
-            name=posixpath.basename(path),
-            type="notebook",
-            kernel_name=self.settings.kernel_name,
-        )
-        kernel_id = str(model["kernel"]["id"])
+        kernel_id = await self._start_notebook_kernel(path)
         self.bindings[path] = kernel_id
         return kernel_id
+
+    async def _start_notebook_kernel(self, path: str) -> str:
+        """Start the notebook's kernel (as its Jupyter session, which the browser later reuses)
+        without the provider key variables in its environment."""
+        sessions = self.serverapp.session_manager
+        name = posixpath.basename(path)
+        env = {
+            **kernel_environment(self.settings.kernel_env_strip),
+            "JPY_SESSION_NAME": sessions.get_kernel_env(path, name)["JPY_SESSION_NAME"],
+        }
+        kernel_path = await _maybe_await(self.serverapp.contents_manager.get_kernel_path(path))
+        kernel_id = await self._kernel_manager.start_kernel(
+            path=kernel_path, kernel_name=self.settings.kernel_name, env=env
+        )
+        model = await sessions.create_session(
+            path=path, name=name, type="notebook", kernel_id=kernel_id
+        )
+        return str(model["kernel"]["id"])
 
     def executor(self, kernel_id: str) -> KernelExecutor:
         executor = self._executors.get(kernel_id)
@@ -277,8 +292,6 @@ class AgentHost:
                 session = self.repository.create(
                     notebook_path=path, provider=provider.name, model=provider.model
                 )
-            else:
-                session.close_interrupted_turn()
             notebook = LiveNotebook(
                 ydoc,
                 path,
@@ -295,6 +308,13 @@ class AgentHost:
                 events=EventBus(session.session_id),
             )
             self._follow_notebook(agent, notebook)
+            await close_interrupted_turn(
+                session,
+                notebook,
+                output_cap=agent.config.output_cap,
+                accepts_images=agent.config.accepts_images,
+                redactor=agent.redactor,
+            )
             self.agents[session.session_id] = agent
             self._use_kernel(agent, kernel_id)
         except BaseException:

@@ -26,13 +26,18 @@ def make_provider(
     timeout: float = 600.0,
     api_key: str | None = None,
     base_url: str | None = None,
+    fenced_code: bool = False,
+    step_delay: float = 0.0,
 ) -> ModelProvider:
     """Build the provider called `name` ("anthropic", "openai" or "scripted").
 
     `model` None or empty picks the provider's default model. `api_key`/`base_url` override the
     vendor's environment variables (ANTHROPIC_* / OPENAI_*). `script_path` is for "scripted" only;
-    without it the bundled demo script plays. Raises ValueError for an unknown name or a bad
-    script; a missing API key is reported by the first call, as a ProviderError of kind "auth".
+    without it the bundled demo script plays. `timeout` bounds each read and the whole model call.
+    `fenced_code` turns a ```python block in an answer without tool calls into a cell (for models
+    without tool calling; off by default). `step_delay` paces the scripted provider. Raises
+    ValueError for an unknown name or a bad script; a missing API key is reported by the first
+    call, as a ProviderError of kind "auth".
     """
     key = name.strip().lower()
     if key not in PROVIDER_NAMES:
@@ -42,17 +47,33 @@ def make_provider(
     if key == "scripted":
         from .scripted import ScriptedProvider
 
-        return ScriptedProvider(chosen, script_path=script_path, stream=stream)
+        return ScriptedProvider(
+            chosen,
+            script_path=script_path,
+            stream=stream,
+            fenced_code=fenced_code,
+            step_delay=step_delay,
+        )
     if key == "anthropic":
         from .anthropic import AnthropicProvider
 
         return AnthropicProvider(
-            chosen, stream=stream, timeout=timeout, api_key=api_key, base_url=base_url
+            chosen,
+            stream=stream,
+            timeout=timeout,
+            api_key=api_key,
+            base_url=base_url,
+            fenced_code=fenced_code,
         )
     from .openai import OpenAIProvider
 
     return OpenAIProvider(
-        chosen, stream=stream, timeout=timeout, api_key=api_key, base_url=base_url
+        chosen,
+        stream=stream,
+        timeout=timeout,
+        api_key=api_key,
+        base_url=base_url,
+        fenced_code=fenced_code,
     )
 
 

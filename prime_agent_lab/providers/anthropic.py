@@ -10,7 +10,7 @@ import anthropic
 
 from ..core.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
-from .common import tool_input
+from .common import tool_input, within_deadline
 from .errors import ANTHROPIC_KEY_ENV, incomplete_stream, map_sdk_error
 from .fenced import apply_fenced_fallback
 
@@ -29,9 +29,12 @@ class AnthropicProvider:
         timeout: float = 600.0,
         api_key: str | None = None,
         base_url: str | None = None,
+        fenced_code: bool = False,
     ) -> None:
         self.model = model
         self.streaming = stream
+        self.timeout = timeout
+        self.fenced_code = fenced_code
         self._client: anthropic.AsyncAnthropic | None = None
         self._setup_problem = ""
         try:
@@ -55,15 +58,20 @@ class AnthropicProvider:
                 f"{ANTHROPIC_KEY_ENV} environment variable or pass an API key.",
                 kind="auth",
             )
-        client = self._client
         params = build_params(request, self.model)
+        async for event in within_deadline(self._call(self._client, params), self.timeout, VENDOR):
+            yield event
+
+    async def _call(
+        self, client: anthropic.AsyncAnthropic, params: dict[str, Any]
+    ) -> AsyncIterator[ProviderEvent]:
         try:
             if self.streaming:
                 async for event in self._stream(client, params):
                     yield event
             else:
                 message = await client.messages.create(**params)
-                response = response_from_message(message, self.model)
+                response = response_from_message(message, self.model, fenced_code=self.fenced_code)
                 if response.text:
                     yield TextDelta(response.text)
                 yield ResponseDone(response)
@@ -132,7 +140,9 @@ class AnthropicProvider:
             stop_reason=stop_reason or ("tool_use" if calls else "end_turn"),
             model=model,
         )
-        yield ResponseDone(apply_fenced_fallback(response, id_prefix="toolu_"))
+        yield ResponseDone(
+            apply_fenced_fallback(response, id_prefix="toolu_", enabled=self.fenced_code)
+        )
 
 
 def build_params(request: ModelRequest, model: str) -> dict[str, Any]:
@@ -212,7 +222,9 @@ def to_wire_messages(
     return wire
 
 
-def response_from_message(message: Any, default_model: str) -> ModelResponse:
+def response_from_message(
+    message: Any, default_model: str, *, fenced_code: bool = False
+) -> ModelResponse:
     text: list[str] = []
     calls: list[ToolCall] = []
     for block in message.content:
@@ -229,7 +241,7 @@ def response_from_message(message: Any, default_model: str) -> ModelResponse:
         stop_reason=message.stop_reason or ("tool_use" if calls else "end_turn"),
         model=message.model or default_model,
     )
-    return apply_fenced_fallback(response, id_prefix="toolu_")
+    return apply_fenced_fallback(response, id_prefix="toolu_", enabled=fenced_code)
 
 
 def _merge_usage(usage: Usage, reported: Any) -> None:

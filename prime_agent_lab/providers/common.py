@@ -2,8 +2,62 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
+
+from ..core.ports import ProviderError
+
+T = TypeVar("T")
+
+
+async def within_deadline(
+    events: AsyncIterator[T], seconds: float, vendor: str
+) -> AsyncIterator[T]:
+    """`events`, ended by a ProviderError of kind `timeout` once the whole call took `seconds`.
+
+    The SDK's own timeout bounds each read only, so a server that keeps sending SSE keepalives
+    would hold a turn forever. The deadline covers only the waits for the next event, never the
+    consumer's work between events. If nothing arrived at all it is a plain timeout, retryable
+    like the SDK's; once the answer had started, it is not retryable: a retry would most likely
+    run into the same wall, and the message says which setting to raise.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    started = False
+    try:
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline) as scope:
+                    event = await anext(events)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                if not scope.expired():
+                    raise
+                raise _deadline_error(vendor, seconds, started) from None
+            started = True
+            yield event
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def _deadline_error(vendor: str, seconds: float, started: bool) -> ProviderError:
+    setting = "PrimeAgentLab.request_timeout bounds the whole model call"
+    if not started:
+        return ProviderError(
+            f"{vendor} did not start answering within {seconds:g} s ({setting})",
+            kind="timeout",
+            retryable=True,
+        )
+    return ProviderError(
+        f"{vendor} did not finish its answer within {seconds:g} s ({setting}); the call was "
+        "abandoned",
+        kind="timeout",
+    )
 
 
 def tool_input(arguments: str) -> dict[str, Any]:

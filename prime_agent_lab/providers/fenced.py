@@ -2,7 +2,10 @@
 
 Small local models (and some larger ones without tool training) often reply
 "```python ... ```" with no tool call. Every provider passes its finished response through
-`apply_fenced_fallback`, so such a block runs as if the model had called the `python` tool.
+`apply_fenced_fallback`; when the fallback is enabled (`PrimeAgentLab.fenced_code_fallback`, CLI
+`--fenced-code`) such a block runs as if the model had called the `python` tool. It is off by
+default: models that call tools show example code in their final answers all the time, and code
+in an answer's prose must never run on its own.
 """
 
 from __future__ import annotations
@@ -31,13 +34,16 @@ def python_blocks(text: str) -> list[str]:
     return blocks
 
 
-def apply_fenced_fallback(response: ModelResponse, *, id_prefix: str) -> ModelResponse:
-    """Turn fenced Python blocks into `python` tool calls when the model made no tool call.
+def apply_fenced_fallback(
+    response: ModelResponse, *, id_prefix: str, enabled: bool
+) -> ModelResponse:
+    """Turn fenced Python blocks into `python` tool calls when the model made no tool call and
+    the fallback is `enabled`; otherwise return the response unchanged.
 
     Each block becomes one call (one cell), with a synthetic id `<id_prefix>fenced_<hex>`; the text
     stays as the model wrote it.
     """
-    if response.tool_calls:
+    if not enabled or response.tool_calls:
         return response
     blocks = python_blocks(response.text)
     if not blocks:

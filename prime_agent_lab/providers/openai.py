@@ -14,7 +14,7 @@ import openai
 
 from ..core.messages import ImagePart, Message, ModelRequest, ModelResponse, ToolCall, Usage
 from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
-from .common import tool_arguments_json
+from .common import tool_arguments_json, within_deadline
 from .errors import OPENAI_KEY_ENV, incomplete_stream, map_sdk_error, missing_credentials
 from .fenced import apply_fenced_fallback
 
@@ -40,9 +40,12 @@ class OpenAIProvider:
         timeout: float = 600.0,
         api_key: str | None = None,
         base_url: str | None = None,
+        fenced_code: bool = False,
     ) -> None:
         self.model = model
         self.streaming = stream
+        self.timeout = timeout
+        self.fenced_code = fenced_code
         self._client: openai.AsyncOpenAI | None = None
         self._setup_problem = ""
         try:
@@ -65,13 +68,21 @@ class OpenAIProvider:
             raise ProviderError(f"{VENDOR} client setup failed: {self._setup_problem}")
         client = self._client
         params = build_params(request, self.model, official=_is_official(client))
+        async for event in within_deadline(self._call(client, params), self.timeout, VENDOR):
+            yield event
+
+    async def _call(
+        self, client: openai.AsyncOpenAI, params: dict[str, Any]
+    ) -> AsyncIterator[ProviderEvent]:
         try:
             if self.streaming:
                 async for event in self._stream(client, params):
                     yield event
             else:
                 completion = await client.chat.completions.create(**params)
-                response = response_from_completion(completion, self.model)
+                response = response_from_completion(
+                    completion, self.model, fenced_code=self.fenced_code
+                )
                 if response.text:
                     yield TextDelta(response.text)
                 yield ResponseDone(response)
@@ -139,7 +150,9 @@ class OpenAIProvider:
             stop_reason=_stop_reason(finish, bool(tool_calls)),
             model=model,
         )
-        yield ResponseDone(apply_fenced_fallback(response, id_prefix="call_"))
+        yield ResponseDone(
+            apply_fenced_fallback(response, id_prefix="call_", enabled=self.fenced_code)
+        )
 
 
 def build_params(request: ModelRequest, model: str, *, official: bool = False) -> dict[str, Any]:
@@ -220,7 +233,9 @@ def _images_message(images: list[tuple[str, ImagePart]]) -> dict[str, Any]:
     return {"role": "user", "content": content}
 
 
-def response_from_completion(completion: Any, default_model: str) -> ModelResponse:
+def response_from_completion(
+    completion: Any, default_model: str, *, fenced_code: bool = False
+) -> ModelResponse:
     text = ""
     calls: list[ToolCall] = []
     finish: str | None = None
@@ -247,7 +262,7 @@ def response_from_completion(completion: Any, default_model: str) -> ModelRespon
         stop_reason=_stop_reason(finish, bool(calls)),
         model=completion.model or default_model,
     )
-    return apply_fenced_fallback(response, id_prefix="call_")
+    return apply_fenced_fallback(response, id_prefix="call_", enabled=fenced_code)
 
 
 def _usage(reported: Any) -> Usage:

@@ -17,6 +17,15 @@ errors and then the turn. `error` may give `kind` "timeout" or "connection" inst
 
 In `text`, `{last_output}` is the text of the newest tool result in the request (stripped) and
 `{last_output_line}` its last non-empty line.
+
+Two optional top-level keys make a script behave like a walkthrough (the bundled demo uses both):
+`"restart_each_message": true` counts turns from the newest user message instead, so every
+message (including one sent after a Stop) plays the script from its first step; and
+`"follow_up": "..."` is the answer, with no tool call, to a message sent after the script has
+already been played to its end in this conversation.
+
+`step_delay` (seconds, default 0) paces the playback so a person can watch it: about half of it
+passes before the step's text, the rest while the text streams.
 """
 
 from __future__ import annotations
@@ -72,6 +81,8 @@ class Script:
     turns: list[ScriptTurn] = field(default_factory=list)
     # turn index -> (step number in the file, error) for the error steps just before that turn
     errors: dict[int, list[tuple[int, ScriptError]]] = field(default_factory=dict)
+    restart_each_message: bool = False
+    follow_up: str | None = None
 
 
 def load_script(path: str | Path) -> Script:
@@ -85,7 +96,13 @@ def load_script(path: str | Path) -> Script:
         raise ValueError(f"Script {path} is not valid JSON: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("turns"), list):
         raise ValueError(f'Script {path} must be an object with a "turns" list')
-    script = Script()
+    restart = data.get("restart_each_message", False)
+    follow_up = data.get("follow_up")
+    if not isinstance(restart, bool):
+        raise ValueError(f'Script {path}: "restart_each_message" must be true or false')
+    if follow_up is not None and not isinstance(follow_up, str):
+        raise ValueError(f'Script {path}: "follow_up" must be a string')
+    script = Script(restart_each_message=restart, follow_up=follow_up)
     for number, step in enumerate(data["turns"]):
         where = f"{path} turn {number}"
         if not isinstance(step, dict):
@@ -145,10 +162,18 @@ class ScriptedProvider:
     name = "scripted"
 
     def __init__(
-        self, model: str = "demo", *, script_path: str | None = None, stream: bool = True
+        self,
+        model: str = "demo",
+        *,
+        script_path: str | None = None,
+        stream: bool = True,
+        fenced_code: bool = False,
+        step_delay: float = 0.0,
     ) -> None:
         self.model = model
         self.streaming = stream
+        self.fenced_code = fenced_code
+        self.step_delay = max(0.0, step_delay)
         self.script_path = str(script_path) if script_path else str(DEFAULT_SCRIPT)
         self.script = load_script(self.script_path)
         self._failures: dict[int, int] = {}  # step number -> times it has failed so far
@@ -157,26 +182,27 @@ class ScriptedProvider:
         """Nothing to release; present so every provider can be closed the same way."""
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
-        position = sum(1 for m in request.messages if m.role == "assistant")
+        position = self._position(request)
         for number, error in self.script.errors.get(position, ()):
             failed = self._failures.get(number, 0)
             if failed < error.repeat:
                 self._failures[number] = failed + 1
                 raise error.to_error()
 
-        if position < len(self.script.turns):
-            turn = self.script.turns[position]
-        else:
-            turn = ScriptTurn(text=EXHAUSTED_TEXT)
+        turn = self._turn_at(position, request)
         text = _fill(turn.text, request)
+        prefix = _call_prefix(request) if self.script.restart_each_message else ""
         calls = [
-            ToolCall(id=f"scripted_{position}_{i}", name="python", arguments=arguments)
+            ToolCall(id=f"scripted_{prefix}{position}_{i}", name="python", arguments=arguments)
             for i, arguments in enumerate(turn.arguments)
         ]
+        await asyncio.sleep(self.step_delay / 2)
         if text:
-            for chunk in _WORD_GROUP.findall(text) if self.streaming else [text]:
+            chunks = _WORD_GROUP.findall(text) if self.streaming else [text]
+            pause = self.step_delay / 2 / len(chunks)
+            for chunk in chunks:
                 yield TextDelta(chunk)
-                await asyncio.sleep(0)  # let a streaming UI see each chunk; no real delay
+                await asyncio.sleep(pause)  # 0 without a step delay: just let a UI see the chunk
 
         output_chars = len(text) + sum(len(call.arguments) for call in calls)
         response = ModelResponse(
@@ -186,7 +212,42 @@ class ScriptedProvider:
             stop_reason="tool_use" if calls else "end_turn",
             model=self.model,
         )
-        yield ResponseDone(apply_fenced_fallback(response, id_prefix="scripted_"))
+        yield ResponseDone(
+            apply_fenced_fallback(response, id_prefix="scripted_", enabled=self.fenced_code)
+        )
+
+    def _position(self, request: ModelRequest) -> int:
+        """Which script turn this call plays: assistant messages so far, in the whole
+        conversation or (restart_each_message) since the newest user message."""
+        messages = request.messages
+        if self.script.restart_each_message:
+            users = [i for i, m in enumerate(messages) if m.role == "user"]
+            messages = messages[users[-1] + 1 :] if users else messages
+        return sum(1 for m in messages if m.role == "assistant")
+
+    def _turn_at(self, position: int, request: ModelRequest) -> ScriptTurn:
+        if (
+            position == 0
+            and self.script.follow_up is not None
+            and _walkthrough_finished_before(request)
+        ):
+            return ScriptTurn(text=self.script.follow_up)
+        if position < len(self.script.turns):
+            return self.script.turns[position]
+        return ScriptTurn(text=EXHAUSTED_TEXT)
+
+
+def _walkthrough_finished_before(request: ModelRequest) -> bool:
+    """An earlier turn of the conversation ended with a final answer (no tool call)."""
+    users = [i for i, m in enumerate(request.messages) if m.role == "user"]
+    earlier = request.messages[: users[-1]] if users else []
+    return any(m.role == "assistant" and not m.tool_calls for m in earlier)
+
+
+def _call_prefix(request: ModelRequest) -> str:
+    """Tool call ids must be unique in a conversation, also when a script plays again."""
+    users = sum(1 for m in request.messages if m.role == "user")
+    return f"{users}_" if users > 1 else ""
 
 
 def _fill(text: str, request: ModelRequest) -> str:
