@@ -205,6 +205,15 @@ class LiveNotebook:
             writer.move_to(doc)
             await writer.settled()
 
+    async def read_cell_outputs(self, cell_id: str) -> list[dict[str, Any]] | None:
+        """The outputs the live document holds for a cell (found by id), or None."""
+        doc = await self.document()
+        for ycell in doc.ycells:
+            if ycell.get("id") == cell_id:
+                outputs = ycell.get("outputs")
+                return [] if outputs is None else list(outputs.to_py())
+        return None
+
 
 def _try_insert(doc: Any, ycell: Map) -> bool:
     try:
@@ -214,15 +223,6 @@ def _try_insert(doc: Any, ycell: Map) -> bool:
     with txn:
         _insert_before_trailing_blank(doc, ycell)
     return True
-
-    async def read_cell_outputs(self, cell_id: str) -> list[dict[str, Any]] | None:
-        """The outputs the live document holds for a cell (found by id), or None."""
-        doc = await self.document()
-        for ycell in doc.ycells:
-            if ycell.get("id") == cell_id:
-                outputs = ycell.get("outputs")
-                return [] if outputs is None else list(outputs.to_py())
-        return None
 
 
 def _insert_before_trailing_blank(doc: Any, ycell: Map) -> None:
