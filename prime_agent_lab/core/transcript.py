@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from .sessions import SessionLog
+from .wire import STOP_NOTICES, ChatItem
 
 _HISTORY_TYPES = {
     "user_message",
@@ -14,13 +15,6 @@ _HISTORY_TYPES = {
     "model_change",
     "turn_end",
     "error",
-}
-
-
-_NOTICES = {
-    "stopped": "Stopped.",
-    "interrupted": "Interrupted: the server stopped while this turn was running.",
-    "max_iterations": "Stopped at the limit of model calls for one turn.",
 }
 
 
@@ -51,9 +45,9 @@ def history_records(session: SessionLog) -> list[dict[str, Any]]:
     return records
 
 
-def chat_transcript(session: SessionLog) -> list[dict[str, Any]]:
-    """What the chat panel shows when it (re)opens a session."""
-    items: list[dict[str, Any]] = []
+def chat_transcript(session: SessionLog) -> list[ChatItem]:
+    """What the chat panel shows when it (re)opens a session (types in `wire.py`)."""
+    items: list[ChatItem] = []
     code_by_call: dict[str, str | None] = {}
     for entry in session.path():
         kind, turn = entry["type"], entry.get("turn")
@@ -78,13 +72,13 @@ def chat_transcript(session: SessionLog) -> list[dict[str, Any]]:
             )
         elif kind == "error":
             items.append({"type": "error", "turn": turn, "message": entry.get("message", "")})
-        elif kind == "turn_end" and entry.get("stop_reason") in _NOTICES:
+        elif kind == "turn_end" and entry.get("stop_reason") in STOP_NOTICES:
             items.append(
                 {
                     "type": "notice",
                     "turn": turn,
                     "stop_reason": entry["stop_reason"],
-                    "text": _NOTICES[entry["stop_reason"]],
+                    "text": STOP_NOTICES[entry["stop_reason"]],
                 }
             )
     return items
