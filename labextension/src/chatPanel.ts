@@ -158,6 +158,7 @@ export class ChatPanel extends Widget {
     const running = agent?.transcript.status === 'running';
     this._statusLine.dataset.status = running ? 'running' : 'idle';
     this._statusLine.dataset.connection = agent?.connection ?? 'none';
+    this._statusLine.dataset.session = agent?.session?.session_id ?? '';
     const dot = span('pal-status-dot');
     const text = span('pal-status-text');
     this._statusLine.append(dot, text);
@@ -238,6 +239,7 @@ export class ChatPanel extends Widget {
   private _onTranscriptChange(_: unknown, change: TranscriptChange): void {
     switch (change.type) {
       case 'reset':
+        this._onEventApplied();
         this._renderTranscript();
         return;
       case 'added':
