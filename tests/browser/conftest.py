@@ -284,24 +284,31 @@ BENIGN_CONSOLE_ERRORS: list[tuple[str, str]] = [
 ]
 
 
-def _is_benign(message: str, location: str) -> bool:
-    return any(text in message and where in location for text, where in BENIGN_CONSOLE_ERRORS)
+def _is_benign(message: str, location: str, expected: list[tuple[str, str]]) -> bool:
+    return any(
+        text in message and where in location for text, where in [*BENIGN_CONSOLE_ERRORS, *expected]
+    )
 
 
 def _watch_errors(page: Any) -> list[str]:
-    """Collect uncaught page errors and console errors (minus the allow-list) on `page`."""
+    """Collect uncaught page errors and console errors (minus the allow-list) on `page`.
+
+    A test that provokes an error on purpose adds `(text, url part)` to `page.expected_errors`.
+    """
     errors: list[str] = []
+    expected: list[tuple[str, str]] = []
 
     def on_console(msg: Any) -> None:
         if msg.type != "error":
             return
         location = msg.location.get("url", "") if isinstance(msg.location, dict) else ""
-        if not _is_benign(msg.text, location):
+        if not _is_benign(msg.text, location, expected):
             errors.append(f"console error: {msg.text} ({location})")
 
     page.on("console", on_console)
     page.on("pageerror", lambda exc: errors.append(f"page error: {exc}\n{exc.stack or ''}"))
     page.console_errors = errors
+    page.expected_errors = expected
     return errors
 
 

@@ -200,3 +200,51 @@ def test_follow_switch_leaves_the_notebook_where_it_is(lab_server: LabServer, pa
     expect(
         _connected_panel(page, lab_server, name).get_by_test_id("pal-follow-cells")
     ).not_to_be_checked()
+
+
+def test_send_to_a_session_no_longer_attached_goes_to_the_current_one(
+    lab_server: LabServer, new_page: Any
+) -> None:
+    """Page A misses the `inactive` event (its event socket drops it): its next message is
+    answered 404, and the panel follows the notebook's current session and sends it there."""
+    from playwright.sync_api import expect
+
+    name = "missed-inactive.ipynb"
+    _create_long_notebook(lab_server, name)
+    page_a, page_b = new_page(), new_page()
+
+    def drop_inactive(socket: Any) -> None:
+        server = socket.connect_to_server()
+        server.on_message(
+            lambda message: None if '"inactive"' in str(message) else socket.send(message)
+        )
+
+    page_a.route_web_socket(re.compile(r"/prime-agent/api/sessions/.*/events"), drop_inactive)
+    # The browser logs the 404 of the first send; the panel handles it.
+    page_a.expected_errors.append(("status of 404", "/messages"))
+    _open_notebook(page_a, lab_server, name)
+    _wait_for_idle_kernel(lab_server, name, KERNEL_IDLE_TIMEOUT)
+    panel_a = _connected_panel(page_a, lab_server, name)
+    panel_b = _connected_panel(page_b, lab_server, name)
+    first = _session_of(lab_server, name)["session_id"]
+    expect(panel_a.get_by_test_id("pal-status")).to_have_attribute("data-session", first)
+
+    panel_b.get_by_test_id("pal-new-session").click()
+    expect(panel_b.get_by_test_id("pal-status")).not_to_have_attribute(
+        "data-session", first, timeout=UI_TIMEOUT_MS
+    )
+    second = _session_of(lab_server, name)["session_id"]
+    expect(panel_a.get_by_test_id("pal-status")).to_have_attribute("data-session", first)
+
+    _send(panel_a, "Sent after the switch.")
+    expect(panel_a.get_by_test_id("pal-status")).to_have_attribute(
+        "data-session", second, timeout=UI_TIMEOUT_MS
+    )
+    for panel in (panel_a, panel_b):
+        expect(panel.get_by_test_id("pal-user")).to_have_text(
+            ["Sent after the switch."], timeout=TURN_TIMEOUT_MS
+        )
+    expect(panel_a.get_by_test_id("pal-error")).to_have_count(0)
+    expect(panel_a.get_by_test_id("pal-cell-line")).to_have_count(1, timeout=TURN_TIMEOUT_MS)
+    panel_a.get_by_test_id("pal-stop").click()
+    expect(panel_b.get_by_test_id("pal-notice")).to_have_text(["Stopped."], timeout=TURN_TIMEOUT_MS)
