@@ -8,7 +8,7 @@ import type {
   IServerInfo,
   ISessionInfo,
   ISessionWithTranscript
-} from './types';
+} from './wire';
 
 const API_ROOT = 'prime-agent/api';
 

@@ -1,6 +1,7 @@
 /**
  * Finding agent cells in an open notebook by their cell id.
  */
+import type { ICodeCellModel } from '@jupyterlab/cells';
 import type { Notebook, NotebookPanel } from '@jupyterlab/notebook';
 
 /** Index of the cell whose model id is `cellId`, or -1. */
@@ -25,6 +26,17 @@ export function cellFirstLine(notebook: Notebook, cellId: string): string | null
   }
   const source = notebook.model!.cells.get(index).sharedModel.getSource();
   return firstLine(source);
+}
+
+/** The execution count the notebook shows for the cell, or null. */
+export function cellExecutionCount(notebook: Notebook, cellId: string): number | null {
+  const index = findCellIndex(notebook, cellId);
+  if (index < 0) {
+    return null;
+  }
+  const model = notebook.model!.cells.get(index);
+  const count = model.type === 'code' ? (model as ICodeCellModel).executionCount : null;
+  return typeof count === 'number' ? count : null;
 }
 
 export function firstLine(text: string): string {

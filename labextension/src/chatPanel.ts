@@ -5,18 +5,21 @@
 import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { cellFirstLine, revealCell } from './cellNavigation';
+import type { FollowCellsSetting } from './cellFollower';
+import { cellExecutionCount, cellFirstLine, revealCell } from './cellNavigation';
 import { renderEntry, type IEntryViewContext } from './entryViews';
 import { primeAgentIcon } from './icons';
 import { describe, type NotebookAgent } from './notebookAgent';
-import type { TranscriptChange, TranscriptEntry } from './transcript';
-import type { IServerInfo } from './types';
+import { WAITING_TEXT, type TranscriptChange, type TranscriptEntry } from './transcript';
+import type { IServerInfo } from './wire';
 
 export interface IChatPanelOptions {
   /** Brings the notebook tab to the front before jumping to a cell. */
   activateNotebook: (agent: NotebookAgent) => void;
   /** Renders assistant Markdown; without it replies show as plain text. */
   renderMarkdown?: IEntryViewContext['renderMarkdown'];
+  /** The "follow the agent's cells in the notebook" switch. */
+  followCells: FollowCellsSetting;
 }
 
 /** Distance from the bottom (px) within which the transcript keeps following. */
@@ -43,7 +46,7 @@ export class ChatPanel extends Widget {
     titleRow.append(title, this._newSessionButton);
     this._notebookLabel = div('pal-notebook', 'pal-notebook-path');
     this._statusLine = div('pal-status', 'pal-status');
-    header.append(titleRow, this._notebookLabel, this._statusLine);
+    header.append(titleRow, this._notebookLabel, this._statusLine, this._followToggle());
 
     this._transcriptNode = div('pal-transcript', 'pal-transcript');
     this._transcriptNode.setAttribute('aria-live', 'polite');
@@ -73,6 +76,24 @@ export class ChatPanel extends Widget {
 
     this.node.append(header, this._transcriptNode, composer);
     this._render();
+  }
+
+  /** A checkbox for following the agent's cells in the notebook (remembered). */
+  private _followToggle(): HTMLElement {
+    const label = document.createElement('label');
+    label.className = 'pal-follow';
+    label.title =
+      'Scroll the notebook to each cell the agent writes or runs ' +
+      '(it stops for the turn once you scroll away)';
+    const box = document.createElement('input');
+    box.type = 'checkbox';
+    box.dataset.testid = 'pal-follow-cells';
+    box.checked = this._options.followCells.enabled;
+    box.addEventListener('change', () => {
+      this._options.followCells.enabled = box.checked;
+    });
+    label.append(box, document.createTextNode(' Follow the agent’s cells'));
+    return label;
   }
 
   /** Provider and model from GET info, shown until a session says otherwise. */
@@ -137,6 +158,7 @@ export class ChatPanel extends Widget {
     const running = agent?.transcript.status === 'running';
     this._statusLine.dataset.status = running ? 'running' : 'idle';
     this._statusLine.dataset.connection = agent?.connection ?? 'none';
+    this._statusLine.dataset.session = agent?.session?.session_id ?? '';
     const dot = span('pal-status-dot');
     const text = span('pal-status-text');
     this._statusLine.append(dot, text);
@@ -161,9 +183,18 @@ export class ChatPanel extends Widget {
           this._statusLine.append(retry);
           break;
         }
-        case 'connected':
-          text.textContent = running ? 'running' : 'idle';
+        case 'connected': {
+          const waiting = running ? agent.transcript.waitingCell : null;
+          this._statusLine.dataset.waiting = waiting ? 'true' : 'false';
+          text.textContent = waiting
+            ? `running: ${waiting.waitingText || WAITING_TEXT}`
+            : running
+              ? 'running'
+              : agent.transcript.status === 'inactive'
+                ? 'Switching to the notebook’s current session…'
+                : 'idle';
           break;
+        }
       }
     }
     const provider = agent?.session?.provider ?? this._serverInfo?.provider;
@@ -208,12 +239,11 @@ export class ChatPanel extends Widget {
   private _onTranscriptChange(_: unknown, change: TranscriptChange): void {
     switch (change.type) {
       case 'reset':
+        this._onEventApplied();
         this._renderTranscript();
         return;
       case 'added':
-        if (this._entryNodes.size === 0) {
-          this._transcriptNode.replaceChildren();
-        }
+        this._transcriptNode.querySelector(':scope > .pal-empty')?.remove();
         this._transcriptNode.append(this._createEntryNode(change.entry));
         break;
       case 'updated': {
@@ -223,6 +253,9 @@ export class ChatPanel extends Widget {
         }
         break;
       }
+    }
+    if (change.entry.kind === 'cell') {
+      this._renderStatus(); // a cell that waits shows in the status line
     }
     this._followIfPinned();
   }
@@ -292,6 +325,8 @@ export class ChatPanel extends Widget {
   private readonly _entryContext: IEntryViewContext = {
     cellFirstLine: cellId =>
       this._agent ? cellFirstLine(this._agent.panel.content, cellId) : null,
+    cellExecutionCount: cellId =>
+      this._agent ? cellExecutionCount(this._agent.panel.content, cellId) : null,
     revealCell: cellId => {
       const agent = this._agent;
       if (!agent) {

@@ -2,10 +2,11 @@
  * DOM for transcript entries. Every element carries a stable CSS class and
  * a `data-testid` so tests and themes can rely on them.
  */
-import type { CellStatus } from './types';
 import type {
+  CellLineStatus,
   IAssistantEntry,
   ICellEntry,
+  INoticeEntry,
   TranscriptEntry
 } from './transcript';
 import { firstLine } from './cellNavigation';
@@ -13,6 +14,8 @@ import { firstLine } from './cellNavigation';
 export interface IEntryViewContext {
   /** First line of the cell's source in the notebook, if the cell exists. */
   cellFirstLine(cellId: string): string | null;
+  /** The cell's execution count in the notebook, if it has one. */
+  cellExecutionCount(cellId: string): number | null;
   /** Jump to the cell in the notebook. */
   revealCell(cellId: string): void;
   /**
@@ -24,22 +27,28 @@ export interface IEntryViewContext {
   entryResized(): void;
 }
 
-const STATUS_GLYPHS: Record<CellStatus, string> = {
+const STATUS_GLYPHS: Record<CellLineStatus, string> = {
   running: '',
+  waiting: '⏸',
   ok: '✓',
   error: '✗',
   timeout: '⏱',
   died: '☠',
-  interrupted: '■'
+  interrupted: '■',
+  aborted: '⊘',
+  skipped: '–'
 };
 
-const STATUS_LABELS: Record<CellStatus, string> = {
+const STATUS_LABELS: Record<CellLineStatus, string> = {
   running: 'running',
+  waiting: 'waiting for your cell to finish',
   ok: 'finished',
   error: 'raised an error',
   timeout: 'timed out',
   died: 'kernel died',
-  interrupted: 'interrupted'
+  interrupted: 'interrupted',
+  aborted: 'not run (aborted after an earlier error)',
+  skipped: 'not run (withdrawn by Stop)'
 };
 
 export function renderEntry(
@@ -66,8 +75,24 @@ export function renderEntry(
     case 'error':
       return element('div', 'pal-error', 'pal-error', entry.message);
     case 'notice':
-      return element('div', 'pal-notice', 'pal-notice', entry.text);
+      return renderNotice(entry);
+    default:
+      // Every kind is handled above; a neutral line if a new one slips through.
+      return element('div', 'pal-notice', 'pal-notice', '');
   }
+}
+
+function renderNotice(entry: INoticeEntry): HTMLElement {
+  const node = element('div', 'pal-notice', 'pal-notice', entry.text);
+  node.dataset.tone = entry.tone;
+  if (entry.noticeKind) {
+    node.dataset.kind = entry.noticeKind;
+  }
+  if (entry.tone === 'warning') {
+    node.classList.add('pal-mod-warning');
+    node.setAttribute('role', 'alert');
+  }
+  return node;
 }
 
 function renderAssistant(
@@ -108,24 +133,32 @@ function renderCellLine(
     source === null
       ? '(cell no longer in the notebook)'
       : firstLine(source) || '(empty cell)';
+  const label = STATUS_LABELS[entry.status] ?? String(entry.status);
   line.title = [
-    `Cell ${STATUS_LABELS[entry.status]}: click to show it in the notebook`,
+    `Cell ${entry.status === 'waiting' && entry.waitingText ? entry.waitingText : label}: ` +
+      'click to show it in the notebook',
     entry.preview
   ]
     .filter(Boolean)
     .join('\n\n');
 
-  const status = element('span', 'pal-cell-status', undefined, STATUS_GLYPHS[entry.status]);
+  const status = element('span', 'pal-cell-status', undefined, STATUS_GLYPHS[entry.status] ?? '?');
   status.classList.add(`pal-cell-status-${entry.status}`);
-  status.setAttribute('aria-label', STATUS_LABELS[entry.status]);
+  status.setAttribute('aria-label', label);
+  // The notebook may know the count when the event did not carry one.
+  const executionCount =
+    entry.executionCount ?? context.cellExecutionCount(entry.cellId);
   const count = element(
     'span',
     'pal-cell-count',
     undefined,
-    entry.executionCount !== null ? `[${entry.executionCount}]` : '[ ]'
+    executionCount !== null ? `[${executionCount}]` : '[ ]'
   );
   const codeNode = element('code', 'pal-cell-code', undefined, code);
   line.append(status, count, codeNode);
+  if (entry.status === 'waiting') {
+    line.append(element('span', 'pal-cell-waiting', 'pal-cell-waiting', entry.waitingText));
+  }
 
   const reveal = () => context.revealCell(entry.cellId);
   line.addEventListener('click', reveal);

@@ -5,7 +5,7 @@
 import type { IDisposable } from '@lumino/disposable';
 import { Signal, type ISignal } from '@lumino/signaling';
 
-import type { AgentEvent } from './types';
+import type { AgentEvent } from './wire';
 
 export type StreamState = 'connecting' | 'open' | 'closed';
 

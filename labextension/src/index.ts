@@ -13,6 +13,7 @@ import { IRenderMimeRegistry, renderMarkdown } from '@jupyterlab/rendermime';
 
 import { AgentCellMarker } from './agentCellMarker';
 import { AgentApiClient } from './api';
+import { FollowCellsSetting } from './cellFollower';
 import { ChatPanel } from './chatPanel';
 import { primeAgentIcon } from './icons';
 import { NotebookAgent } from './notebookAgent';
@@ -38,11 +39,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
   ) => {
     const api = new AgentApiClient(app.serviceManager.serverSettings);
     const agents = new Map<NotebookPanel, NotebookAgent>();
+    const followCells = new FollowCellsSetting();
 
     const agentFor = (panel: NotebookPanel): NotebookAgent => {
       let agent = agents.get(panel);
       if (!agent) {
-        agent = new NotebookAgent(panel, api, app.serviceManager.contents);
+        agent = new NotebookAgent(
+          panel,
+          api,
+          app.serviceManager.contents,
+          followCells
+        );
         agents.set(panel, agent);
         panel.disposed.connect(() => {
           agents.get(panel)?.dispose();
@@ -53,6 +60,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     };
 
     const chat = new ChatPanel({
+      followCells,
       activateNotebook: agent => app.shell.activateById(agent.panel.id),
       renderMarkdown: rendermime
         ? (host, source) =>

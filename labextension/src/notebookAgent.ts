@@ -10,9 +10,10 @@ import type { IDisposable } from '@lumino/disposable';
 import { Signal, type ISignal } from '@lumino/signaling';
 
 import { AgentApiClient, AgentApiError } from './api';
+import { CellFollower, type FollowCellsSetting } from './cellFollower';
 import { EventStream, type StreamState } from './eventStream';
 import { TranscriptModel } from './transcript';
-import type { AgentEvent, ISessionInfo } from './types';
+import type { AgentEvent, ISessionInfo } from './wire';
 
 export type AgentConnection =
   /** Waiting for the notebook to load or its kernel to start. */
@@ -32,8 +33,11 @@ export class NotebookAgent implements IDisposable {
   constructor(
     readonly panel: NotebookPanel,
     private readonly _api: AgentApiClient,
-    private readonly _contents: Contents.IManager
+    private readonly _contents: Contents.IManager,
+    followSetting: FollowCellsSetting
   ) {
+    this._follower = new CellFollower(panel.content, followSetting);
+    this.transcript.liveEvent.connect(this._onLiveEvent, this);
     panel.sessionContext.kernelChanged.connect(this._scheduleSync, this);
     panel.context.pathChanged.connect(this._scheduleSync, this);
     panel.context.model.sharedModel.changed.connect(this._onDocumentChange, this);
@@ -73,24 +77,36 @@ export class NotebookAgent implements IDisposable {
       return;
     }
     this._disposed = true;
+    this._follower.dispose();
     this._stream?.dispose();
     this._stream = null;
     Signal.clearData(this);
   }
 
-  /** Send a user message; the transcript shows it at once. */
-  async send(text: string): Promise<void> {
+  /**
+   * Send a user message; the transcript shows it at once. When the session
+   * is no longer attached (another browser started a new one for this
+   * notebook: 404), follow the notebook's current session and send there.
+   */
+  async send(text: string, isRetry = false): Promise<void> {
     const session = this._session;
     if (!session) {
       this.transcript.addError('No agent session yet: is the kernel running?');
       return;
     }
     const pending = this.transcript.addPendingUserMessage(text);
+    this._follower.newTurn();
     try {
       const { turn } = await this._api.sendMessage(session.session_id, text);
       this.transcript.confirmUserMessage(pending, turn);
     } catch (error) {
       this.transcript.removeEntry(pending);
+      if (error instanceof AgentApiError && error.status === 404 && !isRetry) {
+        await this._followNotebookSession(session.session_id);
+        if (this._session && this._connection !== 'failed') {
+          return this.send(text, true);
+        }
+      }
       const message =
         error instanceof AgentApiError && error.status === 409
           ? 'The agent is still working on the previous message.'
@@ -224,6 +240,45 @@ export class NotebookAgent implements IDisposable {
     this._onStreamState(stream, stream.state);
   }
 
+  /**
+   * Attach to the session the notebook uses now (the newest one), unless
+   * this tab already switched away from `staleSessionId`, and reload its
+   * transcript and events.
+   */
+  private _followNotebookSession(staleSessionId: string): Promise<void> {
+    return this._enqueue(async () => {
+      const kernelId = this._kernelId();
+      if (this._disposed || this._session?.session_id !== staleSessionId || !kernelId) {
+        return;
+      }
+      this._setConnection('attaching');
+      const session = await this._api.attachSession({
+        notebookPath: this.notebookPath,
+        kernelId
+      });
+      await this._switchTo(session);
+    });
+  }
+
+  private _onLiveEvent(_: TranscriptModel, event: AgentEvent): void {
+    switch (event.type) {
+      case 'status':
+        if (event.status === 'inactive') {
+          // Another session took over this notebook's kernel (a New session
+          // from another browser): follow it instead of sending into the void.
+          void this._followNotebookSession(event.session_id);
+        }
+        break;
+      case 'turn_started':
+        this._follower.newTurn();
+        break;
+      case 'cell_started':
+      case 'cell_running':
+        void this._follower.follow(event.cell_id);
+        break;
+    }
+  }
+
   private _onEvent(_: EventStream, event: AgentEvent): void {
     this.transcript.apply(event);
     if (this._session && event.type === 'status') {
@@ -274,6 +329,7 @@ export class NotebookAgent implements IDisposable {
     }
   }
 
+  private readonly _follower: CellFollower;
   private _connection: AgentConnection = 'attaching';
   private _session: ISessionInfo | null = null;
   private _stream: EventStream | null = null;

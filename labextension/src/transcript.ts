@@ -1,15 +1,21 @@
 /**
  * The chat transcript of one session: built from the `transcript` of
  * GET session, then kept current by folding in websocket events.
+ *
+ * It reads whatever the server sends: an item or event it does not know
+ * (a newer server) is shown as a neutral line when it has text and ignored
+ * otherwise; it never throws.
  */
 import { Signal, type ISignal } from '@lumino/signaling';
 
-import type {
-  AgentEvent,
-  CellStatus,
-  ChatItem,
-  SessionStatus
-} from './types';
+import {
+  STOP_NOTICES,
+  type AgentEvent,
+  type CellStatus,
+  type ChatItem,
+  type NoticeKind,
+  type SessionStatus
+} from './wire';
 
 interface IEntryBase {
   /** Stable id for the view's DOM bookkeeping. */
@@ -30,14 +36,22 @@ export interface IAssistantEntry extends IEntryBase {
   streaming: boolean;
 }
 
+/**
+ * A cell line's state: how it ended (from the server), or `running`, or
+ * `waiting` (written, held until the user's running cell finishes).
+ */
+export type CellLineStatus = CellStatus | 'running' | 'waiting';
+
 export interface ICellEntry extends IEntryBase {
   kind: 'cell';
   cellId: string;
-  status: CellStatus;
+  status: CellLineStatus;
   executionCount: number | null;
-  /** Source code when known (from `cell_started`); transcript items lack it. */
+  /** Source code when known (events and newer transcripts carry it). */
   code: string | null;
   preview: string;
+  /** What the cell waits for while `status` is `waiting`. */
+  waitingText: string;
 }
 
 export interface IRetryEntry extends IEntryBase {
@@ -52,9 +66,17 @@ export interface IErrorEntry extends IEntryBase {
   message: string;
 }
 
+/**
+ * Something the user must know that is not an error: a stop notice, a
+ * kernel notice (`warning`: e.g. the kernel was restarted and the user's
+ * variables are gone), or an item this panel does not know (`info`).
+ */
 export interface INoticeEntry extends IEntryBase {
   kind: 'notice';
   text: string;
+  tone: 'info' | 'warning';
+  /** The notice kind (`kernel_restarted`, ...), `stop`, or null when unknown. */
+  noticeKind: NoticeKind | 'stop' | null;
 }
 
 export type TranscriptEntry =
@@ -70,10 +92,17 @@ export type TranscriptChange =
   | { type: 'added'; entry: TranscriptEntry }
   | { type: 'updated'; entry: TranscriptEntry };
 
-const STOP_NOTICES: Record<string, string> = {
-  stopped: 'Stopped.',
-  max_iterations: 'Stopped: the agent reached its iteration limit.'
-};
+/** The status line's text while an agent cell waits (when the event has none). */
+export const WAITING_TEXT = 'waiting for your cell to finish';
+
+/** Notice kinds that mean the user lost state: shown as warnings. */
+const WARNING_NOTICES = new Set<string>([
+  'kernel_restarted',
+  'kernel_restarted_externally',
+  'kernel_died'
+]);
+
+type LooseRecord = Record<string, unknown>;
 
 export class TranscriptModel {
   get changed(): ISignal<this, TranscriptChange> {
@@ -82,6 +111,15 @@ export class TranscriptModel {
 
   get statusChanged(): ISignal<this, SessionStatus> {
     return this._statusChanged;
+  }
+
+  /**
+   * Emitted for each event that is new since the transcript was loaded
+   * (not one replayed from the server's buffer that the transcript already
+   * covered), after it was folded in.
+   */
+  get liveEvent(): ISignal<this, AgentEvent> {
+    return this._liveEvent;
   }
 
   /** Seq of the newest event folded in (also when it changed nothing). */
@@ -109,6 +147,17 @@ export class TranscriptModel {
     }
   }
 
+  /** The newest cell that waits for the user's cell to finish, if any. */
+  get waitingCell(): ICellEntry | null {
+    for (let i = this._entries.length - 1; i >= 0; i--) {
+      const entry = this._entries[i];
+      if (entry.kind === 'cell' && entry.status === 'waiting') {
+        return entry;
+      }
+    }
+    return null;
+  }
+
   /**
    * Replace everything with the server's transcript.
    *
@@ -124,8 +173,20 @@ export class TranscriptModel {
    *   treated as possibly covered).
    */
   load(items: readonly ChatItem[], transcriptSeq: number | null): void {
-    this._entries = items.map(item => this._entryFromItem(item));
-    this._turnsInTranscript = new Set(items.map(item => item.turn));
+    const entries: TranscriptEntry[] = [];
+    const turns = new Set<number>();
+    for (const item of Array.isArray(items) ? items : []) {
+      const entry = this._entryFromItem(item);
+      if (entry) {
+        entries.push(entry);
+      }
+      const turn = (item as LooseRecord | null)?.turn;
+      if (typeof turn === 'number') {
+        turns.add(turn);
+      }
+    }
+    this._entries = entries;
+    this._turnsInTranscript = turns;
     this._rebuiltTurns.clear();
     this._lastSeq = 0;
     this._transcriptSeq = transcriptSeq ?? Number.POSITIVE_INFINITY;
@@ -177,77 +238,109 @@ export class TranscriptModel {
   }
 
   apply(event: AgentEvent): void {
+    if (!event || typeof event !== 'object' || typeof event.seq !== 'number') {
+      return;
+    }
+    const live = event.seq > this._transcriptSeq;
     if (this._acceptsReplayOf(event)) {
-      this._fold(event);
+      try {
+        this._fold(event);
+      } catch (error) {
+        // A malformed event must not stop the stream; show what we can.
+        console.warn('prime-agent: could not apply an event', event, error);
+      }
     }
     this._lastSeq = event.seq;
     this._eventApplied.emit(event.seq);
+    if (live) {
+      this._liveEvent.emit(event);
+    }
   }
 
   private _fold(event: AgentEvent): void {
+    const turn = turnOf(event);
     switch (event.type) {
       case 'status':
         this.status = event.status;
         break;
       case 'turn_started':
         this.status = 'running';
-        this._onTurnStarted(event.turn ?? null, event.text);
+        this._onTurnStarted(turn, text(event.text));
         break;
       case 'text_delta':
-        this._appendDelta(event.turn ?? null, event.text);
+        this._appendDelta(turn, text(event.text));
         break;
       case 'assistant_message':
-        this._onAssistantMessage(event.turn ?? null, event.text);
+        this._onAssistantMessage(turn, text(event.text));
         break;
-      case 'cell_started':
-        this._upsertCell(event.turn ?? null, event.cell_id, {
-          status: 'running',
-          code: event.code
+      case 'cell_started': {
+        const existing = this.findCellEntry(event.cell_id);
+        const waiting = existing?.turn === turn && existing?.status === 'waiting';
+        this._upsertCell(turn, event.cell_id, {
+          status: waiting ? 'waiting' : 'running',
+          code: text(event.code)
         });
         break;
-      case 'cell_finished':
-        this._upsertCell(event.turn ?? null, event.cell_id, {
+      }
+      case 'cell_waiting':
+        this._upsertCell(turn, event.cell_id, {
+          status: 'waiting',
+          waitingText: text(event.text) || WAITING_TEXT
+        });
+        break;
+      case 'cell_running':
+        this._upsertCell(turn, event.cell_id, { status: 'running', waitingText: '' });
+        break;
+      case 'cell_finished': {
+        const update: Partial<ICellEntry> = {
           status: event.status,
-          executionCount: event.execution_count,
-          preview: event.preview ?? ''
-        });
+          preview: text(event.preview),
+          waitingText: ''
+        };
+        // Keep a count already known when the server has none to give.
+        if (typeof event.execution_count === 'number') {
+          update.executionCount = event.execution_count;
+        }
+        this._upsertCell(turn, event.cell_id, update);
         break;
+      }
       case 'retry':
         this._add({
           kind: 'retry',
           id: this._nextId++,
-          turn: event.turn ?? null,
+          turn,
           attempt: event.attempt,
           delay: event.delay,
-          message: event.message
+          message: text(event.message)
         });
         break;
       case 'error':
-        this._add({
-          kind: 'error',
-          id: this._nextId++,
-          turn: event.turn ?? null,
-          message: event.message
-        });
+        this._add({ kind: 'error', id: this._nextId++, turn, message: text(event.message) });
+        break;
+      case 'notice':
+        this._addNotice(turn, text(event.text), event.kind);
         break;
       case 'turn_ended':
-        this._onTurnEnded(
-          event.turn ?? null,
-          event.stop_reason,
-          event.final_text ?? ''
-        );
+        this._onTurnEnded(turn, event.stop_reason, text(event.final_text));
         this.status = 'idle';
+        break;
+      default:
+        // An event this panel does not know (a newer server): nothing to show.
         break;
     }
   }
 
   private _acceptsReplayOf(event: AgentEvent): boolean {
-    const turn = event.turn;
+    const turn = turnOf(event);
+    if (turn === null) {
+      // A turn-less notice or error is in the transcript already; a status
+      // is harmless to replay (the newest one wins).
+      return event.seq > this._transcriptSeq || event.type === 'status';
+    }
     if (
       event.seq > this._transcriptSeq ||
-      turn === undefined ||
-      !this._turnsInTranscript.has(turn) ||
-      this._rebuiltTurns.has(turn)
+      this._rebuiltTurns.has(turn) ||
+      !this._turnsInTranscript.has(turn)
     ) {
       return true;
     }
@@ -324,7 +417,9 @@ export class TranscriptModel {
   private _upsertCell(
     turn: number | null,
     cellId: string,
-    update: Partial<Pick<ICellEntry, 'status' | 'code' | 'executionCount' | 'preview'>>
+    update: Partial<
+      Pick<ICellEntry, 'status' | 'code' | 'executionCount' | 'preview' | 'waitingText'>
+    >
   ): void {
     const existing = this.findCellEntry(cellId);
     if (existing && (existing.turn === turn || turn === null)) {
@@ -340,7 +435,8 @@ export class TranscriptModel {
       status: update.status ?? 'running',
       executionCount: update.executionCount ?? null,
       code: update.code ?? null,
-      preview: update.preview ?? ''
+      preview: update.preview ?? '',
+      waitingText: update.waitingText ?? ''
     });
   }
 
@@ -355,6 +451,7 @@ export class TranscriptModel {
       streaming.streaming = false;
       this._changed.emit({ type: 'updated', entry: streaming });
     }
+    this._settleUnfinishedCells(turn);
     const final = finalText.trim();
     if (final) {
       const alreadyShown = this._entries.some(
@@ -373,32 +470,99 @@ export class TranscriptModel {
         });
       }
     }
-    const notice = STOP_NOTICES[stopReason];
+    const notice = (STOP_NOTICES as Record<string, string | undefined>)[stopReason];
     if (notice) {
-      this._add({ kind: 'notice', id: this._nextId++, turn, text: notice });
+      this._add({
+        kind: 'notice',
+        id: this._nextId++,
+        turn,
+        text: notice,
+        tone: 'info',
+        noticeKind: 'stop'
+      });
     }
   }
 
-  private _entryFromItem(item: ChatItem): TranscriptEntry {
+  /**
+   * A turn that ended leaves no cell spinning: a cell still waiting was
+   * withdrawn before it ran (`skipped`); one still running was cut off.
+   */
+  private _settleUnfinishedCells(turn: number | null): void {
+    for (const entry of this._entries) {
+      if (
+        entry.kind === 'cell' &&
+        (entry.turn === turn || turn === null) &&
+        (entry.status === 'waiting' || entry.status === 'running')
+      ) {
+        entry.status = entry.status === 'waiting' ? 'skipped' : 'interrupted';
+        entry.waitingText = '';
+        this._changed.emit({ type: 'updated', entry });
+      }
+    }
+  }
+
+  private _addNotice(turn: number | null, text: string, kind: unknown): void {
+    if (!text) {
+      return;
+    }
+    const noticeKind = typeof kind === 'string' ? (kind as NoticeKind) : null;
+    this._add({
+      kind: 'notice',
+      id: this._nextId++,
+      turn,
+      text,
+      tone: noticeKind && WARNING_NOTICES.has(noticeKind) ? 'warning' : 'info',
+      noticeKind
+    });
+  }
+
+  /** The entry for one transcript item, or null for one with nothing to show. */
+  private _entryFromItem(item: ChatItem): TranscriptEntry | null {
+    if (!item || typeof item !== 'object') {
+      return null;
+    }
     const id = this._nextId++;
+    const turn = typeof item.turn === 'number' ? item.turn : null;
     switch (item.type) {
       case 'user':
-        return { kind: 'user', id, turn: item.turn, text: item.text, pending: false };
+        return { kind: 'user', id, turn, text: text(item.text), pending: false };
       case 'assistant':
-        return { kind: 'assistant', id, turn: item.turn, text: item.text, streaming: false };
+        return { kind: 'assistant', id, turn, text: text(item.text), streaming: false };
       case 'cell':
         return {
           kind: 'cell',
           id,
-          turn: item.turn,
-          cellId: item.cell_id,
-          status: item.status,
-          executionCount: item.execution_count,
-          code: null,
-          preview: item.preview ?? ''
+          turn,
+          cellId: text(item.cell_id),
+          status: item.status ?? 'ok',
+          executionCount:
+            typeof item.execution_count === 'number' ? item.execution_count : null,
+          code: typeof item.code === 'string' && item.code ? item.code : null,
+          preview: text(item.preview),
+          waitingText: ''
         };
       case 'error':
-        return { kind: 'error', id, turn: item.turn, message: item.message };
+        return { kind: 'error', id, turn, message: text(item.message) };
+      case 'notice': {
+        const noticeKind = item.kind ?? (item.stop_reason ? 'stop' : null);
+        return {
+          kind: 'notice',
+          id,
+          turn,
+          text: text(item.text),
+          tone: item.kind && WARNING_NOTICES.has(item.kind) ? 'warning' : 'info',
+          noticeKind
+        };
+      }
+      default: {
+        // An item this panel does not know (a newer server): a neutral line
+        // when it says something, nothing otherwise.
+        const loose = item as LooseRecord;
+        const said = text(loose.text) || text(loose.message);
+        return said
+          ? { kind: 'notice', id, turn, text: said, tone: 'info', noticeKind: null }
+          : null;
+      }
     }
   }
 
@@ -416,6 +580,18 @@ export class TranscriptModel {
   private _nextId = 1;
   private _lastSeq = 0;
   private readonly _eventApplied = new Signal<this, number>(this);
+  private readonly _liveEvent = new Signal<this, AgentEvent>(this);
   private readonly _changed = new Signal<this, TranscriptChange>(this);
   private readonly _statusChanged = new Signal<this, SessionStatus>(this);
+}
+
+/** The event's turn, or null for a session-level event (status, some notices). */
+function turnOf(event: AgentEvent): number | null {
+  const turn = (event as { turn?: unknown }).turn;
+  return typeof turn === 'number' ? turn : null;
+}
+
+/** A string field of a wire object, or '' when it is missing or not a string. */
+function text(value: unknown): string {
+  return typeof value === 'string' ? value : '';
 }

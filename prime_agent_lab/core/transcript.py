@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from .sessions import SessionLog
+from .wire import STOP_NOTICES, ChatItem
 
 _HISTORY_TYPES = {
     "user_message",
@@ -15,13 +16,6 @@ _HISTORY_TYPES = {
     "turn_end",
     "error",
     "notice",
-}
-
-
-_NOTICES = {
-    "stopped": "Stopped.",
-    "interrupted": "Interrupted: the server stopped while this turn was running.",
-    "max_iterations": "Stopped at the limit of model calls for one turn.",
 }
 
 
@@ -52,9 +46,9 @@ def history_records(session: SessionLog) -> list[dict[str, Any]]:
     return records
 
 
-def chat_transcript(session: SessionLog) -> list[dict[str, Any]]:
-    """What the chat panel shows when it (re)opens a session."""
-    items: list[dict[str, Any]] = []
+def chat_transcript(session: SessionLog) -> list[ChatItem]:
+    """What the chat panel shows when it (re)opens a session (types in `wire.py`)."""
+    items: list[ChatItem] = []
     code_by_call: dict[str, str | None] = {}
     for entry in session.path():
         kind, turn = entry["type"], entry.get("turn")
@@ -88,13 +82,13 @@ def chat_transcript(session: SessionLog) -> list[dict[str, Any]]:
                     "text": entry.get("text", ""),
                 }
             )
-        elif kind == "turn_end" and entry.get("stop_reason") in _NOTICES:
+        elif kind == "turn_end" and entry.get("stop_reason") in STOP_NOTICES:
             items.append(
                 {
                     "type": "notice",
                     "turn": turn,
                     "stop_reason": entry["stop_reason"],
-                    "text": _NOTICES[entry["stop_reason"]],
+                    "text": STOP_NOTICES[entry["stop_reason"]],
                 }
             )
     return items

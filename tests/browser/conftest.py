@@ -270,19 +270,78 @@ def browser() -> Iterator[Any]:
             browser.close()
 
 
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    """A fresh 1400x900 page; console errors are kept in `page.console_errors`."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    page = context.new_page()
+# Console errors JupyterLab itself logs in this setup that are harmless to what the tests
+# check, as (text in the message, text in the source URL), each with the reason. Every other
+# console error and every uncaught page error fails the test at teardown.
+BENIGN_CONSOLE_ERRORS: list[tuple[str, str]] = [
+    # JupyterLab asks "leave the page?" (beforeunload) while a document is open; a test's
+    # page.reload() has no user gesture, so Chromium skips the prompt and logs this.
+    ("Blocked attempt to show a 'beforeunload' confirmation panel", "/lab"),
+    # With two pages on one kernel, each receives the iopub `comm_close` of comms the other
+    # page's JupyterLab opened (widget manager); JupyterLab logs that it has no such comm and
+    # ignores the message.
+    ("Comm not found for comm id", "/static/lab/"),
+]
+
+
+def _is_benign(message: str, location: str, expected: list[tuple[str, str]]) -> bool:
+    return any(
+        text in message and where in location for text, where in [*BENIGN_CONSOLE_ERRORS, *expected]
+    )
+
+
+def _watch_errors(page: Any) -> list[str]:
+    """Collect uncaught page errors and console errors (minus the allow-list) on `page`.
+
+    A test that provokes an error on purpose adds `(text, url part)` to `page.expected_errors`.
+    """
     errors: list[str] = []
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    expected: list[tuple[str, str]] = []
+
+    def on_console(msg: Any) -> None:
+        if msg.type != "error":
+            return
+        location = msg.location.get("url", "") if isinstance(msg.location, dict) else ""
+        if not _is_benign(msg.text, location, expected):
+            errors.append(f"console error: {msg.text} ({location})")
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}\n{exc.stack or ''}"))
     page.console_errors = errors
+    page.expected_errors = expected
+    return errors
+
+
+@pytest.fixture
+def new_page(browser: Any) -> Iterator[Any]:
+    """Makes fresh 1400x900 pages (one browser context each); at teardown, the test fails if
+    any of them had an uncaught page error or a console error (`page.console_errors`)."""
+    contexts: list[Any] = []
+    pages: list[Any] = []
+
+    def make() -> Any:
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        _watch_errors(page)
+        pages.append(page)
+        return page
+
+    make.pages = pages  # type: ignore[attr-defined]
     try:
-        yield page
+        yield make
     finally:
-        context.close()
+        for context in contexts:
+            context.close()
+    errors = [error for page in pages for error in page.console_errors]
+    if errors:
+        pytest.fail("errors in the browser:\n" + "\n".join(errors[:20]), pytrace=False)
+
+
+@pytest.fixture
+def page(new_page: Any) -> Any:
+    """A fresh page; errors in it fail the test (see `new_page`)."""
+    return new_page()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -294,8 +353,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         server = funcargs.get("lab_server")
         if isinstance(server, LabServer):
             report.sections.append(("jupyter lab log (tail)", server.log_tail()))
-        page = funcargs.get("page")
-        errors = getattr(page, "console_errors", None)
+        factory = funcargs.get("new_page")
+        pages = getattr(factory, "pages", [])
+        errors = [error for page in pages for error in page.console_errors]
         if errors:
             report.sections.append(("browser console errors", "\n".join(errors[-50:])))
     return report

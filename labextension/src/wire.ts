@@ -1,0 +1,242 @@
+/**
+ * Wire types of the Prime Agent server API (docs/api.md).
+ *
+ * GENERATED from prime_agent_lab/core/wire.py; do not edit. Regenerate with
+ *   python -m prime_agent_lab.core.wire --ts > labextension/src/wire.ts
+ */
+
+export type SessionStatus = 'idle' | 'running' | 'inactive' | 'broken';
+
+export type CellStatus = 'ok' | 'error' | 'timeout' | 'died' | 'interrupted' | 'aborted' | 'skipped';
+
+export type StopReason = 'end_turn' | 'stopped' | 'error' | 'max_iterations' | 'interrupted';
+
+export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored';
+
+export type ErrorKind = 'provider' | 'kernel' | 'notebook' | 'tool_arguments' | 'internal';
+
+export interface IServerInfo {
+  version: string;
+  provider: string;
+  model: string;
+  output_cap?: number;
+  cell_timeout?: number;
+}
+
+export interface ISessionInfo {
+  session_id: string;
+  notebook_path: string | null;
+  kernel_id: string | null;
+  provider: string | null;
+  model: string | null;
+  status: SessionStatus;
+  turns: number;
+  created: string | null;
+  updated: string | null;
+  seq?: number;
+  reason?: string;
+}
+
+export interface IUserItem {
+  type: 'user';
+  turn: number;
+  text: string;
+}
+
+export interface IAssistantItem {
+  type: 'assistant';
+  turn: number;
+  text: string;
+}
+
+export interface ICellItem {
+  type: 'cell';
+  turn: number;
+  cell_id: string;
+  code: string;
+  status: CellStatus;
+  execution_count: number | null;
+  preview: string;
+}
+
+export interface IErrorItem {
+  type: 'error';
+  turn: number;
+  message: string;
+}
+
+/** A stop notice (`stop_reason`) or a kernel notice (`kind`). */
+export interface INoticeItem {
+  type: 'notice';
+  turn: number;
+  text: string;
+  stop_reason?: StopReason;
+  kind?: NoticeKind;
+}
+
+export interface ISessionWithTranscript {
+  session_id: string;
+  notebook_path: string | null;
+  kernel_id: string | null;
+  provider: string | null;
+  model: string | null;
+  status: SessionStatus;
+  turns: number;
+  created: string | null;
+  updated: string | null;
+  seq?: number;
+  reason?: string;
+  transcript: ChatItem[];
+}
+
+export interface IStatusEvent {
+  seq: number;
+  session_id: string;
+  type: 'status';
+  status: SessionStatus;
+}
+
+export interface ITurnStartedEvent {
+  seq: number;
+  session_id: string;
+  type: 'turn_started';
+  turn: number;
+  text: string;
+}
+
+export interface ITextDeltaEvent {
+  seq: number;
+  session_id: string;
+  type: 'text_delta';
+  turn: number;
+  text: string;
+}
+
+export interface IAssistantMessageEvent {
+  seq: number;
+  session_id: string;
+  type: 'assistant_message';
+  turn: number;
+  text: string;
+  tool_calls: number;
+  usage?: Record<string, number>;
+}
+
+/** The agent's cell is in the notebook. */
+export interface ICellStartedEvent {
+  seq: number;
+  session_id: string;
+  type: 'cell_started';
+  turn: number;
+  cell_id: string;
+  code: string;
+}
+
+/** The cell is written but held until the user's running cell finishes. */
+export interface ICellWaitingEvent {
+  seq: number;
+  session_id: string;
+  type: 'cell_waiting';
+  turn: number;
+  cell_id: string;
+  text: string;
+}
+
+/** The cell was submitted to the kernel and runs. */
+export interface ICellRunningEvent {
+  seq: number;
+  session_id: string;
+  type: 'cell_running';
+  turn: number;
+  cell_id: string;
+}
+
+export interface ICellFinishedEvent {
+  seq: number;
+  session_id: string;
+  type: 'cell_finished';
+  turn: number;
+  cell_id: string;
+  status: CellStatus;
+  execution_count: number | null;
+  preview: string;
+}
+
+export interface IRetryEvent {
+  seq: number;
+  session_id: string;
+  type: 'retry';
+  turn: number;
+  attempt: number;
+  delay: number;
+  message: string;
+}
+
+export interface IErrorEvent {
+  seq: number;
+  session_id: string;
+  type: 'error';
+  turn?: number;
+  message: string;
+  kind: ErrorKind;
+}
+
+export interface INoticeEvent {
+  seq: number;
+  session_id: string;
+  type: 'notice';
+  turn?: number;
+  kind: NoticeKind;
+  text: string;
+}
+
+/** The notebook was renamed; the session follows it. */
+export interface INotebookMovedEvent {
+  seq: number;
+  session_id: string;
+  type: 'notebook_moved';
+  old_path: string;
+  path: string;
+}
+
+export interface ITurnEndedEvent {
+  seq: number;
+  session_id: string;
+  type: 'turn_ended';
+  turn: number;
+  stop_reason: StopReason;
+  final_text: string;
+}
+
+export type ChatItem =
+  | IUserItem
+  | IAssistantItem
+  | ICellItem
+  | IErrorItem
+  | INoticeItem;
+
+export type AgentEvent =
+  | IStatusEvent
+  | ITurnStartedEvent
+  | ITextDeltaEvent
+  | IAssistantMessageEvent
+  | ICellStartedEvent
+  | ICellWaitingEvent
+  | ICellRunningEvent
+  | ICellFinishedEvent
+  | IRetryEvent
+  | IErrorEvent
+  | INoticeEvent
+  | INotebookMovedEvent
+  | ITurnEndedEvent;
+
+/** The notice line for a turn that ended this way. */
+export const STOP_NOTICES: Partial<Record<StopReason, string>> = {
+  stopped: "Stopped.",
+  interrupted: "Interrupted: the server stopped while this turn was running.",
+  max_iterations: "Stopped at the limit of model calls for one turn.",
+};
+
+export type AgentEventType = AgentEvent['type'];
+
+export type ChatItemType = ChatItem['type'];

@@ -1,0 +1,71 @@
+// @vitest-environment happy-dom
+import { describe, expect, it } from 'vitest';
+
+import { renderEntry, type IEntryViewContext } from '../src/entryViews';
+import type { ICellEntry, INoticeEntry } from '../src/transcript';
+
+function context(notebookCount: number | null = null): IEntryViewContext {
+  return {
+    cellFirstLine: () => 'x = 1',
+    cellExecutionCount: () => notebookCount,
+    revealCell: () => undefined,
+    renderMarkdown: null,
+    entryResized: () => undefined
+  };
+}
+
+function cell(fields: Partial<ICellEntry>): ICellEntry {
+  return {
+    kind: 'cell',
+    id: 1,
+    turn: 1,
+    cellId: 'c',
+    status: 'ok',
+    executionCount: null,
+    code: 'x = 1',
+    preview: '',
+    waitingText: '',
+    ...fields
+  };
+}
+
+describe('cell lines', () => {
+  it('says that a cell waits for the user’s cell', () => {
+    const node = renderEntry(
+      cell({ status: 'waiting', waitingText: 'waiting for your cell to finish' }),
+      context()
+    );
+    expect(node.dataset.status).toBe('waiting');
+    expect(node.querySelector('[data-testid="pal-cell-waiting"]')?.textContent).toBe(
+      'waiting for your cell to finish'
+    );
+  });
+
+  it('takes the execution count from the notebook when the server sent none', () => {
+    const node = renderEntry(cell({ status: 'interrupted' }), context(2));
+    expect(node.querySelector('.pal-cell-count')?.textContent).toBe('[2]');
+  });
+
+  it('renders a status it does not know without throwing', () => {
+    const entry = cell({ status: 'vanished' as ICellEntry['status'] });
+    expect(() => renderEntry(entry, context())).not.toThrow();
+  });
+});
+
+describe('notices', () => {
+  it('renders a kernel restart as a warning the screen reader announces', () => {
+    const notice: INoticeEntry = {
+      kind: 'notice',
+      id: 2,
+      turn: 1,
+      text: 'The agent restarted the kernel: your variables are gone.',
+      tone: 'warning',
+      noticeKind: 'kernel_restarted'
+    };
+    const node = renderEntry(notice, context());
+    expect(node.dataset.testid).toBe('pal-notice');
+    expect(node.dataset.kind).toBe('kernel_restarted');
+    expect(node.classList.contains('pal-mod-warning')).toBe(true);
+    expect(node.getAttribute('role')).toBe('alert');
+  });
+});

@@ -1,0 +1,391 @@
+"""The wire types the chat panel reads: chat transcript items, events, session info, statuses.
+
+This module is the one source of truth. The labextension's `src/wire.ts` is generated from it:
+
+    python -m prime_agent_lab.core.wire --ts > labextension/src/wire.ts
+
+and `tests/test_wire.py` fails when the checked-in file differs from what this module generates,
+or when the server emits an event or a field that is not declared here. Every new event, item,
+field or status is added here first.
+"""
+
+import json
+import sys
+import types
+import typing
+from typing import Literal, NotRequired, TypedDict, Union
+
+from .ports import ExecutionStatus
+
+# ---------------------------------------------------------------- statuses and kinds
+
+SessionStatus = Literal["idle", "running", "inactive", "broken"]
+"""`inactive`: on disk, no agent attached (or another session took over the notebook's kernel).
+`broken`: a damaged session file, listed with a `reason`."""
+
+CellStatus = Literal[ExecutionStatus, "skipped"]
+"""How an agent cell ended. `skipped`: withdrawn by Stop before it reached the kernel."""
+
+StopReason = Literal["end_turn", "stopped", "error", "max_iterations", "interrupted"]
+"""Why a turn ended. `interrupted`: the server stopped while the turn was running."""
+
+NoticeKind = Literal[
+    "kernel_restarted", "kernel_restarted_externally", "kernel_died", "cell_restored"
+]
+"""Something the user must know that is not an error."""
+
+ErrorKind = Literal["provider", "kernel", "notebook", "tool_arguments", "internal"]
+
+STOP_NOTICES: dict[StopReason, str] = {
+    "stopped": "Stopped.",
+    "interrupted": "Interrupted: the server stopped while this turn was running.",
+    "max_iterations": "Stopped at the limit of model calls for one turn.",
+}
+"""The notice line the chat shows for a turn that ended this way (transcript item and panel)."""
+
+
+# ---------------------------------------------------------------- REST answers
+
+
+class ServerInfo(TypedDict):
+    version: str
+    provider: str
+    model: str
+    output_cap: NotRequired[int]
+    cell_timeout: NotRequired[float]
+
+
+class SessionInfo(TypedDict):
+    session_id: str
+    notebook_path: str | None
+    kernel_id: str | None
+    provider: str | None
+    model: str | None
+    status: SessionStatus
+    turns: int
+    created: str | None
+    updated: str | None
+    seq: NotRequired[int]
+    """Newest event seq when the server answered (attached sessions only)."""
+    reason: NotRequired[str]
+    """Why a `broken` session cannot be read."""
+
+
+class UserItem(TypedDict):
+    type: Literal["user"]
+    turn: int
+    text: str
+
+
+class AssistantItem(TypedDict):
+    type: Literal["assistant"]
+    turn: int
+    text: str
+
+
+class CellItem(TypedDict):
+    type: Literal["cell"]
+    turn: int
+    cell_id: str
+    code: str
+    status: CellStatus
+    execution_count: int | None
+    preview: str
+
+
+class ErrorItem(TypedDict):
+    type: Literal["error"]
+    turn: int
+    message: str
+
+
+class NoticeItem(TypedDict):
+    """A stop notice (`stop_reason`) or a kernel notice (`kind`)."""
+
+    type: Literal["notice"]
+    turn: int
+    text: str
+    stop_reason: NotRequired[StopReason]
+    kind: NotRequired[NoticeKind]
+
+
+ChatItem = UserItem | AssistantItem | CellItem | ErrorItem | NoticeItem
+
+
+class SessionWithTranscript(SessionInfo):
+    transcript: list[ChatItem]
+
+
+# ---------------------------------------------------------------- events (websocket)
+
+
+class StatusEvent(TypedDict):
+    seq: int
+    session_id: str
+    type: Literal["status"]
+    status: SessionStatus
+
+
+class TurnStartedEvent(TypedDict):
+    seq: int
+    session_id: str
+    type: Literal["turn_started"]
+    turn: int
+    text: str
+
+
+class TextDeltaEvent(TypedDict):
+    seq: int
+    session_id: str
+    type: Literal["text_delta"]
+    turn: int
+    text: str
+
+
+class AssistantMessageEvent(TypedDict):
+    seq: int
+    session_id: str
+    type: Literal["assistant_message"]
+    turn: int
+    text: str
+    tool_calls: int
+    usage: NotRequired[dict[str, int]]
+
+
+class CellStartedEvent(TypedDict):
+    """The agent's cell is in the notebook."""
+
+    seq: int
+    session_id: str
+    type: Literal["cell_started"]
+    turn: int
+    cell_id: str
+    code: str
+
+
+class CellWaitingEvent(TypedDict):
+    """The cell is written but held until the user's running cell finishes."""
+
+    seq: int
+    session_id: str
+    type: Literal["cell_waiting"]
+    turn: int
+    cell_id: str
+    text: str
+
+
+class CellRunningEvent(TypedDict):
+    """The cell was submitted to the kernel and runs."""
+
+    seq: int
+    session_id: str
+    type: Literal["cell_running"]
+    turn: int
+    cell_id: str
+
+
+class CellFinishedEvent(TypedDict):
+    seq: int
+    session_id: str
+    type: Literal["cell_finished"]
+    turn: int
+    cell_id: str
+    status: CellStatus
+    execution_count: int | None
+    preview: str
+
+
+class RetryEvent(TypedDict):
+    seq: int
+    session_id: str
+    type: Literal["retry"]
+    turn: int
+    attempt: int
+    delay: float
+    message: str
+
+
+class ErrorEvent(TypedDict):
+    seq: int
+    session_id: str
+    type: Literal["error"]
+    turn: NotRequired[int]
+    message: str
+    kind: ErrorKind
+
+
+class NoticeEvent(TypedDict):
+    seq: int
+    session_id: str
+    type: Literal["notice"]
+    turn: NotRequired[int]
+    kind: NoticeKind
+    text: str
+
+
+class NotebookMovedEvent(TypedDict):
+    """The notebook was renamed; the session follows it."""
+
+    seq: int
+    session_id: str
+    type: Literal["notebook_moved"]
+    old_path: str
+    path: str
+
+
+class TurnEndedEvent(TypedDict):
+    seq: int
+    session_id: str
+    type: Literal["turn_ended"]
+    turn: int
+    stop_reason: StopReason
+    final_text: str
+
+
+AgentEvent = (
+    StatusEvent
+    | TurnStartedEvent
+    | TextDeltaEvent
+    | AssistantMessageEvent
+    | CellStartedEvent
+    | CellWaitingEvent
+    | CellRunningEvent
+    | CellFinishedEvent
+    | RetryEvent
+    | ErrorEvent
+    | NoticeEvent
+    | NotebookMovedEvent
+    | TurnEndedEvent
+)
+
+EVENT_FIELDS_ADDED_BY_BUS = frozenset({"seq", "type", "session_id"})
+
+
+def event_types() -> dict[str, type]:
+    """Event `type` value -> its TypedDict."""
+    return {_tag(cls): cls for cls in typing.get_args(AgentEvent)}
+
+
+def chat_item_types() -> dict[str, type]:
+    """Chat item `type` value -> its TypedDict."""
+    return {_tag(cls): cls for cls in typing.get_args(ChatItem)}
+
+
+def _tag(cls: type) -> str:
+    (value,) = typing.get_args(typing.get_type_hints(cls)["type"])
+    return str(value)
+
+
+# ---------------------------------------------------------------- TypeScript generation
+
+# What the TypeScript file declares, in order. Aliases are referred to by name wherever a field
+# uses them; TypedDicts become interfaces named with an `I` prefix (the labextension's lint rule).
+_ALIASES: dict[str, object] = {
+    "SessionStatus": SessionStatus,
+    "CellStatus": CellStatus,
+    "StopReason": StopReason,
+    "NoticeKind": NoticeKind,
+    "ErrorKind": ErrorKind,
+}
+_INTERFACES: list[type] = [
+    ServerInfo,
+    SessionInfo,
+    UserItem,
+    AssistantItem,
+    CellItem,
+    ErrorItem,
+    NoticeItem,
+    SessionWithTranscript,
+    *typing.get_args(AgentEvent),
+]
+_UNIONS: dict[str, object] = {"ChatItem": ChatItem, "AgentEvent": AgentEvent}
+
+
+def _ts_name(cls: type) -> str:
+    return f"I{cls.__name__}"
+
+
+def _ts_type(annotation: object) -> str:
+    for name, alias in (_ALIASES | _UNIONS).items():
+        if annotation == alias:
+            return name
+    return _ts_expansion(annotation)
+
+
+def _ts_expansion(annotation: object) -> str:
+    if annotation is type(None):
+        return "null"
+    if annotation is str:
+        return "string"
+    if annotation in (int, float):
+        return "number"
+    if annotation is bool:
+        return "boolean"
+    if isinstance(annotation, type) and typing.is_typeddict(annotation):
+        return _ts_name(annotation)
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Literal:
+        return " | ".join(f"'{value}'" for value in args)
+    if origin in (Union, types.UnionType):
+        return " | ".join(_ts_type(arg) for arg in args)
+    if origin is list:
+        (item,) = args
+        inner = _ts_type(item)
+        return f"({inner})[]" if " | " in inner else f"{inner}[]"
+    if origin is dict:
+        key, value = args
+        return f"Record<{_ts_type(key)}, {_ts_type(value)}>"
+    raise TypeError(f"no TypeScript for {annotation!r}")
+
+
+def _ts_interface(cls: type) -> str:
+    lines = []
+    if cls.__doc__ and not cls.__doc__.startswith(f"{cls.__name__}("):
+        lines.append(f"/** {' '.join(cls.__doc__.split())} */")
+    lines.append(f"export interface {_ts_name(cls)} {{")
+    optional = cls.__optional_keys__  # type: ignore[attr-defined]
+    for field, annotation in typing.get_type_hints(cls).items():
+        mark = "?" if field in optional else ""
+        lines.append(f"  {field}{mark}: {_ts_type(annotation)};")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _ts_union(name: str, union: object) -> str:
+    members = "\n".join(f"  | {_ts_name(cls)}" for cls in typing.get_args(union))
+    return f"export type {name} =\n{members};"
+
+
+def typescript() -> str:
+    """The contents of `labextension/src/wire.ts`."""
+    parts = [
+        "/**\n"
+        " * Wire types of the Prime Agent server API (docs/api.md).\n"
+        " *\n"
+        " * GENERATED from prime_agent_lab/core/wire.py; do not edit. Regenerate with\n"
+        " *   python -m prime_agent_lab.core.wire --ts > labextension/src/wire.ts\n"
+        " */"
+    ]
+    parts += [f"export type {name} = {_ts_expansion(alias)};" for name, alias in _ALIASES.items()]
+    parts += [_ts_interface(cls) for cls in _INTERFACES]
+    parts += [_ts_union(name, union) for name, union in _UNIONS.items()]
+    notices = "".join(f"\n  {key}: {json.dumps(text)}," for key, text in STOP_NOTICES.items())
+    parts.append(
+        "/** The notice line for a turn that ended this way. */\n"
+        f"export const STOP_NOTICES: Partial<Record<StopReason, string>> = {{{notices}\n}};"
+    )
+    parts.append("export type AgentEventType = AgentEvent['type'];")
+    parts.append("export type ChatItemType = ChatItem['type'];")
+    return "\n\n".join(parts) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if argv != ["--ts"]:
+        print("usage: python -m prime_agent_lab.core.wire --ts > labextension/src/wire.ts")
+        return 2
+    sys.stdout.write(typescript())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
