@@ -198,8 +198,9 @@ class _TurnStopper:
             task.cancel()
 
     def __call__(self, reason: str) -> None:
-        if self.reason is None:
-            self.reason = reason
+        if self.reason is not None:  # already stopping: a second signal must not cut the cleanup
+            return
+        self.reason = reason
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
