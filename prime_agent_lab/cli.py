@@ -201,8 +201,9 @@ class _TurnStopper:
             self._request_stop()
 
     def __call__(self, reason: str) -> None:
-        if self.reason is None:
-            self.reason = reason
+        if self.reason is not None:  # already stopping: a second signal must not cut the cleanup
+            return
+        self.reason = reason
         self._request_stop()
 
     def _request_stop(self) -> None:

@@ -24,7 +24,6 @@ from prime_agent_lab.adapters.file_notebook import FileNotebook
 from prime_agent_lab.core.events import EventBus
 from prime_agent_lab.core.messages import ModelResponse
 from prime_agent_lab.core.ports import OutputEvent, ProviderError
-from prime_agent_lab.core.recovery import close_interrupted_turn
 from prime_agent_lab.core.sessions import SessionRepository
 
 from .fake_llm_server import FakeLLMServer
@@ -268,6 +267,7 @@ async def test_reopening_without_the_notebook_still_says_the_cell_ran(tmp_path: 
     session.append("assistant_message", turn=1, text="", tool_calls=tool_calls)
     session.append("cell_started", turn=1, tool_call_id="c1", cell_id="abc")
     notebook = FileNotebook(tmp_path / "other.ipynb", 1000)  # the cell is not in it
+    from prime_agent_lab.core.recovery import close_interrupted_turn
 
     assert await close_interrupted_turn(session, notebook, output_cap=1000) == 1
     [message] = [m for m in session.context_messages() if m.role == "tool"]

@@ -127,7 +127,10 @@ def test_stopped_turn_survives_a_reload(lab_server: LabServer, page: Any) -> Non
     expect(panel.get_by_test_id("pal-notice")).to_have_text(["Stopped."])
     expect(panel.get_by_test_id("pal-empty")).to_have_count(0)
 
-    # The panel's count is the notebook's: `[n]` in both once the server records it.
+    # The panel's count is the notebook's `[n]` (the cell is brought into view first: a windowed
+    # notebook does not render cells far below the viewport after a reload).
+    agent_cell.scroll_into_view_if_needed()
+    expect(agent_cell.locator(".jp-InputPrompt")).to_contain_text(re.compile(r"\[\d+\]"))
     prompt_text = agent_cell.locator(".jp-InputPrompt").inner_text()
     notebook_count = re.sub(r"[^\d]", "", prompt_text)
     panel_count = re.sub(r"[^\d]", "", cell_line.locator(".pal-cell-count").inner_text())
