@@ -57,7 +57,7 @@ import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -176,6 +176,8 @@ class Row:
     bare: float
     early: float
     late: float
+    gaps: list[float] = field(default_factory=list, repr=False)  # per cell 1..N, for --json
+    harness_cells: list[float] = field(default_factory=list, repr=False)
 
     @property
     def added(self) -> float:
@@ -249,6 +251,8 @@ def make_row(
         bare=bare,
         early=statistics.median(harness[k - 1] for k in early),
         late=statistics.median(harness[k - 1] for k in late),
+        gaps=gaps,
+        harness_cells=harness,
     )
 
 
@@ -711,8 +715,8 @@ if __name__ == "__main__":
     print(f"(took {time.perf_counter() - started:.0f} s)", file=sys.stderr)
     if options.json is not None:
         figures = {
-            "rows": [{**row.__dict__, "added": row.added, "ratio": row.ratio} for row in rows],
-            "startup": [{**s.__dict__, "ratio": s.run / s.bare} for s in startups],
+            "rows": [{**asdict(row), "added": row.added, "ratio": row.ratio} for row in rows],
+            "startup": [{**asdict(s), "ratio": s.run / s.bare} for s in startups],
             "bare": bare,
         }
         options.json.write_text(json.dumps(figures, indent=2))
