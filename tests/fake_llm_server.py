@@ -291,6 +291,9 @@ class FakeLLMServer:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as real API servers do: with Nagle, a reply written in several pieces waits for
+    # the client's delayed ACK (40 ms on Linux) once a kept-alive connection leaves quick-ACK mode.
+    disable_nagle_algorithm = True
     server: ThreadingHTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:
