@@ -22,6 +22,8 @@ API (all methods thread-safe):
   echoes the key they sent (as careless servers do), so tests can check that it is redacted.
 - `base_url` (`http://127.0.0.1:<port>`), `openai_base_url` (`base_url + "/v1"`).
 - `requests: list[RecordedRequest]`, failed ones included; `policy` may be replaced any time.
+  Each carries `arrived` (when its headers were read) and `finished` (when its answer was fully
+  written), both `time.perf_counter()` of this process (`finished` is 0.0 until then).
 - `fail_next(n=1, status=500, message=None, retry_after=None)`: the next n requests get that
   status with a vendor-shaped error body (and a `retry-after` header if given).
 - `cut_next_stream(after_events=2, error_status=None)`: the next streamed reply stops after that
@@ -104,6 +106,8 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]  # lower-cased names
     body: dict[str, Any]
+    arrived: float = 0.0  # time.perf_counter() when the request's headers were read
+    finished: float = 0.0  # time.perf_counter() when the answer was fully written
 
     @property
     def stream(self) -> bool:
@@ -307,12 +311,16 @@ class FakeLLMServer:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as real API servers do: with Nagle, a reply written in several pieces waits for
+    # the client's delayed ACK (40 ms on Linux) once a kept-alive connection leaves quick-ACK mode.
+    disable_nagle_algorithm = True
     server: ThreadingHTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def do_POST(self) -> None:
+        arrived = time.perf_counter()
         fake: FakeLLMServer = self.server.fake  # type: ignore[attr-defined]
         path = self.path.split("?", 1)[0]
         length = int(self.headers.get("content-length") or 0)
@@ -327,7 +335,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(vendor, 400, "request body is not JSON")
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
-        recorded = RecordedRequest(vendor=vendor, path=path, headers=headers, body=body)
+        recorded = RecordedRequest(vendor, path, headers, body, arrived=arrived)
         number, delay, failure, cut = fake._admit(recorded)
         try:
             if delay:
@@ -359,6 +367,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(200, _openai_completion(number, model, reply, usage))
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up (e.g. its timeout fired)
+        finally:
+            recorded.finished = time.perf_counter()
 
     # ------------------------------------------------------------ writing
 
