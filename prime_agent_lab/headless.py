@@ -69,6 +69,7 @@ class HeadlessRun:
         self._kernel: _StartingKernel | None = None
         self._server: HTTPServer | None = None
         self._agent: Agent | None = None
+        self._notebook: FileNotebook | None = None
 
     @property
     def agent(self) -> Agent:
@@ -81,7 +82,7 @@ class HeadlessRun:
         provider = make_provider(
             name, model, script_path=script, stream=stream, fenced_code=self._fenced_code
         )
-        notebook = FileNotebook(self.notebook_path, NOTEBOOK_OUTPUT_CAP)
+        notebook = self._notebook = FileNotebook(self.notebook_path, NOTEBOOK_OUTPUT_CAP)
         session = self._open_session(provider.name, provider.model)
         self.session_dir = session.directory
         await close_interrupted_turn(
@@ -142,6 +143,8 @@ class HeadlessRun:
         return f"http://127.0.0.1:{port}/prime-agent/bridge"
 
     async def close(self) -> None:
+        if self._notebook is not None:
+            self._notebook.flush()
         if self._kernel is not None:
             await self._kernel.shutdown()
         if self._server is not None:

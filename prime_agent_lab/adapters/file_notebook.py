@@ -1,21 +1,20 @@
 """The notebook port over an .ipynb file on disk, for headless runs (no live document).
 
-A running cell's output is written to disk at most `flush_interval` seconds after it arrives, so a
-process killed mid-cell (SIGKILL, power loss) loses at most that much of it.
+Writes are batched: the file is rewritten at most once per `flush_interval` (and at once when
+that long has passed since the last write), and on `flush()` when the run ends. So a fast loop of
+small cells does not re-serialise the whole notebook per cell, and a process killed mid-cell
+(SIGKILL, power loss) loses at most the last `flush_interval` seconds of output.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-import nbformat
-
 from ..core.ports import OutputEvent
+from .nbjson import new_code_cell, new_notebook, read_notebook, write_notebook
 from .output_cap import NotebookOutputCap
 
 FLUSH_INTERVAL = 1.0
@@ -33,91 +32,81 @@ class FileNotebook:
         self._file = Path(path)
         self._output_cap = output_cap
         self.flush_interval = flush_interval
+        self._written_at = float("-inf")
+        self._timer: asyncio.TimerHandle | None = None
+        self._dirty = False
         if self._file.exists():
-            self.nb = nbformat.read(self._file, as_version=4)
-            if self.nb.nbformat_minor < 5:
-                # Agent cells carry ids, which need format 4.5; give older cells ids too.
-                self.nb.nbformat_minor = 5
-                for cell in self.nb.cells:
-                    cell.setdefault("id", uuid.uuid4().hex[:12])
+            self.nb = read_notebook(self._file)
         else:
-            self.nb = nbformat.v4.new_notebook()
-            self.nb.metadata["kernelspec"] = {
-                "name": kernel_name,
-                "display_name": "Python 3 (ipykernel)",
-                "language": "python",
-            }
-            self.nb.metadata["language_info"] = {"name": "python"}
+            self.nb = new_notebook(kernel_name)
             self._write()
 
     async def append_code_cell(self, source: str, metadata: dict[str, Any]) -> FileCellWriter:
-        cell = nbformat.v4.new_code_cell(source=source, metadata={"trusted": True, **metadata})
-        cell["id"] = uuid.uuid4().hex[:12]
-        self.nb.cells.append(cell)
-        self._write()
+        cell = new_code_cell(source, {"trusted": True, **metadata})
+        self.nb["cells"].append(cell)
+        self.changed()
         return FileCellWriter(self, cell, NotebookOutputCap(self._output_cap))
 
     async def save(self) -> None:
-        self._write()
+        self.changed()
 
     async def read_cell_outputs(self, cell_id: str) -> list[dict[str, Any]] | None:
-        for cell in self.nb.cells:
+        for cell in self.nb["cells"]:
             if cell.get("id") == cell_id:
                 return [dict(output) for output in cell.get("outputs", [])]
         return None
 
+    def changed(self) -> None:
+        """Something changed: write now if the last write is `flush_interval` old, else then."""
+        self._dirty = True
+        if self._timer is not None:
+            return
+        wait = self._written_at + self.flush_interval - time.monotonic()
+        if wait <= 0:
+            self._write()
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a synchronous caller): write now
+            self._write()
+            return
+        self._timer = loop.call_later(wait, self._write)
+
+    def flush(self) -> None:
+        """Write what is pending now (the run ends)."""
+        if self._dirty:
+            self._write()
+
     def _write(self) -> None:
-        tmp = self._file.with_name(f".{self._file.name}.{os.getpid()}.tmp")
-        nbformat.write(self.nb, tmp)
-        os.replace(tmp, self._file)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._dirty = False
+        self._written_at = time.monotonic()
+        write_notebook(self.nb, self._file)
 
 
 class FileCellWriter:
-    def __init__(self, notebook: FileNotebook, cell: Any, cap: NotebookOutputCap) -> None:
+    def __init__(
+        self, notebook: FileNotebook, cell: dict[str, Any], cap: NotebookOutputCap
+    ) -> None:
         self._notebook = notebook
         self._cell = cell
         self._cap = cap
         self._pending_clear = False
         self._display_index: dict[str, int] = {}
-        self._written_at = time.monotonic()
-        self._flush_timer: asyncio.TimerHandle | None = None
         self.cell_id: str = cell["id"]
 
-    def _flush_soon(self) -> None:
-        """Write new output now if the last write is a flush interval old, else once it is."""
-        if self._flush_timer is not None:
-            return
-        wait = self._written_at + self._notebook.flush_interval - time.monotonic()
-        if wait <= 0:
-            self._flush()
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no loop (a synchronous caller): write now
-            self._flush()
-            return
-        self._flush_timer = loop.call_later(wait, self._flush)
-
-    def _flush(self) -> None:
-        self._flush_timer = None
-        self._written_at = time.monotonic()
-        self._notebook._write()
-
-    def _cancel_flush(self) -> None:
-        if self._flush_timer is not None:
-            self._flush_timer.cancel()
-            self._flush_timer = None
-
     def set_running(self) -> None:
-        self._cell.outputs = []
-        self._cell.execution_count = None
+        self._cell["outputs"] = []
+        self._cell["execution_count"] = None
 
     def apply(self, event: OutputEvent) -> None:
         self._apply(event)
-        self._flush_soon()
+        self._notebook.changed()
 
     def _apply(self, event: OutputEvent) -> None:
-        outputs = self._cell.outputs
+        outputs = self._cell["outputs"]
         if event.kind == "clear":
             if event.wait:
                 self._pending_clear = True
@@ -133,7 +122,7 @@ class FileCellWriter:
         if event.kind == "update_display":
             index = self._display_index.get(event.display_id or "")
             if index is not None:
-                outputs[index] = nbformat.from_dict(output)
+                outputs[index] = dict(output)
             return
         if output.get("output_type") == "stream":
             text = self._cap.admit(output.get("text", ""))
@@ -147,15 +136,14 @@ class FileCellWriter:
             ):
                 last["text"] += text
             else:
-                outputs.append(nbformat.v4.new_output("stream", name=output.get("name"), text=text))
+                outputs.append({"output_type": "stream", "name": output.get("name"), "text": text})
             return
         if event.display_id:
             self._display_index[event.display_id] = len(outputs)
-        outputs.append(nbformat.from_dict(output))
+        outputs.append(dict(output))
 
     def finish(self, execution_count: int | None) -> None:
-        self._cancel_flush()  # the loop saves the notebook right after
-        self._cell.execution_count = execution_count
-        for output in self._cell.outputs:
+        self._cell["execution_count"] = execution_count
+        for output in self._cell["outputs"]:
             if output.get("output_type") == "execute_result":
                 output["execution_count"] = execution_count

@@ -16,14 +16,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nbformat.v4 import output_from_msg
-
 from ..core.ports import (
     CellState,
     ExecutionResult,
     KernelUnavailable,
     OutputEvent,
 )
+from .nbjson import output_from_msg
 
 log = logging.getLogger(__name__)
 

@@ -14,11 +14,12 @@ import openai
 
 from ..core.messages import ImagePart, Message, ModelRequest, ModelResponse, ToolCall, Usage
 from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
-from .common import tool_arguments_json, within_deadline
+from .common import prebuilt_body, tool_arguments_json, within_deadline
 from .errors import OPENAI_KEY_ENV, incomplete_stream, map_sdk_error, missing_credentials
 from .fenced import apply_fenced_fallback
 
 VENDOR = "OpenAI-compatible API"
+_SDK_KEYS = ("model",)  # the rest of the body is sent as built (see prebuilt_body)
 
 _FINISH_REASONS = {
     "stop": "end_turn",
@@ -79,7 +80,9 @@ class OpenAIProvider:
                 async for event in self._stream(client, params):
                     yield event
             else:
-                completion = await client.chat.completions.create(**params)
+                completion = await client.chat.completions.create(
+                    **prebuilt_body(params, sdk_keys=_SDK_KEYS)
+                )
                 response = response_from_completion(
                     completion, self.model, fenced_code=self.fenced_code
                 )
@@ -102,7 +105,9 @@ class OpenAIProvider:
         model = self.model
         finish: str | None = None
         chunks = await client.chat.completions.create(
-            **params, stream=True, stream_options={"include_usage": True}
+            **prebuilt_body(params, sdk_keys=_SDK_KEYS),
+            stream=True,
+            stream_options={"include_usage": True},
         )
         try:
             async for chunk in chunks:
