@@ -12,7 +12,7 @@ import pytest
 
 from prime_agent_lab.core.agent import Agent, AgentConfig
 from prime_agent_lab.core.events import EventBus
-from prime_agent_lab.core.messages import ModelRequest, ModelResponse, ToolCall
+from prime_agent_lab.core.messages import Message, ModelRequest, ModelResponse, ToolCall
 from prime_agent_lab.core.observation import (
     build_observation,
     cap_text,
@@ -408,3 +408,32 @@ def test_a_stalled_event_subscriber_is_dropped_instead_of_growing_without_end() 
         return bus.is_subscribed(stalled), stalled.qsize(), bus.is_subscribed(live)
 
     assert asyncio.run(scenario()) == (False, 3, True)
+
+
+def test_the_context_is_extended_per_call_and_equals_a_rebuild_after_branches(
+    tmp_path: Path,
+) -> None:
+    log = SessionRepository(tmp_path).create(notebook_path="nb.ipynb", provider="p", model="m")
+    seen: list[list[Message]] = []
+    anchor = None
+    for turn in range(1, 4):
+        log.append("user_message", turn=turn, text=f"ask {turn}")
+        for step in range(3):
+            call = {"id": f"c{turn}{step}", "name": "python", "arguments": '{"code": "1"}'}
+            entry = log.append("assistant_message", turn=turn, text="", tool_calls=[call])
+            anchor = anchor or entry["id"]
+            seen.append(log.context_messages())  # the open call is settled as "not run"
+            log.append("tool_result", turn=turn, tool_call_id=call["id"], observation=f"o{step}")
+            seen.append(log.context_messages())
+        log.append("turn_end", turn=turn, stop_reason="end_turn", final_text="")
+        log.append("notice", kind="kernel_restarted_externally", text="restarted")
+    assert log.context_messages() == SessionLog.load(log.directory).context_messages()
+    assert seen[0][-1].text.startswith("(this call was not run")
+    assert len(seen[1]) == 3 and seen[1][-1].text == "o0"
+
+    log.move_leaf(anchor)  # a branch: the context follows the new leaf
+    branched = log.context_messages()
+    assert branched == SessionLog.load(log.directory).context_messages()
+    assert [m.role for m in branched] == ["user", "assistant", "tool"]
+    log.append("tool_result", turn=1, tool_call_id="c10", observation="again")
+    assert log.context_messages()[-1].text == "again"

@@ -452,6 +452,8 @@ class Agent:
         self.session.append("cell_started", turn=turn, tool_call_id=call.id, cell_id=cell_id)
 
     def _record_skipped(self, turn: int, calls: list[ToolCall]) -> None:
+        if not calls:
+            return
         recorded = {
             e.get("tool_call_id") for e in self.session.path() if e["type"] == "tool_result"
         }

@@ -66,6 +66,7 @@ class SessionLog:
         self.damage: str | None = None  # why this log cannot be continued (see `read`)
         self._needs_newline = False
         self._lock = threading.Lock()
+        self._context: _ContextBuilder | None = None
 
     # ------------------------------------------------------------ construction
 
@@ -279,67 +280,99 @@ class SessionLog:
         return turn
 
     def context_messages(self) -> list[Message]:
-        """The conversation the model sees, rebuilt from the path to the leaf.
+        """The conversation the model sees: the path to the leaf, as messages.
 
-        Every tool call gets exactly one result: calls whose result was never recorded (a stopped
-        or crashed turn) get a synthetic one, so every provider accepts the history.
+        Built incrementally: entries appended since the last call extend the previous result
+        (a leaf moved elsewhere, a branch, rebuilds it), so a model call costs the same at the
+        200th cell as at the first. Every tool call gets exactly one result: calls whose result
+        was never recorded (a stopped or crashed turn) get a synthetic one, so every provider
+        accepts the history.
         """
-        messages: list[Message] = []
-        pending: list[ToolCall] = []
-        notices: list[str] = []  # between turns (a kernel restart): told with the next message
-        in_turn = False
+        builder = self._context
+        new = self._entries_after(builder.leaf_id) if builder is not None else None
+        if builder is None or new is None:
+            builder, new = _ContextBuilder(), self.path()
+        for entry in new:
+            builder.feed(entry)
+        builder.leaf_id = self.leaf_id
+        self._context = builder
+        return builder.messages_now()
 
-        def settle() -> None:
-            for call in pending:
-                messages.append(
+    def _entries_after(self, entry_id: str | None) -> list[dict[str, Any]] | None:
+        """The entries from `entry_id` (exclusive) to the leaf, or None if it is not on the path."""
+        out: list[dict[str, Any]] = []
+        cursor = self.leaf_id
+        while cursor != entry_id:
+            if cursor is None:
+                return None
+            entry = self.by_id[cursor]
+            out.append(entry)
+            cursor = entry.get("parent_id")
+        out.reverse()
+        return out
+
+
+class _ContextBuilder:
+    """The model's conversation, fed one session entry at a time (see `context_messages`)."""
+
+    NOT_RUN = "(this call was not run: the turn was stopped before it)"
+
+    def __init__(self) -> None:
+        self.leaf_id: str | None = None
+        self.messages: list[Message] = []
+        self.pending: list[ToolCall] = []  # calls of the last assistant message without result
+        self.notices: list[str] = []  # between turns (a kernel restart): told with the next message
+        self.in_turn = False
+
+    def feed(self, entry: dict[str, Any]) -> None:
+        kind = entry["type"]
+        if kind == "user_message":
+            self._settle()
+            self.in_turn = True
+            text = "".join(f"[notice] {n}\n\n" for n in self.notices) + entry["text"]
+            self.notices.clear()
+            self.messages.append(Message(role="user", text=text))
+        elif kind == "turn_end":
+            self.in_turn = False
+        elif kind == "notice" and not self.in_turn:
+            self.notices.append(str(entry.get("text", "")))
+        elif kind == "assistant_message":
+            self._settle()
+            calls = tuple(
+                ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
+                for c in entry.get("tool_calls", [])
+            )
+            self.messages.append(
+                Message(role="assistant", text=entry.get("text", ""), tool_calls=calls)
+            )
+            self.pending.extend(calls)
+        elif kind == "tool_result":
+            call_id = entry["tool_call_id"]
+            if any(c.id == call_id for c in self.pending):
+                self.pending[:] = [c for c in self.pending if c.id != call_id]
+                images = tuple(
+                    ImagePart(media_type=i["media_type"], data_base64=i["data_base64"])
+                    for i in entry.get("images", [])
+                )
+                self.messages.append(
                     Message(
                         role="tool",
-                        tool_call_id=call.id,
-                        text="(this call was not run: the turn was stopped before it)",
+                        tool_call_id=call_id,
+                        text=entry.get("observation", ""),
+                        images=images,
                     )
                 )
-            pending.clear()
 
-        for entry in self.path():
-            kind = entry["type"]
-            if kind == "user_message":
-                settle()
-                in_turn = True
-                text = "".join(f"[notice] {n}\n\n" for n in notices) + entry["text"]
-                notices.clear()
-                messages.append(Message(role="user", text=text))
-            elif kind == "turn_end":
-                in_turn = False
-            elif kind == "notice" and not in_turn:
-                notices.append(str(entry.get("text", "")))
-            elif kind == "assistant_message":
-                settle()
-                calls = tuple(
-                    ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
-                    for c in entry.get("tool_calls", [])
-                )
-                messages.append(
-                    Message(role="assistant", text=entry.get("text", ""), tool_calls=calls)
-                )
-                pending.extend(calls)
-            elif kind == "tool_result":
-                call_id = entry["tool_call_id"]
-                if any(c.id == call_id for c in pending):
-                    pending[:] = [c for c in pending if c.id != call_id]
-                    images = tuple(
-                        ImagePart(media_type=i["media_type"], data_base64=i["data_base64"])
-                        for i in entry.get("images", [])
-                    )
-                    messages.append(
-                        Message(
-                            role="tool",
-                            tool_call_id=call_id,
-                            text=entry.get("observation", ""),
-                            images=images,
-                        )
-                    )
-        settle()
-        return messages
+    def _settle(self) -> None:
+        self.messages.extend(self._not_run())
+        self.pending.clear()
+
+    def _not_run(self) -> list[Message]:
+        return [Message(role="tool", tool_call_id=c.id, text=self.NOT_RUN) for c in self.pending]
+
+    def messages_now(self) -> list[Message]:
+        """The messages so far, with the calls still open settled (without changing state)."""
+        return [*self.messages, *self._not_run()]
 
 
 def _parse_header(line: bytes, directory_name: str) -> tuple[dict[str, Any] | None, str | None]:
