@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -70,7 +71,7 @@ class AnthropicProvider:
                 async for event in self._stream(client, params):
                     yield event
             else:
-                message = await client.messages.create(**params)
+                message = await _create(client, params, stream=False)
                 response = response_from_message(message, self.model, fenced_code=self.fenced_code)
                 if response.text:
                     yield TextDelta(response.text)
@@ -92,7 +93,7 @@ class AnthropicProvider:
         model = self.model
         stop_reason: str | None = None
         finished = False
-        events = await client.messages.create(**params, stream=True)
+        events = await _create(client, params, stream=True)
         try:
             async for event in events:
                 kind = event.type
@@ -143,6 +144,30 @@ class AnthropicProvider:
         yield ResponseDone(
             apply_fenced_fallback(response, id_prefix="toolu_", enabled=self.fenced_code)
         )
+
+
+_POST_TAKES_CONTENT = "content" in inspect.signature(anthropic.AsyncAnthropic.post).parameters
+
+
+async def _create(client: anthropic.AsyncAnthropic, params: dict[str, Any], *, stream: bool) -> Any:
+    """`messages.create`, with the body sent as the JSON we built.
+
+    The SDK copies every message of the request into fresh containers on each call (to drop
+    `NotGiven`s and read file inputs), a cost that grows with the conversation. Our body is
+    plain JSON already, so where the SDK's `post` takes raw content it gets the encoded bytes:
+    auth, base URL, timeouts, streaming and error types stay the SDK's.
+    """
+    if not _POST_TAKES_CONTENT:  # an older SDK: let it build the body itself
+        return await client.messages.create(**params, stream=stream)
+    body = {**params, "stream": True} if stream else params
+    return await client.post(
+        "/v1/messages",
+        cast_to=anthropic.types.Message,
+        content=json.dumps(body).encode(),
+        options={"headers": {"Content-Type": "application/json"}},
+        stream=stream,
+        stream_cls=anthropic.AsyncStream[anthropic.types.RawMessageStreamEvent],
+    )
 
 
 def build_params(request: ModelRequest, model: str) -> dict[str, Any]:
