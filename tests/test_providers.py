@@ -695,3 +695,25 @@ async def test_the_scripted_provider_paces_its_steps_when_asked(tmp_path):
     deltas, _ = await collect(paced, request())
     assert time.monotonic() - started >= 0.4 and len(deltas) > 1
     assert make_provider("scripted", None, script_path=path).step_delay == 0  # off unless asked
+
+
+def test_wire_messages_are_converted_once_per_message_and_equal_a_fresh_conversion() -> None:
+    from prime_agent_lab.providers import anthropic as anthropic_provider
+    from prime_agent_lab.providers import openai as openai_provider
+    from prime_agent_lab.providers.common import WireMemo
+
+    history = tool_history()
+    longer = [*history, Message(role="user", text="And now?")]
+    for vendor in (openai_provider, anthropic_provider):
+        memo = WireMemo()
+        if vendor is openai_provider:
+            first = vendor.to_wire_messages("sys", history, memo=memo)
+            second = vendor.to_wire_messages("sys", longer, memo=memo)
+            fresh = vendor.to_wire_messages("sys", longer)
+        else:
+            first = vendor.to_wire_messages(history, memo=memo)
+            second = vendor.to_wire_messages(longer, memo=memo)
+            fresh = vendor.to_wire_messages(longer)
+        assert second == fresh  # the cache breakpoint moved; nothing stale is carried over
+        assert json.dumps(second).count("cache_control") == json.dumps(fresh).count("cache_control")
+        assert second[:2] == fresh[:2] and first[0] is not None

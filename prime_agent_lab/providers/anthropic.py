@@ -5,13 +5,14 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import AsyncIterator, Sequence
+from functools import partial
 from typing import Any
 
 import anthropic
 
 from ..core.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
-from .common import tool_input, within_deadline
+from .common import WireMemo, tool_input, within_deadline
 from .errors import ANTHROPIC_KEY_ENV, incomplete_stream, map_sdk_error
 from .fenced import apply_fenced_fallback
 
@@ -37,6 +38,7 @@ class AnthropicProvider:
         self.timeout = timeout
         self.fenced_code = fenced_code
         self._client: anthropic.AsyncAnthropic | None = None
+        self._memo = WireMemo()
         self._setup_problem = ""
         try:
             # The SDK reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL itself when these are None.
@@ -59,7 +61,7 @@ class AnthropicProvider:
                 f"{ANTHROPIC_KEY_ENV} environment variable or pass an API key.",
                 kind="auth",
             )
-        params = build_params(request, self.model)
+        params = build_params(request, self.model, self._memo)
         async for event in within_deadline(self._call(self._client, params), self.timeout, VENDOR):
             yield event
 
@@ -170,11 +172,13 @@ async def _create(client: anthropic.AsyncAnthropic, params: dict[str, Any], *, s
     )
 
 
-def build_params(request: ModelRequest, model: str) -> dict[str, Any]:
+def build_params(request: ModelRequest, model: str, memo: WireMemo | None = None) -> dict[str, Any]:
     params: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens,
-        "messages": to_wire_messages(request.messages, accepts_images=request.accepts_images),
+        "messages": to_wire_messages(
+            request.messages, accepts_images=request.accepts_images, memo=memo
+        ),
     }
     if request.system:
         # Cache breakpoints on the system prompt (covering tools + system) and on the newest
@@ -189,62 +193,67 @@ def build_params(request: ModelRequest, model: str) -> dict[str, Any]:
 
 
 def to_wire_messages(
-    messages: Sequence[Message], *, accepts_images: bool = True
+    messages: Sequence[Message], *, accepts_images: bool = True, memo: WireMemo | None = None
 ) -> list[dict[str, Any]]:
     """Neutral messages -> Messages API `messages`.
 
     Tool results become `tool_result` blocks in a user message; consecutive messages that land in
     the same role are merged, which keeps user/assistant alternation valid.
     """
+    memo = memo or WireMemo()
     wire: list[dict[str, Any]] = []
     for message in messages:
         role = "assistant" if message.role == "assistant" else "user"
-        blocks: list[dict[str, Any]] = []
-        if message.role == "tool":
-            content: list[dict[str, Any]] = []
-            if message.text:
-                content.append({"type": "text", "text": message.text})
-            if accepts_images:
-                content.extend(
-                    {
-                        "type": "image",
-                        "source": {
-                            "type": "base64",
-                            "media_type": image.media_type,
-                            "data": image.data_base64,
-                        },
-                    }
-                    for image in message.images
-                )
-            result: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": message.tool_call_id or "",
-            }
-            if content:
-                result["content"] = content
-            blocks.append(result)
-        else:
-            if message.text:
-                blocks.append({"type": "text", "text": message.text})
-            if message.role == "assistant":
-                blocks.extend(
-                    {
-                        "type": "tool_use",
-                        "id": call.id,
-                        "name": call.name,
-                        "input": tool_input(call.arguments),
-                    }
-                    for call in message.tool_calls
-                )
+        blocks = memo.get(message, partial(_blocks, message, accepts_images))
         if not blocks:
             continue
         if wire and wire[-1]["role"] == role:
             wire[-1]["content"].extend(blocks)
         else:
-            wire.append({"role": role, "content": blocks})
-    if wire:
-        wire[-1]["content"][-1]["cache_control"] = _EPHEMERAL
+            wire.append({"role": role, "content": list(blocks)})
+    if wire:  # a cache breakpoint on the newest block (a copy: blocks are shared between calls)
+        content = wire[-1]["content"]
+        content[-1] = {**content[-1], "cache_control": _EPHEMERAL}
+    memo.keep_only(messages)
     return wire
+
+
+def _blocks(message: Message, accepts_images: bool) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if message.role == "tool":
+        content: list[dict[str, Any]] = []
+        if message.text:
+            content.append({"type": "text", "text": message.text})
+        if accepts_images:
+            content.extend(
+                {
+                    "type": "image",
+                    "source": {
+                        "type": "base64",
+                        "media_type": image.media_type,
+                        "data": image.data_base64,
+                    },
+                }
+                for image in message.images
+            )
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id or ""}
+        if content:
+            result["content"] = content
+        blocks.append(result)
+        return blocks
+    if message.text:
+        blocks.append({"type": "text", "text": message.text})
+    if message.role == "assistant":
+        blocks.extend(
+            {
+                "type": "tool_use",
+                "id": call.id,
+                "name": call.name,
+                "input": tool_input(call.arguments),
+            }
+            for call in message.tool_calls
+        )
+    return blocks
 
 
 def response_from_message(

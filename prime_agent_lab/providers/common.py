@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar, cast
 
 from ..core.ports import ProviderError
 
@@ -97,3 +97,32 @@ def prebuilt_body(params: dict[str, Any], *, sdk_keys: tuple[str, ...]) -> dict[
     kwargs["extra_body"] = {k: v for k, v in params.items() if k not in kwargs}
     kwargs["messages"] = []  # required by the signature; extra_body's replaces it
     return kwargs
+
+
+W = TypeVar("W")
+
+
+class WireMemo:
+    """Each message's wire form, built once per message object.
+
+    The context the loop hands over is extended call by call with the same `Message` objects, so
+    converting only the new ones keeps a model call's cost flat as the conversation grows. A value
+    is shared between requests: callers never mutate it.
+    """
+
+    def __init__(self) -> None:
+        self._memo: dict[int, tuple[object, Any]] = {}
+
+    def get(self, message: object, build: Callable[[], W]) -> W:
+        hit = self._memo.get(id(message))
+        if hit is not None and hit[0] is message:
+            return cast(W, hit[1])
+        value = build()
+        self._memo[id(message)] = (message, value)
+        return value
+
+    def keep_only(self, live: Sequence[object]) -> None:
+        """Forget messages no longer in the conversation (after a branch or a new session)."""
+        if len(self._memo) > 2 * len(live) + 64:
+            ids = {id(m) for m in live}
+            self._memo = {k: v for k, v in self._memo.items() if k in ids}

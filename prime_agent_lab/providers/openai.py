@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from functools import partial
 from typing import Any
 
 import openai
 
 from ..core.messages import ImagePart, Message, ModelRequest, ModelResponse, ToolCall, Usage
 from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
-from .common import prebuilt_body, tool_arguments_json, within_deadline
+from .common import WireMemo, prebuilt_body, tool_arguments_json, within_deadline
 from .errors import OPENAI_KEY_ENV, incomplete_stream, map_sdk_error, missing_credentials
 from .fenced import apply_fenced_fallback
 
@@ -49,6 +50,7 @@ class OpenAIProvider:
         self.fenced_code = fenced_code
         self._client: openai.AsyncOpenAI | None = None
         self._setup_problem = ""
+        self._memo = WireMemo()
         try:
             self._client = openai.AsyncOpenAI(
                 api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
@@ -68,7 +70,7 @@ class OpenAIProvider:
                 raise missing_credentials(VENDOR, OPENAI_KEY_ENV)
             raise ProviderError(f"{VENDOR} client setup failed: {self._setup_problem}")
         client = self._client
-        params = build_params(request, self.model, official=_is_official(client))
+        params = build_params(request, self.model, official=_is_official(client), memo=self._memo)
         async for event in within_deadline(self._call(client, params), self.timeout, VENDOR):
             yield event
 
@@ -160,11 +162,13 @@ class OpenAIProvider:
         )
 
 
-def build_params(request: ModelRequest, model: str, *, official: bool = False) -> dict[str, Any]:
+def build_params(
+    request: ModelRequest, model: str, *, official: bool = False, memo: WireMemo | None = None
+) -> dict[str, Any]:
     params: dict[str, Any] = {
         "model": model,
         "messages": to_wire_messages(
-            request.system, request.messages, accepts_images=request.accepts_images
+            request.system, request.messages, accepts_images=request.accepts_images, memo=memo
         ),
     }
     # api.openai.com's newer models reject `max_tokens`; many compatible servers only know it.
@@ -185,13 +189,18 @@ def build_params(request: ModelRequest, model: str, *, official: bool = False) -
 
 
 def to_wire_messages(
-    system: str, messages: Sequence[Message], *, accepts_images: bool = True
+    system: str,
+    messages: Sequence[Message],
+    *,
+    accepts_images: bool = True,
+    memo: WireMemo | None = None,
 ) -> list[dict[str, Any]]:
     """Neutral messages -> Chat Completions `messages`.
 
     Tool results are `role: "tool"` messages, which must directly follow the assistant message that
     made the calls, so their images go into one user message after the whole run of results.
     """
+    memo = memo or WireMemo()
     wire: list[dict[str, Any]] = []
     if system:
         wire.append({"role": "system", "content": system})
@@ -200,33 +209,39 @@ def to_wire_messages(
         if message.role != "tool" and images:
             wire.append(_images_message(images))
             images = []
-        if message.role == "user":
-            wire.append({"role": "user", "content": message.text})
-        elif message.role == "assistant":
-            if not message.text and not message.tool_calls:
-                continue
-            entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
-            if message.tool_calls:
-                entry["tool_calls"] = [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {
-                            "name": call.name,
-                            "arguments": tool_arguments_json(call.arguments),
-                        },
-                    }
-                    for call in message.tool_calls
-                ]
-            wire.append(entry)
-        else:
-            call_id = message.tool_call_id or ""
-            wire.append({"role": "tool", "tool_call_id": call_id, "content": message.text})
-            if accepts_images:
-                images.extend((call_id, image) for image in message.images)
+        entry = memo.get(message, partial(_wire_entry, message))
+        if entry is None:
+            continue
+        wire.append(entry)
+        if message.role == "tool" and accepts_images:
+            images.extend((message.tool_call_id or "", image) for image in message.images)
     if images:
         wire.append(_images_message(images))
+    memo.keep_only(messages)
     return wire
+
+
+def _wire_entry(message: Message) -> dict[str, Any] | None:
+    if message.role == "user":
+        return {"role": "user", "content": message.text}
+    if message.role == "assistant":
+        if not message.text and not message.tool_calls:
+            return None
+        entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+        if message.tool_calls:
+            entry["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {
+                        "name": call.name,
+                        "arguments": tool_arguments_json(call.arguments),
+                    },
+                }
+                for call in message.tool_calls
+            ]
+        return entry
+    return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.text}
 
 
 def _images_message(images: list[tuple[str, ImagePart]]) -> dict[str, Any]:
