@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from jupyter_client.kernelspec import NoSuchKernel
+from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.paths import jupyter_path
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 from tornado.web import Application
@@ -78,6 +80,15 @@ class HeadlessRun:
 
     async def start(self, listener: Callable[[Event], None]) -> None:
         self._km = self._kernel_manager()  # a bad kernel name fails here, before anything else
+        # Launch the kernel process first: it boots on the other core while this process imports
+        # the model SDK (up to a second) and the model writes its first answer.
+        env = kernel_environment(self._kernel_env_strip)
+        try:
+            await self._km.start_kernel(cwd=str(self.cwd), env=env)
+        except Exception as exc:
+            raise KernelStartError(
+                f"the kernel {self._kernel_name!r} could not start: {type(exc).__name__}: {exc}"
+            ) from exc
         name, model, script, stream = self._provider_args
         provider = make_provider(
             name, model, script_path=script, stream=stream, fenced_code=self._fenced_code
@@ -98,14 +109,15 @@ class HeadlessRun:
         register_session_operations(bridge, lambda _sid: session)
         bridge_url = self._start_bridge_server(bridge)
         setup = bridge_setup_code(bridge_url, self.kernel_id)
-        env = kernel_environment(self._kernel_env_strip)
-        self._kernel = _StartingKernel(self._km, self.kernel_id, setup, self.cwd, env)
+        self._kernel = _StartingKernel(self._km, self.kernel_id, setup)
         events = EventBus(session.session_id)
         events.add_listener(listener)
         self._agent = Agent(session, provider, notebook, self._kernel, self._config, events)
 
     def _kernel_manager(self) -> AsyncKernelManager:
-        km = AsyncKernelManager(kernel_name=self._kernel_name)
+        km = AsyncKernelManager(
+            kernel_name=self._kernel_name, kernel_spec_manager=_kernel_spec_manager()
+        )
         try:
             km.kernel_spec  # noqa: B018  (reading it looks the spec up)
         except NoSuchKernel:
@@ -147,25 +159,29 @@ class HeadlessRun:
             self._notebook.flush()
         if self._kernel is not None:
             await self._kernel.shutdown()
+        elif self._km is not None and self._km.has_kernel:  # start() failed after the launch
+            await self._km.shutdown_kernel(now=True)
         if self._server is not None:
             self._server.stop()
+
+
+def _kernel_spec_manager() -> KernelSpecManager:
+    """Kernel specs from where jupyter_client looks for them, without its default's import of
+    IPython (about 0.2 s) just to learn where `~/.ipython/kernels` is."""
+    ipython_dir = os.environ.get("IPYTHONDIR") or os.path.join(os.path.expanduser("~"), ".ipython")
+    dirs = [*jupyter_path("kernels"), os.path.join(ipython_dir, "kernels")]
+    return KernelSpecManager(kernel_dirs=dirs)
 
 
 class _StartingKernel:
     """The kernel port for a kernel that is still booting: the first execute waits for it."""
 
-    def __init__(
-        self, km: AsyncKernelManager, kernel_id: str, setup: str, cwd: Path, env: dict[str, str]
-    ) -> None:
+    def __init__(self, km: AsyncKernelManager, kernel_id: str, setup: str) -> None:
         self.kernel_id = kernel_id
         self._km = km
         self._executor = KernelExecutor(km, kernel_id, lambda: setup)
-        self._boot = asyncio.ensure_future(self._start(cwd, env))
+        self._boot = asyncio.ensure_future(self._executor.prepare())  # launched: wait till ready
         self._stop_during_boot: asyncio.Event | None = None
-
-    async def _start(self, cwd: Path, env: dict[str, str]) -> None:
-        await self._km.start_kernel(cwd=str(cwd), env=env)
-        await self._executor.prepare()
 
     async def _booted(self) -> None:
         """Wait for the boot; a boot that failed ends the turn (KernelUnavailable) instead of
