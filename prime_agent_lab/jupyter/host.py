@@ -89,7 +89,9 @@ class AgentHost:
         self.bindings: dict[str, str] = {}  # notebook path -> kernel id, reported by the UI
         self._kernel_session: dict[str, str] = {}  # kernel id -> session id
         self._executors: dict[str, KernelExecutor] = {}
-        self._attach_lock = asyncio.Lock()
+        # One lock per notebook: attaching one notebook (which may start its kernel) never
+        # holds up another notebook's agent.
+        self._notebook_locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self.bridge = BridgeService(self._kernel_key, self._kernel_session.get)
         register_session_operations(self.bridge, lambda sid: self.agent(sid).session)
@@ -232,7 +234,7 @@ class AgentHost:
     ) -> Agent:
         path = normalize_notebook_path(notebook_path)
         await self._check_notebook(path)
-        async with self._attach_lock:
+        async with self._notebook_lock(path):
             self._forget_dead_executors()
             for attached in self.agents.values():
                 if isinstance(attached.notebook, LiveNotebook):
@@ -243,6 +245,9 @@ class AgentHost:
             if not agent.running:  # a turn in flight keeps the kernel it started on
                 self._use_kernel(agent, await self.resolve_kernel(path, kernel_id))
             return agent
+
+    def _notebook_lock(self, path: str) -> asyncio.Lock:
+        return self._notebook_locks.setdefault(path, asyncio.Lock())
 
     async def _check_notebook(self, path: str) -> None:
         """Refuse what the contents manager would refuse later, before any kernel starts."""
@@ -435,7 +440,7 @@ class AgentHost:
         kernel_id = getattr(agent.kernel, "kernel_id", None)
         if not kernel_id or kernel_id not in self._kernel_manager:
             # The user shut the kernel down or switched it: find the notebook's kernel again.
-            async with self._attach_lock:
+            async with self._notebook_lock(agent.notebook.path):
                 self._forget_dead_executors()
                 self._use_kernel(agent, await self.resolve_kernel(agent.notebook.path))
         try:
