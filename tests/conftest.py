@@ -6,12 +6,13 @@ import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
+from jupyter_client.manager import AsyncKernelManager
 
 from prime_agent_lab.providers import make_provider
 
@@ -72,6 +73,16 @@ def host(jp_serverapp: Any, http_server: Any, jp_asyncio_loop: Any) -> Any:
     if ext is not None:
         jp_asyncio_loop.run_until_complete(ext.stop_extension())
     jp_serverapp.web_app.settings.pop("file_id_manager", None)
+
+
+@pytest.fixture
+def kernel(jp_asyncio_loop: Any) -> Iterator[AsyncKernelManager]:
+    """A local kernel of its own (no server), for executor and loop tests."""
+    km = AsyncKernelManager(kernel_name="python3")
+    jp_asyncio_loop.run_until_complete(km.start_kernel())
+    yield km
+    if km.has_kernel:
+        jp_asyncio_loop.run_until_complete(km.shutdown_kernel(now=True))
 
 
 @pytest.fixture

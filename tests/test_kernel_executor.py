@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,15 +10,6 @@ from jupyter_client.manager import AsyncKernelManager
 
 from prime_agent_lab.adapters.kernel_executor import KernelExecutor, KernelGone
 from prime_agent_lab.core.ports import OutputEvent
-
-
-@pytest.fixture
-def kernel(jp_asyncio_loop: Any) -> Iterator[AsyncKernelManager]:
-    km = AsyncKernelManager(kernel_name="python3")
-    jp_asyncio_loop.run_until_complete(km.start_kernel())
-    yield km
-    if km.has_kernel:
-        jp_asyncio_loop.run_until_complete(km.shutdown_kernel(now=True))
 
 
 async def test_a_kernel_without_the_package_still_runs_cells_and_says_why_history_is_missing(

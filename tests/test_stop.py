@@ -13,11 +13,9 @@ import importlib.util
 import json
 import random
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from jupyter_client.manager import AsyncKernelManager
 
 from prime_agent_lab.adapters.file_notebook import FileNotebook
@@ -40,15 +38,6 @@ def _load_stress() -> Any:
     sys.modules["stress_stop"] = module
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture
-def kernel(jp_asyncio_loop: Any) -> Iterator[AsyncKernelManager]:
-    km = AsyncKernelManager(kernel_name="python3")
-    jp_asyncio_loop.run_until_complete(km.start_kernel())
-    yield km
-    if km.has_kernel:
-        jp_asyncio_loop.run_until_complete(km.shutdown_kernel(now=True))
 
 
 async def _user_cell(km: AsyncKernelManager, code: str) -> tuple[Any, asyncio.Future[Any]]:

