@@ -216,12 +216,15 @@ class LiveNotebook:
 
 
 def _try_insert(doc: Any, ycell: Map) -> bool:
+    """Insert the agent's cell already marked running: one document update instead of two (each
+    update is a write to the room's store)."""
     try:
         txn = doc.ydoc.transaction(origin=ORIGIN)
     except RuntimeError:  # a reload from disk holds its own transaction
         return False
     with txn:
         _insert_before_trailing_blank(doc, ycell)
+        ycell["execution_state"] = "running"
     return True
 
 
@@ -285,7 +288,7 @@ class LiveCellWriter:
         self._cell = cell
         self._outputs: list[dict[str, Any]] = []  # stream outputs hold their text as chunks
         self._execution_count: int | None = None
-        self._state = "idle"
+        self._state = "running"  # inserted so (see _try_insert)
         self._cap = cap
         self._notice = notice
         self._pending_clear = False
@@ -314,6 +317,8 @@ class LiveCellWriter:
     # ------------------------------------------------------------ the cell's progress
 
     def set_running(self) -> None:
+        if self._state == "running" and not self._outputs and self._in_sync:
+            return  # inserted running (see _try_insert): nothing to write
         self._outputs.clear()
         self._display_index.clear()
         self._execution_count = None
