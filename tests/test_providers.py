@@ -715,5 +715,11 @@ def test_wire_messages_are_converted_once_per_message_and_equal_a_fresh_conversi
             second = vendor.to_wire_messages(longer, memo=memo)
             fresh = vendor.to_wire_messages(longer)
         assert second == fresh  # the cache breakpoint moved; nothing stale is carried over
+        again = (
+            vendor.to_wire_messages("sys", history)
+            if vendor is openai_provider
+            else vendor.to_wire_messages(history)
+        )
+        assert first == again  # extending the conversation changed nothing already sent
         assert json.dumps(second).count("cache_control") == json.dumps(fresh).count("cache_control")
         assert second[:2] == fresh[:2] and first[0] is not None

@@ -201,21 +201,24 @@ def to_wire_messages(
     the same role are merged, which keeps user/assistant alternation valid.
     """
     memo = memo or WireMemo()
-    wire: list[dict[str, Any]] = []
-    for message in messages:
+    start, wire = memo.resume(messages)  # only what is new since the last call is converted
+    for message in messages[start:]:
         role = "assistant" if message.role == "assistant" else "user"
         blocks = memo.get(message, partial(_blocks, message, accepts_images))
         if not blocks:
             continue
-        if wire and wire[-1]["role"] == role:
-            wire[-1]["content"].extend(blocks)
+        if wire and wire[-1]["role"] == role:  # a new entry: earlier ones are shared
+            wire[-1] = {"role": role, "content": [*wire[-1]["content"], *blocks]}
         else:
             wire.append({"role": role, "content": list(blocks)})
-    if wire:  # a cache breakpoint on the newest block (a copy: blocks are shared between calls)
-        content = wire[-1]["content"]
-        content[-1] = {**content[-1], "cache_control": _EPHEMERAL}
+    memo.remember(messages, wire)
     memo.keep_only(messages)
-    return wire
+    if not wire:
+        return wire
+    # A cache breakpoint on the newest block, on copies: entries and blocks are shared.
+    last = wire[-1]
+    content = [*last["content"][:-1], {**last["content"][-1], "cache_control": _EPHEMERAL}]
+    return [*wire[:-1], {"role": last["role"], "content": content}]
 
 
 def _blocks(message: Message, accepts_images: bool) -> list[dict[str, Any]]:
