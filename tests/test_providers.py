@@ -723,3 +723,15 @@ def test_wire_messages_are_converted_once_per_message_and_equal_a_fresh_conversi
         assert first == again  # extending the conversation changed nothing already sent
         assert json.dumps(second).count("cache_control") == json.dumps(fresh).count("cache_control")
         assert second[:2] == fresh[:2] and first[0] is not None
+
+
+def test_a_json_body_built_from_cached_entries_equals_plain_encoding() -> None:
+    from prime_agent_lab.providers import anthropic as anthropic_provider
+    from prime_agent_lab.providers.common import WireMemo
+
+    memo = WireMemo()
+    history = tool_history()
+    for messages in (history, [*history, Message(role="user", text="Und jetzt? ✓")]):
+        params = anthropic_provider.build_params(request(*messages), "m", memo)
+        assert json.loads(memo.json_body(params)) == json.loads(json.dumps(params))
+    assert json.loads(memo.json_body({"messages": []})) == {"messages": []}

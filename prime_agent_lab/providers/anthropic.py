@@ -73,7 +73,7 @@ class AnthropicProvider:
                 async for event in self._stream(client, params):
                     yield event
             else:
-                message = await _create(client, params, stream=False)
+                message = await _create(client, params, self._memo, stream=False)
                 response = response_from_message(message, self.model, fenced_code=self.fenced_code)
                 if response.text:
                     yield TextDelta(response.text)
@@ -95,7 +95,7 @@ class AnthropicProvider:
         model = self.model
         stop_reason: str | None = None
         finished = False
-        events = await _create(client, params, stream=True)
+        events = await _create(client, params, self._memo, stream=True)
         try:
             async for event in events:
                 kind = event.type
@@ -151,7 +151,9 @@ class AnthropicProvider:
 _POST_TAKES_CONTENT = "content" in inspect.signature(anthropic.AsyncAnthropic.post).parameters
 
 
-async def _create(client: anthropic.AsyncAnthropic, params: dict[str, Any], *, stream: bool) -> Any:
+async def _create(
+    client: anthropic.AsyncAnthropic, params: dict[str, Any], memo: WireMemo, *, stream: bool
+) -> Any:
     """`messages.create`, with the body sent as the JSON we built.
 
     The SDK copies every message of the request into fresh containers on each call (to drop
@@ -165,7 +167,7 @@ async def _create(client: anthropic.AsyncAnthropic, params: dict[str, Any], *, s
     return await client.post(
         "/v1/messages",
         cast_to=anthropic.types.Message,
-        content=json.dumps(body).encode(),
+        content=memo.json_body(body),
         options={"headers": {"Content-Type": "application/json"}},
         stream=stream,
         stream_cls=anthropic.AsyncStream[anthropic.types.RawMessageStreamEvent],

@@ -113,6 +113,7 @@ class WireMemo:
     def __init__(self) -> None:
         self._memo: dict[int, tuple[object, Any]] = {}
         self._last: tuple[list[object], list[Any]] = ([], [])
+        self._encoded: dict[int, tuple[object, str]] = {}
 
     def resume(self, messages: Sequence[object]) -> tuple[int, list[Any]]:
         """How many of `messages` the previous call converted, and its wire list (a copy to
@@ -142,3 +143,20 @@ class WireMemo:
         if len(self._memo) > 2 * len(live) + 64:
             ids = {id(m) for m in live}
             self._memo = {k: v for k, v in self._memo.items() if k in ids}
+
+    def json_body(self, params: dict[str, Any]) -> bytes:
+        """`params` as JSON, each wire message encoded once: entries kept from earlier calls are
+        joined from their cached text instead of being encoded again."""
+        messages = params.get("messages", [])
+        encoded: dict[int, tuple[object, str]] = {}
+        parts = []
+        for entry in messages:
+            hit = self._encoded.get(id(entry))
+            text = hit[1] if hit is not None and hit[0] is entry else json.dumps(entry)
+            encoded[id(entry)] = (entry, text)
+            parts.append(text)
+        self._encoded = encoded
+        rest = json.dumps({k: v for k, v in params.items() if k != "messages"})
+        joined = '"messages": [' + ", ".join(parts) + "]"
+        body = "{" + joined + "}" if rest == "{}" else rest[:-1] + ", " + joined + "}"
+        return body.encode()
