@@ -735,3 +735,14 @@ def test_a_json_body_built_from_cached_entries_equals_plain_encoding() -> None:
         params = anthropic_provider.build_params(request(*messages), "m", memo)
         assert json.loads(memo.json_body(params)) == json.loads(json.dumps(params))
     assert json.loads(memo.json_body({"messages": []})) == {"messages": []}
+
+
+async def test_older_sdks_without_raw_content_still_get_the_history(
+    server: Any, providers: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prime_agent_lab.providers import anthropic as anthropic_provider
+    from prime_agent_lab.providers import openai as openai_provider
+
+    monkeypatch.setattr(openai_provider, "_POST_TAKES_CONTENT", False)
+    monkeypatch.setattr(anthropic_provider, "_POST_TAKES_CONTENT", False)
+    await test_two_step_policy_plays_through_with_both_vendors(server, providers)

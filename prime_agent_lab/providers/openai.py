@@ -6,6 +6,7 @@ Works with any OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio) thr
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from functools import partial
@@ -21,6 +22,7 @@ from .fenced import apply_fenced_fallback
 
 VENDOR = "OpenAI-compatible API"
 _SDK_KEYS = ("model",)  # the rest of the body is sent as built (see prebuilt_body)
+_POST_TAKES_CONTENT = "content" in inspect.signature(openai.AsyncOpenAI.post).parameters
 
 _FINISH_REASONS = {
     "stop": "end_turn",
@@ -82,9 +84,7 @@ class OpenAIProvider:
                 async for event in self._stream(client, params):
                     yield event
             else:
-                completion = await client.chat.completions.create(
-                    **prebuilt_body(params, sdk_keys=_SDK_KEYS)
-                )
+                completion = await self._create(client, params, stream=False)
                 response = response_from_completion(
                     completion, self.model, fenced_code=self.fenced_code
                 )
@@ -98,6 +98,27 @@ class OpenAIProvider:
                 exc, vendor=VENDOR, key_env=OPENAI_KEY_ENV, secrets=(client.api_key,)
             ) from exc
 
+    async def _create(
+        self, client: openai.AsyncOpenAI, params: dict[str, Any], *, stream: bool
+    ) -> Any:
+        """`chat.completions.create` with the body sent as the JSON we built (each message
+        encoded once, see WireMemo.json_body), through the SDK's own `post`: auth, base URL,
+        timeouts, streaming and error types stay the SDK's. An older SDK without raw content
+        gets the history in `extra_body`, past its per-call type walk (see prebuilt_body)."""
+        extra = {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
+        if not _POST_TAKES_CONTENT:
+            return await client.chat.completions.create(
+                **prebuilt_body(params, sdk_keys=_SDK_KEYS), **extra
+            )
+        return await client.post(
+            "/chat/completions",
+            cast_to=openai.types.chat.ChatCompletion,
+            content=self._memo.json_body({**params, **extra}),
+            options={"headers": {"Content-Type": "application/json"}},
+            stream=stream,
+            stream_cls=openai.AsyncStream[openai.types.chat.ChatCompletionChunk],
+        )
+
     async def _stream(
         self, client: openai.AsyncOpenAI, params: dict[str, Any]
     ) -> AsyncIterator[ProviderEvent]:
@@ -106,11 +127,7 @@ class OpenAIProvider:
         usage = Usage()
         model = self.model
         finish: str | None = None
-        chunks = await client.chat.completions.create(
-            **prebuilt_body(params, sdk_keys=_SDK_KEYS),
-            stream=True,
-            stream_options={"include_usage": True},
-        )
+        chunks = await self._create(client, params, stream=True)
         try:
             async for chunk in chunks:
                 # Fields a compatible server leaves out are None (the SDK does not validate).
