@@ -203,7 +203,7 @@ def to_wire_messages(
     the same role are merged, which keeps user/assistant alternation valid.
     """
     memo = memo or WireMemo()
-    start, wire = memo.resume(messages)  # only what is new since the last call is converted
+    start, wire, _ = memo.resume(messages)  # only what is new since the last call is converted
     for message in messages[start:]:
         role = "assistant" if message.role == "assistant" else "user"
         blocks = memo.get(message, partial(_blocks, message, accepts_images))

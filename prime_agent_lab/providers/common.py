@@ -112,23 +112,26 @@ class WireMemo:
 
     def __init__(self) -> None:
         self._memo: dict[int, tuple[object, Any]] = {}
-        self._last: tuple[list[object], list[Any]] = ([], [])
+        self._last: tuple[list[object], list[Any], list[Any]] = ([], [], [])
         self._encoded: dict[int, tuple[object, str]] = {}
 
-    def resume(self, messages: Sequence[object]) -> tuple[int, list[Any]]:
-        """How many of `messages` the previous call converted, and its wire list (a copy to
-        extend). The loop's context only grows between calls, with the same objects; anything
-        else (a branch, a new session) starts from zero."""
-        previous, wire = self._last
+    def resume(self, messages: Sequence[object]) -> tuple[int, list[Any], list[Any]]:
+        """How many of `messages` the previous call converted, its wire list and what it carried
+        over (copies to extend). The loop's context only grows between calls, with the same
+        objects; anything else (a branch, a new session) starts from zero."""
+        previous, wire, carry = self._last
         count = len(previous)
         extends = count and len(messages) >= count and messages[count - 1] is previous[-1]
         if extends and messages[0] is previous[0]:
-            return count, list(wire)
-        return 0, []
+            return count, list(wire), list(carry)
+        return 0, [], []
 
-    def remember(self, messages: Sequence[object], wire: list[Any]) -> None:
-        """The wire list for `messages`; its entries must never be changed afterwards."""
-        self._last = (list(messages), list(wire))
+    def remember(
+        self, messages: Sequence[object], wire: list[Any], carry: Sequence[Any] = ()
+    ) -> None:
+        """The wire list for `messages` (its entries must never be changed afterwards) and what
+        a converter carries to the next message (such as images waiting for their message)."""
+        self._last = (list(messages), list(wire), list(carry))
 
     def get(self, message: object, build: Callable[[], W]) -> W:
         hit = self._memo.get(id(message))

@@ -218,11 +218,8 @@ def to_wire_messages(
     made the calls, so their images go into one user message after the whole run of results.
     """
     memo = memo or WireMemo()
-    wire: list[dict[str, Any]] = []
-    if system:
-        wire.append({"role": "system", "content": system})
-    images: list[tuple[str, ImagePart]] = []
-    for message in messages:
+    start, wire, images = memo.resume(messages)  # only what is new since the last call
+    for message in messages[start:]:
         if message.role != "tool" and images:
             wire.append(_images_message(images))
             images = []
@@ -232,10 +229,10 @@ def to_wire_messages(
         wire.append(entry)
         if message.role == "tool" and accepts_images:
             images.extend((message.tool_call_id or "", image) for image in message.images)
-    if images:
-        wire.append(_images_message(images))
+    memo.remember(messages, wire, images)
     memo.keep_only(messages)
-    return wire
+    head = [{"role": "system", "content": system}] if system else []
+    return [*head, *wire, *([_images_message(images)] if images else [])]
 
 
 def _wire_entry(message: Message) -> dict[str, Any] | None:
