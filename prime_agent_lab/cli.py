@@ -155,6 +155,17 @@ class _Printer:
     def text(self, text: str) -> None:
         self._write(text)
 
+    def recovered(self, turn: int) -> None:
+        """The previous run was cut by a crash (or a kill) and its turn was closed now."""
+        text = (
+            f"turn {turn} was cut while the process was stopped; it is marked interrupted and the "
+            "model is told what its running cell had printed"
+        )
+        if self.mode == "json":
+            self.emit({"type": "recovered", "turn": turn, "text": text})
+        else:
+            self._line(f"  note: {text}")
+
     def finish(self) -> None:
         if self._in_text:
             self._write("\n")
@@ -253,6 +264,8 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         loop.add_signal_handler(signum, stopper, f"stopped by {signal.Signals(signum).name}")
     try:
         await run.start(printer)
+        if run.recovered_turn is not None:
+            printer.recovered(run.recovered_turn)
         turn = asyncio.ensure_future(run.agent.run_turn(args.prompt))
         stopper.watch(run.agent.stop)
         outcome = await turn

@@ -72,6 +72,7 @@ class HeadlessRun:
         self._server: HTTPServer | None = None
         self._agent: Agent | None = None
         self._notebook: FileNotebook | None = None
+        self.recovered_turn: int | None = None  # a turn cut by a crash, closed on start
 
     @property
     def agent(self) -> Agent:
@@ -93,10 +94,17 @@ class HeadlessRun:
         provider = make_provider(
             name, model, script_path=script, stream=stream, fenced_code=self._fenced_code
         )
-        notebook = self._notebook = FileNotebook(self.notebook_path, NOTEBOOK_OUTPUT_CAP)
+        spec = self._km.kernel_spec
+        notebook = self._notebook = FileNotebook(
+            self.notebook_path,
+            NOTEBOOK_OUTPUT_CAP,
+            kernel_name=self._kernel_name,
+            kernel_display_name=spec.display_name if spec else self._kernel_name,
+            kernel_language=spec.language if spec else "python",
+        )
         session = self._open_session(provider.name, provider.model)
         self.session_dir = session.directory
-        await close_interrupted_turn(
+        self.recovered_turn = await close_interrupted_turn(
             session,
             notebook,
             output_cap=self._config.output_cap,
@@ -168,9 +176,15 @@ class HeadlessRun:
 def _kernel_spec_manager() -> KernelSpecManager:
     """Kernel specs from where jupyter_client looks for them, without its default's import of
     IPython (about 0.2 s) just to learn where `~/.ipython/kernels` is."""
-    ipython_dir = os.environ.get("IPYTHONDIR") or os.path.join(os.path.expanduser("~"), ".ipython")
-    dirs = [*jupyter_path("kernels"), os.path.join(ipython_dir, "kernels")]
-    return KernelSpecManager(kernel_dirs=dirs)
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    ipython_dirs = [
+        os.path.expanduser(os.environ.get("IPYTHONDIR") or os.path.join(home, ".ipython")),
+        os.path.join(xdg, "ipython"),  # IPython's older location, still honoured by it
+    ]
+    return KernelSpecManager(
+        kernel_dirs=[*jupyter_path("kernels"), *(os.path.join(d, "kernels") for d in ipython_dirs)]
+    )
 
 
 class _StartingKernel:

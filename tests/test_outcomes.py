@@ -273,6 +273,7 @@ def test_after_a_sigkill_mid_cell_the_model_is_told_the_cell_ran_partly_with_its
 
     done = cli(tmp_path, "run", "--mode", "json", "--continue", "--script", script, "and now?")
     assert done.returncode == 0, done.stderr
+    assert json_lines(done.stdout)[0]["type"] == "recovered"  # the user hears of it too
     told = json_lines(done.stdout)[-1]["final_text"]
     assert "step 1 done" in told
     assert "stopped while this cell was running" in told and "ran partly" in told
@@ -499,3 +500,30 @@ def test_notebooks_written_in_the_checkout_are_outside_lint_and_git(name: str) -
     if "/" not in name:  # root notebooks come from runs; notebooks elsewhere may be real sources
         ignored = subprocess.run(["git", "check-ignore", "-q", name], cwd=ROOT)
         assert ignored.returncode == 0
+
+
+def test_the_notebook_records_the_kernel_it_ran_with_found_in_ipythons_xdg_folder(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    spec_dir = home / ".config" / "ipython" / "kernels" / "xdgkernel"
+    spec_dir.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    spec = {"argv": argv, "display_name": "XDG Python", "language": "python"}
+    (spec_dir / "kernel.json").write_text(json.dumps(spec))
+    script = write_script(tmp_path, [{"code": "print(1)"}, {"text": "done"}])
+    done = cli_with_env(
+        tmp_path,
+        {"HOME": str(home), "XDG_CONFIG_HOME": "", "IPYTHONDIR": "~/.ipython"},
+        "run",
+        "--mode",
+        "json",
+        "--kernel",
+        "xdgkernel",
+        "--script",
+        script,
+        "go",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    kernelspec = json.loads((tmp_path / "agent.ipynb").read_text())["metadata"]["kernelspec"]
+    assert (kernelspec["name"], kernelspec["display_name"]) == ("xdgkernel", "XDG Python")

@@ -27,6 +27,8 @@ class FileNotebook:
         output_cap: int,
         kernel_name: str = "python3",
         flush_interval: float = FLUSH_INTERVAL,
+        kernel_display_name: str = "Python 3 (ipykernel)",
+        kernel_language: str = "python",
     ) -> None:
         self.path = str(path)
         self._file = Path(path)
@@ -38,7 +40,7 @@ class FileNotebook:
         if self._file.exists():
             self.nb = read_notebook(self._file)
         else:
-            self.nb = new_notebook(kernel_name)
+            self.nb = new_notebook(kernel_name, kernel_display_name, kernel_language)
             self._write()
 
     async def append_code_cell(self, source: str, metadata: dict[str, Any]) -> FileCellWriter:

@@ -19,15 +19,15 @@ Notebook = dict[str, Any]
 Cell = dict[str, Any]
 
 
-def new_notebook(kernel_name: str = "python3") -> Notebook:
+def new_notebook(
+    kernel_name: str = "python3",
+    display_name: str = "Python 3 (ipykernel)",
+    language: str = "python",
+) -> Notebook:
     return {
         "cells": [],
         "metadata": {
-            "kernelspec": {
-                "name": kernel_name,
-                "display_name": "Python 3 (ipykernel)",
-                "language": "python",
-            },
+            "kernelspec": {"name": kernel_name, "display_name": display_name, "language": language},
             "language_info": {"name": "python"},
         },
         "nbformat": 4,

@@ -42,7 +42,10 @@ async def close_interrupted_turn(
         cell_id = str(started.get("cell_id", ""))
         outputs = await _read_outputs(notebook, cell_id)
         if outputs is None:
-            what = "its output could not be read (the cell is no longer in the notebook)."
+            what = (
+                "its output could not be read: the notebook does not hold the cell (it was "
+                "deleted, or the process stopped before the notebook was saved)."
+            )
         elif outputs:
             what = "its output up to that moment is above."
         else:
