@@ -19,6 +19,7 @@ from typing import Any
 from ..core.ports import (
     CellState,
     ExecutionResult,
+    ExecutionStatus,
     KernelUnavailable,
     OutputEvent,
 )
@@ -308,29 +309,33 @@ class KernelExecutor:
         """
         activity = self._activity
         await self._drain_activity(client)
-        probe: tuple[str, set[str]] | None = None
+        probe: tuple[str, set[str]] | None = None  # a kernel_info in flight, busy ids before it
         probe_at = time.monotonic() + PROBE_AFTER
-        while True:
-            if ticket.stop_requested:
-                return False
-            quiet = activity.quiet()
-            if not activity.foreign_busy and quiet:
-                return True
-            if activity.foreign_busy:
-                ticket.set_state("waiting")
-            if probe is None and time.monotonic() >= probe_at:
-                probe = (client.kernel_info(), set(activity.busy))
-                self._own.add(probe[0])
-            if probe is not None:
-                with contextlib.suppress(queue.Empty):
-                    reply = await client.get_shell_msg(timeout=0)
-                    if reply["parent_header"].get("msg_id") == probe[0]:
-                        activity.busy -= probe[1]
-                        self._own.discard(probe[0])
-                        probe, probe_at = None, time.monotonic() + PROBE_AFTER
-            got = await self._drain_activity(client, wait=POLL if not quiet else 0.01)
-            if not got and not await self.km.is_alive():
-                return True  # the caller's liveness checks report the death
+        try:
+            while True:
+                if ticket.stop_requested:
+                    return False
+                quiet = activity.quiet()
+                if not activity.foreign_busy and quiet:
+                    return True
+                if activity.foreign_busy:
+                    ticket.set_state("waiting")
+                if probe is None and time.monotonic() >= probe_at:
+                    probe = (client.kernel_info(), set(activity.busy))
+                    self._own.add(probe[0])
+                if probe is not None:
+                    with contextlib.suppress(queue.Empty):
+                        reply = await client.get_shell_msg(timeout=0)
+                        if reply["parent_header"].get("msg_id") == probe[0]:
+                            activity.busy -= probe[1]
+                            self._own.discard(probe[0])
+                            probe, probe_at = None, time.monotonic() + PROBE_AFTER
+                got = await self._drain_activity(client, wait=POLL if not quiet else 0.01)
+                if not got and not await self.km.is_alive():
+                    return True  # the caller's liveness checks report the death
+        finally:
+            if probe is not None:  # its reply is not waited for: it is no cell of ours any more
+                self._own.discard(probe[0])
 
     async def _drain_activity(self, client: Any, wait: float = 0.0) -> bool:
         """Read iopub into the activity tracker (outputs of other clients' cells are dropped)."""
@@ -434,38 +439,44 @@ class KernelExecutor:
         return run.finished
 
     async def _on_stop(self, client: Any, run: _Run) -> ExecutionResult:
-        if await self._interrupt_own_cell(client, run):
-            result = run.result()
-            result.status = "interrupted"
-            result.note = "[stopped] The user stopped the turn; this cell was interrupted."
-            return result
-        await self._restart()
-        result = run.result()
-        result.status = "interrupted"
-        result.restarted = "agent"
-        result.note = (
-            "[stopped] The user stopped the turn. This cell ignored the interrupt, so the kernel "
-            "was restarted: all variables and imports are gone (the user's too)."
+        return await self._end_own_cell(
+            client,
+            run,
+            "interrupted",
+            interrupted="[stopped] The user stopped the turn; this cell was interrupted.",
+            restarted="[stopped] The user stopped the turn. This cell ignored the interrupt, so "
+            "the kernel was restarted: all variables and imports are gone (the user's too).",
         )
-        return result
 
     async def _on_timeout(self, client: Any, run: _Run, timeout: float) -> ExecutionResult:
-        if await self._interrupt_own_cell(client, run):
-            result = run.result()
-            result.status = "timeout"
-            result.note = (
-                f"[timeout] The cell ran longer than {timeout:g} s and was interrupted "
-                "(KeyboardInterrupt). The kernel and its variables are intact."
-            )
-            return result
-        await self._restart()
-        result = run.result()
-        result.status = "timeout"
-        result.restarted = "agent"
-        result.note = (
-            f"[timeout] The cell ran longer than {timeout:g} s and did not stop when interrupted, "
-            "so the kernel was restarted: all variables are gone."
+        return await self._end_own_cell(
+            client,
+            run,
+            "timeout",
+            interrupted=f"[timeout] The cell ran longer than {timeout:g} s and was interrupted "
+            "(KeyboardInterrupt). The kernel and its variables are intact.",
+            restarted=f"[timeout] The cell ran longer than {timeout:g} s and did not stop when "
+            "interrupted, so the kernel was restarted: all variables are gone.",
         )
+
+    async def _end_own_cell(
+        self,
+        client: Any,
+        run: _Run,
+        status: ExecutionStatus,
+        *,
+        interrupted: str,
+        restarted: str,
+    ) -> ExecutionResult:
+        """Interrupt our running cell; restart the kernel only if it ignores that."""
+        stopped = await self._interrupt_own_cell(client, run)
+        if not stopped:
+            await self._restart()
+        result = run.result()
+        result.status = status
+        result.note = interrupted if stopped else restarted
+        if not stopped:
+            result.restarted = "agent"
         return result
 
     async def _on_death(self, run: _Run) -> ExecutionResult:
