@@ -119,52 +119,34 @@ def test_an_unknown_kernel_fails_the_run_before_the_first_model_request(tmp_path
     assert not (tmp_path / "agent.ipynb").exists()
 
 
-def _kernel_spec(tmp_path: Path, name: str, argv: list[str]) -> dict[str, str]:
+def run_with_kernel_spec(tmp_path: Path, name: str, argv: list[str]) -> list[dict[str, Any]]:
+    """`prime-agent-lab run --kernel NAME` with a kernel spec of that argv; its JSON lines.
+    The run must fail, with a run_end that says the kernel could not start."""
     spec_dir = tmp_path / "jupyter" / "kernels" / name
     spec_dir.mkdir(parents=True)
     spec = {"argv": argv, "display_name": name, "language": "python"}
     (spec_dir / "kernel.json").write_text(json.dumps(spec))
-    return {"JUPYTER_PATH": str(tmp_path / "jupyter")}
+    env = {"JUPYTER_PATH": str(tmp_path / "jupyter")}
+    done = cli_with_env(tmp_path, env, "run", "--mode", "json", "--kernel", name, "go")
+    assert done.returncode == 1, done.stdout
+    records = json_lines(done.stdout)
+    assert records[-1]["ok"] is False
+    assert f"the kernel {name!r} could not start" in records[-1]["error"]
+    return records
 
 
 def test_a_kernel_that_cannot_be_launched_fails_the_run_before_any_model_request(
     tmp_path: Path,
 ) -> None:
     argv = [str(tmp_path / "no-such-python"), "-m", "ipykernel", "-f", "{connection_file}"]
-    done = cli_with_env(
-        tmp_path,
-        _kernel_spec(tmp_path, "broken", argv),
-        "run",
-        "--mode",
-        "json",
-        "--kernel",
-        "broken",
-        "go",
-    )
-    assert done.returncode == 1, done.stdout
-    end = json_lines(done.stdout)[-1]
-    assert end["ok"] is False
-    assert "the kernel 'broken' could not start" in end["error"]
-    assert [r["type"] for r in json_lines(done.stdout)].count("assistant_message") == 0
+    records = run_with_kernel_spec(tmp_path, "broken", argv)
+    assert [r["type"] for r in records].count("assistant_message") == 0
 
 
 def test_a_kernel_whose_boot_fails_ends_the_run_with_a_clear_error(tmp_path: Path) -> None:
     argv = [sys.executable, "-c", "import sys; sys.exit(3)", "{connection_file}"]
-    done = cli_with_env(
-        tmp_path,
-        _kernel_spec(tmp_path, "dies", argv),
-        "run",
-        "--mode",
-        "json",
-        "--kernel",
-        "dies",
-        "go",
-    )
-    assert done.returncode == 1, done.stdout
-    end = json_lines(done.stdout)[-1]
-    assert end["ok"] is False
-    assert "the kernel 'dies' could not start" in end["error"]
-    assert [r["type"] for r in json_lines(done.stdout)].count("assistant_message") == 1
+    records = run_with_kernel_spec(tmp_path, "dies", argv)
+    assert [r["type"] for r in records].count("assistant_message") == 1
     assert session_types(tmp_path)[-1] == "turn_end"
 
 
