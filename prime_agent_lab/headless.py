@@ -23,11 +23,18 @@ from .adapters.file_notebook import FileNotebook
 from .adapters.kernel_executor import KernelExecutor, bridge_setup_code
 from .core.agent import Agent, AgentConfig
 from .core.bridge import BridgeService
-from .core.bridge_ops import register_session_operations
 from .core.events import Event, EventBus
-from .core.ports import CellState, ExecutionResult, KernelUnavailable, OutputEvent
-from .core.recovery import close_interrupted_turn
+from .core.ports import (
+    CellState,
+    ExecutionResult,
+    KernelPort,
+    KernelUnavailable,
+    ModelProvider,
+    NotebookPort,
+    OutputEvent,
+)
 from .core.redaction import SECRET_ENV_VARS, kernel_environment
+from .core.runtime import AgentRuntime, RuntimeSettings
 from .core.sessions import SessionLog, SessionRepository
 from .providers import make_provider
 
@@ -73,6 +80,9 @@ class HeadlessRun:
         self._agent: Agent | None = None
         self._notebook: FileNotebook | None = None
         self.recovered_turn: int | None = None  # a turn cut by a crash, closed on start
+        self.runtime = AgentRuntime(
+            self.repository, _LocalEnvironment(self), RuntimeSettings(agent=config)
+        )
 
     @property
     def agent(self) -> Agent:
@@ -90,10 +100,7 @@ class HeadlessRun:
             raise KernelStartError(
                 f"the kernel {self._kernel_name!r} could not start: {type(exc).__name__}: {exc}"
             ) from exc
-        name, model, script, stream = self._provider_args
-        provider = make_provider(
-            name, model, script_path=script, stream=stream, fenced_code=self._fenced_code
-        )
+        provider = self.make_provider(None)
         spec = self._km.kernel_spec
         notebook = self._notebook = FileNotebook(
             self.notebook_path,
@@ -102,25 +109,27 @@ class HeadlessRun:
             kernel_display_name=spec.display_name if spec else self._kernel_name,
             kernel_language=spec.language if spec else "python",
         )
-        session = self._open_session(provider.name, provider.model)
+        session = self._open_session(provider)
         self.session_dir = session.directory
-        self.recovered_turn = await close_interrupted_turn(
-            session,
-            notebook,
-            output_cap=self._config.output_cap,
-            accepts_images=self._config.accepts_images,
-        )
         # The kernel boots while the model writes its first answer.
-        bridge = BridgeService(
-            self._kernel_key, lambda kid: session.session_id if kid == self.kernel_id else None
-        )
-        register_session_operations(bridge, lambda _sid: session)
-        bridge_url = self._start_bridge_server(bridge)
+        bridge_url = self._start_bridge_server(self.runtime.bridge)
         setup = bridge_setup_code(bridge_url, self.kernel_id)
         self._kernel = _StartingKernel(self._km, self.kernel_id, setup)
         events = EventBus(session.session_id)
         events.add_listener(listener)
-        self._agent = Agent(session, provider, notebook, self._kernel, self._config, events)
+        self._agent, self.recovered_turn = await self.runtime.start_agent(
+            session, provider, notebook, self._kernel, events
+        )
+
+    def make_provider(self, model: str | None) -> ModelProvider:
+        name, default_model, script, stream = self._provider_args
+        return make_provider(
+            name,
+            model or default_model,
+            script_path=script,
+            stream=stream,
+            fenced_code=self._fenced_code,
+        )
 
     def _kernel_manager(self) -> AsyncKernelManager:
         km = AsyncKernelManager(
@@ -136,7 +145,7 @@ class HeadlessRun:
             ) from None
         return km
 
-    def _open_session(self, provider: str, model: str) -> SessionLog:
+    def _open_session(self, provider: ModelProvider) -> SessionLog:
         try:
             notebook = self.notebook_path.resolve().relative_to(self.cwd.resolve()).as_posix()
         except ValueError:
@@ -148,9 +157,9 @@ class HeadlessRun:
                 raise FileNotFoundError(f"cannot continue: no session for {notebook} yet")
         if session_id is not None:
             return self.repository.load(session_id)
-        return self.repository.create(notebook_path=notebook, provider=provider, model=model)
+        return self.runtime.create_session(notebook, provider)
 
-    def _kernel_key(self, kernel_id: str) -> bytes | None:
+    def kernel_key(self, kernel_id: str) -> bytes | None:
         if kernel_id != self.kernel_id or self._km is None:
             return None
         return bytes(self._km.session.key)
@@ -163,6 +172,7 @@ class HeadlessRun:
         return f"http://127.0.0.1:{port}/prime-agent/bridge"
 
     async def close(self) -> None:
+        await self.runtime.shutdown()
         if self._notebook is not None:
             self._notebook.flush()
         if self._kernel is not None:
@@ -171,6 +181,30 @@ class HeadlessRun:
             await self._km.shutdown_kernel(now=True)
         if self._server is not None:
             self._server.stop()
+
+
+class _LocalEnvironment:
+    """The CLI's side of the runtime: local kernels, notebook files, the CLI's provider."""
+
+    def __init__(self, run: HeadlessRun) -> None:
+        self._run = run
+
+    def provider(self, model: str | None) -> ModelProvider:
+        return self._run.make_provider(model)
+
+    def kernel_key(self, kernel_id: str) -> bytes | None:
+        return self._run.kernel_key(kernel_id)
+
+    async def create_child_notebook(
+        self, path: str, cells: list[dict[str, object]]
+    ) -> NotebookPort:
+        raise NotImplementedError("sub-agents arrive with the agent tree")
+
+    async def start_child_kernel(self, notebook_path: str, cwd: str) -> KernelPort:
+        raise NotImplementedError("sub-agents arrive with the agent tree")
+
+    async def release_kernel(self, kernel: KernelPort) -> None:
+        return None
 
 
 def _kernel_spec_manager() -> KernelSpecManager:

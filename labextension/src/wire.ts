@@ -15,6 +15,10 @@ export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'k
 
 export type ErrorKind = 'provider' | 'kernel' | 'notebook' | 'tool_arguments' | 'internal';
 
+export type Relationship = 'parent' | 'child' | 'sibling';
+
+export type DeliveryMode = 'auto' | 'steer' | 'follow_up';
+
 export interface IServerInfo {
   version: string;
   provider: string;
@@ -96,12 +100,34 @@ export interface IStatusEvent {
   status: SessionStatus;
 }
 
+/** A turn begins. A turn started by another agent's message names its sender. */
 export interface ITurnStartedEvent {
   seq: number;
   session_id: string;
   type: 'turn_started';
   turn: number;
   text: string;
+  message_id?: string;
+  from_session_id?: string;
+  from_name?: string;
+  relationship?: Relationship;
+  composed?: string;
+  mode?: DeliveryMode;
+}
+
+/** Another agent's message, taken into the running turn between two model calls. */
+export interface IAgentMessageEvent {
+  seq: number;
+  session_id: string;
+  type: 'agent_message';
+  turn: number;
+  text: string;
+  message_id: string;
+  from_session_id: string;
+  from_name: string;
+  relationship: Relationship;
+  composed: string;
+  mode: DeliveryMode;
 }
 
 export interface ITextDeltaEvent {
@@ -218,6 +244,7 @@ export type ChatItem =
 export type AgentEvent =
   | IStatusEvent
   | ITurnStartedEvent
+  | IAgentMessageEvent
   | ITextDeltaEvent
   | IAssistantMessageEvent
   | ICellStartedEvent

@@ -9,11 +9,12 @@ import asyncio
 import contextlib
 import json
 import logging
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .events import EventBus
-from .messages import PYTHON_TOOL, ModelRequest, ModelResponse, ToolCall
+from .messages import PYTHON_TOOL, Message, ModelRequest, ModelResponse, ToolCall
 from .observation import build_observation
 from .ports import (
     CellState,
@@ -54,6 +55,54 @@ class TurnOutcome:
     stop_reason: str  # end_turn | stopped | error | max_iterations
     final_text: str
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class InboxMessage:
+    """A message that enters a running turn between two model calls (a steer, a reply from a
+    child). `text` is what the model reads, sender and compose time included; `fields` go into
+    the session entry as they are (message id, sender, ...)."""
+
+    text: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+def _no_messages() -> list[InboxMessage]:
+    return []
+
+
+def _same_context(messages: list[Message]) -> list[Message]:
+    return messages
+
+
+def _stop_at_answer(outcome: TurnOutcome) -> bool:
+    return False
+
+
+def _nothing(agent: Agent, outcome: TurnOutcome) -> None:
+    return None
+
+
+@dataclass
+class AgentHooks:
+    """The loop's named hook points, each a small callable the runtime supplies.
+
+    - `inbox`: messages to take into the running turn, asked between model calls and when the
+      model answers without a tool call (a message that came in meanwhile is answered in the
+      same turn);
+    - `transform_context`: the conversation as the model will see it (compaction);
+    - `system_prompt`: the system prompt of each model call (None: the base prompt);
+    - `should_continue`: after an answer without tool calls and an empty inbox, whether the turn
+      goes on (goals); the hook puts what the model should read next into the inbox;
+    - `turn_ended`: called once the turn's task is done (the agent is no longer running), for
+      what comes after a turn (follow-up messages, notices to a parent).
+    """
+
+    inbox: Callable[[], list[InboxMessage]] = _no_messages
+    transform_context: Callable[[list[Message]], list[Message]] = _same_context
+    system_prompt: Callable[[], str] | None = None
+    should_continue: Callable[[TurnOutcome], bool] = _stop_at_answer
+    turn_ended: Callable[[Agent, TurnOutcome], None] = _nothing
 
 
 class TurnInProgress(Exception):
@@ -121,8 +170,10 @@ class Agent:
         config: AgentConfig,
         events: EventBus | None = None,
         redactor: Redactor | None = None,
+        hooks: AgentHooks | None = None,
     ) -> None:
         self.session = session
+        self.hooks = hooks or AgentHooks()
         self.redactor = redactor or Redactor.from_environ()
         self.provider = provider
         self.notebook = notebook
@@ -132,6 +183,7 @@ class Agent:
         self._task: asyncio.Task[TurnOutcome] | None = None
         self._stop_requested = False
         self._in_cell = False  # between writing a cell and recording its result
+        self.current_cell_id: str | None = None  # the agent cell running now, if any
         self._system = build_system_prompt(
             PromptSettings(output_cap=config.output_cap, cell_timeout_seconds=config.cell_timeout)
         )
@@ -149,15 +201,31 @@ class Agent:
 
     @property
     def system_prompt(self) -> str:
-        return self._system
+        """The system prompt the next model call uses."""
+        build = self.hooks.system_prompt
+        return build() if build is not None else self._system
 
-    def start_turn(self, text: str) -> tuple[int, asyncio.Task[TurnOutcome]]:
-        """Begin a turn in the background; its progress arrives as events."""
+    def start_turn(
+        self, text: str, fields: dict[str, Any] | None = None
+    ) -> tuple[int, asyncio.Task[TurnOutcome]]:
+        """Begin a turn in the background; its progress arrives as events. `fields` are kept on
+        the turn's user message entry (who sent it, when it was written)."""
         if self.running:
             raise TurnInProgress("the agent is already working on a turn; stop it or wait")
         turn = self.session.turns() + 1
-        self._task = asyncio.create_task(self._run_turn(turn, text), name=f"agent-turn-{turn}")
+        self._task = asyncio.create_task(
+            self._run_turn(turn, text, fields or {}), name=f"agent-turn-{turn}"
+        )
+        self._task.add_done_callback(self._turn_done)
         return turn, self._task
+
+    def _turn_done(self, task: asyncio.Task[TurnOutcome]) -> None:
+        if task.cancelled() or task.exception() is not None:
+            return
+        try:
+            self.hooks.turn_ended(self, task.result())
+        except Exception:
+            log.exception("the turn_ended hook of session %s failed", self.session_id)
 
     async def run_turn(self, text: str) -> TurnOutcome:
         _, task = self.start_turn(text)
@@ -189,16 +257,21 @@ class Agent:
 
     # ------------------------------------------------------------ the loop
 
-    async def _run_turn(self, turn: int, text: str) -> TurnOutcome:
+    async def _run_turn(self, turn: int, text: str, fields: dict[str, Any]) -> TurnOutcome:
         self._stop_requested = False
-        self.session.append("user_message", text=text, turn=turn)
+        self.session.append("user_message", text=text, turn=turn, **fields)
         self.events.emit("status", status="running")
-        self.events.emit("turn_started", turn=turn, text=text)
+        self.events.emit("turn_started", turn=turn, text=text, **fields)
         stop_reason, final_text, error = "max_iterations", "", None
         try:
             for _ in range(self.config.max_iterations):
+                self._take_inbox(turn)
                 response = await self._call_model(turn)
                 if not response.tool_calls:
+                    if self._take_inbox(turn) or self.hooks.should_continue(
+                        TurnOutcome(turn, "end_turn", response.text)
+                    ):
+                        continue
                     stop_reason, final_text = "end_turn", response.text
                     break
                 for index, call in enumerate(response.tool_calls):
@@ -237,10 +310,18 @@ class Agent:
         self.events.emit("status", status="idle")
         return TurnOutcome(turn, stop_reason, final_text, error)
 
+    def _take_inbox(self, turn: int) -> bool:
+        """Record the messages waiting for this turn; the next model call reads them."""
+        messages = self.hooks.inbox()
+        for message in messages:
+            self.session.append("agent_message", turn=turn, text=message.text, **message.fields)
+            self.events.emit("agent_message", turn=turn, text=message.text, **message.fields)
+        return bool(messages)
+
     async def _call_model(self, turn: int) -> ModelResponse:
         request = ModelRequest(
-            system=self._system,
-            messages=self.session.context_messages(),
+            system=self.system_prompt,
+            messages=self.hooks.transform_context(self.session.context_messages()),
             tools=[PYTHON_TOOL],
             max_tokens=self.config.max_tokens,
             accepts_images=self.config.accepts_images,
@@ -332,10 +413,12 @@ class Agent:
             await self._run_cell(turn, call, code)
         finally:
             self._in_cell = False
+            self.current_cell_id = None
 
     async def _run_cell(self, turn: int, call: ToolCall, code: str) -> None:
         metadata = {"prime_agent": {"session_id": self.session_id, "turn": turn, "role": "agent"}}
         cell = await self.notebook.append_code_cell(code, metadata)
+        self.current_cell_id = cell.cell_id
         self._record_cell_started(turn, call, cell.cell_id)
         self.events.emit("cell_started", turn=turn, cell_id=cell.cell_id, code=code)
         cell.set_running()

@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .bridge import BridgeService, Caller, payload_number
 from .sessions import SessionLog
 from .transcript import history_records
 
 
+class HasSession(Protocol):
+    @property
+    def session(self) -> SessionLog: ...
+
+
 def register_session_operations(
-    bridge: BridgeService, session_for: Callable[[str], SessionLog]
+    bridge: BridgeService, context_for: Callable[[Caller], HasSession]
 ) -> None:
     """`history.get` (the caller's own session record) and `ping` (a health and latency probe)."""
 
     async def history_get(caller: Caller, payload: dict[str, Any]) -> list[dict[str, Any]]:
-        return history_records(session_for(caller.session_id))
+        return history_records(context_for(caller).session)
 
     async def ping(caller: Caller, payload: dict[str, Any]) -> dict[str, Any]:
         delay = payload_number(payload, "delay", default=0.0, minimum=0.0, maximum=60.0)

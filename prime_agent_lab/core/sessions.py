@@ -336,6 +336,9 @@ class _ContextBuilder:
             self.in_turn = False
         elif kind == "notice" and not self.in_turn:
             self.notices.append(str(entry.get("text", "")))
+        elif kind == "agent_message":  # taken into a running turn between two model calls
+            self._settle()
+            self.messages.append(Message(role="user", text=entry["text"]))
         elif kind == "assistant_message":
             self._settle()
             calls = tuple(
@@ -402,6 +405,7 @@ def _parse_header(line: bytes, directory_name: str) -> tuple[dict[str, Any] | No
 
 _REQUIRED_TEXT = {
     "user_message": ("text",),
+    "agent_message": ("text",),
     "tool_result": ("tool_call_id",),
 }
 

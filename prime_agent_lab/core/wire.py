@@ -36,6 +36,11 @@ NoticeKind = Literal[
 
 ErrorKind = Literal["provider", "kernel", "notebook", "tool_arguments", "internal"]
 
+Relationship = Literal["parent", "child", "sibling"]
+"""Who sent an agent message, from the receiver's point of view."""
+
+DeliveryMode = Literal["auto", "steer", "follow_up"]
+
 STOP_NOTICES: dict[StopReason, str] = {
     "stopped": "Stopped.",
     "interrupted": "Interrupted: the server stopped while this turn was running.",
@@ -127,11 +132,35 @@ class StatusEvent(TypedDict):
 
 
 class TurnStartedEvent(TypedDict):
+    """A turn begins. A turn started by another agent's message names its sender."""
+
     seq: int
     session_id: str
     type: Literal["turn_started"]
     turn: int
     text: str
+    message_id: NotRequired[str]
+    from_session_id: NotRequired[str]
+    from_name: NotRequired[str]
+    relationship: NotRequired[Relationship]
+    composed: NotRequired[str]
+    mode: NotRequired[DeliveryMode]
+
+
+class AgentMessageEvent(TypedDict):
+    """Another agent's message, taken into the running turn between two model calls."""
+
+    seq: int
+    session_id: str
+    type: Literal["agent_message"]
+    turn: int
+    text: str
+    message_id: str
+    from_session_id: str
+    from_name: str
+    relationship: Relationship
+    composed: str
+    mode: DeliveryMode
 
 
 class TextDeltaEvent(TypedDict):
@@ -245,6 +274,7 @@ class TurnEndedEvent(TypedDict):
 AgentEvent = (
     StatusEvent
     | TurnStartedEvent
+    | AgentMessageEvent
     | TextDeltaEvent
     | AssistantMessageEvent
     | CellStartedEvent
@@ -286,6 +316,8 @@ _ALIASES: dict[str, object] = {
     "StopReason": StopReason,
     "NoticeKind": NoticeKind,
     "ErrorKind": ErrorKind,
+    "Relationship": Relationship,
+    "DeliveryMode": DeliveryMode,
 }
 _INTERFACES: list[type] = [
     ServerInfo,

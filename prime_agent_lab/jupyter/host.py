@@ -18,11 +18,10 @@ from tornado import web
 from ..adapters.kernel_executor import KernelExecutor, bridge_setup_code
 from ..core.agent import Agent, AgentConfig, TurnInProgress
 from ..core.bridge import BridgeService
-from ..core.bridge_ops import register_session_operations
 from ..core.events import EventBus
-from ..core.ports import ModelProvider
-from ..core.recovery import close_interrupted_turn
+from ..core.ports import KernelPort, ModelProvider, NotebookPort
 from ..core.redaction import SECRET_ENV_VARS, kernel_environment
+from ..core.runtime import AgentRuntime, RuntimeSettings, close_provider
 from ..core.sessions import (
     BrokenSession,
     SessionError,
@@ -83,18 +82,16 @@ class AgentHost:
     ) -> None:
         self.serverapp = serverapp
         self.repository = repository
-        self.settings = settings
         self._provider_factory = provider_factory
-        self.agents: dict[str, Agent] = {}
+        self.runtime = AgentRuntime(
+            repository, _ServerEnvironment(self), RuntimeSettings(agent=settings.agent)
+        )
+        self.settings = settings
         self.bindings: dict[str, str] = {}  # notebook path -> kernel id, reported by the UI
-        self._kernel_session: dict[str, str] = {}  # kernel id -> session id
         self._executors: dict[str, KernelExecutor] = {}
         # One lock per notebook: attaching one notebook (which may start its kernel) never
         # holds up another notebook's agent.
         self._notebook_locks: dict[str, asyncio.Lock] = {}
-        self._background: set[asyncio.Task[Any]] = set()
-        self.bridge = BridgeService(self._kernel_key, self._kernel_session.get)
-        register_session_operations(self.bridge, lambda sid: self.agent(sid).session)
         self._auto_restarting: set[str] = set()  # kernels the server restarts after a death
         self._watch_kernel_restarts()
 
@@ -114,7 +111,7 @@ class AgentHost:
         kernel_id = str(data.get("kernel_id", ""))
         auto = kernel_id in self._auto_restarting
         self._auto_restarting.discard(kernel_id)
-        agent = self.agents.get(self._kernel_session.get(kernel_id, ""))
+        agent = self.runtime.agent_on_kernel(kernel_id)
         executor = self._executors.get(kernel_id)
         if agent is None or (executor is not None and executor.executing):
             return
@@ -151,7 +148,24 @@ class AgentHost:
     def _kernel_manager(self) -> Any:
         return self.serverapp.kernel_manager
 
-    def _kernel_key(self, kernel_id: str) -> bytes | None:
+    @property
+    def settings(self) -> HostSettings:
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: HostSettings) -> None:
+        self._settings = settings
+        self.runtime.settings = RuntimeSettings(agent=settings.agent)
+
+    @property
+    def agents(self) -> dict[str, Agent]:
+        return self.runtime.agents
+
+    @property
+    def bridge(self) -> BridgeService:
+        return self.runtime.bridge
+
+    def kernel_key(self, kernel_id: str) -> bytes | None:
         if kernel_id not in self._kernel_manager:
             return None
         key = self._kernel_manager.get_kernel(kernel_id).session.key
@@ -217,8 +231,8 @@ class AgentHost:
     def _forget_dead_executors(self) -> None:
         for kernel_id in [k for k in self._executors if k not in self._kernel_manager]:
             executor = self._executors.pop(kernel_id)
-            self._spawn(executor.close())
-            self._kernel_session.pop(kernel_id, None)
+            self.runtime.spawn(executor.close())
+            self.runtime.unbind_kernel(kernel_id)
 
     # ------------------------------------------------------------ agents
 
@@ -294,9 +308,7 @@ class AgentHost:
         agent: Agent | None = None
         try:
             if session is None:
-                session = self.repository.create(
-                    notebook_path=path, provider=provider.name, model=provider.model
-                )
+                session = self.runtime.create_session(path, provider)
             notebook = LiveNotebook(
                 ydoc,
                 path,
@@ -304,28 +316,15 @@ class AgentHost:
                 file_ids=self.serverapp.web_app.settings.get("file_id_manager"),
                 contents=self.serverapp.contents_manager,
             )
-            agent = Agent(
-                session,
-                provider,
-                notebook,
-                kernel=_NoKernelYet(),
-                config=self.settings.agent,
-                events=EventBus(session.session_id),
+            agent, _ = await self.runtime.start_agent(
+                session, provider, notebook, _NoKernelYet(), EventBus(session.session_id)
             )
             self._follow_notebook(agent, notebook)
-            await close_interrupted_turn(
-                session,
-                notebook,
-                output_cap=agent.config.output_cap,
-                accepts_images=agent.config.accepts_images,
-                redactor=agent.redactor,
-            )
-            self.agents[session.session_id] = agent
             self._use_kernel(agent, kernel_id)
         except BaseException:
             if agent is not None and self.agents.get(agent.session_id) is agent:
                 del self.agents[agent.session_id]
-            await _close_provider(provider)
+            await close_provider(provider)
             raise
         return agent
 
@@ -349,7 +348,7 @@ class AgentHost:
         return session
 
     def _refuse_busy_kernel(self, kernel_id: str) -> None:
-        holder = self.agents.get(self._kernel_session.get(kernel_id, ""))
+        holder = self.runtime.agent_on_kernel(kernel_id)
         if holder is not None and holder.running:
             raise HostError(
                 409,
@@ -375,27 +374,14 @@ class AgentHost:
 
     def _use_kernel(self, agent: Agent, kernel_id: str) -> None:
         """Make `agent` the one agent of this kernel (bridge calls from it act as its session)."""
-        holder = self.agents.get(self._kernel_session.get(kernel_id, ""))
+        holder = self.runtime.agent_on_kernel(kernel_id)
         if holder is not None and holder is not agent:
             self._refuse_busy_kernel(kernel_id)
-            self._detach(holder)
-        current = getattr(agent.kernel, "kernel_id", None)
-        if current and current != kernel_id:
-            self._kernel_session.pop(current, None)
+            self.runtime.detach(holder)
         executor = self.executor(kernel_id)
-        agent.kernel = executor
-        self._kernel_session[kernel_id] = agent.session_id
+        self.runtime.bind_kernel(agent, executor)
         # Connect and load the kernel package now, while the user is still typing.
-        self._spawn(self._prepare(executor))
-
-    def _detach(self, agent: Agent) -> None:
-        """Forget an idle agent; its session stays on disk and can be attached again."""
-        self.agents.pop(agent.session_id, None)
-        kernel_id = getattr(agent.kernel, "kernel_id", "")
-        if self._kernel_session.get(kernel_id) == agent.session_id:
-            del self._kernel_session[kernel_id]
-        agent.events.emit("status", status="inactive")
-        self._spawn(_close_provider(agent.provider))
+        self.runtime.spawn(self._prepare(executor))
 
     async def _prepare(self, executor: KernelExecutor) -> None:
         try:
@@ -479,18 +465,33 @@ class AgentHost:
 
     # ------------------------------------------------------------ shutdown
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
     async def shutdown(self) -> None:
-        for agent in list(self.agents.values()):
-            await agent.stop()
-            await _close_provider(agent.provider)
+        await self.runtime.shutdown()
         for executor in self._executors.values():
             await executor.close()
         self._executors.clear()
+
+
+class _ServerEnvironment:
+    """The server's side of the runtime: live documents, kernels of jupyter_server."""
+
+    def __init__(self, host: AgentHost) -> None:
+        self._host = host
+
+    def provider(self, model: str | None) -> ModelProvider:
+        return self._host._provider()
+
+    def kernel_key(self, kernel_id: str) -> bytes | None:
+        return self._host.kernel_key(kernel_id)
+
+    async def create_child_notebook(self, path: str, cells: list[dict[str, Any]]) -> NotebookPort:
+        raise NotImplementedError("sub-agents arrive with the agent tree")
+
+    async def start_child_kernel(self, notebook_path: str, cwd: str) -> KernelPort:
+        raise NotImplementedError("sub-agents arrive with the agent tree")
+
+    async def release_kernel(self, kernel: KernelPort) -> None:
+        return None
 
 
 class _NoKernelYet:
@@ -532,13 +533,6 @@ def http_error_text(exc: web.HTTPError) -> str:
         return exc.log_message % exc.args
     except (TypeError, ValueError):
         return exc.log_message
-
-
-async def _close_provider(provider: ModelProvider) -> None:
-    """Providers with an SDK client hold HTTP connections; release them."""
-    close = getattr(provider, "aclose", None)
-    if close is not None:
-        await close()
 
 
 async def _maybe_await(value: Any) -> Any:
