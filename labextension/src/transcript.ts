@@ -557,7 +557,7 @@ export class TranscriptModel {
       default: {
         // An item this panel does not know (a newer server): a neutral line
         // when it says something, nothing otherwise.
-        const loose = item as LooseRecord;
+        const loose = item as unknown as LooseRecord;
         const said = text(loose.text) || text(loose.message);
         return said
           ? { kind: 'notice', id, turn, text: said, tone: 'info', noticeKind: null }

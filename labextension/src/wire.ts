@@ -11,11 +11,13 @@ export type CellStatus = 'ok' | 'error' | 'timeout' | 'died' | 'interrupted' | '
 
 export type StopReason = 'end_turn' | 'stopped' | 'error' | 'max_iterations' | 'interrupted';
 
-export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored';
+export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable';
 
 export type ErrorKind = 'provider' | 'kernel' | 'notebook' | 'tool_arguments' | 'internal';
 
 export type Relationship = 'parent' | 'child' | 'sibling';
+
+export type ChildStatus = 'running' | 'idle' | 'inactive' | 'replied' | 'completed' | 'error';
 
 export type DeliveryMode = 'auto' | 'steer' | 'follow_up';
 
@@ -30,6 +32,8 @@ export interface IServerInfo {
 export interface ISessionInfo {
   session_id: string;
   notebook_path: string | null;
+  parent_session_id?: string;
+  name?: string;
   kernel_id: string | null;
   provider: string | null;
   model: string | null;
@@ -41,10 +45,15 @@ export interface ISessionInfo {
   reason?: string;
 }
 
+/** A message that started a turn: the researcher's, or another agent's (`from_name`, ...). */
 export interface IUserItem {
   type: 'user';
   turn: number;
   text: string;
+  from_session_id?: string;
+  from_name?: string;
+  relationship?: Relationship;
+  composed?: string;
 }
 
 export interface IAssistantItem {
@@ -78,9 +87,32 @@ export interface INoticeItem {
   kind?: NoticeKind;
 }
 
+/** Another agent's message taken into a running turn. */
+export interface IAgentMessageItem {
+  type: 'agent_message';
+  turn: number;
+  text: string;
+  from_session_id: string;
+  from_name: string;
+  relationship: Relationship;
+  composed: string;
+}
+
+/** A sub-agent this agent spawned (`rlm(...)`): its notebook opens from the chat. */
+export interface IChildItem {
+  type: 'child';
+  turn: number | null;
+  rlm_child_id: string;
+  name: string;
+  notebook_path: string;
+  task: string;
+}
+
 export interface ISessionWithTranscript {
   session_id: string;
   notebook_path: string | null;
+  parent_session_id?: string;
+  name?: string;
   kernel_id: string | null;
   provider: string | null;
   model: string | null;
@@ -225,6 +257,31 @@ export interface INotebookMovedEvent {
   path: string;
 }
 
+/** This agent spawned a sub-agent; its notebook exists and its first task is starting. */
+export interface IChildSpawnedEvent {
+  seq: number;
+  session_id: string;
+  type: 'child_spawned';
+  turn?: number;
+  rlm_child_id: string;
+  name: string;
+  notebook_path: string;
+  task: string;
+  model: string;
+}
+
+/** A sub-agent of this agent changed state (`preview`: the start of its last answer). */
+export interface IChildStatusEvent {
+  seq: number;
+  session_id: string;
+  type: 'child_status';
+  rlm_child_id: string;
+  name: string;
+  notebook_path: string;
+  status: ChildStatus;
+  preview?: string;
+}
+
 export interface ITurnEndedEvent {
   seq: number;
   session_id: string;
@@ -239,7 +296,9 @@ export type ChatItem =
   | IAssistantItem
   | ICellItem
   | IErrorItem
-  | INoticeItem;
+  | INoticeItem
+  | IAgentMessageItem
+  | IChildItem;
 
 export type AgentEvent =
   | IStatusEvent
@@ -255,6 +314,8 @@ export type AgentEvent =
   | IErrorEvent
   | INoticeEvent
   | INotebookMovedEvent
+  | IChildSpawnedEvent
+  | IChildStatusEvent
   | ITurnEndedEvent;
 
 /** The notice line for a turn that ended this way. */

@@ -16,7 +16,11 @@ _HISTORY_TYPES = {
     "turn_end",
     "error",
     "notice",
+    "agent_message",
+    "child_spawned",
 }
+
+_ORIGIN_FIELDS = ("from_session_id", "from_name", "relationship", "composed")
 
 
 def _code_of(arguments: str) -> str | None:
@@ -53,7 +57,28 @@ def chat_transcript(session: SessionLog) -> list[ChatItem]:
     for entry in session.path():
         kind, turn = entry["type"], entry.get("turn")
         if kind == "user_message":
-            items.append({"type": "user", "turn": turn, "text": entry["text"]})
+            origin = {k: entry[k] for k in _ORIGIN_FIELDS if isinstance(entry.get(k), str)}
+            items.append({"type": "user", "turn": turn, "text": entry["text"], **origin})  # type: ignore[typeddict-item]
+        elif kind == "agent_message":
+            items.append(
+                {
+                    "type": "agent_message",
+                    "turn": turn,
+                    "text": entry["text"],
+                    **{k: str(entry.get(k, "")) for k in _ORIGIN_FIELDS},  # type: ignore[typeddict-item]
+                }
+            )
+        elif kind == "child_spawned":
+            items.append(
+                {
+                    "type": "child",
+                    "turn": turn,
+                    "rlm_child_id": str(entry.get("rlm_child_id", "")),
+                    "name": str(entry.get("name", "")),
+                    "notebook_path": str(entry.get("notebook_path", "")),
+                    "task": str(entry.get("task", "")),
+                }
+            )
         elif kind == "assistant_message":
             for call in entry.get("tool_calls", []):
                 code_by_call[call.get("id", "")] = _code_of(call.get("arguments", ""))

@@ -30,9 +30,23 @@ StopReason = Literal["end_turn", "stopped", "error", "max_iterations", "interrup
 """Why a turn ended. `interrupted`: the server stopped while the turn was running."""
 
 NoticeKind = Literal[
-    "kernel_restarted", "kernel_restarted_externally", "kernel_died", "cell_restored"
+    "kernel_restarted",
+    "kernel_restarted_externally",
+    "kernel_died",
+    "cell_restored",
+    "child_completed",
+    "child_error",
+    "message_undeliverable",
 ]
-"""Something the user must know that is not an error."""
+"""Something the user must know that is not an error. `child_completed`: a sub-agent ended its
+task without replying (the text has a preview of its last answer); `child_error`: a sub-agent's
+task ended with an error; `message_undeliverable`: a queued message can never be delivered (its
+target was deleted)."""
+
+ChildStatus = Literal["running", "idle", "inactive", "replied", "completed", "error"]
+"""A sub-agent's state as its parent sees it: `replied` (its last task ended after it messaged
+the parent), `completed` (ended without replying), `error` (ended with an error), `idle` (loaded,
+no task yet or stopped), `inactive` (on disk, not loaded)."""
 
 ErrorKind = Literal["provider", "kernel", "notebook", "tool_arguments", "internal"]
 
@@ -63,6 +77,10 @@ class ServerInfo(TypedDict):
 class SessionInfo(TypedDict):
     session_id: str
     notebook_path: str | None
+    parent_session_id: NotRequired[str]
+    """Set on a sub-agent's session: the session that spawned it."""
+    name: NotRequired[str]
+    """A sub-agent's name, unique among its siblings."""
     kernel_id: str | None
     provider: str | None
     model: str | None
@@ -77,9 +95,38 @@ class SessionInfo(TypedDict):
 
 
 class UserItem(TypedDict):
+    """A message that started a turn: the researcher's, or another agent's (`from_name`, ...)."""
+
     type: Literal["user"]
     turn: int
     text: str
+    from_session_id: NotRequired[str]
+    from_name: NotRequired[str]
+    relationship: NotRequired[Relationship]
+    composed: NotRequired[str]
+
+
+class AgentMessageItem(TypedDict):
+    """Another agent's message taken into a running turn."""
+
+    type: Literal["agent_message"]
+    turn: int
+    text: str
+    from_session_id: str
+    from_name: str
+    relationship: Relationship
+    composed: str
+
+
+class ChildItem(TypedDict):
+    """A sub-agent this agent spawned (`rlm(...)`): its notebook opens from the chat."""
+
+    type: Literal["child"]
+    turn: int | None
+    rlm_child_id: str
+    name: str
+    notebook_path: str
+    task: str
 
 
 class AssistantItem(TypedDict):
@@ -114,7 +161,9 @@ class NoticeItem(TypedDict):
     kind: NotRequired[NoticeKind]
 
 
-ChatItem = UserItem | AssistantItem | CellItem | ErrorItem | NoticeItem
+ChatItem = (
+    UserItem | AssistantItem | CellItem | ErrorItem | NoticeItem | AgentMessageItem | ChildItem
+)
 
 
 class SessionWithTranscript(SessionInfo):
@@ -262,6 +311,33 @@ class NotebookMovedEvent(TypedDict):
     path: str
 
 
+class ChildSpawnedEvent(TypedDict):
+    """This agent spawned a sub-agent; its notebook exists and its first task is starting."""
+
+    seq: int
+    session_id: str
+    type: Literal["child_spawned"]
+    turn: NotRequired[int]
+    rlm_child_id: str
+    name: str
+    notebook_path: str
+    task: str
+    model: str
+
+
+class ChildStatusEvent(TypedDict):
+    """A sub-agent of this agent changed state (`preview`: the start of its last answer)."""
+
+    seq: int
+    session_id: str
+    type: Literal["child_status"]
+    rlm_child_id: str
+    name: str
+    notebook_path: str
+    status: ChildStatus
+    preview: NotRequired[str]
+
+
 class TurnEndedEvent(TypedDict):
     seq: int
     session_id: str
@@ -285,6 +361,8 @@ AgentEvent = (
     | ErrorEvent
     | NoticeEvent
     | NotebookMovedEvent
+    | ChildSpawnedEvent
+    | ChildStatusEvent
     | TurnEndedEvent
 )
 
@@ -317,6 +395,7 @@ _ALIASES: dict[str, object] = {
     "NoticeKind": NoticeKind,
     "ErrorKind": ErrorKind,
     "Relationship": Relationship,
+    "ChildStatus": ChildStatus,
     "DeliveryMode": DeliveryMode,
 }
 _INTERFACES: list[type] = [
@@ -327,6 +406,8 @@ _INTERFACES: list[type] = [
     CellItem,
     ErrorItem,
     NoticeItem,
+    AgentMessageItem,
+    ChildItem,
     SessionWithTranscript,
     *typing.get_args(AgentEvent),
 ]
