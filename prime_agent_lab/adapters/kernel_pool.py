@@ -185,6 +185,9 @@ class KernelPool(Generic[K]):
     def _schedule_retry(self) -> None:
         delay = min(self._retry_delay * 2 ** (self._failures - 1), self._max_retry_delay)
         self._retry_in = delay
+        log.info(
+            "kernel pool: %d failed start(s) in a row; next try in %g s", self._failures, delay
+        )
         self._retry = asyncio.get_running_loop().call_later(delay, self._retry_now)
 
     def _retry_now(self) -> None:
