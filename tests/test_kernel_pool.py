@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -288,3 +289,26 @@ async def test_a_handed_out_server_kernel_is_the_jupyter_session_kernel_of_its_n
     assert session["kernel"]["id"] == kernel_id and session["type"] == "notebook"
     assert [(s["path"], s["kernel"]["id"]) for s in listed] == [(path, kernel_id)]
     assert seen == f"{jp_root_dir / 'analysis.agents'}\nFalse\n"
+
+
+def test_the_kernel_pool_benchmark_runs_both_modes_and_prints_the_ratio() -> None:
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(root), str(root / "kernel_ext"), env.get("PYTHONPATH", "")) if p
+    )
+    done = subprocess.run(
+        [sys.executable, str(root / "bench" / "bench_kernel_pool.py"), "--runs", "1"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    rows = [line.split() for line in lines if line.startswith(("local ", "server "))]
+    assert [row[0] for row in rows] == ["local", "server"]
+    assert all(float(row[3]) > 0 for row in rows)
+    assert "local warm: take" in done.stdout and "server cold: start" in done.stdout
