@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import socket
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+from jupyter_client.kernelspec import NoSuchKernel
 from jupyter_client.manager import AsyncKernelManager
-from jupyter_core.paths import jupyter_path
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 from tornado.web import Application
@@ -21,6 +19,7 @@ from tornado.web import Application
 from .adapters.bridge_http import standalone_routes
 from .adapters.file_notebook import FileNotebook
 from .adapters.kernel_executor import KernelExecutor, bridge_setup_code
+from .adapters.local_kernels import kernel_spec_manager as _kernel_spec_manager
 from .core.agent import Agent, AgentConfig
 from .core.bridge import BridgeService
 from .core.events import Event, EventBus
@@ -205,20 +204,6 @@ class _LocalEnvironment:
 
     async def release_kernel(self, kernel: KernelPort) -> None:
         return None
-
-
-def _kernel_spec_manager() -> KernelSpecManager:
-    """Kernel specs from where jupyter_client looks for them, without its default's import of
-    IPython (about 0.2 s) just to learn where `~/.ipython/kernels` is."""
-    home = os.path.expanduser("~")
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    ipython_dirs = [
-        os.path.expanduser(os.environ.get("IPYTHONDIR") or os.path.join(home, ".ipython")),
-        os.path.join(xdg, "ipython"),  # IPython's older location, still honoured by it
-    ]
-    return KernelSpecManager(
-        kernel_dirs=[*jupyter_path("kernels"), *(os.path.join(d, "kernels") for d in ipython_dirs)]
-    )
 
 
 class _StartingKernel:

@@ -139,6 +139,13 @@ class PrimeAgentLab(ExtensionApp):
         "python3", help="Kernel spec used when the agent has to start a notebook's kernel itself."
     ).tag(config=True)
 
+    kernel_pool_size = Integer(
+        2,
+        help="""Kernels kept started and ready for sub-agents, so a spawn does not wait for a
+        kernel to boot (each idle kernel holds about 50 MB). Refilled in the background after
+        each spawn. 0 turns pre-starting off: each sub-agent then starts its kernel itself.""",
+    ).tag(config=True)
+
     bridge_url = Unicode(
         "",
         help="""URL kernels use to call the host (…/prime-agent/bridge). Default: loopback to this

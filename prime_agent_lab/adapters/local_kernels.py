@@ -1,0 +1,104 @@
+"""Kernels of the headless CLI: local processes through jupyter_client's `AsyncKernelManager`.
+
+`LocalKernels` is the kernel source of the CLI's kernel pool (`start`, `discard`, `alive`);
+`hand_out` moves a pooled kernel to the directory its notebook lives in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.paths import jupyter_path
+
+from ..core.redaction import SECRET_ENV_VARS, kernel_environment
+from .kernel_calls import READY_TIMEOUT, set_working_directory, wait_until_ready
+
+
+def kernel_spec_manager() -> KernelSpecManager:
+    """Kernel specs from where jupyter_client looks for them, without its default's import of
+    IPython (about 0.2 s) just to learn where `~/.ipython/kernels` is."""
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    ipython_dirs = [
+        os.path.expanduser(os.environ.get("IPYTHONDIR") or os.path.join(home, ".ipython")),
+        os.path.join(xdg, "ipython"),  # IPython's older location, still honoured by it
+    ]
+    return KernelSpecManager(
+        kernel_dirs=[*jupyter_path("kernels"), *(os.path.join(d, "kernels") for d in ipython_dirs)]
+    )
+
+
+class LocalKernelStartFailed(RuntimeError):
+    """A local kernel could not be started; the message names the kernel spec and the cause."""
+
+
+@dataclass(eq=False)
+class LocalKernel:
+    """One started local kernel. `kernel_id` is ours (the bridge names kernels by it)."""
+
+    manager: AsyncKernelManager
+    kernel_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+class LocalKernels:
+    """Starts ready local kernels (booted: they answered `kernel_info`) without the provider key
+    variables in their environment."""
+
+    def __init__(
+        self,
+        kernel_name: str = "python3",
+        cwd: Path | str | None = None,
+        env_strip: Sequence[str] = SECRET_ENV_VARS,
+        ready_timeout: float = READY_TIMEOUT,
+    ) -> None:
+        self.kernel_name = kernel_name
+        self.cwd = str(cwd) if cwd is not None else os.getcwd()
+        self._env_strip = tuple(env_strip)
+        self._ready_timeout = ready_timeout
+        self._specs = kernel_spec_manager()
+
+    async def start(self) -> LocalKernel:
+        manager = AsyncKernelManager(kernel_name=self.kernel_name, kernel_spec_manager=self._specs)
+        try:
+            await manager.start_kernel(cwd=self.cwd, env=kernel_environment(self._env_strip))
+            await wait_until_ready(manager, self._ready_timeout)
+        except NoSuchKernel:
+            raise LocalKernelStartFailed(
+                f"no kernel spec {self.kernel_name!r} (see `jupyter kernelspec list`)"
+            ) from None
+        except Exception as exc:
+            await _clean_up(manager)
+            raise LocalKernelStartFailed(
+                f"the kernel {self.kernel_name!r} could not start: {type(exc).__name__}: {exc}"
+            ) from exc
+        return LocalKernel(manager)
+
+    async def discard(self, kernel: LocalKernel) -> None:
+        if kernel.manager.has_kernel:
+            await kernel.manager.shutdown_kernel(now=True)
+
+    async def alive(self, kernel: LocalKernel) -> bool:
+        return bool(await kernel.manager.is_alive())
+
+
+async def hand_out(kernel: LocalKernel, directory: Path | str) -> LocalKernel:
+    """Prepare a pooled kernel for its notebook: run it in `directory` (pooled kernels all start
+    in one place; an agent's cells run where its notebook lives)."""
+    await set_working_directory(kernel.manager, os.path.abspath(directory))
+    return kernel
+
+
+async def _clean_up(manager: AsyncKernelManager) -> None:
+    """After a failed start: stop what was launched and remove its connection file."""
+    with contextlib.suppress(Exception):
+        if manager.has_kernel:
+            await manager.shutdown_kernel(now=True)
+        else:
+            await manager.cleanup_resources()
