@@ -20,6 +20,7 @@ from .agent import Agent, AgentConfig, AgentHooks, TurnOutcome
 from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
 from .events import EventBus
+from .family import Family, FamilyError, Member
 from .ports import KernelPort, ModelProvider, NotebookPort
 from .recovery import close_interrupted_turn
 from .sessions import SessionLog, SessionRepository
@@ -85,6 +86,7 @@ class AgentRuntime:
         self.environment = environment
         self.settings = settings
         self.agents: dict[str, Agent] = {}
+        self.family = Family(repository)
         self._kernel_session: dict[str, str] = {}  # kernel id -> session id
         self._background: set[asyncio.Future[Any]] = set()
         self.bridge = BridgeService(environment.kernel_key, self._kernel_session.get)
@@ -92,10 +94,35 @@ class AgentRuntime:
 
     # ------------------------------------------------------------ sessions and agents
 
-    def create_session(self, notebook_path: str, provider: ModelProvider) -> SessionLog:
-        return self.repository.create(
-            notebook_path=notebook_path, provider=provider.name, model=provider.model
+    def create_session(
+        self, notebook_path: str, provider: ModelProvider, **family: Any
+    ) -> SessionLog:
+        """A new session; `family` (parent_session_id, name, depth, task, ...) makes it a
+        sub-agent's."""
+        session = self.repository.create(
+            notebook_path=notebook_path, provider=provider.name, model=provider.model, **family
         )
+        self.family.add(
+            Member(
+                session_id=session.session_id,
+                notebook_path=notebook_path,
+                parent_session_id=family.get("parent_session_id"),
+                name=family.get("name", ""),
+                depth=family.get("depth", 0),
+                task=family.get("task", ""),
+                model=f"{provider.name}/{provider.model}",
+                created=str(session.header.get("created", "")),
+            )
+        )
+        return session
+
+    async def ensure_loaded(self, session_id: str) -> Agent:
+        """The agent of `session_id`, opened from disk when it is not loaded (a sub-agent after
+        a server restart): its notebook, a kernel and its session come back."""
+        agent = self.agents.get(session_id)
+        if agent is not None:
+            return agent
+        raise FamilyError(409, f"agent {session_id} is not loaded")
 
     async def start_agent(
         self,

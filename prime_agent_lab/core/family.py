@@ -1,0 +1,210 @@
+"""The tree of agents, read from the session headers on disk.
+
+A sub-agent's session header names its parent (`parent_session_id`), its `name`, its `depth` and
+its `task`; a root's header has none of these. Headers are written once and never change, so the
+tree is an index over them: it survives compaction, kernel restarts and server restarts with
+nothing to keep in step. A deleted sub-agent keeps its session and notebook; a `deleted` marker
+file in its session directory takes it out of the tree and frees its name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .sessions import SESSION_FILE, SessionRepository, now_iso
+from .text import shorten
+
+Relationship = Literal["parent", "child", "sibling"]
+
+DELETED_MARKER = "deleted.json"
+RESERVED_NAMES = frozenset({"all", "parent", "child", "children", "sibling", "siblings", "self"})
+MAX_NAME = 64
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class FamilyError(Exception):
+    """A request the family rules refuse; `status` is the HTTP-like code for the bridge."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def check_name(name: object) -> str:
+    """A sub-agent name: a readable file name of its own, never a path or a reserved word."""
+    if not isinstance(name, str) or not name:
+        raise FamilyError(400, "a sub-agent name must be a non-empty string")
+    if "/" in name or "\\" in name or ".." in name or "\x00" in name:
+        raise FamilyError(400, f"a sub-agent name may not hold a path: {shorten(name, 80)}")
+    if name.lower() in RESERVED_NAMES:
+        raise FamilyError(400, f"{name!r} is reserved (it names a group of agents); pick another")
+    if len(name) > MAX_NAME or not _NAME.match(name) or name.endswith("."):
+        raise FamilyError(
+            400,
+            f"invalid sub-agent name {shorten(name, 80)}: use up to {MAX_NAME} letters, digits, "
+            "'-', '_' or '.', starting with a letter or digit",
+        )
+    return name
+
+
+def default_name(task: str) -> str:
+    """A slug of the task's first words plus a short id: `summarise-part-a-3f9c`."""
+    words = re.findall(r"[A-Za-z0-9]+", task.lower())
+    slug = "-".join(words)[:40].strip("-") or "task"
+    return f"{slug}-{secrets.token_hex(2)}"
+
+
+@dataclass(frozen=True)
+class Member:
+    """One agent as the tree knows it (from its session header)."""
+
+    session_id: str
+    notebook_path: str
+    parent_session_id: str | None = None
+    name: str = ""
+    depth: int = 0
+    task: str = ""
+    model: str = ""
+    created: str = ""
+
+    @property
+    def display_name(self) -> str:
+        """A child's name; a root is known by its notebook."""
+        return self.name or self.notebook_path
+
+    @property
+    def session_dir(self) -> str:
+        return self.session_id
+
+
+def member_from_header(header: dict[str, Any]) -> Member | None:
+    session_id = header.get("session_id")
+    if not isinstance(session_id, str):
+        return None
+    parent = header.get("parent_session_id")
+    depth = header.get("depth", 0)
+    return Member(
+        session_id=session_id,
+        notebook_path=str(header.get("notebook_path", "")),
+        parent_session_id=parent if isinstance(parent, str) and parent else None,
+        name=str(header.get("name", "") or ""),
+        depth=depth if isinstance(depth, int) and depth >= 0 else 0,
+        task=str(header.get("task", "") or ""),
+        model=str(header.get("model", "") or ""),
+        created=str(header.get("created", "") or ""),
+    )
+
+
+class Family:
+    """An index of the session headers under one repository, read lazily and kept current."""
+
+    def __init__(self, repository: SessionRepository) -> None:
+        self._repository = repository
+        self._members: dict[str, Member] = {}
+        self._deleted: set[str] = set()
+        self._seen_dirs: set[str] = set()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ reading
+
+    def refresh(self) -> None:
+        """Index sessions created since the last look (by this process or another)."""
+        root = self._repository.root
+        with self._lock:
+            for directory in root.iterdir():
+                if directory.name in self._seen_dirs or not directory.is_dir():
+                    continue
+                header = _read_header(directory)
+                if header is None:
+                    continue  # not a session (yet): looked at again next time
+                self._seen_dirs.add(directory.name)
+                member = member_from_header(header)
+                if member is None or member.session_id != directory.name:
+                    continue
+                self._members[member.session_id] = member
+                if (directory / DELETED_MARKER).exists():
+                    self._deleted.add(member.session_id)
+
+    def add(self, member: Member) -> None:
+        """A session this process just created."""
+        with self._lock:
+            self._members[member.session_id] = member
+            self._seen_dirs.add(member.session_id)
+
+    def member(self, session_id: str) -> Member | None:
+        found = self._members.get(session_id)
+        if found is None:
+            self.refresh()
+            found = self._members.get(session_id)
+        return found if found is not None and session_id not in self._deleted else None
+
+    def children(self, session_id: str) -> list[Member]:
+        self.refresh()
+        return sorted(
+            (
+                m
+                for m in self._members.values()
+                if m.parent_session_id == session_id and m.session_id not in self._deleted
+            ),
+            key=lambda m: m.created,
+        )
+
+    def siblings(self, session_id: str, roots: set[str] | None = None) -> list[Member]:
+        """Members with the same parent. Roots are siblings of each other; `roots` narrows
+        them to the ones that matter (the loaded ones), as old root sessions pile up on disk."""
+        me = self.member(session_id)
+        if me is None:
+            return []
+        if me.parent_session_id is not None:
+            return [m for m in self.children(me.parent_session_id) if m.session_id != session_id]
+        return [
+            m
+            for m in self._members.values()
+            if m.parent_session_id is None
+            and m.session_id != session_id
+            and m.session_id not in self._deleted
+            and (roots is None or m.session_id in roots)
+        ]
+
+    def relationship(self, sender: str, receiver: str) -> Relationship | None:
+        """How `receiver` relates to `sender` (from the sender's side); None: outside the
+        nuclear family (parent, siblings, direct children), or the same agent."""
+        a, b = self.member(sender), self.member(receiver)
+        if a is None or b is None or a.session_id == b.session_id:
+            return None
+        if a.parent_session_id == b.session_id:
+            return "parent"
+        if b.parent_session_id == a.session_id:
+            return "child"
+        if a.parent_session_id == b.parent_session_id:  # same parent, or both roots
+            return "sibling"
+        return None
+
+    # ------------------------------------------------------------ deleting
+
+    def mark_deleted(self, session_id: str, directory: Path) -> None:
+        """Take a sub-agent out of the tree; its session and notebook stay on disk."""
+        marker = directory / DELETED_MARKER
+        marker.write_text(json.dumps({"deleted": now_iso()}) + "\n", encoding="utf-8")
+        with self._lock:
+            self._deleted.add(session_id)
+
+    def is_deleted(self, session_id: str) -> bool:
+        return session_id in self._deleted
+
+
+def _read_header(directory: Path) -> dict[str, Any] | None:
+    try:
+        with (directory / SESSION_FILE).open("rb") as f:
+            line = f.readline()
+        header = json.loads(line)
+    except (OSError, ValueError):
+        return None
+    return header if isinstance(header, dict) and header.get("type") == "session" else None
