@@ -267,8 +267,8 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         if run.recovered_turn is not None:
             printer.recovered(run.recovered_turn)
         turn = asyncio.ensure_future(run.agent.run_turn(args.prompt))
-        stopper.watch(run.agent.stop)
-        outcome = await turn
+        stopper.watch(run.runtime.stop_all)
+        outcome = await run.settle(await turn)
     except Exception as exc:  # reported as a clear message and a non-zero exit
         error = f"{type(exc).__name__}: {exc}" if not str(exc).startswith("cannot") else str(exc)
     finally:

@@ -9,6 +9,7 @@ import socket
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from jupyter_client.kernelspec import NoSuchKernel
 from jupyter_client.manager import AsyncKernelManager
@@ -19,8 +20,10 @@ from tornado.web import Application
 from .adapters.bridge_http import standalone_routes
 from .adapters.file_notebook import FileNotebook
 from .adapters.kernel_executor import KernelExecutor, bridge_setup_code
+from .adapters.kernel_pool import KernelPool
+from .adapters.local_kernels import LocalKernel, LocalKernels, hand_out
 from .adapters.local_kernels import kernel_spec_manager as _kernel_spec_manager
-from .core.agent import Agent, AgentConfig
+from .core.agent import Agent, AgentConfig, TurnOutcome
 from .core.bridge import BridgeService
 from .core.events import Event, EventBus
 from .core.ports import (
@@ -33,7 +36,7 @@ from .core.ports import (
     OutputEvent,
 )
 from .core.redaction import SECRET_ENV_VARS, kernel_environment
-from .core.runtime import AgentRuntime, RuntimeSettings
+from .core.runtime import AgentRuntime, RuntimeSettings, choose_model
 from .core.sessions import SessionLog, SessionRepository
 from .providers import make_provider
 
@@ -60,6 +63,8 @@ class HeadlessRun:
         resume: bool = False,
         fenced_code: bool = False,
         kernel_env_strip: Sequence[str] = SECRET_ENV_VARS,
+        max_depth: int = 1,
+        kernel_pool_size: int = 2,
     ) -> None:
         self.cwd = cwd
         self.notebook_path = cwd / notebook
@@ -78,10 +83,13 @@ class HeadlessRun:
         self._server: HTTPServer | None = None
         self._agent: Agent | None = None
         self._notebook: FileNotebook | None = None
+        self.notebooks: list[FileNotebook] = []  # sub-agents' notebooks, flushed at the end
         self.recovered_turn: int | None = None  # a turn cut by a crash, closed on start
+        self._environment = _LocalEnvironment(self, kernel_pool_size)
         self.runtime = AgentRuntime(
-            self.repository, _LocalEnvironment(self), RuntimeSettings(agent=config)
+            self.repository, self._environment, RuntimeSettings(agent=config, max_depth=max_depth)
         )
+        self.bridge_url = ""
 
     @property
     def agent(self) -> Agent:
@@ -100,7 +108,7 @@ class HeadlessRun:
                 f"the kernel {self._kernel_name!r} could not start: {type(exc).__name__}: {exc}"
             ) from exc
         provider = self.make_provider(None)
-        spec = self._km.kernel_spec
+        spec = self.kernel_spec
         notebook = self._notebook = FileNotebook(
             self.notebook_path,
             NOTEBOOK_OUTPUT_CAP,
@@ -111,7 +119,7 @@ class HeadlessRun:
         session = self._open_session(provider)
         self.session_dir = session.directory
         # The kernel boots while the model writes its first answer.
-        bridge_url = self._start_bridge_server(self.runtime.bridge)
+        bridge_url = self.bridge_url = self._start_bridge_server(self.runtime.bridge)
         setup = bridge_setup_code(bridge_url, self.kernel_id)
         self._kernel = _StartingKernel(self._km, self.kernel_id, setup)
         events = EventBus(session.session_id)
@@ -119,6 +127,23 @@ class HeadlessRun:
         self._agent, self.recovered_turn = await self.runtime.start_agent(
             session, provider, notebook, self._kernel, events
         )
+
+    async def settle(self, outcome: TurnOutcome) -> TurnOutcome:
+        """After the root's turn: wait until the whole tree is quiet (sub-agents done, their
+        replies answered), then the root's last turn's outcome."""
+        await self.runtime.wait_quiet()
+        last = self.agent.session.last_of("turn_end")
+        if last is None or last.get("turn") == outcome.turn:
+            return outcome
+        return TurnOutcome(
+            turn=int(last.get("turn", outcome.turn)),
+            stop_reason=str(last.get("stop_reason", "")),
+            final_text=str(last.get("final_text", "")),
+        )
+
+    @property
+    def kernel_spec(self) -> Any:
+        return self._km.kernel_spec if self._km is not None else None
 
     def make_provider(self, model: str | None) -> ModelProvider:
         name, default_model, script, stream = self._provider_args
@@ -158,10 +183,10 @@ class HeadlessRun:
             return self.repository.load(session_id)
         return self.runtime.create_session(notebook, provider)
 
-    def kernel_key(self, kernel_id: str) -> bytes | None:
-        if kernel_id != self.kernel_id or self._km is None:
-            return None
-        return bytes(self._km.session.key)
+    def root_kernel_key(self, kernel_id: str) -> bytes | None:
+        if kernel_id == self.kernel_id and self._km is not None:
+            return bytes(self._km.session.key)
+        return None
 
     def _start_bridge_server(self, bridge: BridgeService) -> str:
         sockets = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
@@ -172,8 +197,10 @@ class HeadlessRun:
 
     async def close(self) -> None:
         await self.runtime.shutdown()
-        if self._notebook is not None:
-            self._notebook.flush()
+        await self._environment.close()
+        for notebook in [self._notebook, *self.notebooks]:
+            if notebook is not None:
+                notebook.flush()
         if self._kernel is not None:
             await self._kernel.shutdown()
         elif self._km is not None and self._km.has_kernel:  # start() failed after the launch
@@ -183,27 +210,84 @@ class HeadlessRun:
 
 
 class _LocalEnvironment:
-    """The CLI's side of the runtime: local kernels, notebook files, the CLI's provider."""
+    """The CLI's side of the runtime: local kernels (sub-agents' from a pool), notebook files,
+    the CLI's provider."""
 
-    def __init__(self, run: HeadlessRun) -> None:
+    def __init__(self, run: HeadlessRun, pool_size: int) -> None:
         self._run = run
+        self._kernels = LocalKernels(run._kernel_name, run.cwd, run._kernel_env_strip)
+        self._pool = KernelPool(
+            self._kernels.start, self._kernels.discard, size=pool_size, alive=self._kernels.alive
+        )
+        self._children: dict[str, LocalKernel] = {}  # kernel id -> a sub-agent's kernel
+
+    def models(self) -> list[str]:
+        provider = self._run.make_provider(None)
+        return [f"{provider.name}/{provider.model}"]
 
     def provider(self, model: str | None) -> ModelProvider:
-        return self._run.make_provider(model)
+        if model is None:
+            return self._run.make_provider(None)
+        name, chosen = choose_model(model, self.models())
+        if name != self._run._provider_args[0]:
+            raise ValueError(f"the CLI runs sub-agents on its own provider only ({model!r})")
+        return self._run.make_provider(chosen)
 
     def kernel_key(self, kernel_id: str) -> bytes | None:
-        return self._run.kernel_key(kernel_id)
+        kernel = self._children.get(kernel_id)
+        if kernel is not None:
+            return bytes(kernel.manager.session.key)
+        return self._run.root_kernel_key(kernel_id)
 
-    async def create_child_notebook(
-        self, path: str, cells: list[dict[str, object]]
-    ) -> NotebookPort:
-        raise NotImplementedError("sub-agents arrive with the agent tree")
+    async def create_child_notebook(self, path: str, cells: list[dict[str, Any]]) -> NotebookPort:
+        file = self._run.cwd / path
+        if file.exists():
+            raise FileExistsError(path)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        spec = self._run.kernel_spec
+        notebook = FileNotebook(
+            file,
+            NOTEBOOK_OUTPUT_CAP,
+            kernel_name=self._run._kernel_name,
+            kernel_display_name=spec.display_name if spec else self._run._kernel_name,
+            kernel_language=spec.language if spec else "python",
+        )
+        notebook.nb["cells"].extend(cells)
+        notebook.changed()
+        notebook.flush()
+        self._run.notebooks.append(notebook)
+        return notebook
 
     async def start_child_kernel(self, notebook_path: str, cwd: str) -> KernelPort:
-        raise NotImplementedError("sub-agents arrive with the agent tree")
+        self._pool.fill()
+        kernel = await self._pool.take()
+        self._children[kernel.kernel_id] = kernel
+        try:
+            await hand_out(kernel, self._run.cwd / cwd)
+            setup = bridge_setup_code(self._run.bridge_url, kernel.kernel_id)
+            executor = KernelExecutor(kernel.manager, kernel.kernel_id, lambda: setup)
+            await executor.prepare()
+        except BaseException:
+            await self._shut_down(kernel)
+            raise
+        return executor
 
     async def release_kernel(self, kernel: KernelPort) -> None:
-        return None
+        child = self._children.get(kernel.kernel_id)
+        if isinstance(kernel, KernelExecutor):
+            await kernel.close()
+        if child is not None:
+            await self._shut_down(child)
+
+    async def _shut_down(self, kernel: LocalKernel) -> None:
+        self._children.pop(kernel.kernel_id, None)
+        with contextlib.suppress(Exception):
+            await self._kernels.discard(kernel)
+
+    async def close(self) -> None:
+        await self._pool.close()
+        for kernel in list(self._children.values()):
+            await self._shut_down(kernel)
 
 
 class _StartingKernel:

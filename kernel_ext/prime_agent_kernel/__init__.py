@@ -11,8 +11,19 @@ from typing import Any
 
 from .bridge import BridgeClient, BridgeError
 from .history import Entry, History
+from .rlm import RLM, Subagent, SubagentHandle, show_link
 
-__all__ = ["BridgeClient", "BridgeError", "Entry", "History", "configure", "load_ipython_extension"]
+__all__ = [
+    "RLM",
+    "BridgeClient",
+    "BridgeError",
+    "Entry",
+    "History",
+    "Subagent",
+    "SubagentHandle",
+    "configure",
+    "load_ipython_extension",
+]
 
 _client: BridgeClient | None = None
 
@@ -34,13 +45,19 @@ def _kernel_key(shell: Any) -> bytes:
     return bytes(shell.kernel.session.key)
 
 
+async def _call(op: str, payload: dict[str, Any]) -> Any:
+    return await client().acall(op, payload)
+
+
 def _bind_names(shell: Any) -> None:
-    """Bind `history` and `agent_history`; a user's own `history` variable is left alone."""
+    """Bind the kernel API. `agent_history` always; `history` and `rlm` unless the user has a
+    variable of that name of their own (a Keras `history`, say), which is left alone."""
     record = History(_fetch_history)
-    names = {"agent_history": record}
-    existing = shell.user_ns.get("history")
-    if existing is None or isinstance(existing, History):
-        names["history"] = record
+    names: dict[str, Any] = {"agent_history": record}
+    for name, value in (("history", record), ("rlm", RLM(_call, show_link))):
+        existing = shell.user_ns.get(name)
+        if existing is None or isinstance(existing, type(value)):
+            names[name] = value
     shell.push(names, interactive=False)
 
 

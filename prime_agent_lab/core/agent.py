@@ -184,6 +184,7 @@ class Agent:
         self._stop_requested = False
         self._in_cell = False  # between writing a cell and recording its result
         self.current_cell_id: str | None = None  # the agent cell running now, if any
+        self.current_turn: int | None = None  # the turn running now, if any
         self._system = build_system_prompt(
             PromptSettings(output_cap=config.output_cap, cell_timeout_seconds=config.cell_timeout)
         )
@@ -198,6 +199,11 @@ class Agent:
     @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
+
+    @property
+    def turn_task(self) -> asyncio.Task[TurnOutcome] | None:
+        """The latest turn's task (done or not), or None before the first turn."""
+        return self._task
 
     @property
     def system_prompt(self) -> str:
@@ -259,6 +265,7 @@ class Agent:
 
     async def _run_turn(self, turn: int, text: str, fields: dict[str, Any]) -> TurnOutcome:
         self._stop_requested = False
+        self.current_turn = turn
         self.session.append("user_message", text=text, turn=turn, **fields)
         self.events.emit("status", status="running")
         self.events.emit("turn_started", turn=turn, text=text, **fields)
@@ -305,6 +312,7 @@ class Agent:
                 f"Stopped after {self.config.max_iterations} model calls in one turn "
                 "(PrimeAgentLab.max_iterations)."
             )
+        self.current_turn = None
         self.session.append("turn_end", turn=turn, stop_reason=stop_reason, final_text=final_text)
         self.events.emit("turn_ended", turn=turn, stop_reason=stop_reason, final_text=final_text)
         self.events.emit("status", status="idle")

@@ -42,10 +42,35 @@ that support it, and where they are (variable names) so the researcher can check
 """
 
 
+SPAWN_SECTION = """
+# Sub-agents
+`handle = await rlm("task", name="part-a")` starts a sub-agent: a new agent with its own notebook \
+(linked from your cell), its own kernel and its own session, working on the task in parallel. It \
+returns at once with a handle, never the answer. Start several in one cell to fan out. Write the \
+task so it stands alone (the sub-agent does not see your conversation; put shared data in files \
+and name them). A sub-agent's reply arrives as a message from it, labelled with its name. \
+`await rlm.list_subagents()` lists your sub-agents and their status (running, replied, \
+completed, error); `await rlm.delete_subagent("part-a")` removes an idle one (its notebook stays). \
+`await rlm.find_models()` lists the models a sub-agent can run on (`rlm(..., model=...)`).
+"""
+
+CHILD_DOCTRINE = """
+# You are a sub-agent
+You are `{name}`, a sub-agent spawned by {parent}. Your tasks arrive labelled `[task from \
+parent]`. When a task needs an answer, reply to your parent explicitly with \
+`await agent_message.send("<answer>", receiver_role="parent")`: your parent does not read your \
+notebook. Not every message needs a reply. After sending, finish any cleanup and end your turn \
+with a short plain-text summary.
+"""
+
+
 @dataclass(frozen=True)
 class PromptSettings:
     output_cap: int
     cell_timeout_seconds: float
+    can_spawn: bool = False
+    parent_name: str | None = None  # set for a sub-agent
+    name: str = ""
 
 
 def _format_duration(seconds: float) -> str:
@@ -56,7 +81,12 @@ def _format_duration(seconds: float) -> str:
 
 
 def build_system_prompt(settings: PromptSettings) -> str:
-    return BASE_SYSTEM_PROMPT.format(
+    prompt = BASE_SYSTEM_PROMPT.format(
         output_cap=settings.output_cap,
         cell_timeout=_format_duration(settings.cell_timeout_seconds),
     )
+    if settings.can_spawn:
+        prompt += SPAWN_SECTION
+    if settings.parent_name is not None:
+        prompt += CHILD_DOCTRINE.format(name=settings.name, parent=f"`{settings.parent_name}`")
+    return prompt

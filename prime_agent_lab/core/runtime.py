@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import posixpath
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +22,14 @@ from .agent import Agent, AgentConfig, AgentHooks, TurnOutcome
 from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
 from .events import EventBus
-from .family import Family, FamilyError, Member
+from .family import Family, FamilyError, Member, check_name, default_name
+from .pending_kernel import PendingKernel
 from .ports import KernelPort, ModelProvider, NotebookPort
+from .prompts import PromptSettings, build_system_prompt
 from .recovery import close_interrupted_turn
-from .sessions import SessionLog, SessionRepository
+from .rlm_ops import register_rlm_operations
+from .sessions import SessionLog, SessionRepository, now_iso
+from .text import shorten
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +54,10 @@ class AgentEnvironment(Protocol):
         """A kernel of its own for a child's notebook, working in `cwd` (relative, posix)."""
         ...
 
+    def models(self) -> list[str]:
+        """The models children may run on, as `provider/model`."""
+        ...
+
     async def release_kernel(self, kernel: KernelPort) -> None:
         """Shut down a kernel the runtime asked for (a deleted child, shutdown)."""
         ...
@@ -57,6 +67,11 @@ class AgentEnvironment(Protocol):
 class RuntimeSettings:
     agent: AgentConfig
     max_depth: int = 1  # 1: roots spawn children, children do not spawn
+    max_task_chars: int = 100_000
+
+
+TASK_LABEL = "[task from parent]"
+MAX_NOTEBOOK_TRIES = 50
 
 
 @dataclass(frozen=True)
@@ -91,6 +106,9 @@ class AgentRuntime:
         self._background: set[asyncio.Future[Any]] = set()
         self.bridge = BridgeService(environment.kernel_key, self._kernel_session.get)
         register_session_operations(self.bridge, self.context)
+        register_rlm_operations(self)
+        self._prompts: dict[str, tuple[RuntimeSettings, str]] = {}
+        self._admitting: set[tuple[str, str]] = set()  # (parent, name) of spawns under way
 
     # ------------------------------------------------------------ sessions and agents
 
@@ -156,10 +174,60 @@ class AgentRuntime:
         return agent, recovered
 
     def _hooks_for(self, session: SessionLog) -> AgentHooks:
-        return AgentHooks(turn_ended=self._turn_ended)
+        return AgentHooks(
+            system_prompt=lambda: self.system_prompt(session.session_id),
+            turn_ended=self._turn_ended,
+        )
+
+    def system_prompt(self, session_id: str) -> str:
+        """The base prompt, what this agent may spawn, and a sub-agent's doctrine."""
+        cached = self._prompts.get(session_id)
+        if cached is not None and cached[0] is self.settings:
+            return cached[1]
+        prompt = self._build_prompt(session_id)
+        self._prompts[session_id] = (self.settings, prompt)
+        return prompt
+
+    def _build_prompt(self, session_id: str) -> str:
+        config = self.settings.agent
+        me = self.family.member(session_id)
+        depth = me.depth if me is not None else 0
+        parent = self.family.member(me.parent_session_id) if me and me.parent_session_id else None
+        return build_system_prompt(
+            PromptSettings(
+                output_cap=config.output_cap,
+                cell_timeout_seconds=config.cell_timeout,
+                can_spawn=depth < self.settings.max_depth,
+                parent_name=parent.display_name if parent is not None else None,
+                name=me.name if me is not None else "",
+            )
+        )
 
     def _turn_ended(self, agent: Agent, outcome: TurnOutcome) -> None:
-        """What follows a turn: nothing yet for a lone agent."""
+        """What follows a turn: a sub-agent's parent learns how its task ended."""
+        self._report_to_parent(agent, outcome)
+
+    def _report_to_parent(self, child: Agent, outcome: TurnOutcome) -> None:
+        member = self.family.member(child.session_id)
+        if member is None or member.parent_session_id is None:
+            return
+        parent = self.agents.get(member.parent_session_id)
+        status = self.child_status(child.session_id)
+        preview = shorten(outcome.final_text, 300) if outcome.final_text else None
+        self._child_status(parent, child, status, preview)
+        if parent is None:
+            return
+        if status == "completed":
+            parent.notice(
+                "child_completed",
+                f"Sub-agent {member.name!r} finished its task without replying. Its last "
+                f"answer: {preview or '(no text)'}",
+            )
+        elif status == "error":
+            parent.notice(
+                "child_error",
+                f"Sub-agent {member.name!r} failed: {outcome.error or outcome.stop_reason}",
+            )
 
     def agent(self, session_id: str) -> Agent | None:
         return self.agents.get(session_id)
@@ -190,6 +258,213 @@ class AgentRuntime:
         agent.events.emit("status", status="inactive")
         self.spawn(close_provider(agent.provider))
 
+    # ------------------------------------------------------------ sub-agents
+
+    async def spawn_child(
+        self, parent: Agent, task: object, name: object = None, model: object = None
+    ) -> dict[str, Any]:
+        """Admit a sub-agent of `parent` and start it on `task`; returns its handle at once
+        (its kernel arrives in the background, the first cell waits for it)."""
+        me = self.family.member(parent.session_id)
+        depth = (me.depth if me is not None else 0) + 1
+        if depth > self.settings.max_depth:
+            raise FamilyError(
+                403,
+                f"this agent may not spawn sub-agents: the depth limit is "
+                f"{self.settings.max_depth} (PrimeAgentLab.max_depth) and a child of this agent "
+                f"would be at depth {depth}",
+            )
+        text = self._check_task(task)
+        chosen = default_name(text) if name is None else check_name(name)
+        taken = {m.name.lower() for m in self.family.children(parent.session_id)}
+        reservation = (parent.session_id, chosen.lower())
+        if chosen.lower() in taken or reservation in self._admitting:
+            raise FamilyError(409, f"this agent already has a sub-agent named {chosen!r}")
+        if model is not None and not isinstance(model, str):
+            raise FamilyError(400, "model must be a string like 'openai/gpt-4o' or None")
+        try:
+            provider = self.environment.provider(model or None)
+        except ValueError as exc:
+            raise FamilyError(400, f"cannot run a sub-agent on {model!r}: {exc}") from None
+        self._admitting.add(reservation)
+        try:
+            return await self._admit(parent, provider, text, chosen, depth)
+        except BaseException:
+            await close_provider(provider)
+            raise
+        finally:
+            self._admitting.discard(reservation)
+
+    async def _admit(
+        self, parent: Agent, provider: ModelProvider, task: str, name: str, depth: int
+    ) -> dict[str, Any]:
+        parent_path = parent.session.notebook_path
+        notebook, path = await self._create_child_notebook(parent, parent_path, name, task)
+        session = self.create_session(
+            path,
+            provider,
+            parent_session_id=parent.session_id,
+            name=name,
+            depth=depth,
+            task=task,
+            spawn_cell_id=parent.current_cell_id,
+            parent_notebook_path=parent_path,
+        )
+        kernel = PendingKernel(
+            self.environment.start_child_kernel(path, notebook_directory(parent_path)),
+            on_ready=lambda ready: self._kernel_ready(session.session_id, ready),
+            what=f"the kernel of sub-agent {name!r}",
+        )
+        child, _ = await self.start_agent(session, provider, notebook, kernel)
+        handle = {
+            "rlm_child_id": session.session_id,
+            "name": name,
+            "session_dir": str(session.directory),
+            "model": f"{provider.name}/{provider.model}",
+            "notebook_path": path,
+        }
+        turn = parent.current_turn
+        spawned = {**handle, "task": task}
+        handle["notebook_link"] = posixpath.relpath(path, notebook_directory(parent_path) or ".")
+        parent.session.append("child_spawned", **({"turn": turn} if turn else {}), **spawned)
+        parent.events.emit("child_spawned", **({"turn": turn} if turn else {}), **spawned)
+        self._child_status(parent, child, "running")
+        child.start_turn(
+            f"{TASK_LABEL}\n\n{task}",
+            {
+                "from_session_id": parent.session_id,
+                "from_name": self._name_of(parent.session_id),
+                "relationship": "parent",
+                "composed": now_iso(),
+            },
+        )
+        return handle
+
+    def _check_task(self, task: object) -> str:
+        if not isinstance(task, str) or not task.strip():
+            raise FamilyError(400, "rlm() needs a task: a non-empty string")
+        limit = self.settings.max_task_chars
+        if len(task) > limit:
+            raise FamilyError(
+                413,
+                f"the task has {len(task):,} characters; the limit is {limit:,}. Put long input "
+                "in a file and name the file in the task.",
+            )
+        return task
+
+    async def _create_child_notebook(
+        self, parent: Agent, parent_path: str, name: str, task: str
+    ) -> tuple[NotebookPort, str]:
+        """`<folder>/<parent stem>.agents/<name>.ipynb`, or `<name>-2.ipynb`, ... when a file of
+        that name is left from an earlier sub-agent."""
+        folder = child_folder(parent_path)
+        for attempt in range(1, MAX_NOTEBOOK_TRIES + 1):
+            stem = name if attempt == 1 else f"{name}-{attempt}"
+            path = posixpath.join(folder, f"{stem}.ipynb")
+            cells = backlink_cells(parent_path, path, name, task)
+            try:
+                return await self.environment.create_child_notebook(path, cells), path
+            except FileExistsError:
+                continue
+        raise FamilyError(409, f"no free notebook name for sub-agent {name!r} in {folder}")
+
+    def _kernel_ready(self, session_id: str, kernel: KernelPort) -> None:
+        """A child's kernel arrived: its bridge calls now act as that child."""
+        if session_id in self.agents and kernel.kernel_id:
+            self._kernel_session[kernel.kernel_id] = session_id
+
+    def _name_of(self, session_id: str) -> str:
+        member = self.family.member(session_id)
+        return member.display_name if member is not None else session_id
+
+    def child_status(self, child_id: str) -> str:
+        """`running`, `idle`, `inactive`, `replied`, `completed` or `error`, from the child's
+        log (on disk when it is not loaded)."""
+        agent = self.agents.get(child_id)
+        if agent is not None and agent.running:
+            return "running"
+        if agent is not None:
+            session = agent.session
+        else:
+            try:
+                session = self.repository.read(child_id)
+            except Exception:
+                return "inactive"
+        outcome = task_outcome(session)
+        if outcome is None:
+            return "idle" if agent is not None else "inactive"
+        return outcome
+
+    def list_children(self, parent_id: str) -> list[dict[str, Any]]:
+        return [self._child_entry(m) for m in self.family.children(parent_id)]
+
+    def _child_entry(self, member: Member) -> dict[str, Any]:
+        return {
+            "rlm_child_id": member.session_id,
+            "name": member.name,
+            "session_dir": str(self.repository.directory(member.session_id)),
+            "notebook_path": member.notebook_path,
+            "model": member.model,
+            "status": self.child_status(member.session_id),
+            "task": shorten(member.task, 200),
+            "created": member.created,
+        }
+
+    def find_child(self, parent_id: str, ref: object) -> Member:
+        """A child of `parent_id` by id or name (a handle or entry gives its id)."""
+        if isinstance(ref, dict):
+            ref = ref.get("rlm_child_id") or ref.get("name")
+        if not isinstance(ref, str) or not ref:
+            raise FamilyError(400, "name the sub-agent by its handle, entry, id or name")
+        for member in self.family.children(parent_id):
+            if ref in (member.session_id, member.name):
+                return member
+        raise FamilyError(404, f"this agent has no sub-agent {shorten(ref, 80)}")
+
+    async def delete_child(self, parent: Agent, ref: object) -> dict[str, Any]:
+        """Take a sub-agent out of the tree; its transcript and notebook stay on disk. A child
+        that is working is not deleted."""
+        member = self.find_child(parent.session_id, ref)
+        child = self.agents.get(member.session_id)
+        if child is not None and child.running:
+            raise FamilyError(
+                409,
+                f"sub-agent {member.name!r} is running; it was not deleted (wait for it, or "
+                "stop it from its notebook's chat, then delete it)",
+            )
+        if child is not None:
+            self.detach(child)
+            await self._release_kernel(child.kernel)
+        self.family.mark_deleted(member.session_id, self.repository.directory(member.session_id))
+        return {"rlm_child_id": member.session_id, "name": member.name, "deleted": True}
+
+    async def _release_kernel(self, kernel: KernelPort) -> None:
+        if isinstance(kernel, PendingKernel):
+            ready = await kernel.release()
+            if ready is None:
+                return
+            kernel = ready
+        try:
+            await self.environment.release_kernel(kernel)
+        except Exception:
+            log.warning("releasing kernel %s failed", kernel.kernel_id, exc_info=True)
+
+    def _child_status(
+        self, parent: Agent | None, child: Agent, status: str, preview: str | None = None
+    ) -> None:
+        if parent is None:
+            return
+        member = self.family.member(child.session_id)
+        fields: dict[str, Any] = {
+            "rlm_child_id": child.session_id,
+            "name": member.name if member is not None else "",
+            "notebook_path": child.session.notebook_path,
+            "status": status,
+        }
+        if preview is not None:
+            fields["preview"] = preview
+        parent.events.emit("child_status", **fields)
+
     # ------------------------------------------------------------ the bridge
 
     def context(self, caller: Caller) -> CallerContext:
@@ -214,10 +489,32 @@ class AgentRuntime:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    def busy(self) -> bool:
+        """Some agent is running a turn (or has one about to start)."""
+        return any(agent.running for agent in self.agents.values())
+
+    async def wait_quiet(self) -> None:
+        """Until no agent of the tree runs a turn and none is about to start one."""
+        while True:
+            running = [a.turn_task for a in self.agents.values() if a.turn_task is not None]
+            pending = [t for t in running if not t.done()]
+            if pending:
+                await asyncio.wait(pending)
+            for _ in range(3):  # turn_ended hooks run as done-callbacks: let them start turns
+                await asyncio.sleep(0)
+            if not self.busy():
+                return
+
+    async def stop_all(self) -> None:
+        """Stop every running turn of the tree (a root's own Stop leaves its children alone)."""
+        await asyncio.gather(*(agent.stop() for agent in list(self.agents.values())))
+
     async def shutdown(self) -> None:
         for agent in list(self.agents.values()):
             await agent.stop()
             await close_provider(agent.provider)
+            if self.family.member(agent.session_id) and isinstance(agent.kernel, PendingKernel):
+                await self._release_kernel(agent.kernel)
         self.agents.clear()
 
 
@@ -226,6 +523,64 @@ async def close_provider(provider: ModelProvider) -> None:
     close = getattr(provider, "aclose", None)
     if close is not None:
         await close()
+
+
+def choose_model(requested: str, available: list[str]) -> tuple[str, str]:
+    """(provider, model) for `requested` ("provider/model" or a bare model name) among the
+    `available` "provider/model" names; ValueError naming them when it is not one."""
+    for entry in available:
+        provider, _, model = entry.partition("/")
+        if requested in (entry, model):
+            return provider, model
+    offered = ", ".join(available) or "none"
+    raise ValueError(f"unknown model {requested!r}; available: {offered} (rlm.find_models())")
+
+
+def task_outcome(session: SessionLog) -> str | None:
+    """How a sub-agent's latest task ended: `replied` (it messaged its parent during that turn),
+    `completed` (it ended without replying), `error`, or None (no task ended yet, or stopped)."""
+    replied = False
+    outcome: str | None = None
+    for entry in session.path():
+        kind = entry["type"]
+        if kind == "user_message":
+            replied, outcome = False, None
+        elif kind == "message_sent" and entry.get("relationship") == "parent":
+            replied = True
+        elif kind == "turn_end":
+            reason = entry.get("stop_reason")
+            if reason in ("error", "interrupted", "max_iterations"):
+                outcome = "error"
+            elif reason == "end_turn":
+                outcome = "replied" if replied else "completed"
+            else:
+                outcome = "replied" if replied else None
+    return outcome
+
+
+def child_folder(parent_notebook_path: str) -> str:
+    """Where a notebook's sub-agents live: `analysis.ipynb` -> `analysis.agents`."""
+    folder, base = posixpath.split(parent_notebook_path)
+    stem = base[: -len(".ipynb")] if base.endswith(".ipynb") else base
+    return posixpath.join(folder, f"{stem}.agents")
+
+
+def backlink_cells(parent_path: str, child_path: str, name: str, task: str) -> list[dict[str, Any]]:
+    """The first cell of a child notebook: whose child it is (a link back) and its task."""
+    link = posixpath.relpath(parent_path, posixpath.dirname(child_path) or ".")
+    quoted = "\n".join(f"> {line}" if line else ">" for line in task.splitlines() or [""])
+    source = (
+        f"**Sub-agent `{name}`** of [{posixpath.basename(parent_path)}]({link})\n\n"
+        f"**Task from parent:**\n\n{quoted}\n"
+    )
+    return [
+        {
+            "cell_type": "markdown",
+            "id": f"backlink-{secrets.token_hex(4)}",
+            "metadata": {"prime_agent": {"role": "backlink", "parent_notebook": parent_path}},
+            "source": source,
+        }
+    ]
 
 
 def notebook_directory(notebook_path: str) -> str:

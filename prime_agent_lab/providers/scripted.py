@@ -16,7 +16,12 @@ after it, `repeat` times (default 1, counted per provider instance), so the loop
 errors and then the turn. `error` may give `kind` "timeout" or "connection" instead of `status`.
 
 In `text`, `{last_output}` is the text of the newest tool result in the request (stripped) and
-`{last_output_line}` its last non-empty line.
+`{last_output_line}` its last non-empty line. In `text` and `code`, `{task}` is the task of a
+sub-agent (its first message without the `[task from parent]` label) and `{messages}` the bodies
+of the messages other agents sent into this conversation, one per line.
+
+`"child": {"turns": [...]}` is the script of sub-agents: a conversation whose first message is a
+`[task from parent]` task plays it instead of the top-level turns.
 
 Two optional top-level keys make a script behave like a walkthrough (the bundled demo uses both):
 `"restart_each_message": true` counts turns from the newest user message instead, so every
@@ -83,6 +88,11 @@ class Script:
     errors: dict[int, list[tuple[int, ScriptError]]] = field(default_factory=dict)
     restart_each_message: bool = False
     follow_up: str | None = None
+    child: Script | None = None  # what sub-agents play
+
+
+TASK_LABEL = "[task from parent]"
+_MESSAGE_HEADER = re.compile(r"^\[message from [^\]]*\]\n?", re.MULTILINE)
 
 
 def load_script(path: str | Path) -> Script:
@@ -94,6 +104,10 @@ def load_script(path: str | Path) -> Script:
         raise ValueError(f"Cannot read script {path}: {exc}") from exc
     except json.JSONDecodeError as exc:
         raise ValueError(f"Script {path} is not valid JSON: {exc}") from exc
+    return _parse_script(data, path)
+
+
+def _parse_script(data: Any, path: str | Path) -> Script:
     if not isinstance(data, dict) or not isinstance(data.get("turns"), list):
         raise ValueError(f'Script {path} must be an object with a "turns" list')
     restart = data.get("restart_each_message", False)
@@ -103,6 +117,8 @@ def load_script(path: str | Path) -> Script:
     if follow_up is not None and not isinstance(follow_up, str):
         raise ValueError(f'Script {path}: "follow_up" must be a string')
     script = Script(restart_each_message=restart, follow_up=follow_up)
+    if "child" in data:
+        script.child = _parse_script(data["child"], f"{path} (child)")
     for number, step in enumerate(data["turns"]):
         where = f"{path} turn {number}"
         if not isinstance(step, dict):
@@ -182,18 +198,23 @@ class ScriptedProvider:
         """Nothing to release; present so every provider can be closed the same way."""
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
-        position = self._position(request)
-        for number, error in self.script.errors.get(position, ()):
+        script = self._script_for(request)
+        position = self._position(request, script)
+        for number, error in script.errors.get(position, ()):
             failed = self._failures.get(number, 0)
             if failed < error.repeat:
                 self._failures[number] = failed + 1
                 raise error.to_error()
 
-        turn = self._turn_at(position, request)
-        text = _fill(turn.text, request)
-        prefix = _call_prefix(request) if self.script.restart_each_message else ""
+        turn = self._turn_at(position, request, script)
+        text = _fill_agents(_fill(turn.text, request), request)
+        prefix = _call_prefix(request) if script.restart_each_message else ""
         calls = [
-            ToolCall(id=f"scripted_{prefix}{position}_{i}", name="python", arguments=arguments)
+            ToolCall(
+                id=f"scripted_{prefix}{position}_{i}",
+                name="python",
+                arguments=_fill_agents(arguments, request, in_json=True),
+            )
             for i, arguments in enumerate(turn.arguments)
         ]
         await asyncio.sleep(self.step_delay / 2)
@@ -216,24 +237,25 @@ class ScriptedProvider:
             apply_fenced_fallback(response, id_prefix="scripted_", enabled=self.fenced_code)
         )
 
-    def _position(self, request: ModelRequest) -> int:
+    def _script_for(self, request: ModelRequest) -> Script:
+        first = request.messages[0] if request.messages else None
+        is_child = first is not None and first.role == "user" and TASK_LABEL in first.text
+        return self.script.child if is_child and self.script.child else self.script
+
+    def _position(self, request: ModelRequest, script: Script) -> int:
         """Which script turn this call plays: assistant messages so far, in the whole
         conversation or (restart_each_message) since the newest user message."""
         messages = request.messages
-        if self.script.restart_each_message:
+        if script.restart_each_message:
             users = [i for i, m in enumerate(messages) if m.role == "user"]
             messages = messages[users[-1] + 1 :] if users else messages
         return sum(1 for m in messages if m.role == "assistant")
 
-    def _turn_at(self, position: int, request: ModelRequest) -> ScriptTurn:
-        if (
-            position == 0
-            and self.script.follow_up is not None
-            and _walkthrough_finished_before(request)
-        ):
-            return ScriptTurn(text=self.script.follow_up)
-        if position < len(self.script.turns):
-            return self.script.turns[position]
+    def _turn_at(self, position: int, request: ModelRequest, script: Script) -> ScriptTurn:
+        if position == 0 and script.follow_up is not None and _walkthrough_finished_before(request):
+            return ScriptTurn(text=script.follow_up)
+        if position < len(script.turns):
+            return script.turns[position]
         return ScriptTurn(text=EXHAUSTED_TEXT)
 
 
@@ -262,6 +284,23 @@ def _fill(text: str, request: ModelRequest) -> str:
     return text.replace("{last_output_line}", lines[-1] if lines else "").replace(
         "{last_output}", output
     )
+
+
+def _fill_agents(text: str, request: ModelRequest, in_json: bool = False) -> str:
+    """`{task}` and `{messages}` (see the module docstring); JSON-escaped inside arguments."""
+    if "{task}" not in text and "{messages}" not in text:
+        return text
+    first = request.messages[0].text if request.messages else ""
+    task = first.split(TASK_LABEL, 1)[1].strip() if TASK_LABEL in first else ""
+    bodies = [
+        _MESSAGE_HEADER.sub("", m.text, count=1).strip()
+        for m in request.messages
+        if m.role == "user" and m.text.startswith("[message from")
+    ]
+    values = {"{task}": task, "{messages}": "\n".join(bodies)}
+    for key, value in values.items():
+        text = text.replace(key, json.dumps(value)[1:-1] if in_json else value)
+    return text
 
 
 def _request_chars(request: ModelRequest) -> int:

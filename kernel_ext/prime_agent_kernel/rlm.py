@@ -1,0 +1,108 @@
+"""`rlm`: spawn sub-agents (each with its own notebook, kernel and session) and manage them.
+
+part_a = await rlm("Summarise part A of report.txt", name="part-a")
+await rlm.list_subagents()
+await rlm.delete_subagent("part-a")
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+Call = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class SubagentHandle:
+    """What `rlm(...)` returns at admission: the sub-agent is working, its answer comes later
+    as a message from it."""
+
+    rlm_child_id: str
+    name: str
+    session_dir: str
+    model: str
+    notebook_path: str
+
+
+@dataclass(frozen=True)
+class Subagent:
+    """One entry of `rlm.list_subagents()`."""
+
+    rlm_child_id: str
+    name: str
+    session_dir: str
+    notebook_path: str
+    model: str
+    status: str  # running, idle, inactive, replied, completed, error
+    task: str = ""
+    created: str = ""
+
+
+def _build(cls: type, data: dict[str, Any]) -> Any:
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _child_ref(child: Any) -> str:
+    if isinstance(child, SubagentHandle | Subagent):
+        return child.rlm_child_id
+    if isinstance(child, dict):
+        return str(child.get("rlm_child_id") or child.get("name") or "")
+    if isinstance(child, str):
+        return child
+    raise TypeError("name the sub-agent by its handle, a list_subagents() entry, its id or name")
+
+
+class RLM:
+    """Bound as `rlm` in an agent's kernel."""
+
+    def __init__(self, call: Call, show: Callable[[str, str], None] | None = None) -> None:
+        self._call = call
+        self._show = show
+
+    async def __call__(
+        self, prompt: str, name: str | None = None, model: str | None = None
+    ) -> SubagentHandle:
+        """Start a sub-agent on `prompt`; returns at once with its handle."""
+        answer = await self._call("rlm.spawn", {"prompt": prompt, "name": name, "model": model})
+        handle: SubagentHandle = _build(SubagentHandle, answer)
+        if self._show is not None:
+            self._show(handle.name, str(answer.get("notebook_link") or handle.notebook_path))
+        return handle
+
+    async def list_subagents(self) -> list[Subagent]:
+        """This agent's sub-agents with their status, oldest first."""
+        return [_build(Subagent, entry) for entry in await self._call("rlm.list_subagents", {})]
+
+    async def delete_subagent(self, child: Any) -> dict[str, Any]:
+        """Remove an idle sub-agent (by handle, entry, id or name); its notebook and transcript
+        stay on disk. A running one is not deleted."""
+        result: dict[str, Any] = await self._call(
+            "rlm.delete_subagent", {"child": _child_ref(child)}
+        )
+        return result
+
+    async def find_models(self, query: str = "") -> list[str]:
+        """The models a sub-agent can run on, as `provider/model`."""
+        result: list[str] = await self._call("rlm.find_models", {"query": query})
+        return result
+
+    def __repr__(self) -> str:
+        return "rlm: await rlm(task, name=None, model=None) starts a sub-agent"
+
+
+def show_link(name: str, link: str) -> None:
+    """A link to the sub-agent's notebook in the spawning cell's output."""
+    from IPython.display import HTML, display
+
+    href = html.escape(link, quote=True)
+    display(
+        HTML(
+            f'<p>Sub-agent <a href="{href}">{html.escape(name)}</a> started '
+            f"({html.escape(link)})</p>"
+        ),
+        metadata={"prime_agent": {"role": "subagent_link", "name": name, "path": link}},
+    )
