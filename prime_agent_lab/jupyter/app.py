@@ -146,6 +146,19 @@ class PrimeAgentLab(ExtensionApp):
         each spawn. 0 turns pre-starting off: each sub-agent then starts its kernel itself.""",
     ).tag(config=True)
 
+    max_depth = Integer(
+        1,
+        help="""How deep sub-agents may nest: 1 lets agents the user talks to spawn sub-agents
+        (`await rlm(...)`) and sub-agents not; 0 turns sub-agents off.""",
+    ).tag(config=True)
+
+    subagent_models = List(
+        Unicode(),
+        default_value=[],
+        help="""Further models sub-agents may run on (`rlm(..., model="openai/gpt-4o")`), as
+        `provider/model`; the configured provider and model are always offered.""",
+    ).tag(config=True)
+
     bridge_url = Unicode(
         "",
         help="""URL kernels use to call the host (…/prime-agent/bridge). Default: loopback to this
@@ -153,9 +166,12 @@ class PrimeAgentLab(ExtensionApp):
     ).tag(config=True)
 
     def _make_provider(self) -> Any:
+        return self._provider_for(self.provider, self.model)
+
+    def _provider_for(self, provider: str, model: str | None) -> Any:
         return make_provider(
-            self.provider,
-            self.model,
+            provider,
+            model,
             script_path=self.script_path,
             stream=self.stream,
             timeout=self.request_timeout,
@@ -201,6 +217,10 @@ class PrimeAgentLab(ExtensionApp):
             kernel_env_strip=tuple(self.kernel_env_strip),
             bridge_url=self._default_bridge_url,
             max_message_chars=self.max_message_chars,
+            max_depth=self.max_depth,
+            kernel_pool_size=self.kernel_pool_size,
+            subagent_models=tuple(self.subagent_models),
+            provider_for=self._provider_for,
         )
         self.host = AgentHost(
             self.serverapp, SessionRepository(sessions_dir), settings, self._make_provider

@@ -7,6 +7,7 @@ turns, and answers bridge calls from agent kernels.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import posixpath
 from collections.abc import Callable
@@ -16,12 +17,14 @@ from typing import Any
 from tornado import web
 
 from ..adapters.kernel_executor import KernelExecutor, bridge_setup_code
+from ..adapters.kernel_pool import KernelPool
 from ..core.agent import Agent, AgentConfig, TurnInProgress
 from ..core.bridge import BridgeService
 from ..core.events import EventBus
+from ..core.pending_kernel import PendingKernel
 from ..core.ports import KernelPort, ModelProvider, NotebookPort
 from ..core.redaction import SECRET_ENV_VARS, kernel_environment
-from ..core.runtime import AgentRuntime, RuntimeSettings, close_provider
+from ..core.runtime import AgentRuntime, RuntimeSettings, choose_model, close_provider
 from ..core.sessions import (
     BrokenSession,
     SessionError,
@@ -31,6 +34,7 @@ from ..core.sessions import (
 )
 from ..core.text import shorten
 from .live_notebook import LiveNotebook
+from .server_kernels import ServerKernels, hand_to_notebook
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +58,10 @@ class HostSettings:
     bridge_url: Callable[[], str]
     max_message_chars: int = 100_000
     kernel_env_strip: tuple[str, ...] = SECRET_ENV_VARS
+    max_depth: int = 1
+    kernel_pool_size: int = 2
+    subagent_models: tuple[str, ...] = ()
+    provider_for: Callable[[str, str], ModelProvider] | None = None
 
 
 def normalize_notebook_path(path: str) -> str:
@@ -83,8 +91,9 @@ class AgentHost:
         self.serverapp = serverapp
         self.repository = repository
         self._provider_factory = provider_factory
+        self._environment = _ServerEnvironment(self, settings.kernel_pool_size)
         self.runtime = AgentRuntime(
-            repository, _ServerEnvironment(self), RuntimeSettings(agent=settings.agent)
+            repository, self._environment, RuntimeSettings(agent=settings.agent)
         )
         self.settings = settings
         self.bindings: dict[str, str] = {}  # notebook path -> kernel id, reported by the UI
@@ -155,7 +164,7 @@ class AgentHost:
     @settings.setter
     def settings(self, settings: HostSettings) -> None:
         self._settings = settings
-        self.runtime.settings = RuntimeSettings(agent=settings.agent)
+        self.runtime.settings = RuntimeSettings(agent=settings.agent, max_depth=settings.max_depth)
 
     @property
     def agents(self) -> dict[str, Agent]:
@@ -256,7 +265,8 @@ class AgentHost:
             agent = self._find_agent(path, session_id, new)
             if agent is None:
                 return await self._open_agent(path, session_id, new, kernel_id)
-            if not agent.running:  # a turn in flight keeps the kernel it started on
+            if not agent.running and not _kernel_arriving(agent):
+                # a turn in flight keeps the kernel it started on
                 self._use_kernel(agent, await self.resolve_kernel(path, kernel_id))
             return agent
 
@@ -309,13 +319,7 @@ class AgentHost:
         try:
             if session is None:
                 session = self.runtime.create_session(path, provider)
-            notebook = LiveNotebook(
-                ydoc,
-                path,
-                self.settings.notebook_output_cap,
-                file_ids=self.serverapp.web_app.settings.get("file_id_manager"),
-                contents=self.serverapp.contents_manager,
-            )
+            notebook = self.live_notebook(path, ydoc)
             agent, _ = await self.runtime.start_agent(
                 session, provider, notebook, _NoKernelYet(), EventBus(session.session_id)
             )
@@ -355,6 +359,15 @@ class AgentHost:
                 f"session {holder.session_id} is running a turn on this notebook's kernel; "
                 "stop it before switching sessions",
             )
+
+    def live_notebook(self, path: str, ydoc: Any = None) -> LiveNotebook:
+        return LiveNotebook(
+            ydoc if ydoc is not None else self._ydoc_extension(),
+            path,
+            self.settings.notebook_output_cap,
+            file_ids=self.serverapp.web_app.settings.get("file_id_manager"),
+            contents=self.serverapp.contents_manager,
+        )
 
     def _follow_notebook(self, agent: Agent, notebook: LiveNotebook) -> None:
         """Renames move the agent along; what the notebook has to report reaches the session."""
@@ -424,7 +437,7 @@ class AgentHost:
         if agent.running:
             raise HostError(409, "the agent is already working on a turn; stop it or wait")
         kernel_id = getattr(agent.kernel, "kernel_id", None)
-        if not kernel_id or kernel_id not in self._kernel_manager:
+        if not _kernel_arriving(agent) and (not kernel_id or kernel_id not in self._kernel_manager):
             # The user shut the kernel down or switched it: find the notebook's kernel again.
             async with self._notebook_lock(agent.notebook.path):
                 self._forget_dead_executors()
@@ -467,31 +480,117 @@ class AgentHost:
 
     async def shutdown(self) -> None:
         await self.runtime.shutdown()
+        await self._environment.close()
         for executor in self._executors.values():
             await executor.close()
         self._executors.clear()
 
 
 class _ServerEnvironment:
-    """The server's side of the runtime: live documents, kernels of jupyter_server."""
+    """The server's side of the runtime: live documents, kernels of jupyter_server (sub-agents'
+    from a pool), the configured providers."""
 
-    def __init__(self, host: AgentHost) -> None:
+    def __init__(self, host: AgentHost, pool_size: int) -> None:
         self._host = host
+        self._pool_size = pool_size
+        self._pool: KernelPool[str] | None = None  # made at the first spawn
+        self._children: set[str] = set()  # kernel ids handed to sub-agents
+
+    @property
+    def _settings(self) -> HostSettings:
+        return self._host.settings
+
+    def models(self) -> list[str]:
+        settings = self._settings
+        default = f"{settings.provider_name}/{settings.model}"
+        return [default, *(m for m in settings.subagent_models if m != default)]
 
     def provider(self, model: str | None) -> ModelProvider:
-        return self._host._provider()
+        if model is None:
+            return self._host._provider()
+        name, chosen = choose_model(model, self.models())
+        settings = self._settings
+        if (name, chosen) == (settings.provider_name, settings.model):
+            return self._host._provider()
+        if settings.provider_for is None:
+            raise ValueError(f"this server runs sub-agents on {settings.model!r} only")
+        return settings.provider_for(name, chosen)
 
     def kernel_key(self, kernel_id: str) -> bytes | None:
         return self._host.kernel_key(kernel_id)
 
     async def create_child_notebook(self, path: str, cells: list[dict[str, Any]]) -> NotebookPort:
-        raise NotImplementedError("sub-agents arrive with the agent tree")
+        contents = self._host.serverapp.contents_manager
+        if await _maybe_await(contents.file_exists(path)):
+            raise FileExistsError(path)
+        folder = posixpath.dirname(path)
+        if folder and not await _maybe_await(contents.dir_exists(folder)):
+            await _maybe_await(contents.save({"type": "directory"}, folder))
+        notebook = {
+            "nbformat": 4,
+            "nbformat_minor": 5,
+            "metadata": {
+                "kernelspec": {
+                    "name": self._settings.kernel_name,
+                    "display_name": self._settings.kernel_name,
+                    "language": "python",
+                },
+                "language_info": {"name": "python"},
+            },
+            "cells": cells,
+        }
+        await _maybe_await(
+            contents.save({"type": "notebook", "format": "json", "content": notebook}, path)
+        )
+        return self._host.live_notebook(path)
 
     async def start_child_kernel(self, notebook_path: str, cwd: str) -> KernelPort:
-        raise NotImplementedError("sub-agents arrive with the agent tree")
+        serverapp = self._host.serverapp
+        kernel_id = await self._kernel_pool().take()
+        self._children.add(kernel_id)
+        try:
+            directory = serverapp.kernel_manager.cwd_for_path(cwd or "")
+            await hand_to_notebook(serverapp, kernel_id, notebook_path, directory)
+            self._host.bindings[notebook_path] = kernel_id
+            executor = self._host.executor(kernel_id)
+            await executor.prepare()
+        except BaseException:
+            await self._shut_down(kernel_id)
+            raise
+        return executor
+
+    def _kernel_pool(self) -> KernelPool[str]:
+        if self._pool is None:
+            kernels = ServerKernels(
+                self._host.serverapp, self._settings.kernel_name, self._settings.kernel_env_strip
+            )
+            self._pool = KernelPool(
+                kernels.start, kernels.discard, size=self._pool_size, alive=kernels.alive
+            )
+        self._pool.fill()
+        return self._pool
 
     async def release_kernel(self, kernel: KernelPort) -> None:
-        return None
+        if kernel.kernel_id in self._children:
+            await self._shut_down(kernel.kernel_id)
+
+    async def _shut_down(self, kernel_id: str) -> None:
+        """A sub-agent's kernel goes with its Jupyter session."""
+        self._children.discard(kernel_id)
+        sessions = self._host.serverapp.session_manager
+        with contextlib.suppress(Exception):
+            for model in await sessions.list_sessions():
+                if (model.get("kernel") or {}).get("id") == kernel_id:
+                    await sessions.delete_session(model["id"])
+                    return
+        kernels = self._host.serverapp.kernel_manager
+        if kernel_id in kernels:
+            with contextlib.suppress(Exception):
+                await kernels.shutdown_kernel(kernel_id)
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
 
 
 class _NoKernelYet:
@@ -504,6 +603,11 @@ class _NoKernelYet:
 
     def stop_cell(self) -> None:
         return None
+
+
+def _kernel_arriving(agent: Agent) -> bool:
+    """A sub-agent's kernel is still being taken from the pool: the runtime hands it over."""
+    return isinstance(agent.kernel, PendingKernel) and agent.kernel.kernel is None
 
 
 def _stored_info(summary: SessionSummary) -> dict[str, Any]:

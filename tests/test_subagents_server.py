@@ -1,0 +1,53 @@
+"""Sub-agents on the server: live child notebooks, pooled Jupyter-session kernels, the registry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from tests.conftest import read_saved_notebook, run_turn, use_script, wait_for
+from tests.test_subagents import CHILD, WAIT_FOR_CHILDREN
+
+
+def tree_script(tmp_path: Path, turns: list[dict[str, Any]]) -> str:
+    path = tmp_path / "tree-script.json"
+    path.write_text(json.dumps({"turns": turns, "child": CHILD}), encoding="utf-8")
+    return str(path)
+
+
+async def test_a_child_notebook_is_live_runs_on_its_own_jupyter_session_kernel_and_links_back(
+    host: Any, jp_serverapp: Any, jp_root_dir: Path, make_notebook: Any, tmp_path: Path
+) -> None:
+    spawn = 'a = await rlm("alpha words", name="alpha")\nprint(a.notebook_path)'
+    use_script(
+        host,
+        tree_script(
+            tmp_path, [{"code": spawn}, {"code": WAIT_FOR_CHILDREN}, {"text": "{last_output_line}"}]
+        ),
+    )
+    parent = await host.attach(make_notebook("work/analysis.ipynb"))
+
+    ended = await run_turn(host, parent.session_id, "fan out")
+
+    assert ended["final_text"] == "[('alpha', 'completed')]"
+    child_path = "work/analysis.agents/alpha.ipynb"
+    child = next(a for a in host.agents.values() if a.session.notebook_path == child_path)
+    assert child.session.header["parent_session_id"] == parent.session_id
+    sessions = await jp_serverapp.session_manager.list_sessions()
+    kernel_of = {s["path"]: s["kernel"]["id"] for s in sessions}
+    assert kernel_of[child_path] == child.kernel.kernel_id
+    assert kernel_of[child_path] != kernel_of["work/analysis.ipynb"]
+
+    def saved() -> Any:
+        nb = read_saved_notebook(jp_root_dir / child_path)
+        return nb if nb is not None and any(c.get("outputs") for c in nb.cells) else None
+
+    nb = await wait_for(saved, timeout=30)
+    nbformat.validate(nb)
+    assert "[analysis.ipynb](../analysis.ipynb)" in nb.cells[0].source
+    assert nb.cells[1].outputs[0]["text"] == "ALPHA WORDS\n"
+    # Opening the child notebook attaches its own agent, not a new one.
+    assert (await host.attach(child_path)).session_id == child.session_id
