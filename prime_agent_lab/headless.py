@@ -244,19 +244,27 @@ class _LocalEnvironment:
         if file.exists():
             raise FileExistsError(path)
         file.parent.mkdir(parents=True, exist_ok=True)
+        notebook = self._file_notebook(file)
+        notebook.nb["cells"].extend(cells)
+        notebook.changed()
+        notebook.flush()
+        self._run.notebooks.append(notebook)
+        return notebook
+
+    async def open_notebook(self, path: str) -> NotebookPort:
+        notebook = self._file_notebook(self._run.cwd / path)
+        self._run.notebooks.append(notebook)
+        return notebook
+
+    def _file_notebook(self, file: Path) -> FileNotebook:
         spec = self._run.kernel_spec
-        notebook = FileNotebook(
+        return FileNotebook(
             file,
             NOTEBOOK_OUTPUT_CAP,
             kernel_name=self._run._kernel_name,
             kernel_display_name=spec.display_name if spec else self._run._kernel_name,
             kernel_language=spec.language if spec else "python",
         )
-        notebook.nb["cells"].extend(cells)
-        notebook.changed()
-        notebook.flush()
-        self._run.notebooks.append(notebook)
-        return notebook
 
     async def start_child_kernel(self, notebook_path: str, cwd: str) -> KernelPort:
         self._pool.fill()

@@ -51,6 +51,13 @@ def headless(tmp_path: Path, script: str, **options: Any) -> HeadlessRun:
     )
 
 
+def printed_json(run: HeadlessRun, index: int) -> Any:
+    """The JSON line a root agent cell printed (the `index`-th cell of the session)."""
+    results = [e for e in run.agent.session.entries if e["type"] == "tool_result"]
+    lines = results[index]["observation"].splitlines()
+    return json.loads(next(line for line in lines if line.startswith("{")))
+
+
 async def run_tree(run: HeadlessRun, prompt: str) -> tuple[Any, list[Event]]:
     events: list[Event] = []
     await run.start(events.append)
@@ -104,3 +111,122 @@ async def test_two_children_get_their_own_linked_notebooks_kernels_and_sessions(
         "analysis.agents/alpha.ipynb",
         "analysis.agents/beta.ipynb",
     ]
+
+
+REFUSALS = """
+import json
+tried = {}
+for label, kwargs in [
+    ("dup", {"name": "alpha"}),
+    ("dotdot", {"name": "../x"}),
+    ("slash", {"name": "a/b"}),
+    ("all", {"name": "all"}),
+    ("parent", {"name": "Parent"}),
+    ("model", {"name": "m", "model": "nowhere/nothing"}),
+    ("empty", {"name": "e", "prompt": "  "}),
+]:
+    prompt = kwargs.pop("prompt", "some task")
+    try:
+        await rlm(prompt, **kwargs)
+        tried[label] = "admitted"
+    except Exception as exc:
+        tried[label] = str(exc)
+print(json.dumps(tried))
+"""
+
+
+async def test_names_with_paths_reserved_words_duplicates_and_unknown_models_are_refused(
+    tmp_path: Path,
+) -> None:
+    script = write_script(
+        tmp_path,
+        [
+            {"code": 'first = await rlm("alpha words", name="alpha")'},
+            {"code": REFUSALS},
+            {"code": WAIT_FOR_CHILDREN},
+            {"text": "done"},
+        ],
+        CHILD,
+    )
+    run = headless(tmp_path, script)
+
+    await run_tree(run, "spawn badly")
+
+    tried = printed_json(run, 1)
+    assert "already has a sub-agent named 'alpha'" in tried["dup"]
+    assert "may not hold a path" in tried["dotdot"]
+    assert "may not hold a path" in tried["slash"]
+    assert "'all' is reserved" in tried["all"]
+    assert "'Parent' is reserved" in tried["parent"]
+    assert "unknown model 'nowhere/nothing'" in tried["model"]
+    assert "scripted/" in tried["model"]  # names what is available
+    assert "needs a task" in tried["empty"]
+    assert [p.name for p in (tmp_path / "analysis.agents").iterdir()] == ["alpha.ipynb"]
+    children = [s for s in run.repository.summaries() if s.session_id != run.agent.session_id]
+    assert len(children) == 1
+
+
+async def test_a_child_cannot_spawn_past_the_depth_limit_and_is_told_why(tmp_path: Path) -> None:
+    child = {
+        "turns": [
+            {"code": 'await rlm("grandchild work", name="deeper")'},
+            {"text": "tried"},
+        ]
+    }
+    script = write_script(
+        tmp_path,
+        [
+            {"code": 'await rlm("child work", name="kid")'},
+            {"code": WAIT_FOR_CHILDREN},
+            {"text": "ok"},
+        ],
+        child,
+    )
+    run = headless(tmp_path, script)
+
+    await run_tree(run, "go")
+
+    kid = run.runtime.family.children(run.agent.session_id)[0]
+    kid_log = run.repository.read(kid.session_id)
+    result = next(e for e in kid_log.entries if e["type"] == "tool_result")
+    assert result["status"] == "error"
+    assert "depth limit is 1 (PrimeAgentLab.max_depth)" in result["observation"]
+    assert run.runtime.family.children(kid.session_id) == []
+    assert "# Sub-agents" in run.runtime.system_prompt(run.agent.session_id)
+    kid_prompt = run.runtime.system_prompt(kid.session_id)
+    assert "# Sub-agents" not in kid_prompt and "You are `kid`, a sub-agent" in kid_prompt
+
+
+async def test_deleting_a_child_keeps_its_notebook_and_frees_its_name_but_a_busy_one_stays(
+    tmp_path: Path,
+) -> None:
+    slow_child = {"turns": [{"code": "import time\ntime.sleep(1.5)"}, {"text": "slow done"}]}
+    delete = (
+        "import json\n"
+        "out = {}\n"
+        "try:\n"
+        "    await rlm.delete_subagent(slow)\n"
+        "except Exception as exc:\n"
+        "    out['busy'] = str(exc)\n"
+        + WAIT_FOR_CHILDREN.replace("print(", "out['waited'] = (")
+        + "\nout['deleted'] = await rlm.delete_subagent('slow')\n"
+        "out['left'] = [s.name for s in await rlm.list_subagents()]\n"
+        "again = await rlm('second go', name='slow')\n"
+        "out['again'] = again.notebook_path\n"
+        "print(json.dumps(out))"
+    )
+    script = write_script(
+        tmp_path,
+        [{"code": 'slow = await rlm("slow work", name="slow")'}, {"code": delete}, {"text": "ok"}],
+        slow_child,
+    )
+    run = headless(tmp_path, script)
+
+    await run_tree(run, "go")
+
+    out = printed_json(run, 1)
+    assert "'slow' is running; it was not deleted" in out["busy"]
+    assert out["deleted"]["deleted"] is True
+    assert out["left"] == []
+    assert out["again"] == "analysis.agents/slow-2.ipynb"
+    assert (tmp_path / "analysis.agents" / "slow.ipynb").exists()

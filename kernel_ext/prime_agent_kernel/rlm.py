@@ -95,14 +95,15 @@ class RLM:
 
 
 def show_link(name: str, link: str) -> None:
-    """A link to the sub-agent's notebook in the spawning cell's output."""
-    from IPython.display import HTML, display
+    """A link to the sub-agent's notebook in the spawning cell's output (and a line of text for
+    the model, which reads text/plain)."""
+    from IPython.display import display
 
     href = html.escape(link, quote=True)
-    display(
-        HTML(
-            f'<p>Sub-agent <a href="{href}">{html.escape(name)}</a> started '
-            f"({html.escape(link)})</p>"
-        ),
-        metadata={"prime_agent": {"role": "subagent_link", "name": name, "path": link}},
-    )
+    bundle = {
+        "text/html": f'<p>Sub-agent <a href="{href}">{html.escape(name)}</a> started '
+        f"({html.escape(link)})</p>",
+        "text/plain": f"Sub-agent {name} started: {link}",
+    }
+    metadata = {"prime_agent": {"role": "subagent_link", "name": name, "path": link}}
+    display(bundle, raw=True, metadata=metadata)

@@ -28,7 +28,7 @@ from .ports import KernelPort, ModelProvider, NotebookPort
 from .prompts import PromptSettings, build_system_prompt
 from .recovery import close_interrupted_turn
 from .rlm_ops import register_rlm_operations
-from .sessions import SessionLog, SessionRepository, now_iso
+from .sessions import SessionError, SessionLog, SessionRepository, now_iso
 from .text import shorten
 
 log = logging.getLogger(__name__)
@@ -50,8 +50,13 @@ class AgentEnvironment(Protocol):
         """Create the notebook `path` (relative, posix) holding `cells`, and open it."""
         ...
 
+    async def open_notebook(self, path: str) -> NotebookPort:
+        """An existing notebook (a sub-agent's, opened again from disk)."""
+        ...
+
     async def start_child_kernel(self, notebook_path: str, cwd: str) -> KernelPort:
-        """A kernel of its own for a child's notebook, working in `cwd` (relative, posix)."""
+        """A kernel of its own for a child's notebook, working in `cwd` (relative, posix); the
+        notebook's running kernel if it already has one (a user opened it)."""
         ...
 
     def models(self) -> list[str]:
@@ -109,6 +114,7 @@ class AgentRuntime:
         register_rlm_operations(self)
         self._prompts: dict[str, tuple[RuntimeSettings, str]] = {}
         self._admitting: set[tuple[str, str]] = set()  # (parent, name) of spawns under way
+        self._loading: dict[str, asyncio.Lock] = {}  # sub-agents being opened from disk
 
     # ------------------------------------------------------------ sessions and agents
 
@@ -136,11 +142,52 @@ class AgentRuntime:
 
     async def ensure_loaded(self, session_id: str) -> Agent:
         """The agent of `session_id`, opened from disk when it is not loaded (a sub-agent after
-        a server restart): its notebook, a kernel and its session come back."""
+        a server restart): its session, its notebook and a kernel come back. A root comes back
+        when its notebook is opened (its kernel is the notebook's, which the host resolves)."""
         agent = self.agents.get(session_id)
         if agent is not None:
             return agent
-        raise FamilyError(409, f"agent {session_id} is not loaded")
+        lock = self._loading.setdefault(session_id, asyncio.Lock())
+        async with lock:
+            agent = self.agents.get(session_id)
+            if agent is None:
+                agent = await self._load_child(session_id)
+        self._loading.pop(session_id, None)
+        return agent
+
+    async def _load_child(self, session_id: str) -> Agent:
+        member = self.family.member(session_id)
+        if member is None:
+            raise FamilyError(404, f"no agent {shorten(session_id, 80)}")
+        if member.parent_session_id is None:
+            raise FamilyError(
+                409, f"{member.display_name} is not open; it comes back when its notebook is opened"
+            )
+        try:
+            session = await asyncio.to_thread(self.repository.load, session_id)
+        except SessionError as exc:
+            raise FamilyError(409, str(exc)) from None
+        provider_name, model = session.current_model()
+        try:
+            provider = self.environment.provider(f"{provider_name}/{model}")
+        except ValueError as exc:
+            raise FamilyError(409, f"sub-agent {member.name!r} cannot come back: {exc}") from None
+        try:
+            notebook = await self.environment.open_notebook(session.notebook_path)
+            parent_path = str(session.header.get("parent_notebook_path") or "")
+            kernel = self._child_kernel(session, notebook_directory(parent_path), member.name)
+            agent, _ = await self.start_agent(session, provider, notebook, kernel)
+        except BaseException:
+            await close_provider(provider)
+            raise
+        return agent
+
+    def _child_kernel(self, session: SessionLog, cwd: str, name: str) -> PendingKernel:
+        return PendingKernel(
+            self.environment.start_child_kernel(session.notebook_path, cwd),
+            on_ready=lambda ready: self._kernel_ready(session.session_id, ready),
+            what=f"the kernel of sub-agent {name!r}",
+        )
 
     async def start_agent(
         self,
@@ -310,11 +357,7 @@ class AgentRuntime:
             spawn_cell_id=parent.current_cell_id,
             parent_notebook_path=parent_path,
         )
-        kernel = PendingKernel(
-            self.environment.start_child_kernel(path, notebook_directory(parent_path)),
-            on_ready=lambda ready: self._kernel_ready(session.session_id, ready),
-            what=f"the kernel of sub-agent {name!r}",
-        )
+        kernel = self._child_kernel(session, notebook_directory(parent_path), name)
         child, _ = await self.start_agent(session, provider, notebook, kernel)
         handle = {
             "rlm_child_id": session.session_id,
@@ -504,6 +547,18 @@ class AgentRuntime:
                 await asyncio.sleep(0)
             if not self.busy():
                 return
+
+    def descendants(self, session_id: str) -> list[str]:
+        out: list[str] = []
+        for child in self.family.children(session_id):
+            out += [child.session_id, *self.descendants(child.session_id)]
+        return out
+
+    async def stop_tree(self, session_id: str) -> bool:
+        """Stop an agent's turn and every turn of its sub-agents ("stop all"). True if any ran."""
+        agents = [self.agents.get(sid) for sid in [session_id, *self.descendants(session_id)]]
+        stopped = await asyncio.gather(*(a.stop() for a in agents if a is not None))
+        return any(stopped)
 
     async def stop_all(self) -> None:
         """Stop every running turn of the tree (a root's own Stop leaves its children alone)."""

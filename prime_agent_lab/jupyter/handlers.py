@@ -181,7 +181,8 @@ class StopHandler(_Base):
     @authorized
     @_host_errors
     async def post(self, session_id: str) -> None:
-        self.reply({"stopped": await self.host.stop(self.session_id(session_id))})
+        tree = bool_field(self.body(), "tree")
+        self.reply({"stopped": await self.host.stop(self.session_id(session_id), tree=tree)})
 
 
 class BindingsHandler(_Base):

@@ -448,8 +448,10 @@ class AgentHost:
             raise HostError(409, str(exc)) from None
         return turn
 
-    async def stop(self, session_id: str) -> bool:
-        return await self.agent(session_id).stop()
+    async def stop(self, session_id: str, tree: bool = False) -> bool:
+        """Stop the agent's turn; with `tree`, its sub-agents' turns too ("stop all")."""
+        agent = self.agent(session_id)
+        return await (self.runtime.stop_tree(session_id) if tree else agent.stop())
 
     def info(self, agent: Agent) -> dict[str, Any]:
         provider, model = agent.provider.name, agent.provider.model
@@ -544,8 +546,17 @@ class _ServerEnvironment:
         )
         return self._host.live_notebook(path)
 
+    async def open_notebook(self, path: str) -> NotebookPort:
+        return self._host.live_notebook(path)
+
     async def start_child_kernel(self, notebook_path: str, cwd: str) -> KernelPort:
         serverapp = self._host.serverapp
+        sessions = serverapp.session_manager
+        if await sessions.session_exists(path=notebook_path):  # the user opened it meanwhile
+            model = await sessions.get_session(path=notebook_path)
+            executor = self._host.executor(model["kernel"]["id"])
+            await executor.prepare()
+            return executor
         kernel_id = await self._kernel_pool().take()
         self._children.add(kernel_id)
         try:
