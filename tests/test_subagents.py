@@ -99,6 +99,12 @@ async def test_two_children_get_their_own_linked_notebooks_kernels_and_sessions(
         assert code_cells[0].outputs[0]["text"] == task.upper() + "\n"
     spawned = [e for e in events if e["type"] == "child_spawned"]
     assert [e["name"] for e in spawned] == ["alpha", "beta"]
+    entries = run.runtime.list_children(run.agent.session_id)
+    assert [(e["name"], e["spawn_turn"]) for e in entries] == [("alpha", 1), ("beta", 1)]
+    assert all(e["usage"]["output_tokens"] > 0 for e in entries)
+    root_total = run.runtime.tree_usage(run.agent.session_id)["output_tokens"]
+    own = sum(e["usage"]["output_tokens"] for e in entries)
+    assert root_total > own  # the root's own calls plus its children's
     notices = [e for e in events if e["type"] == "notice" and e["kind"] == "child_completed"]
     assert sorted(n["text"].split("'")[1] for n in notices) == ["alpha", "beta"]
     parent_nb = nbformat.read(tmp_path / "analysis.ipynb", as_version=4)

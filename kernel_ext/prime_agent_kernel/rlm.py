@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 Call = Callable[[str, dict[str, Any]], Awaitable[Any]]
@@ -39,6 +39,9 @@ class Subagent:
     status: str  # running, idle, inactive, replied, completed, error
     task: str = ""
     created: str = ""
+    spawn_turn: int | None = None  # the parent's turn that spawned it
+    usage: dict[str, int] = field(default_factory=dict)  # its own model calls
+    usage_total: dict[str, int] = field(default_factory=dict)  # with its sub-agents'
 
 
 def _build(cls: type, data: dict[str, Any]) -> Any:

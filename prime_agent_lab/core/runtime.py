@@ -355,6 +355,7 @@ class AgentRuntime:
             depth=depth,
             task=task,
             spawn_cell_id=parent.current_cell_id,
+            spawn_turn=parent.current_turn,
             parent_notebook_path=parent_path,
         )
         kernel = self._child_kernel(session, notebook_directory(parent_path), name)
@@ -426,13 +427,9 @@ class AgentRuntime:
         agent = self.agents.get(child_id)
         if agent is not None and agent.running:
             return "running"
-        if agent is not None:
-            session = agent.session
-        else:
-            try:
-                session = self.repository.read(child_id)
-            except Exception:
-                return "inactive"
+        session = self._session_of(child_id)
+        if session is None:
+            return "inactive"
         outcome = task_outcome(session)
         if outcome is None:
             return "idle" if agent is not None else "inactive"
@@ -442,6 +439,7 @@ class AgentRuntime:
         return [self._child_entry(m) for m in self.family.children(parent_id)]
 
     def _child_entry(self, member: Member) -> dict[str, Any]:
+        session = self._session_of(member.session_id)
         return {
             "rlm_child_id": member.session_id,
             "name": member.name,
@@ -451,7 +449,28 @@ class AgentRuntime:
             "status": self.child_status(member.session_id),
             "task": shorten(member.task, 200),
             "created": member.created,
+            "spawn_turn": session.header.get("spawn_turn") if session is not None else None,
+            "usage": session_usage(session) if session is not None else {},
+            "usage_total": self.tree_usage(member.session_id),
         }
+
+    def _session_of(self, session_id: str) -> SessionLog | None:
+        agent = self.agents.get(session_id)
+        if agent is not None:
+            return agent.session
+        try:
+            return self.repository.read(session_id)
+        except SessionError:
+            return None
+
+    def tree_usage(self, session_id: str) -> dict[str, int]:
+        """Tokens of an agent and all its sub-agents, below it in the tree."""
+        session = self._session_of(session_id)
+        total = session_usage(session) if session is not None else {}
+        for child in self.family.children(session_id):
+            for key, value in self.tree_usage(child.session_id).items():
+                total[key] = total.get(key, 0) + value
+        return total
 
     def find_child(self, parent_id: str, ref: object) -> Member:
         """A child of `parent_id` by id or name (a handle or entry gives its id)."""
@@ -589,6 +608,18 @@ def choose_model(requested: str, available: list[str]) -> tuple[str, str]:
             return provider, model
     offered = ", ".join(available) or "none"
     raise ValueError(f"unknown model {requested!r}; available: {offered} (rlm.find_models())")
+
+
+def session_usage(session: SessionLog) -> dict[str, int]:
+    """Tokens of every model call the session recorded."""
+    total: dict[str, int] = {}
+    for entry in session.entries:
+        if entry["type"] != "assistant_message" or not isinstance(entry.get("usage"), dict):
+            continue
+        for key, value in entry["usage"].items():
+            if isinstance(value, int):
+                total[key] = total.get(key, 0) + value
+    return total
 
 
 def task_outcome(session: SessionLog) -> str | None:

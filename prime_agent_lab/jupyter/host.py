@@ -467,7 +467,14 @@ class AgentHost:
             "created": agent.session.header.get("created"),
             "updated": entries[-1]["ts"] if entries else agent.session.header.get("created"),
             "seq": agent.events.seq,
+            **self._family_info(agent.session_id),
         }
+
+    def _family_info(self, session_id: str) -> dict[str, Any]:
+        member = self.runtime.family.member(session_id)
+        if member is None or member.parent_session_id is None:
+            return {}
+        return {"parent_session_id": member.parent_session_id, "name": member.name}
 
     async def list_sessions(self) -> list[dict[str, Any]]:
         """Every session on disk, newest first; damaged ones have status `broken` and a reason."""
@@ -475,7 +482,10 @@ class AgentHost:
         out = []
         for summary in summaries:
             agent = self.agents.get(summary.session_id)
-            out.append(self.info(agent) if agent is not None else _stored_info(summary))
+            if agent is not None:
+                out.append(self.info(agent))
+            else:
+                out.append({**_stored_info(summary), **self._family_info(summary.session_id)})
         return out
 
     # ------------------------------------------------------------ shutdown
