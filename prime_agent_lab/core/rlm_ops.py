@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from .bridge import BridgeError
+from .caller import CallerContext
 from .family import FamilyError
 
-if TYPE_CHECKING:
-    from .runtime import AgentRuntime, CallerContext
+Register = Callable[[str, Callable[[CallerContext, dict[str, Any]], Awaitable[Any]]], None]
 
 
-def register_rlm_operations(runtime: AgentRuntime) -> None:
+def register_rlm_operations(register: Register) -> None:
+    """Offer the `rlm` operations through `register(name, handler)` (`AgentRuntime.operation`)."""
+
     async def spawn(ctx: CallerContext, payload: dict[str, Any]) -> dict[str, Any]:
         with _family_errors():
             return await ctx.runtime.spawn_child(
@@ -31,18 +35,16 @@ def register_rlm_operations(runtime: AgentRuntime) -> None:
             raise BridgeError(400, "query must be a string")
         return [m for m in ctx.runtime.environment.models() if query.lower() in m.lower()]
 
-    runtime.operation("rlm.spawn", spawn)
-    runtime.operation("rlm.list_subagents", list_subagents)
-    runtime.operation("rlm.delete_subagent", delete_subagent)
-    runtime.operation("rlm.find_models", find_models)
+    register("rlm.spawn", spawn)
+    register("rlm.list_subagents", list_subagents)
+    register("rlm.delete_subagent", delete_subagent)
+    register("rlm.find_models", find_models)
 
 
-class _family_errors:
+@contextmanager
+def _family_errors() -> Iterator[None]:
     """Family rule violations become bridge errors with their status and message."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        if isinstance(exc, FamilyError):
-            raise BridgeError(exc.status, exc.message) from None
+    try:
+        yield
+    except FamilyError as exc:
+        raise BridgeError(exc.status, exc.message) from None

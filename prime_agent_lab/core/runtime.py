@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from .agent import Agent, AgentConfig, AgentHooks, TurnOutcome
 from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
+from .caller import CallerContext
 from .events import EventBus
 from .family import Family, FamilyError, Member, check_name, default_name
 from .pending_kernel import PendingKernel
@@ -79,19 +80,6 @@ TASK_LABEL = "[task from parent]"
 MAX_NOTEBOOK_TRIES = 50
 
 
-@dataclass(frozen=True)
-class CallerContext:
-    """Who is calling over the bridge, derived from the verified kernel, never the payload."""
-
-    runtime: AgentRuntime
-    agent: Agent
-    kernel_id: str
-
-    @property
-    def session(self) -> SessionLog:
-        return self.agent.session
-
-
 Operation = Callable[[CallerContext, dict[str, Any]], Awaitable[Any]]
 
 
@@ -111,7 +99,7 @@ class AgentRuntime:
         self._background: set[asyncio.Future[Any]] = set()
         self.bridge = BridgeService(environment.kernel_key, self._kernel_session.get)
         register_session_operations(self.bridge, self.context)
-        register_rlm_operations(self)
+        register_rlm_operations(self.operation)
         self._prompts: dict[str, tuple[RuntimeSettings, str]] = {}
         self._admitting: set[tuple[str, str]] = set()  # (parent, name) of spawns under way
         self._loading: dict[str, asyncio.Lock] = {}  # sub-agents being opened from disk
