@@ -216,10 +216,13 @@ class _LocalEnvironment:
     def __init__(self, run: HeadlessRun, pool_size: int) -> None:
         self._run = run
         self._kernels = LocalKernels(run._kernel_name, run.cwd, run._kernel_env_strip)
+        # Pooled kernels are started, connected and loaded with the kernel package while they
+        # wait, so a spawn only moves one to its folder.
         self._pool = KernelPool(
-            self._kernels.start, self._kernels.discard, size=pool_size, alive=self._kernels.alive
+            self._start_prepared, self._shut_down, size=pool_size, alive=self._kernels.alive
         )
-        self._children: dict[str, LocalKernel] = {}  # kernel id -> a sub-agent's kernel
+        self._children: dict[str, LocalKernel] = {}  # kernel id -> a pooled or child kernel
+        self._executors: dict[str, KernelExecutor] = {}
 
     def models(self) -> list[str]:
         provider = self._run.make_provider(None)
@@ -269,27 +272,38 @@ class _LocalEnvironment:
     async def start_child_kernel(self, notebook_path: str, cwd: str) -> KernelPort:
         self._pool.fill()
         kernel = await self._pool.take()
-        self._children[kernel.kernel_id] = kernel
         try:
             await hand_out(kernel, self._run.cwd / cwd)
-            setup = bridge_setup_code(self._run.bridge_url, kernel.kernel_id)
-            executor = KernelExecutor(kernel.manager, kernel.kernel_id, lambda: setup)
+        except BaseException:
+            await self._shut_down(kernel)
+            raise
+        return self._executors[kernel.kernel_id]
+
+    async def _start_prepared(self) -> LocalKernel:
+        kernel = await self._kernels.start()
+        self._children[kernel.kernel_id] = kernel
+        setup = bridge_setup_code(self._run.bridge_url, kernel.kernel_id)
+        executor = self._executors[kernel.kernel_id] = KernelExecutor(
+            kernel.manager, kernel.kernel_id, lambda: setup
+        )
+        try:
             await executor.prepare()
         except BaseException:
             await self._shut_down(kernel)
             raise
-        return executor
+        return kernel
 
     async def release_kernel(self, kernel: KernelPort) -> None:
         child = self._children.get(kernel.kernel_id)
-        if isinstance(kernel, KernelExecutor):
-            await kernel.close()
         if child is not None:
             await self._shut_down(child)
 
     async def _shut_down(self, kernel: LocalKernel) -> None:
         self._children.pop(kernel.kernel_id, None)
+        executor = self._executors.pop(kernel.kernel_id, None)
         with contextlib.suppress(Exception):
+            if executor is not None:
+                await executor.close()
             await self._kernels.discard(kernel)
 
     async def close(self) -> None:

@@ -234,6 +234,11 @@ class AgentHost:
             self._track_auto_restarts(kernel_id)
         return executor
 
+    def forget_executor(self, kernel_id: str) -> None:
+        executor = self._executors.pop(kernel_id, None)
+        if executor is not None:
+            self.runtime.spawn(executor.close())
+
     def _setup_code(self, kernel_id: str) -> str:
         return bridge_setup_code(self.settings.bridge_url(), kernel_id)
 
@@ -574,7 +579,7 @@ class _ServerEnvironment:
             await hand_to_notebook(serverapp, kernel_id, notebook_path, directory)
             self._host.bindings[notebook_path] = kernel_id
             executor = self._host.executor(kernel_id)
-            await executor.prepare()
+            await executor.prepare()  # done in the pool already, unless it restarted since
         except BaseException:
             await self._shut_down(kernel_id)
             raise
@@ -585,8 +590,19 @@ class _ServerEnvironment:
             kernels = ServerKernels(
                 self._host.serverapp, self._settings.kernel_name, self._settings.kernel_env_strip
             )
+
+            async def start_prepared() -> str:
+                """Started, connected and loaded with the kernel package while it waits."""
+                kernel_id = await kernels.start()
+                try:
+                    await self._host.executor(kernel_id).prepare()
+                except BaseException:
+                    await self._shut_down(kernel_id)
+                    raise
+                return kernel_id
+
             self._pool = KernelPool(
-                kernels.start, kernels.discard, size=self._pool_size, alive=kernels.alive
+                start_prepared, self._shut_down, size=self._pool_size, alive=kernels.alive
             )
         self._pool.fill()
         return self._pool
@@ -598,12 +614,12 @@ class _ServerEnvironment:
     async def _shut_down(self, kernel_id: str) -> None:
         """A sub-agent's kernel goes with its Jupyter session."""
         self._children.discard(kernel_id)
+        self._host.forget_executor(kernel_id)
         sessions = self._host.serverapp.session_manager
         with contextlib.suppress(Exception):
             for model in await sessions.list_sessions():
                 if (model.get("kernel") or {}).get("id") == kernel_id:
-                    await sessions.delete_session(model["id"])
-                    return
+                    await sessions.delete_session(model["id"])  # shuts the kernel down too
         kernels = self._host.serverapp.kernel_manager
         if kernel_id in kernels:
             with contextlib.suppress(Exception):
