@@ -7,7 +7,7 @@ import { Widget } from '@lumino/widgets';
 
 import type { FollowCellsSetting } from './cellFollower';
 import { cellExecutionCount, cellFirstLine, revealCell } from './cellNavigation';
-import { renderEntry, type IEntryViewContext } from './entryViews';
+import { linkButton, renderEntry, type IEntryViewContext } from './entryViews';
 import { primeAgentIcon } from './icons';
 import { describe, type NotebookAgent } from './notebookAgent';
 import {
@@ -187,7 +187,7 @@ export class ChatPanel extends Widget {
       document.createTextNode(name ? `sub-agent ${name} of ` : 'sub-agent of ')
     );
     const path = parent.notebookPath;
-    const link = button('pal-link pal-parent-link', parent.name || path || 'its parent', 'pal-parent-link');
+    const link = linkButton('pal-parent-link', 'pal-parent-link', parent.name || path || 'its parent');
     link.title = path ? `Open ${path}` : 'Open the parent’s notebook';
     link.addEventListener('click', () =>
       this._openSender({

@@ -317,7 +317,7 @@ function element<K extends keyof HTMLElementTagNameMap>(
 }
 
 /** A button that looks like a link (it opens a notebook, it does not navigate). */
-function linkButton(className: string, testId: string, label: string): HTMLButtonElement {
+export function linkButton(className: string, testId: string, label: string): HTMLButtonElement {
   const button = element('button', `pal-link ${className}`, testId, label);
   button.type = 'button';
   return button;

@@ -92,6 +92,23 @@ export function knownNotebookPath(
 }
 
 /**
+ * The sender's notebook: known from the family when possible, otherwise
+ * looked up afresh in the server's session list (it may have been renamed).
+ */
+export async function findSenderNotebook(
+  origin: IMessageOrigin,
+  parent: IParentAgent | null,
+  entries: readonly TranscriptEntry[],
+  directory: SessionDirectory
+): Promise<string | null> {
+  const known = knownNotebookPath(origin, parent, entries);
+  if (known || !origin.sessionId) {
+    return known;
+  }
+  return (await directory.find(origin.sessionId, true))?.notebook_path ?? null;
+}
+
+/**
  * The words before the sender's name: "task from parent" for the message
  * that started a sub-agent's first turn, "from child" and so on otherwise.
  */

@@ -13,6 +13,7 @@ import { AgentApiClient, AgentApiError } from './api';
 import { CellFollower, type FollowCellsSetting } from './cellFollower';
 import { EventStream, type StreamState } from './eventStream';
 import {
+  findSenderNotebook,
   knownNotebookPath,
   parentFromInfo,
   type IParentAgent,
@@ -143,16 +144,8 @@ export class NotebookAgent implements IDisposable {
    * The notebook of the agent that sent a message: known from the family
    * when possible, otherwise looked up in the server's session list.
    */
-  async senderNotebookPath(origin: IMessageOrigin): Promise<string | null> {
-    const known = this.knownSenderNotebookPath(origin);
-    if (known) {
-      return known;
-    }
-    if (!origin.sessionId) {
-      return null;
-    }
-    const info = await this._directory.find(origin.sessionId, true);
-    return info?.notebook_path ?? null;
+  senderNotebookPath(origin: IMessageOrigin): Promise<string | null> {
+    return findSenderNotebook(origin, this._parent, this.transcript.entries, this._directory);
   }
 
   /** The sender's notebook when the panel knows it without asking the server. */
