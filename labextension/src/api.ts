@@ -63,6 +63,12 @@ export class AgentApiClient {
     return this._request<ISessionInfo>('sessions', 'POST', body);
   }
 
+  /** Every session the server knows, newest first. */
+  async listSessions(): Promise<ISessionInfo[]> {
+    const answer = await this._request<{ sessions?: unknown }>('sessions');
+    return Array.isArray(answer?.sessions) ? (answer.sessions as ISessionInfo[]) : [];
+  }
+
   getSession(sessionId: string): Promise<ISessionWithTranscript> {
     return this._request<ISessionWithTranscript>(
       `sessions/${encodeURIComponent(sessionId)}`

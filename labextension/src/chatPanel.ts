@@ -7,15 +7,22 @@ import { Widget } from '@lumino/widgets';
 
 import type { FollowCellsSetting } from './cellFollower';
 import { cellExecutionCount, cellFirstLine, revealCell } from './cellNavigation';
-import { renderEntry, type IEntryViewContext } from './entryViews';
+import { linkButton, renderEntry, type IEntryViewContext } from './entryViews';
 import { primeAgentIcon } from './icons';
 import { describe, type NotebookAgent } from './notebookAgent';
-import { WAITING_TEXT, type TranscriptChange, type TranscriptEntry } from './transcript';
+import {
+  WAITING_TEXT,
+  type IMessageOrigin,
+  type TranscriptChange,
+  type TranscriptEntry
+} from './transcript';
 import type { IServerInfo } from './wire';
 
 export interface IChatPanelOptions {
   /** Brings the notebook tab to the front before jumping to a cell. */
   activateNotebook: (agent: NotebookAgent) => void;
+  /** Opens a notebook (path relative to the server root) in a tab. */
+  openNotebook: (path: string) => Promise<unknown>;
   /** Renders assistant Markdown; without it replies show as plain text. */
   renderMarkdown?: IEntryViewContext['renderMarkdown'];
   /** The "follow the agent's cells in the notebook" switch. */
@@ -45,8 +52,15 @@ export class ChatPanel extends Widget {
     });
     titleRow.append(title, this._newSessionButton);
     this._notebookLabel = div('pal-notebook', 'pal-notebook-path');
+    this._familyLine = div('pal-family', 'pal-family');
     this._statusLine = div('pal-status', 'pal-status');
-    header.append(titleRow, this._notebookLabel, this._statusLine, this._followToggle());
+    header.append(
+      titleRow,
+      this._notebookLabel,
+      this._familyLine,
+      this._statusLine,
+      this._followToggle()
+    );
 
     this._transcriptNode = div('pal-transcript', 'pal-transcript');
     this._transcriptNode.setAttribute('aria-live', 'polite');
@@ -113,6 +127,7 @@ export class ChatPanel extends Widget {
     }
     if (this._agent) {
       this._agent.changed.disconnect(this._renderStatus, this);
+      this._agent.familyChanged.disconnect(this._onFamilyChanged, this);
       this._agent.transcript.changed.disconnect(this._onTranscriptChange, this);
       this._agent.transcript.statusChanged.disconnect(this._renderStatus, this);
       this._agent.transcript.eventApplied.disconnect(this._onEventApplied, this);
@@ -120,6 +135,7 @@ export class ChatPanel extends Widget {
     this._agent = agent;
     if (agent) {
       agent.changed.connect(this._renderStatus, this);
+      agent.familyChanged.connect(this._onFamilyChanged, this);
       agent.transcript.changed.connect(this._onTranscriptChange, this);
       agent.transcript.statusChanged.connect(this._renderStatus, this);
       agent.transcript.eventApplied.connect(this._onEventApplied, this);
@@ -147,7 +163,68 @@ export class ChatPanel extends Widget {
 
   private _render(): void {
     this._renderStatus();
+    this._renderFamily();
     this._renderTranscript();
+  }
+
+  /** A sub-agent's parent was found: its name and link show in the header and the task. */
+  private _onFamilyChanged(): void {
+    this._renderFamily();
+    this._renderTranscript();
+  }
+
+  /** "sub-agent part-a of <parent>" for a sub-agent's session, nothing otherwise. */
+  private _renderFamily(): void {
+    const agent = this._agent;
+    const parent = agent?.parent ?? null;
+    this._familyLine.replaceChildren();
+    this._familyLine.hidden = parent === null;
+    if (!agent || !parent) {
+      return;
+    }
+    const name = agent.session?.name;
+    this._familyLine.append(
+      document.createTextNode(name ? `sub-agent ${name} of ` : 'sub-agent of ')
+    );
+    const path = parent.notebookPath;
+    const link = linkButton('pal-parent-link', 'pal-parent-link', parent.name || path || 'its parent');
+    link.title = path ? `Open ${path}` : 'Open the parent’s notebook';
+    link.addEventListener('click', () =>
+      this._openSender({
+        sessionId: parent.sessionId,
+        name: parent.name,
+        relationship: 'parent',
+        composed: null
+      })
+    );
+    this._familyLine.append(link);
+  }
+
+  /** Open the notebook of the agent that sent a message (looked up when needed). */
+  private async _openSender(origin: IMessageOrigin): Promise<void> {
+    const agent = this._agent;
+    if (!agent) {
+      return;
+    }
+    const who = origin.name || origin.sessionId || 'that agent';
+    try {
+      const path = await agent.senderNotebookPath(origin);
+      if (path) {
+        await this._options.openNotebook(path);
+      } else {
+        agent.transcript.addError(`Could not find the notebook of ${who}.`);
+      }
+    } catch (error) {
+      agent.transcript.addError(`Could not open the notebook of ${who}: ${describe(error)}`);
+    }
+  }
+
+  private async _openNotebook(path: string): Promise<void> {
+    try {
+      await this._options.openNotebook(path);
+    } catch (error) {
+      this._agent?.transcript.addError(`Could not open ${path}: ${describe(error)}`);
+    }
   }
 
   private _renderStatus(): void {
@@ -340,7 +417,11 @@ export class ChatPanel extends Widget {
       });
     },
     renderMarkdown: this._options.renderMarkdown ?? null,
-    entryResized: () => this._followIfPinned()
+    entryResized: () => this._followIfPinned(),
+    parentAgent: () => this._agent?.parent ?? null,
+    senderNotebookPath: origin => this._agent?.knownSenderNotebookPath(origin) ?? null,
+    openNotebook: path => void this._openNotebook(path),
+    openSender: origin => void this._openSender(origin)
   };
 
   private _agent: NotebookAgent | null = null;
@@ -349,6 +430,7 @@ export class ChatPanel extends Widget {
   private _sending = false;
   private readonly _entryNodes = new Map<number, HTMLElement>();
   private readonly _notebookLabel: HTMLElement;
+  private readonly _familyLine: HTMLElement;
   private readonly _statusLine: HTMLElement;
   private readonly _transcriptNode: HTMLElement;
   private readonly _input: HTMLTextAreaElement;

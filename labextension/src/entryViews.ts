@@ -4,12 +4,18 @@
  */
 import type {
   CellLineStatus,
+  IAgentMessageEntry,
   IAssistantEntry,
   ICellEntry,
+  IChildEntry,
+  IMessageOrigin,
   INoticeEntry,
+  IUserEntry,
   TranscriptEntry
 } from './transcript';
 import { firstLine } from './cellNavigation';
+import { formatComposed, senderLabel, type IParentAgent } from './family';
+import type { ChildStatus } from './wire';
 
 export interface IEntryViewContext {
   /** First line of the cell's source in the notebook, if the cell exists. */
@@ -25,7 +31,24 @@ export interface IEntryViewContext {
   renderMarkdown: ((host: HTMLElement, source: string) => Promise<void>) | null;
   /** An entry changed height after it was inserted (Markdown rendered). */
   entryResized(): void;
+  /** The agent that spawned this session, when it is a sub-agent's. */
+  parentAgent(): IParentAgent | null;
+  /** The sender's notebook when it is known without asking the server. */
+  senderNotebookPath(origin: IMessageOrigin): string | null;
+  /** Open a notebook (path relative to the server root) in a tab. */
+  openNotebook(path: string): void;
+  /** Open the notebook of the agent that sent a message. */
+  openSender(origin: IMessageOrigin): void;
 }
+
+const CHILD_STATUS_LABELS: Record<ChildStatus, string> = {
+  running: 'working on its task',
+  idle: 'idle',
+  inactive: 'inactive (on disk, not loaded)',
+  replied: 'replied to this agent',
+  completed: 'finished without replying',
+  error: 'ended with an error'
+};
 
 const STATUS_GLYPHS: Record<CellLineStatus, string> = {
   running: '',
@@ -56,11 +79,12 @@ export function renderEntry(
   context: IEntryViewContext
 ): HTMLElement {
   switch (entry.kind) {
-    case 'user': {
-      const node = element('div', 'pal-user', 'pal-user', entry.text);
-      node.classList.toggle('pal-mod-pending', entry.pending);
-      return node;
-    }
+    case 'user':
+      return renderUser(entry, context);
+    case 'agent_message':
+      return renderAgentMessage(entry, entry.origin, context);
+    case 'child':
+      return renderChild(entry, context);
     case 'assistant':
       return renderAssistant(entry, context);
     case 'cell':
@@ -80,6 +104,110 @@ export function renderEntry(
       // Every kind is handled above; a neutral line if a new one slips through.
       return element('div', 'pal-notice', 'pal-notice', '');
   }
+}
+
+function renderUser(entry: IUserEntry, context: IEntryViewContext): HTMLElement {
+  const origin = entry.origin ?? taskFromParent(entry, context.parentAgent());
+  if (origin) {
+    return renderAgentMessage(entry, origin, context);
+  }
+  const node = element('div', 'pal-user', 'pal-user', entry.text);
+  node.classList.toggle('pal-mod-pending', entry.pending);
+  return node;
+}
+
+/**
+ * A sub-agent's first turn is its parent's task, also when the server did
+ * not name the sender on it.
+ */
+function taskFromParent(
+  entry: IUserEntry,
+  parent: IParentAgent | null
+): IMessageOrigin | null {
+  if (!parent || entry.pending || entry.turn !== 1) {
+    return null;
+  }
+  return {
+    sessionId: parent.sessionId,
+    name: parent.name,
+    relationship: 'parent',
+    composed: null
+  };
+}
+
+/**
+ * Another agent's message: a bubble of its own with a header that names
+ * the sender (a link to its notebook) and when it was written.
+ */
+function renderAgentMessage(
+  entry: IUserEntry | IAgentMessageEntry,
+  origin: IMessageOrigin,
+  context: IEntryViewContext
+): HTMLElement {
+  const node = element('div', 'pal-agent-message', 'pal-agent-message');
+  node.dataset.relationship = origin.relationship ?? '';
+  node.dataset.startsTurn = String(entry.kind === 'user');
+  const isFirstTask = entry.kind === 'user' && entry.turn === 1;
+
+  const header = element('div', 'pal-message-sender', 'pal-message-sender');
+  header.append(
+    element('span', 'pal-message-label', undefined, `${senderLabel(origin, isFirstTask)} `),
+    senderName(origin, context)
+  );
+  const composed = formatComposed(origin.composed);
+  if (composed) {
+    const time = element('time', 'pal-message-time', 'pal-message-time', composed.short);
+    time.dateTime = origin.composed ?? '';
+    time.title = `Written ${composed.full}`;
+    header.append(time);
+  }
+  node.append(header, element('div', 'pal-message-text', undefined, entry.text));
+  return node;
+}
+
+/** The sender's name: a link to its notebook when it can be found. */
+function senderName(origin: IMessageOrigin, context: IEntryViewContext): HTMLElement {
+  const name = origin.name || origin.sessionId || 'another agent';
+  const path = context.senderNotebookPath(origin);
+  if (!path && !origin.sessionId) {
+    return element('span', 'pal-sender-name', 'pal-sender-name', name);
+  }
+  const link = linkButton('pal-sender-link', 'pal-sender-link', name);
+  link.title = path ? `Open ${path}` : 'Open this agent’s notebook';
+  if (path) {
+    link.dataset.path = path;
+  }
+  link.addEventListener('click', () => context.openSender(origin));
+  return link;
+}
+
+/** "spawned sub-agent part-a: <task>" with a link to its notebook and a live status badge. */
+function renderChild(entry: IChildEntry, context: IEntryViewContext): HTMLElement {
+  const line = element('div', 'pal-child', 'pal-child');
+  line.dataset.status = entry.status ?? 'unknown';
+  line.dataset.childId = entry.childId;
+  line.dataset.path = entry.notebookPath;
+  line.title = [entry.notebookPath, entry.task, entry.preview].filter(Boolean).join('\n\n');
+
+  const name = entry.name || entry.childId;
+  const link = linkButton('pal-child-link', 'pal-child-link', name);
+  link.title = `Open ${entry.notebookPath}`;
+  link.disabled = !entry.notebookPath;
+  link.addEventListener('click', () => context.openNotebook(entry.notebookPath));
+
+  const text = element('span', 'pal-child-text');
+  text.append(document.createTextNode(entry.task ? 'spawned sub-agent ' : 'sub-agent '), link);
+  if (entry.task) {
+    text.append(document.createTextNode(`: ${entry.task}`));
+  }
+  line.append(text);
+  if (entry.status) {
+    const badge = element('span', 'pal-child-status', 'pal-child-status', entry.status);
+    badge.dataset.status = entry.status;
+    badge.title = `${name}: ${CHILD_STATUS_LABELS[entry.status] ?? entry.status}`;
+    line.append(badge);
+  }
+  return line;
 }
 
 function renderNotice(entry: INoticeEntry): HTMLElement {
@@ -186,6 +314,13 @@ function element<K extends keyof HTMLElementTagNameMap>(
     node.textContent = text;
   }
   return node;
+}
+
+/** A button that looks like a link (it opens a notebook, it does not navigate). */
+export function linkButton(className: string, testId: string, label: string): HTMLButtonElement {
+  const button = element('button', `pal-link ${className}`, testId, label);
+  button.type = 'button';
+  return button;
 }
 
 function formatSeconds(seconds: number): string {

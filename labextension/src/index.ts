@@ -15,6 +15,7 @@ import { AgentCellMarker } from './agentCellMarker';
 import { AgentApiClient } from './api';
 import { FollowCellsSetting } from './cellFollower';
 import { ChatPanel } from './chatPanel';
+import { SessionDirectory } from './family';
 import { primeAgentIcon } from './icons';
 import { NotebookAgent } from './notebookAgent';
 
@@ -40,6 +41,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const api = new AgentApiClient(app.serviceManager.serverSettings);
     const agents = new Map<NotebookPanel, NotebookAgent>();
     const followCells = new FollowCellsSetting();
+    const directory = new SessionDirectory(() => api.listSessions());
 
     const agentFor = (panel: NotebookPanel): NotebookAgent => {
       let agent = agents.get(panel);
@@ -48,7 +50,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
           panel,
           api,
           app.serviceManager.contents,
-          followCells
+          followCells,
+          directory
         );
         agents.set(panel, agent);
         panel.disposed.connect(() => {
@@ -62,6 +65,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const chat = new ChatPanel({
       followCells,
       activateNotebook: agent => app.shell.activateById(agent.panel.id),
+      openNotebook: path => app.commands.execute('docmanager:open', { path }),
       renderMarkdown: rendermime
         ? (host, source) =>
             renderMarkdown({

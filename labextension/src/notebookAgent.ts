@@ -12,7 +12,14 @@ import { Signal, type ISignal } from '@lumino/signaling';
 import { AgentApiClient, AgentApiError } from './api';
 import { CellFollower, type FollowCellsSetting } from './cellFollower';
 import { EventStream, type StreamState } from './eventStream';
-import { TranscriptModel } from './transcript';
+import {
+  findSenderNotebook,
+  knownNotebookPath,
+  parentFromInfo,
+  type IParentAgent,
+  type SessionDirectory
+} from './family';
+import { TranscriptModel, type IMessageOrigin } from './transcript';
 import type { AgentEvent, ISessionInfo } from './wire';
 
 export type AgentConnection =
@@ -34,7 +41,8 @@ export class NotebookAgent implements IDisposable {
     readonly panel: NotebookPanel,
     private readonly _api: AgentApiClient,
     private readonly _contents: Contents.IManager,
-    followSetting: FollowCellsSetting
+    followSetting: FollowCellsSetting,
+    private readonly _directory: SessionDirectory
   ) {
     this._follower = new CellFollower(panel.content, followSetting);
     this.transcript.liveEvent.connect(this._onLiveEvent, this);
@@ -49,6 +57,16 @@ export class NotebookAgent implements IDisposable {
   /** Emitted when `connection`, `session` or `lastError` change. */
   get changed(): ISignal<this, void> {
     return this._changed;
+  }
+
+  /** Emitted when `parent` changes (a sub-agent's session was opened). */
+  get familyChanged(): ISignal<this, void> {
+    return this._familyChanged;
+  }
+
+  /** The agent that spawned this session, when it is a sub-agent's. */
+  get parent(): IParentAgent | null {
+    return this._parent;
   }
 
   get connection(): AgentConnection {
@@ -120,6 +138,19 @@ export class NotebookAgent implements IDisposable {
     if (this._session) {
       await this._api.stopTurn(this._session.session_id);
     }
+  }
+
+  /**
+   * The notebook of the agent that sent a message: known from the family
+   * when possible, otherwise looked up in the server's session list.
+   */
+  senderNotebookPath(origin: IMessageOrigin): Promise<string | null> {
+    return findSenderNotebook(origin, this._parent, this.transcript.entries, this._directory);
+  }
+
+  /** The sender's notebook when the panel knows it without asking the server. */
+  knownSenderNotebookPath(origin: IMessageOrigin): string | null {
+    return knownNotebookPath(origin, this._parent, this.transcript.entries);
   }
 
   /** Try again after a failure (server restarted, extension missing, ...). */
@@ -227,6 +258,7 @@ export class NotebookAgent implements IDisposable {
       typeof info.seq === 'number' ? info.seq : null
     );
     this.transcript.status = info.status;
+    void this._findParent(info);
     // Replay the server's whole buffer; the transcript drops what it has.
     const stream = new EventStream({
       urlFor: since => this._api.eventsUrl(session.session_id, since),
@@ -238,6 +270,37 @@ export class NotebookAgent implements IDisposable {
     stream.restarted.connect(this._onStreamRestarted, this);
     this._stream = stream;
     this._onStreamState(stream, stream.state);
+  }
+
+  /** Look up the parent of a sub-agent's session (its name and notebook). */
+  private async _findParent(info: ISessionInfo): Promise<void> {
+    const parentId = info.parent_session_id;
+    this._setParent(parentId ? parentFromInfo(parentId, null) : null);
+    if (!parentId) {
+      return;
+    }
+    try {
+      const parent = await this._directory.find(parentId);
+      if (!this._disposed && this._session?.session_id === info.session_id) {
+        this._setParent(parentFromInfo(parentId, parent));
+      }
+    } catch (error) {
+      console.warn('prime-agent: could not look up the parent session', error);
+    }
+  }
+
+  private _setParent(parent: IParentAgent | null): void {
+    const same =
+      parent === this._parent ||
+      (parent !== null &&
+        this._parent !== null &&
+        parent.sessionId === this._parent.sessionId &&
+        parent.name === this._parent.name &&
+        parent.notebookPath === this._parent.notebookPath);
+    if (!same) {
+      this._parent = parent;
+      this._familyChanged.emit();
+    }
   }
 
   /**
@@ -332,12 +395,14 @@ export class NotebookAgent implements IDisposable {
   private readonly _follower: CellFollower;
   private _connection: AgentConnection = 'attaching';
   private _session: ISessionInfo | null = null;
+  private _parent: IParentAgent | null = null;
   private _stream: EventStream | null = null;
   private _postedBinding: IBindingKey | null = null;
   private _lastError: string | null = null;
   private _syncChain: Promise<void> = Promise.resolve();
   private _disposed = false;
   private readonly _changed = new Signal<this, void>(this);
+  private readonly _familyChanged = new Signal<this, void>(this);
 }
 
 function sameBinding(a: IBindingKey, b: IBindingKey | null): boolean {

@@ -13,7 +13,9 @@ import {
   type AgentEvent,
   type CellStatus,
   type ChatItem,
+  type ChildStatus,
   type NoticeKind,
+  type Relationship,
   type SessionStatus
 } from './wire';
 
@@ -24,10 +26,51 @@ interface IEntryBase {
   turn: number | null;
 }
 
+/**
+ * Who wrote a message that came from another agent of the family, as the
+ * receiving session sees it.
+ */
+export interface IMessageOrigin {
+  /** The sender's session, when the server named it. */
+  sessionId: string | null;
+  /** The sender's name (a sub-agent's name; a root is known by its notebook). */
+  name: string;
+  /** The sender as seen from this session, when the server said. */
+  relationship: Relationship | null;
+  /** When the sender wrote it (ISO 8601), when known. */
+  composed: string | null;
+}
+
+/** A message that started a turn: the researcher's, or another agent's (`origin`). */
 export interface IUserEntry extends IEntryBase {
   kind: 'user';
   text: string;
   pending: boolean;
+  /** Set when another agent sent it (a parent's task, a sibling's message, ...). */
+  origin: IMessageOrigin | null;
+}
+
+/** Another agent's message, taken into a running turn. */
+export interface IAgentMessageEntry extends IEntryBase {
+  kind: 'agent_message';
+  text: string;
+  origin: IMessageOrigin;
+}
+
+/** A sub-agent this session spawned; its status follows `child_status`. */
+export interface IChildEntry extends IEntryBase {
+  kind: 'child';
+  childId: string;
+  name: string;
+  /** The child notebook's path, relative to the server root. */
+  notebookPath: string;
+  task: string;
+  /** The agent cell that spawned it, when the server said. */
+  spawnCellId: string | null;
+  /** Null until the server says (an older transcript without `status`). */
+  status: ChildStatus | null;
+  /** The start of the child's last answer. */
+  preview: string;
 }
 
 export interface IAssistantEntry extends IEntryBase {
@@ -81,6 +124,8 @@ export interface INoticeEntry extends IEntryBase {
 
 export type TranscriptEntry =
   | IUserEntry
+  | IAgentMessageEntry
+  | IChildEntry
   | IAssistantEntry
   | ICellEntry
   | IRetryEntry
@@ -95,11 +140,26 @@ export type TranscriptChange =
 /** The status line's text while an agent cell waits (when the event has none). */
 export const WAITING_TEXT = 'waiting for your cell to finish';
 
-/** Notice kinds that mean the user lost state: shown as warnings. */
+/**
+ * Notice kinds shown as warnings: the user lost state (the kernel), a
+ * sub-agent failed, or a message can never arrive.
+ */
 const WARNING_NOTICES = new Set<string>([
   'kernel_restarted',
   'kernel_restarted_externally',
-  'kernel_died'
+  'kernel_died',
+  'child_error',
+  'message_undeliverable'
+]);
+
+const RELATIONSHIPS = new Set<string>(['parent', 'child', 'sibling']);
+const CHILD_STATUSES = new Set<string>([
+  'running',
+  'idle',
+  'inactive',
+  'replied',
+  'completed',
+  'error'
 ]);
 
 type LooseRecord = Record<string, unknown>;
@@ -185,8 +245,13 @@ export class TranscriptModel {
         turns.add(turn);
       }
     }
-    this._entries = entries;
+    this._entries = placeChildrenAfterTheirCells(entries);
     this._turnsInTranscript = turns;
+    this._childStatusInTranscript = new Map(
+      entries
+        .filter((entry): entry is IChildEntry => entry.kind === 'child' && entry.status !== null)
+        .map(entry => [entry.childId, { status: entry.status, preview: entry.preview }])
+    );
     this._rebuiltTurns.clear();
     this._lastSeq = 0;
     this._transcriptSeq = transcriptSeq ?? Number.POSITIVE_INFINITY;
@@ -201,7 +266,8 @@ export class TranscriptModel {
       id: this._nextId++,
       turn: null,
       text,
-      pending: true
+      pending: true,
+      origin: null
     };
     this._add(entry);
     return entry;
@@ -227,6 +293,13 @@ export class TranscriptModel {
     this._add({ kind: 'error', id: this._nextId++, turn: null, message });
   }
 
+  /** The line of a sub-agent this session spawned, by its id. */
+  findChildEntry(childId: string): IChildEntry | undefined {
+    return this._entries.find(
+      (entry): entry is IChildEntry => entry.kind === 'child' && entry.childId === childId
+    );
+  }
+
   findCellEntry(cellId: string): ICellEntry | undefined {
     for (let i = this._entries.length - 1; i >= 0; i--) {
       const entry = this._entries[i];
@@ -244,7 +317,7 @@ export class TranscriptModel {
     const live = event.seq > this._transcriptSeq;
     if (this._acceptsReplayOf(event)) {
       try {
-        this._fold(event);
+        this._fold(event, live);
       } catch (error) {
         // A malformed event must not stop the stream; show what we can.
         console.warn('prime-agent: could not apply an event', event, error);
@@ -257,7 +330,7 @@ export class TranscriptModel {
     }
   }
 
-  private _fold(event: AgentEvent): void {
+  private _fold(event: AgentEvent, live: boolean): void {
     const turn = turnOf(event);
     switch (event.type) {
       case 'status':
@@ -265,7 +338,22 @@ export class TranscriptModel {
         break;
       case 'turn_started':
         this.status = 'running';
-        this._onTurnStarted(turn, text(event.text));
+        this._onTurnStarted(turn, text(event.text), originOf(event));
+        break;
+      case 'agent_message':
+        this._add({
+          kind: 'agent_message',
+          id: this._nextId++,
+          turn,
+          text: text(event.text),
+          origin: originOf(event) ?? { ...UNKNOWN_ORIGIN }
+        });
+        break;
+      case 'child_spawned':
+        this._onChildSpawned(turn, event, live);
+        break;
+      case 'child_status':
+        this._onChildStatus(event, live);
         break;
       case 'text_delta':
         this._appendDelta(turn, text(event.text));
@@ -334,8 +422,13 @@ export class TranscriptModel {
     const turn = turnOf(event);
     if (turn === null) {
       // A turn-less notice or error is in the transcript already; a status
-      // is harmless to replay (the newest one wins).
-      return event.seq > this._transcriptSeq || event.type === 'status';
+      // is harmless to replay (the newest one wins), and so is a child's
+      // (`_onChildStatus` lets the transcript's own child status win).
+      return (
+        event.seq > this._transcriptSeq ||
+        event.type === 'status' ||
+        event.type === 'child_status'
+      );
     }
     if (
       event.seq > this._transcriptSeq ||
@@ -354,11 +447,18 @@ export class TranscriptModel {
     return true;
   }
 
-  private _onTurnStarted(turn: number | null, text: string): void {
-    const pending = this._entries.find(
-      (entry): entry is IUserEntry =>
-        entry.kind === 'user' && entry.turn === null && entry.text === text
-    );
+  private _onTurnStarted(
+    turn: number | null,
+    text: string,
+    origin: IMessageOrigin | null
+  ): void {
+    // Another agent's message never confirms what the user is sending.
+    const pending = origin
+      ? undefined
+      : this._entries.find(
+          (entry): entry is IUserEntry =>
+            entry.kind === 'user' && entry.turn === null && entry.text === text
+        );
     if (pending && turn !== null) {
       this.confirmUserMessage(pending, turn);
       return;
@@ -372,7 +472,85 @@ export class TranscriptModel {
         id: this._nextId++,
         turn,
         text,
-        pending: false
+        pending: false,
+        origin
+      });
+    }
+  }
+
+  private _onChildSpawned(
+    turn: number | null,
+    event: Extract<AgentEvent, { type: 'child_spawned' }>,
+    live: boolean
+  ): void {
+    const childId = text(event.rlm_child_id);
+    if (!childId) {
+      return;
+    }
+    // A turn rebuilt from the replay: the transcript knew the child's state.
+    const known = live ? undefined : this._childStatusInTranscript.get(childId);
+    const fields = {
+      name: text(event.name),
+      notebookPath: text(event.notebook_path),
+      task: text(event.task),
+      spawnCellId: text(event.spawn_cell_id) || null
+    };
+    const existing = this.findChildEntry(childId);
+    if (existing) {
+      Object.assign(existing, fields);
+      this._changed.emit({ type: 'updated', entry: existing });
+      return;
+    }
+    this._add({
+      kind: 'child',
+      id: this._nextId++,
+      turn,
+      childId,
+      ...fields,
+      status: known?.status ?? 'running',
+      preview: known?.preview ?? ''
+    });
+  }
+
+  /**
+   * A child's new state. A replayed one the transcript already covers does
+   * not override the state the transcript carried (which is newer); a live
+   * one for a child this panel has no line for adds the line.
+   */
+  private _onChildStatus(
+    event: Extract<AgentEvent, { type: 'child_status' }>,
+    live: boolean
+  ): void {
+    const childId = text(event.rlm_child_id);
+    const status = childStatus(event.status);
+    if (!childId || !status) {
+      return;
+    }
+    if (!live && this._childStatusInTranscript.has(childId)) {
+      return;
+    }
+    const preview = text(event.preview);
+    const existing = this.findChildEntry(childId);
+    if (existing) {
+      existing.status = status;
+      if (preview) {
+        existing.preview = preview;
+      }
+      existing.name = text(event.name) || existing.name;
+      existing.notebookPath = text(event.notebook_path) || existing.notebookPath;
+      this._changed.emit({ type: 'updated', entry: existing });
+    } else if (live) {
+      this._add({
+        kind: 'child',
+        id: this._nextId++,
+        turn: null,
+        childId,
+        name: text(event.name),
+        notebookPath: text(event.notebook_path),
+        task: '',
+        spawnCellId: null,
+        status,
+        preview
       });
     }
   }
@@ -525,7 +703,35 @@ export class TranscriptModel {
     const turn = typeof item.turn === 'number' ? item.turn : null;
     switch (item.type) {
       case 'user':
-        return { kind: 'user', id, turn, text: text(item.text), pending: false };
+        return {
+          kind: 'user',
+          id,
+          turn,
+          text: text(item.text),
+          pending: false,
+          origin: originOf(item)
+        };
+      case 'agent_message':
+        return {
+          kind: 'agent_message',
+          id,
+          turn,
+          text: text(item.text),
+          origin: originOf(item) ?? { ...UNKNOWN_ORIGIN }
+        };
+      case 'child':
+        return {
+          kind: 'child',
+          id,
+          turn,
+          childId: text(item.rlm_child_id),
+          name: text(item.name),
+          notebookPath: text(item.notebook_path),
+          task: text(item.task),
+          spawnCellId: text(item.spawn_cell_id) || null,
+          status: childStatus(item.status),
+          preview: text(item.preview)
+        };
       case 'assistant':
         return { kind: 'assistant', id, turn, text: text(item.text), streaming: false };
       case 'cell':
@@ -577,6 +783,11 @@ export class TranscriptModel {
   private _turnsInTranscript = new Set<number>();
   private readonly _rebuiltTurns = new Set<number>();
   private _transcriptSeq = Number.POSITIVE_INFINITY;
+  /** Each child's state as the transcript carried it, by child id. */
+  private _childStatusInTranscript = new Map<
+    string,
+    { status: ChildStatus | null; preview: string }
+  >();
   private _nextId = 1;
   private _lastSeq = 0;
   private readonly _eventApplied = new Signal<this, number>(this);
@@ -589,6 +800,72 @@ export class TranscriptModel {
 function turnOf(event: AgentEvent): number | null {
   const turn = (event as { turn?: unknown }).turn;
   return typeof turn === 'number' ? turn : null;
+}
+
+/**
+ * The session log records a cell's result after the sub-agents the cell
+ * spawned, so the transcript lists their items before the cell's; live,
+ * their lines came after the cell's line. Put each child that names its
+ * spawning cell right after that cell (and its earlier children).
+ */
+function placeChildrenAfterTheirCells(entries: TranscriptEntry[]): TranscriptEntry[] {
+  const cells = new Set(
+    entries.filter(entry => entry.kind === 'cell').map(entry => (entry as ICellEntry).cellId)
+  );
+  const spawnedBy = (entry: TranscriptEntry): string | null =>
+    entry.kind === 'child' && entry.spawnCellId && cells.has(entry.spawnCellId)
+      ? entry.spawnCellId
+      : null;
+  const children = new Map<string, IChildEntry[]>();
+  for (const entry of entries) {
+    const cellId = spawnedBy(entry);
+    if (cellId) {
+      children.set(cellId, [...(children.get(cellId) ?? []), entry as IChildEntry]);
+    }
+  }
+  const placed: TranscriptEntry[] = [];
+  for (const entry of entries) {
+    if (spawnedBy(entry)) {
+      continue;
+    }
+    placed.push(entry);
+    if (entry.kind === 'cell') {
+      placed.push(...(children.get(entry.cellId) ?? []));
+      children.delete(entry.cellId);
+    }
+  }
+  return placed;
+}
+
+/** The sender named in an item or event, or null when a person wrote it. */
+function originOf(record: unknown): IMessageOrigin | null {
+  const loose = (record ?? {}) as LooseRecord;
+  const name = text(loose.from_name);
+  const sessionId = text(loose.from_session_id);
+  const relationship = text(loose.relationship);
+  if (!name && !sessionId && !relationship) {
+    return null;
+  }
+  return {
+    sessionId: sessionId || null,
+    name,
+    relationship: RELATIONSHIPS.has(relationship) ? (relationship as Relationship) : null,
+    composed: text(loose.composed) || null
+  };
+}
+
+/** An agent message whose sender the server did not name. */
+const UNKNOWN_ORIGIN: IMessageOrigin = {
+  sessionId: null,
+  name: '',
+  relationship: null,
+  composed: null
+};
+
+function childStatus(value: unknown): ChildStatus | null {
+  return typeof value === 'string' && CHILD_STATUSES.has(value)
+    ? (value as ChildStatus)
+    : null;
 }
 
 /** A string field of a wire object, or '' when it is missing or not a string. */

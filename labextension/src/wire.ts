@@ -106,6 +106,9 @@ export interface IChildItem {
   name: string;
   notebook_path: string;
   task: string;
+  spawn_cell_id?: string;
+  status?: ChildStatus;
+  preview?: string;
 }
 
 export interface ISessionWithTranscript {
@@ -268,6 +271,7 @@ export interface IChildSpawnedEvent {
   notebook_path: string;
   task: string;
   model: string;
+  spawn_cell_id?: string;
 }
 
 /** A sub-agent of this agent changed state (`preview`: the start of its last answer). */

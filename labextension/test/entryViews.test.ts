@@ -4,13 +4,21 @@ import { describe, expect, it } from 'vitest';
 import { renderEntry, type IEntryViewContext } from '../src/entryViews';
 import type { ICellEntry, INoticeEntry } from '../src/transcript';
 
-function context(notebookCount: number | null = null): IEntryViewContext {
+function context(
+  notebookCount: number | null = null,
+  family: Partial<IEntryViewContext> = {}
+): IEntryViewContext {
   return {
     cellFirstLine: () => 'x = 1',
     cellExecutionCount: () => notebookCount,
     revealCell: () => undefined,
     renderMarkdown: null,
-    entryResized: () => undefined
+    entryResized: () => undefined,
+    parentAgent: () => null,
+    senderNotebookPath: () => null,
+    openNotebook: () => undefined,
+    openSender: () => undefined,
+    ...family
   };
 }
 

@@ -25,6 +25,10 @@ function summary(model: TranscriptModel): string[] {
         return `error:${entry.message}`;
       case 'retry':
         return `retry:${entry.attempt}`;
+      case 'agent_message':
+        return `agent_message:${entry.text}`;
+      case 'child':
+        return `child:${entry.name}:${entry.status ?? '-'}`;
     }
   });
 }

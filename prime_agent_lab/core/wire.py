@@ -127,6 +127,14 @@ class ChildItem(TypedDict):
     name: str
     notebook_path: str
     task: str
+    spawn_cell_id: NotRequired[str]
+    """The agent cell that called `rlm` (the panel shows the child's line after that cell's line,
+    as it did live; the session log records the cell's result after the spawn)."""
+    status: NotRequired[ChildStatus]
+    """The sub-agent's state when the transcript was read (the panel's badge after a reload, when
+    the event buffer no longer holds its `child_status` events)."""
+    preview: NotRequired[str]
+    """The start of the sub-agent's last answer, as in `child_status`."""
 
 
 class AssistantItem(TypedDict):
@@ -323,6 +331,8 @@ class ChildSpawnedEvent(TypedDict):
     notebook_path: str
     task: str
     model: str
+    spawn_cell_id: NotRequired[str]
+    """The agent cell that called `rlm`, when an agent cell did."""
 
 
 class ChildStatusEvent(TypedDict):
