@@ -8,6 +8,7 @@ from typing import Any
 
 import nbformat
 
+from prime_agent_lab.core.transcript import chat_transcript
 from tests.conftest import read_saved_notebook, run_turn, use_script, wait_for
 from tests.test_subagents import CHILD, WAIT_FOR_CHILDREN
 
@@ -49,5 +50,14 @@ async def test_a_child_notebook_is_live_runs_on_its_own_jupyter_session_kernel_a
     nbformat.validate(nb)
     assert "[analysis.ipynb](../analysis.ipynb)" in nb.cells[0].source
     assert nb.cells[1].outputs[0]["text"] == "ALPHA WORDS\n"
+    items = chat_transcript(parent.session, host.runtime.child_state)
+    (line,) = [i for i in items if i["type"] == "child"]
+    first_cell = next(i for i in items if i["type"] == "cell")
+    assert (line["name"], line["status"], line["spawn_cell_id"]) == (
+        "alpha",
+        "completed",
+        first_cell["cell_id"],
+    )
+    assert line["preview"] == "did alpha words"
     # Opening the child notebook attaches its own agent, not a new one.
     assert (await host.attach(child_path)).session_id == child.session_id

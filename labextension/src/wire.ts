@@ -81,7 +81,7 @@ export interface IErrorItem {
 /** A stop notice (`stop_reason`) or a kernel notice (`kind`). */
 export interface INoticeItem {
   type: 'notice';
-  turn: number;
+  turn: number | null;
   text: string;
   stop_reason?: StopReason;
   kind?: NoticeKind;

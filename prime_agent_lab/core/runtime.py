@@ -30,7 +30,7 @@ from .prompts import PromptSettings, build_system_prompt
 from .recovery import close_interrupted_turn
 from .rlm_ops import register_rlm_operations
 from .sessions import SessionError, SessionLog, SessionRepository, now_iso
-from .text import shorten
+from .text import preview, shorten
 
 log = logging.getLogger(__name__)
 
@@ -248,15 +248,15 @@ class AgentRuntime:
             return
         parent = self.agents.get(member.parent_session_id)
         status = self.child_status(child.session_id)
-        preview = shorten(outcome.final_text, 300) if outcome.final_text else None
-        self._child_status(parent, child, status, preview)
+        summary = preview(outcome.final_text) if outcome.final_text else None
+        self._child_status(parent, child, status, summary)
         if parent is None:
             return
         if status == "completed":
             parent.notice(
                 "child_completed",
                 f"Sub-agent {member.name!r} finished its task without replying. Its last "
-                f"answer: {preview or '(no text)'}",
+                f"answer: {summary or '(no text)'}",
             )
         elif status == "error":
             parent.notice(
@@ -356,7 +356,9 @@ class AgentRuntime:
             "notebook_path": path,
         }
         turn = parent.current_turn
-        spawned = {**handle, "task": task}
+        spawned: dict[str, Any] = {**handle, "task": task}
+        if parent.current_cell_id is not None:
+            spawned["spawn_cell_id"] = parent.current_cell_id
         handle["notebook_link"] = posixpath.relpath(path, notebook_directory(parent_path) or ".")
         parent.session.append("child_spawned", **({"turn": turn} if turn else {}), **spawned)
         parent.events.emit("child_spawned", **({"turn": turn} if turn else {}), **spawned)
@@ -423,6 +425,13 @@ class AgentRuntime:
             return "idle" if agent is not None else "inactive"
         return outcome
 
+    def child_state(self, child_id: str) -> tuple[str, str | None]:
+        """A child's status and the start of its last answer (for the chat's child lines)."""
+        session = self._session_of(child_id)
+        last = session.last_of("turn_end") if session is not None else None
+        text = str(last.get("final_text") or "") if last is not None else ""
+        return self.child_status(child_id), preview(text) if text else None
+
     def list_children(self, parent_id: str) -> list[dict[str, Any]]:
         return [self._child_entry(m) for m in self.family.children(parent_id)]
 
@@ -435,7 +444,7 @@ class AgentRuntime:
             "notebook_path": member.notebook_path,
             "model": member.model,
             "status": self.child_status(member.session_id),
-            "task": shorten(member.task, 200),
+            "task": preview(member.task, 200),
             "created": member.created,
             "spawn_turn": session.header.get("spawn_turn") if session is not None else None,
             "usage": session_usage(session) if session is not None else {},

@@ -24,3 +24,9 @@ def json_type(value: Any) -> str:
     return {dict: "an object", list: "an array", str: "a string"}.get(
         type(value), type(value).__name__
     )
+
+
+def preview(text: str, limit: int = 300) -> str:
+    """The start of `text` for a one-line preview: whitespace runs folded, cut at `limit`."""
+    folded = " ".join(text.split())
+    return folded if len(folded) <= limit else folded[: limit - 1] + "…"

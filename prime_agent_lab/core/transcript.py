@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from .sessions import SessionLog
@@ -50,8 +51,11 @@ def history_records(session: SessionLog) -> list[dict[str, Any]]:
     return records
 
 
-def chat_transcript(session: SessionLog) -> list[ChatItem]:
-    """What the chat panel shows when it (re)opens a session (types in `wire.py`)."""
+def chat_transcript(
+    session: SessionLog, child_state: Callable[[str], tuple[str, str | None]] | None = None
+) -> list[ChatItem]:
+    """What the chat panel shows when it (re)opens a session (types in `wire.py`).
+    `child_state` gives a sub-agent's status and last-answer preview for its line."""
     items: list[ChatItem] = []
     code_by_call: dict[str, str | None] = {}
     for entry in session.path():
@@ -69,16 +73,7 @@ def chat_transcript(session: SessionLog) -> list[ChatItem]:
                 }
             )
         elif kind == "child_spawned":
-            items.append(
-                {
-                    "type": "child",
-                    "turn": turn,
-                    "rlm_child_id": str(entry.get("rlm_child_id", "")),
-                    "name": str(entry.get("name", "")),
-                    "notebook_path": str(entry.get("notebook_path", "")),
-                    "task": str(entry.get("task", "")),
-                }
-            )
+            items.append(_child_item(entry, turn, child_state))
         elif kind == "assistant_message":
             for call in entry.get("tool_calls", []):
                 code_by_call[call.get("id", "")] = _code_of(call.get("arguments", ""))
@@ -117,3 +112,27 @@ def chat_transcript(session: SessionLog) -> list[ChatItem]:
                 }
             )
     return items
+
+
+def _child_item(
+    entry: dict[str, Any],
+    turn: int | None,
+    child_state: Callable[[str], tuple[str, str | None]] | None,
+) -> ChatItem:
+    child_id = str(entry.get("rlm_child_id", ""))
+    item: dict[str, Any] = {
+        "type": "child",
+        "turn": turn,
+        "rlm_child_id": child_id,
+        "name": str(entry.get("name", "")),
+        "notebook_path": str(entry.get("notebook_path", "")),
+        "task": str(entry.get("task", "")),
+    }
+    if isinstance(entry.get("spawn_cell_id"), str):
+        item["spawn_cell_id"] = entry["spawn_cell_id"]
+    if child_state is not None and child_id:
+        status, preview = child_state(child_id)
+        item["status"] = status
+        if preview is not None:
+            item["preview"] = preview
+    return item  # type: ignore[return-value]

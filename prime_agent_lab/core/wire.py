@@ -163,7 +163,9 @@ class NoticeItem(TypedDict):
     """A stop notice (`stop_reason`) or a kernel notice (`kind`)."""
 
     type: Literal["notice"]
-    turn: int
+    turn: int | None
+    """None for a notice between turns (a kernel restarted from the Kernel menu, a sub-agent
+    that ended while this agent was idle)."""
     text: str
     stop_reason: NotRequired[StopReason]
     kind: NotRequired[NoticeKind]

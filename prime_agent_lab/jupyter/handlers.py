@@ -163,7 +163,8 @@ class SessionHandler(_Base):
     @_host_errors
     async def get(self, session_id: str) -> None:
         agent = self.host.agent(self.session_id(session_id))
-        self.reply({**self.host.info(agent), "transcript": chat_transcript(agent.session)})
+        transcript = chat_transcript(agent.session, self.host.runtime.child_state)
+        self.reply({**self.host.info(agent), "transcript": transcript})
 
 
 class MessagesHandler(_Base):
