@@ -49,6 +49,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -298,6 +299,12 @@ def executable(name: str) -> str:
     return found
 
 
+def py_spy_argv(output: Path) -> list[str]:
+    """py-spy sampling a process into `output` as collapsed stacks (one per line)."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    return [executable("py-spy"), "record", "--rate", "500", "--format", "raw", "-o", str(output)]
+
+
 def child_env(model: LoopModel) -> dict[str, str]:
     env = dict(os.environ)
     paths = [str(ROOT), str(ROOT / "kernel_ext"), env.get("PYTHONPATH", "")]
@@ -350,7 +357,11 @@ class Headless:
     def argv(self, combo: Combo, cells: int, *extra: str) -> list[str]:
         argv = [self.cli, "run", prompt(cells), "--provider", combo.provider, "--model", MODEL]
         argv += ["--notebook", NOTEBOOK, "--max-iterations", str(cells + 5), "--mode", "json"]
-        return argv + ([] if combo.stream else ["--no-stream"]) + list(extra)
+        argv += ([] if combo.stream else ["--no-stream"]) + list(extra)
+        if self.options.py_spy is None:
+            return argv
+        name = f"headless-{combo.provider}-{'stream' if combo.stream else 'nostream'}-{cells}"
+        return [*py_spy_argv(self.options.py_spy / f"{name}.txt"), "--", *argv]
 
     async def turn(
         self, combo: Combo, workdir: Path, cells: int, *extra: str
@@ -435,10 +446,14 @@ def free_port() -> int:
 class JupyterServer:
     """A real `jupyter server` subprocess with the extension, on a temp root."""
 
-    def __init__(self, root: Path, combo: Combo, env: dict[str, str]) -> None:
+    def __init__(
+        self, root: Path, combo: Combo, env: dict[str, str], profile: Path | None = None
+    ) -> None:
         self.root = root
         self.combo = combo
         self.env = env
+        self.profile = profile
+        self.profiler: subprocess.Popen[bytes] | None = None
         self.port = free_port()
         self.token = secrets.token_hex(16)
         self.base = f"http://127.0.0.1:{self.port}/"
@@ -479,6 +494,7 @@ class JupyterServer:
                 raise RuntimeError(f"jupyter server exited:\n{self.tail()}")
             with contextlib.suppress(httpx.HTTPError):
                 if (await http.get(self.base + "prime-agent/api/info")).status_code == 200:
+                    self.start_profiler()
                     return
             await asyncio.sleep(0.1)
         raise TimeoutError(f"jupyter server did not answer within 180 s:\n{self.tail()}")
@@ -486,9 +502,20 @@ class JupyterServer:
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
 
+    def start_profiler(self) -> None:
+        """py-spy attached once the server is up (start-up is not what is measured here)."""
+        if self.profile is None or self.process is None:
+            return
+        name = f"server-{self.combo.provider}-{'stream' if self.combo.stream else 'nostream'}"
+        argv = [*py_spy_argv(self.profile / f"{name}.txt"), "--pid", str(self.process.pid)]
+        self.profiler = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+
     def stop(self) -> None:
         if self.process is None:
             return
+        if self.profiler is not None:
+            self.profiler.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+            self.profiler.wait(60)
         self.process.terminate()  # the server shuts its kernels down on SIGTERM
         try:
             self.process.wait(30)
@@ -540,7 +567,7 @@ class Server:
         with tempfile.TemporaryDirectory(prefix="bench-loop-") as tmp:
             root = Path(tmp) / "root"
             root.mkdir()
-            server = JupyterServer(root, combo, self.env)
+            server = JupyterServer(root, combo, self.env, self.options.py_spy)
             headers = {"Authorization": f"token {server.token}"}
             async with httpx.AsyncClient(headers=headers, timeout=60) as http:
                 try:
@@ -699,6 +726,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--startup-runs", type=int, default=3, help="headless start-up runs")
     parser.add_argument("--bare-runs", type=int, default=50, help="bare round trips per turn")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="profile the CLI runs and the servers with py-spy, collapsed stacks into DIR",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI (not timed)")
     options = parser.parse_args(argv)
     if options.smoke:

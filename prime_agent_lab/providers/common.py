@@ -83,22 +83,6 @@ def tool_arguments_json(arguments: str) -> str:
     return arguments if isinstance(value, dict) else json.dumps({"code": arguments})
 
 
-def prebuilt_body(params: dict[str, Any], *, sdk_keys: tuple[str, ...]) -> dict[str, Any]:
-    """Keyword arguments for an SDK `create()` that sends `params` as they are.
-
-    Our request bodies are already plain JSON in the vendor's wire format. The SDKs walk every
-    message of a request against their TypedDict annotations on each call (`maybe_transform`),
-    which costs more than the rest of an agent step and grows with the conversation. Fields
-    given in `extra_body` are merged into the JSON after that walk, so the history goes there and
-    the SDK transforms only the few `sdk_keys` it must see itself (the model, `stream`, ...).
-    Auth, base URL, timeouts, streaming and error mapping stay the SDK's.
-    """
-    kwargs: dict[str, Any] = {key: params[key] for key in sdk_keys if key in params}
-    kwargs["extra_body"] = {k: v for k, v in params.items() if k not in kwargs}
-    kwargs["messages"] = []  # required by the signature; extra_body's replaces it
-    return kwargs
-
-
 W = TypeVar("W")
 
 
