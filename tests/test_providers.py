@@ -164,6 +164,16 @@ async def test_answers_are_read_as_plain_json_without_building_sdk_models(
 
 
 @pytest.mark.parametrize(("vendor", "stream"), BOTH_MODES)
+async def test_consecutive_calls_reuse_one_kept_alive_connection(server, providers, vendor, stream):
+    server.policy = lambda _: Reply.code("x = 1")
+    provider = providers(vendor, server.base_url, stream=stream)
+    for _ in range(3):
+        _, response = await collect(provider, request())
+        assert len(response.tool_calls) == 1
+    assert server.connections == 1
+
+
+@pytest.mark.parametrize(("vendor", "stream"), BOTH_MODES)
 async def test_final_text_without_tool_calls_ends_the_turn(server, providers, vendor, stream):
     server.policy = lambda _: Reply("All done.")
     _, response = await collect(providers(vendor, server.base_url, stream=stream), request())

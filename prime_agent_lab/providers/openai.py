@@ -27,7 +27,7 @@ from .errors import (
     stream_error,
 )
 from .fenced import apply_fenced_fallback
-from .sse import server_sent_events
+from .sse import drain, server_sent_events
 
 VENDOR = "OpenAI-compatible API"
 _POST_TAKES_CONTENT = "content" in inspect.signature(openai.AsyncOpenAI.post).parameters
@@ -133,9 +133,11 @@ class OpenAIProvider:
     ) -> AsyncIterator[ProviderEvent]:
         completion = _StreamedCompletion(self.model)
         answer = await self._post(client, params, stream=True)
+        chunks = answer.aiter_bytes()
         try:
-            async for event in server_sent_events(answer.aiter_bytes()):
+            async for event in server_sent_events(chunks):
                 if event.data.startswith("[DONE]"):
+                    await drain(chunks)
                     break
                 chunk = json.loads(event.data)
                 if not isinstance(chunk, dict):

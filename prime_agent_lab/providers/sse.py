@@ -13,8 +13,12 @@ event if it has data. An event still open when the body ends is dropped, as the 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
+
+DRAIN_SECONDS = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +47,16 @@ async def server_sent_events(chunks: AsyncIterable[bytes]) -> AsyncIterator[Serv
         event = parser.feed(pending[:-1])
         if event is not None:
             yield event
+
+
+async def drain(chunks: AsyncIterator[bytes], seconds: float = DRAIN_SECONDS) -> None:
+    """Read what is left of a body after its last event (an answer ends with `data: [DONE]`
+    before the body does), for at most `seconds`: a body read to its end lets the HTTP client
+    keep the connection for the next call instead of opening a new one."""
+    with contextlib.suppress(Exception):  # the answer is complete; a failure here changes nothing
+        async with asyncio.timeout(seconds):
+            async for _ in chunks:
+                pass
 
 
 class _EventParser:
