@@ -782,6 +782,23 @@ def test_a_json_body_built_from_cached_entries_equals_plain_encoding() -> None:
     assert json.loads(memo.json_body({"messages": []})) == {"messages": []}
 
 
+@pytest.mark.parametrize("vendor", VENDORS)
+def test_json_bodies_of_a_growing_then_branching_conversation_equal_plain_encoding(vendor) -> None:
+    """Each body reuses the previous one's encoded history; none may differ from a fresh one."""
+    from prime_agent_lab.providers import anthropic as anthropic_provider
+    from prime_agent_lab.providers import openai as openai_provider
+    from prime_agent_lab.providers.common import WireMemo
+
+    module = anthropic_provider if vendor == "anthropic" else openai_provider
+    memo = WireMemo()
+    history = tool_history()
+    longer = [*history, Message(role="user", text="more ✓"), Message(role="assistant", text="ok")]
+    calls = [[], history[:1], history[:2], history, history, longer, history[:2], longer[:1]]
+    for messages in calls:
+        params = module.build_params(request(*messages), "m", memo=memo)
+        assert json.loads(memo.json_body(params)) == json.loads(json.dumps(params))
+
+
 async def test_older_sdks_without_raw_content_still_get_the_history(
     server: Any, providers: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
