@@ -49,6 +49,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -56,7 +57,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,7 @@ WINDOW = 20  # cells in the "early" and "late" windows of a long turn
 
 GAP_HEADER = (
     "path      provider   stream  context  cells  gap med  harness med   bare  added  "
-    "early  late  late/early"
+    "early  late  late/early  loop cpu"
 )
 STARTUP_HEADER = "provider   stream  start->1st request  3-step run  bare process  ratio"
 
@@ -135,8 +136,14 @@ class LoopModel:
         self.server = FakeLLMServer(self.policy)
         self.finals = 0  # final (text-only) answers given so far
         self._lock = threading.Lock()
+        self.watched: int | None = None  # pid of the process under test
+        self.loop_cpu: dict[int, float] = {}  # id(request) -> its main thread's CPU time, s
 
     def policy(self, request: RecordedRequest) -> Reply:
+        if self.watched is not None:
+            cpu = main_thread_cpu(self.watched)
+            if cpu is not None:
+                self.loop_cpu[id(request)] = cpu
         done = len(request.turn_tool_results())
         if done < cells_asked(request):
             return Reply.code(CELL_CODE)
@@ -161,6 +168,15 @@ class LoopModel:
             await asyncio.sleep(0.02)
 
 
+def main_thread_cpu(pid: int) -> float | None:
+    """Seconds the main thread of `pid` (the event loop, for the CLI and the server) has run on a
+    CPU, in nanosecond resolution (Linux `schedstat`); None where that is not available."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 # ---------------------------------------------------------------- figures
 
 
@@ -176,6 +192,7 @@ class Row:
     bare: float
     early: float
     late: float
+    loop_cpu: float  # ms per cell (cells 2..N) the product's event-loop thread ran on a CPU
     gaps: list[float] = field(default_factory=list, repr=False)  # per cell 1..N, for --json
     harness_cells: list[float] = field(default_factory=list, repr=False)
 
@@ -192,7 +209,7 @@ class Row:
         return (
             f"{self.path:<9} {self.provider:<10} {stream:<7} {self.context:>7} {self.cells:>6} "
             f"{self.gap:>8.1f} {self.harness:>12.1f} {self.bare:>6.1f} {self.added:>6.1f} "
-            f"{self.early:>6.1f} {self.late:>5.1f} {self.ratio:>11.2f}"
+            f"{self.early:>6.1f} {self.late:>5.1f} {self.ratio:>11.2f} {self.loop_cpu:>9.2f}"
         )
 
 
@@ -229,6 +246,16 @@ def per_cell(requests: Sequence[RecordedRequest], cells: int) -> tuple[list[floa
     return gaps, harness
 
 
+def loop_cpu_per_cell(
+    requests: Sequence[RecordedRequest], cpu: dict[int, float], cells: int
+) -> float:
+    """ms of the product's event-loop thread per cell over cells 2..N (NaN when not measured)."""
+    first, last = cpu.get(id(requests[1])), cpu.get(id(requests[-1]))
+    if first is None or last is None or cells < 2:
+        return float("nan")
+    return (last - first) * 1000 / (cells - 1)
+
+
 def make_row(
     path: str,
     provider: str,
@@ -237,6 +264,7 @@ def make_row(
     cells: int,
     requests: Sequence[RecordedRequest],
     bare: float,
+    loop_cpu: float = float("nan"),
 ) -> Row:
     gaps, harness = per_cell(requests, cells)
     early, late = windows(cells)
@@ -251,6 +279,7 @@ def make_row(
         bare=bare,
         early=statistics.median(harness[k - 1] for k in early),
         late=statistics.median(harness[k - 1] for k in late),
+        loop_cpu=loop_cpu,
         gaps=gaps,
         harness_cells=harness,
     )
@@ -298,6 +327,22 @@ def executable(name: str) -> str:
     return found
 
 
+def py_spy_argv(output: Path) -> list[str]:
+    """py-spy sampling a process into `output` as collapsed stacks (one per line)."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    return [
+        executable("py-spy"),
+        "record",
+        "--nonblocking",
+        "--rate",
+        "500",
+        "--format",
+        "raw",
+        "-o",
+        str(output),
+    ]
+
+
 def child_env(model: LoopModel) -> dict[str, str]:
     env = dict(os.environ)
     paths = [str(ROOT), str(ROOT / "kernel_ext"), env.get("PYTHONPATH", "")]
@@ -309,13 +354,22 @@ def child_env(model: LoopModel) -> dict[str, str]:
     return env
 
 
-async def run_process(argv: list[str], cwd: Path, env: dict[str, str], log: Path) -> float:
-    """Run to the end; the wall time in seconds. A failure raises with the log's tail."""
+async def run_process(
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    log: Path,
+    on_start: Callable[[int], None] | None = None,
+) -> float:
+    """Run to the end (`on_start` gets its pid); the wall time in seconds. A failure raises with
+    the log's tail."""
     with log.open("wb") as out:
         start = time.perf_counter()
         process = await asyncio.create_subprocess_exec(
             *argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT
         )
+        if on_start is not None:
+            on_start(process.pid)
         try:
             code = await asyncio.wait_for(process.wait(), TURN_TIMEOUT)
         except TimeoutError:
@@ -350,7 +404,15 @@ class Headless:
     def argv(self, combo: Combo, cells: int, *extra: str) -> list[str]:
         argv = [self.cli, "run", prompt(cells), "--provider", combo.provider, "--model", MODEL]
         argv += ["--notebook", NOTEBOOK, "--max-iterations", str(cells + 5), "--mode", "json"]
-        return argv + ([] if combo.stream else ["--no-stream"]) + list(extra)
+        argv += ([] if combo.stream else ["--no-stream"]) + list(extra)
+        if self.options.py_spy is None:
+            return argv
+        name = f"headless-{combo.provider}-{'stream' if combo.stream else 'nostream'}-{cells}"
+        return [*py_spy_argv(self.options.py_spy / f"{name}.txt"), "--", *argv]
+
+    def watch(self, pid: int) -> None:
+        if self.options.py_spy is None:  # else the pid is py-spy's
+            self.model.watched = pid
 
     async def turn(
         self, combo: Combo, workdir: Path, cells: int, *extra: str
@@ -359,7 +421,11 @@ class Headless:
         mark = self.model.mark()
         start = time.perf_counter()
         log = workdir / f"cli-{cells}-{mark}.log"
-        elapsed = await run_process(self.argv(combo, cells, *extra), workdir, self.env, log)
+        argv = self.argv(combo, cells, *extra)
+        try:
+            elapsed = await run_process(argv, workdir, self.env, log, self.watch)
+        finally:
+            self.model.watched = None
         requests = self.model.since(mark)
         if not requests:
             raise RuntimeError(f"the CLI sent no model request; see {log}")
@@ -374,7 +440,10 @@ class Headless:
                 extra = ("--continue",)
             bare = await self.bare.median_ms(self.options.bare_runs)
             requests, _, _ = await self.turn(combo, workdir, cells, *extra)
-        return make_row("headless", combo.provider, combo.stream, context, cells, requests, bare)
+        cpu = loop_cpu_per_cell(requests, self.model.loop_cpu, cells)
+        return make_row(
+            "headless", combo.provider, combo.stream, context, cells, requests, bare, cpu
+        )
 
     async def build_context(self, combo: Combo, workdir: Path, turns: int) -> None:
         """Earlier one-cell turns in a session the CLI then continues (built in-process: fast)."""
@@ -435,10 +504,14 @@ def free_port() -> int:
 class JupyterServer:
     """A real `jupyter server` subprocess with the extension, on a temp root."""
 
-    def __init__(self, root: Path, combo: Combo, env: dict[str, str]) -> None:
+    def __init__(
+        self, root: Path, combo: Combo, env: dict[str, str], profile: Path | None = None
+    ) -> None:
         self.root = root
         self.combo = combo
         self.env = env
+        self.profile = profile
+        self.profiler: subprocess.Popen[bytes] | None = None
         self.port = free_port()
         self.token = secrets.token_hex(16)
         self.base = f"http://127.0.0.1:{self.port}/"
@@ -479,6 +552,7 @@ class JupyterServer:
                 raise RuntimeError(f"jupyter server exited:\n{self.tail()}")
             with contextlib.suppress(httpx.HTTPError):
                 if (await http.get(self.base + "prime-agent/api/info")).status_code == 200:
+                    self.start_profiler()
                     return
             await asyncio.sleep(0.1)
         raise TimeoutError(f"jupyter server did not answer within 180 s:\n{self.tail()}")
@@ -486,9 +560,20 @@ class JupyterServer:
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
 
+    def start_profiler(self) -> None:
+        """py-spy attached once the server is up (start-up is not what is measured here)."""
+        if self.profile is None or self.process is None:
+            return
+        name = f"server-{self.combo.provider}-{'stream' if self.combo.stream else 'nostream'}"
+        argv = [*py_spy_argv(self.profile / f"{name}.txt"), "--pid", str(self.process.pid)]
+        self.profiler = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+
     def stop(self) -> None:
         if self.process is None:
             return
+        if self.profiler is not None:
+            self.profiler.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+            self.profiler.wait(60)
         self.process.terminate()  # the server shuts its kernels down on SIGTERM
         try:
             self.process.wait(30)
@@ -540,7 +625,7 @@ class Server:
         with tempfile.TemporaryDirectory(prefix="bench-loop-") as tmp:
             root = Path(tmp) / "root"
             root.mkdir()
-            server = JupyterServer(root, combo, self.env)
+            server = JupyterServer(root, combo, self.env, self.options.py_spy)
             headers = {"Authorization": f"token {server.token}"}
             async with httpx.AsyncClient(headers=headers, timeout=60) as http:
                 try:
@@ -568,10 +653,15 @@ class Server:
                 await self.turn(server, http, session_id, 1)
             bare = await self.bare.median_ms(self.options.bare_runs)
             mark = self.model.mark()
-            await self.turn(server, http, session_id, cells)
+            self.model.watched = server.process.pid if server.process else None
+            try:
+                await self.turn(server, http, session_id, cells)
+            finally:
+                self.model.watched = None
             requests = self.model.since(mark)
             await self.wait_cells(doc, context + cells)
-        return make_row("server", combo.provider, combo.stream, context, cells, requests, bare)
+        cpu = loop_cpu_per_cell(requests, self.model.loop_cpu, cells)
+        return make_row("server", combo.provider, combo.stream, context, cells, requests, bare, cpu)
 
     async def turn(
         self, server: JupyterServer, http: httpx.AsyncClient, session_id: str, cells: int
@@ -643,7 +733,9 @@ def report(rows: list[Row], startups: list[StartupRow], bare: float) -> None:
         "per agent cell (ms): gap = between consecutive model requests; harness = end of one "
         "answer to the next request; bare = execute_interactive round trip on a warm kernel, "
         "measured right before each turn; medians over cells 2..N; added = gap - bare; early/late "
-        f"= harness medians over cells 2-{1 + WINDOW} and the last {WINDOW} (fewer in short turns)"
+        f"= harness medians over cells 2-{1 + WINDOW} and the last {WINDOW} (fewer in short "
+        "turns); loop cpu = CPU time of the CLI's or the server's main (event-loop) thread "
+        "per cell, cells 2..N"
     )
     print(GAP_HEADER)
     for row in rows:
@@ -699,6 +791,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--startup-runs", type=int, default=3, help="headless start-up runs")
     parser.add_argument("--bare-runs", type=int, default=50, help="bare round trips per turn")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="profile the CLI runs and the servers with py-spy, collapsed stacks into DIR",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI (not timed)")
     options = parser.parse_args(argv)
     if options.smoke:

@@ -22,6 +22,8 @@ API (all methods thread-safe):
   echoes the key they sent (as careless servers do), so tests can check that it is redacted.
 - `base_url` (`http://127.0.0.1:<port>`), `openai_base_url` (`base_url + "/v1"`).
 - `requests: list[RecordedRequest]`, failed ones included; `policy` may be replaced any time.
+- `connections`: how many TCP connections the server accepted (a client that keeps its
+  connection alive between calls opens one).
   Each carries `arrived` (when its headers were read) and `finished` (when its answer was fully
   written), both `time.perf_counter()` of this process (`finished` is 0.0 until then).
 - `fail_next(n=1, status=500, message=None, retry_after=None)`: the next n requests get that
@@ -228,6 +230,7 @@ class FakeLLMServer:
         self.api_key = api_key
         self.send_stream_usage = True
         self.requests: list[RecordedRequest] = []
+        self.connections = 0  # TCP connections accepted so far
         self._lock = threading.Lock()
         self._state = _State()
         self._httpd: ThreadingHTTPServer | None = None
@@ -318,6 +321,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+    def setup(self) -> None:
+        super().setup()
+        fake: FakeLLMServer = self.server.fake  # type: ignore[attr-defined]
+        with fake._lock:
+            fake.connections += 1
 
     def do_POST(self) -> None:
         arrived = time.perf_counter()

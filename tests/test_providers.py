@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import json
 import socket
@@ -11,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 
 from prime_agent_lab.core.messages import (
@@ -126,6 +128,49 @@ async def test_text_and_tool_calls_are_assembled(server, providers, vendor, stre
     assert response.stop_reason == "tool_use"
     assert response.model == DEFAULT_MODELS[vendor]
     assert server.requests[-1].stream is stream
+
+
+@pytest.mark.parametrize(("vendor", "stream"), BOTH_MODES)
+async def test_answers_are_read_as_plain_json_without_building_sdk_models(
+    server, providers, vendor, stream, monkeypatch
+):
+    """The SDKs would build a pydantic model per streamed event (most of a step's cost): by
+    `construct` for a model type, through a pydantic TypeAdapter for a union of event types."""
+    sdk = importlib.import_module(vendor)
+    built: list[str] = []
+    construct = sdk.BaseModel.construct.__func__
+    validate_python = pydantic.TypeAdapter.validate_python
+
+    def counting_construct(cls: type, *args: Any, **kwargs: Any) -> Any:
+        built.append(cls.__name__)
+        return construct(cls, *args, **kwargs)
+
+    def counting_validate(adapter: Any, *args: Any, **kwargs: Any) -> Any:
+        built.append(repr(adapter))
+        return validate_python(adapter, *args, **kwargs)
+
+    monkeypatch.setattr(sdk.BaseModel, "construct", classmethod(counting_construct))
+    monkeypatch.setattr(pydantic.TypeAdapter, "validate_python", counting_validate)
+    text = "Counting to three."
+    server.policy = lambda _: Reply(text, (code_args("x = 1"),))
+    provider = providers(vendor, server.base_url, stream=stream)
+
+    deltas, response = await collect(provider, request())
+
+    assert "".join(deltas) == response.text == text
+    assert [json.loads(c.arguments)["code"] for c in response.tool_calls] == ["x = 1"]
+    assert response.usage.cache_read_tokens == FAKE_CACHE_READ_TOKENS
+    assert built == []
+
+
+@pytest.mark.parametrize(("vendor", "stream"), BOTH_MODES)
+async def test_consecutive_calls_reuse_one_kept_alive_connection(server, providers, vendor, stream):
+    server.policy = lambda _: Reply.code("x = 1")
+    provider = providers(vendor, server.base_url, stream=stream)
+    for _ in range(3):
+        _, response = await collect(provider, request())
+        assert len(response.tool_calls) == 1
+    assert server.connections == 1
 
 
 @pytest.mark.parametrize(("vendor", "stream"), BOTH_MODES)
@@ -735,6 +780,23 @@ def test_a_json_body_built_from_cached_entries_equals_plain_encoding() -> None:
         params = anthropic_provider.build_params(request(*messages), "m", memo)
         assert json.loads(memo.json_body(params)) == json.loads(json.dumps(params))
     assert json.loads(memo.json_body({"messages": []})) == {"messages": []}
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+def test_json_bodies_of_a_growing_then_branching_conversation_equal_plain_encoding(vendor) -> None:
+    """Each body reuses the previous one's encoded history; none may differ from a fresh one."""
+    from prime_agent_lab.providers import anthropic as anthropic_provider
+    from prime_agent_lab.providers import openai as openai_provider
+    from prime_agent_lab.providers.common import WireMemo
+
+    module = anthropic_provider if vendor == "anthropic" else openai_provider
+    memo = WireMemo()
+    history = tool_history()
+    longer = [*history, Message(role="user", text="more ✓"), Message(role="assistant", text="ok")]
+    calls = [[], history[:1], history[:2], history, history, longer, history[:2], longer[:1]]
+    for messages in calls:
+        params = module.build_params(request(*messages), "m", memo=memo)
+        assert json.loads(memo.json_body(params)) == json.loads(json.dumps(params))
 
 
 async def test_older_sdks_without_raw_content_still_get_the_history(

@@ -273,3 +273,28 @@ async def test_a_cell_whose_room_was_dropped_mid_run_still_reaches_the_notebook(
         return nb is not None and any("after" in str(c.get("outputs")) for c in nb.cells)
 
     await wait_for(saved, timeout=20)
+
+
+async def test_a_turn_fetches_the_live_document_once_per_cell(
+    host: Any, jp_serverapp: Any, make_notebook: Any, agent_script: Any, monkeypatch: Any
+) -> None:
+    """Settling a cell whose room is still open needs no second fetch (and no file checks)."""
+    use_script(host, agent_script([{"code": "x = 1"}, {"code": "y = 2"}, {"code": "z = 3"}]))
+    path = make_notebook("fetches.ipynb")
+    agent = await host.attach(path)
+    ext = jp_serverapp.web_app.settings["jupyter_server_ydoc"]
+    get_document = ext.get_document
+    fetches: list[str] = []
+
+    async def counting_get_document(*args: Any, **kwargs: Any) -> Any:
+        fetches.append(kwargs.get("path", ""))
+        return await get_document(*args, **kwargs)
+
+    monkeypatch.setattr(ext, "get_document", counting_get_document)
+    result = await run_turn(host, agent.session_id, "go")
+    fetched_by_the_turn = len(fetches)
+
+    assert result["stop_reason"] == "end_turn"
+    cells = await live_agent_cells(jp_serverapp, path)
+    assert [c["source"] for c in cells] == ["x = 1", "y = 2", "z = 3"]
+    assert fetched_by_the_turn == 3

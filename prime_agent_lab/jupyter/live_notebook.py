@@ -200,6 +200,8 @@ class LiveNotebook:
         if writer is None or writer.detached:
             return
         await writer.settled()
+        if _room_of(self._ext, writer.document) is not None:
+            return  # a room still holds the cell's document: nothing to repair
         doc = await self.document()
         if doc is not writer.document:
             writer.move_to(doc)

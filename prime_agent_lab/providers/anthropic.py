@@ -9,12 +9,14 @@ from functools import partial
 from typing import Any
 
 import anthropic
+import httpx2
 
 from ..core.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
 from .common import WireMemo, tool_input, within_deadline
-from .errors import ANTHROPIC_KEY_ENV, incomplete_stream, map_sdk_error
+from .errors import ANTHROPIC_KEY_ENV, incomplete_stream, map_sdk_error, stream_error
 from .fenced import apply_fenced_fallback
+from .sse import server_sent_events
 
 VENDOR = "Anthropic API"
 _EPHEMERAL = {"type": "ephemeral"}
@@ -73,105 +75,151 @@ class AnthropicProvider:
                 async for event in self._stream(client, params):
                     yield event
             else:
-                message = await _create(client, params, self._memo, stream=False)
-                response = response_from_message(message, self.model, fenced_code=self.fenced_code)
+                answer = await _post(client, params, self._memo, stream=False)
+                response = response_from_message(
+                    answer.json(), self.model, fenced_code=self.fenced_code
+                )
                 if response.text:
                     yield TextDelta(response.text)
                 yield ResponseDone(response)
         except ProviderError:
             raise
         except Exception as exc:
-            secrets = (client.api_key, client.auth_token)
             raise map_sdk_error(
-                exc, vendor=VENDOR, key_env=ANTHROPIC_KEY_ENV, secrets=secrets
+                exc, vendor=VENDOR, key_env=ANTHROPIC_KEY_ENV, secrets=_secrets(client)
             ) from exc
 
     async def _stream(
         self, client: anthropic.AsyncAnthropic, params: dict[str, Any]
     ) -> AsyncIterator[ProviderEvent]:
-        text: list[str] = []
-        tools: dict[int, dict[str, Any]] = {}  # content block index -> tool_use being assembled
-        usage = Usage()
-        model = self.model
-        stop_reason: str | None = None
-        finished = False
-        events = await _create(client, params, self._memo, stream=True)
+        message = _StreamedMessage(self.model)
+        answer = await _post(client, params, self._memo, stream=True)
         try:
-            async for event in events:
-                kind = event.type
-                if kind == "message_start":
-                    model = event.message.model or model
-                    _merge_usage(usage, event.message.usage)
-                elif kind == "content_block_start":
-                    block = event.content_block
-                    if block.type == "text" and block.text:
-                        text.append(block.text)
-                        yield TextDelta(block.text)
-                    elif block.type == "tool_use":
-                        tools[event.index] = {
-                            "id": block.id,
-                            "name": block.name,
-                            "input": block.input,
-                            "parts": [],
-                        }
-                elif kind == "content_block_delta":
-                    delta = event.delta
-                    if delta.type == "text_delta" and delta.text:
-                        text.append(delta.text)
-                        yield TextDelta(delta.text)
-                    elif delta.type == "input_json_delta" and event.index in tools:
-                        tools[event.index]["parts"].append(delta.partial_json)
-                elif kind == "message_delta":
-                    stop_reason = event.delta.stop_reason or stop_reason
-                    _merge_usage(usage, event.usage)
-                elif kind == "message_stop":
-                    finished = True
+            async for sse in server_sent_events(answer.aiter_bytes()):
+                if sse.event not in _STREAM_EVENTS:
+                    continue  # ping, and event types newer than this code
+                event = json.loads(sse.data)
+                if sse.event == "error":
+                    raise stream_error(
+                        event, vendor=VENDOR, key_env=ANTHROPIC_KEY_ENV, secrets=_secrets(client)
+                    )
+                piece = message.add(sse.event, event) if isinstance(event, dict) else None
+                if piece:
+                    yield TextDelta(piece)
         finally:
-            await events.close()
-        if not finished:
+            await answer.aclose()
+        if not message.finished:
             raise incomplete_stream(VENDOR)
+        yield ResponseDone(
+            apply_fenced_fallback(message.response(), id_prefix="toolu_", enabled=self.fenced_code)
+        )
+
+
+class _StreamedMessage:
+    """A Messages API answer assembled from its streamed events (JSON as dicts)."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.text: list[str] = []
+        self.tools: dict[int, dict[str, Any]] = {}  # content block index -> tool_use so far
+        self.usage = Usage()
+        self.stop_reason: str | None = None
+        self.finished = False
+
+    def add(self, kind: str, event: dict[str, Any]) -> str | None:
+        """Take one event; the text it adds to the answer, if any."""
+        if kind == "message_start":
+            message = event.get("message") or {}
+            self.model = message.get("model") or self.model
+            _merge_usage(self.usage, message.get("usage"))
+        elif kind == "content_block_start":
+            return self._start_block(event.get("index"), event.get("content_block") or {})
+        elif kind == "content_block_delta":
+            return self._extend_block(event.get("index"), event.get("delta") or {})
+        elif kind == "message_delta":
+            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
+            _merge_usage(self.usage, event.get("usage"))
+        elif kind == "message_stop":
+            self.finished = True
+        return None
+
+    def _start_block(self, index: Any, block: dict[str, Any]) -> str | None:
+        if block.get("type") == "text" and block.get("text"):
+            self.text.append(block["text"])
+            return block["text"]
+        if block.get("type") == "tool_use":
+            self.tools[index] = {
+                "id": block.get("id"),
+                "name": block.get("name"),
+                "input": block.get("input"),
+                "parts": [],
+            }
+        return None
+
+    def _extend_block(self, index: Any, delta: dict[str, Any]) -> str | None:
+        if delta.get("type") == "text_delta" and delta.get("text"):
+            self.text.append(delta["text"])
+            return delta["text"]
+        if delta.get("type") == "input_json_delta" and index in self.tools:
+            self.tools[index]["parts"].append(delta.get("partial_json") or "")
+        return None
+
+    def response(self) -> ModelResponse:
         calls = []
-        for index in sorted(tools):
-            tool = tools[index]
+        for index in sorted(self.tools):
+            tool = self.tools[index]
             # The raw JSON text is kept even when malformed: the loop reports it to the model.
             arguments = "".join(tool["parts"]) or json.dumps(tool["input"] or {})
             calls.append(ToolCall(id=tool["id"], name=tool["name"], arguments=arguments))
-        response = ModelResponse(
-            text="".join(text),
+        return ModelResponse(
+            text="".join(self.text),
             tool_calls=calls,
-            usage=usage,
-            stop_reason=stop_reason or ("tool_use" if calls else "end_turn"),
-            model=model,
-        )
-        yield ResponseDone(
-            apply_fenced_fallback(response, id_prefix="toolu_", enabled=self.fenced_code)
+            usage=self.usage,
+            stop_reason=self.stop_reason or ("tool_use" if calls else "end_turn"),
+            model=self.model,
         )
 
 
 _POST_TAKES_CONTENT = "content" in inspect.signature(anthropic.AsyncAnthropic.post).parameters
+_STREAM_EVENTS = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "error",
+    }
+)
 
 
-async def _create(
+async def _post(
     client: anthropic.AsyncAnthropic, params: dict[str, Any], memo: WireMemo, *, stream: bool
-) -> Any:
-    """`messages.create`, with the body sent as the JSON we built.
+) -> httpx2.Response:
+    """`POST /v1/messages` through the SDK's own `post`, the raw response handed back.
 
-    The SDK copies every message of the request into fresh containers on each call (to drop
-    `NotGiven`s and read file inputs), a cost that grows with the conversation. Our body is
-    plain JSON already, so where the SDK's `post` takes raw content it gets the encoded bytes:
-    auth, base URL, timeouts, streaming and error types stay the SDK's.
+    The SDK copies every message of a `messages.create` request into fresh containers on each
+    call (to drop `NotGiven`s and read file inputs), a cost that grows with the conversation, and
+    builds a pydantic model for each streamed event. Our body is plain JSON already, sent as the
+    encoded bytes (each message encoded once), and we read the answer's JSON or events as plain
+    dicts (see sse.py). Auth, base URL, headers, timeouts, the connection and the error for a bad
+    status stay the SDK's.
     """
-    if not _POST_TAKES_CONTENT:  # an older SDK: let it build the body itself
-        return await client.messages.create(**params, stream=stream)
     body = {**params, "stream": True} if stream else params
+    if not _POST_TAKES_CONTENT:  # an older SDK: it encodes the body itself, still no copy
+        return await client.post("/v1/messages", cast_to=httpx2.Response, body=body, stream=stream)
     return await client.post(
         "/v1/messages",
-        cast_to=anthropic.types.Message,
+        cast_to=httpx2.Response,
         content=memo.json_body(body),
         options={"headers": {"Content-Type": "application/json"}},
         stream=stream,
-        stream_cls=anthropic.AsyncStream[anthropic.types.RawMessageStreamEvent],
     )
+
+
+def _secrets(client: anthropic.AsyncAnthropic) -> tuple[str | None, ...]:
+    return (client.api_key, client.auth_token)
 
 
 def build_params(request: ModelRequest, model: str, memo: WireMemo | None = None) -> dict[str, Any]:
@@ -262,36 +310,43 @@ def _blocks(message: Message, accepts_images: bool) -> list[dict[str, Any]]:
 
 
 def response_from_message(
-    message: Any, default_model: str, *, fenced_code: bool = False
+    message: dict[str, Any], default_model: str, *, fenced_code: bool = False
 ) -> ModelResponse:
+    """A Messages API response body (JSON as dicts) -> ModelResponse."""
     text: list[str] = []
     calls: list[ToolCall] = []
-    for block in message.content:
-        if block.type == "text":
-            text.append(block.text)
-        elif block.type == "tool_use":
-            calls.append(ToolCall(id=block.id, name=block.name, arguments=json.dumps(block.input)))
+    for block in message.get("content") or ():
+        if block.get("type") == "text":
+            text.append(block.get("text") or "")
+        elif block.get("type") == "tool_use":
+            calls.append(
+                ToolCall(
+                    id=block.get("id") or "",
+                    name=block.get("name") or "",
+                    arguments=json.dumps(block.get("input") or {}),
+                )
+            )
     usage = Usage()
-    _merge_usage(usage, message.usage)
+    _merge_usage(usage, message.get("usage"))
     response = ModelResponse(
         text="".join(text),
         tool_calls=calls,
         usage=usage,
-        stop_reason=message.stop_reason or ("tool_use" if calls else "end_turn"),
-        model=message.model or default_model,
+        stop_reason=message.get("stop_reason") or ("tool_use" if calls else "end_turn"),
+        model=message.get("model") or default_model,
     )
     return apply_fenced_fallback(response, id_prefix="toolu_", enabled=fenced_code)
 
 
 def _merge_usage(usage: Usage, reported: Any) -> None:
-    """Apply an SDK usage object; streamed counts are cumulative, so later values replace."""
-    if reported is None:
+    """Apply a reported usage object; streamed counts are cumulative, so later values replace."""
+    if not isinstance(reported, dict):
         return
-    if reported.input_tokens is not None:
-        usage.input_tokens = reported.input_tokens
-    if reported.output_tokens is not None:
-        usage.output_tokens = reported.output_tokens
-    if reported.cache_read_input_tokens is not None:
-        usage.cache_read_tokens = reported.cache_read_input_tokens
-    if reported.cache_creation_input_tokens is not None:
-        usage.cache_write_tokens = reported.cache_creation_input_tokens
+    if reported.get("input_tokens") is not None:
+        usage.input_tokens = reported["input_tokens"]
+    if reported.get("output_tokens") is not None:
+        usage.output_tokens = reported["output_tokens"]
+    if reported.get("cache_read_input_tokens") is not None:
+        usage.cache_read_tokens = reported["cache_read_input_tokens"]
+    if reported.get("cache_creation_input_tokens") is not None:
+        usage.cache_write_tokens = reported["cache_creation_input_tokens"]

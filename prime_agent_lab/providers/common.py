@@ -83,22 +83,6 @@ def tool_arguments_json(arguments: str) -> str:
     return arguments if isinstance(value, dict) else json.dumps({"code": arguments})
 
 
-def prebuilt_body(params: dict[str, Any], *, sdk_keys: tuple[str, ...]) -> dict[str, Any]:
-    """Keyword arguments for an SDK `create()` that sends `params` as they are.
-
-    Our request bodies are already plain JSON in the vendor's wire format. The SDKs walk every
-    message of a request against their TypedDict annotations on each call (`maybe_transform`),
-    which costs more than the rest of an agent step and grows with the conversation. Fields
-    given in `extra_body` are merged into the JSON after that walk, so the history goes there and
-    the SDK transforms only the few `sdk_keys` it must see itself (the model, `stream`, ...).
-    Auth, base URL, timeouts, streaming and error mapping stay the SDK's.
-    """
-    kwargs: dict[str, Any] = {key: params[key] for key in sdk_keys if key in params}
-    kwargs["extra_body"] = {k: v for k, v in params.items() if k not in kwargs}
-    kwargs["messages"] = []  # required by the signature; extra_body's replaces it
-    return kwargs
-
-
 W = TypeVar("W")
 
 
@@ -113,7 +97,7 @@ class WireMemo:
     def __init__(self) -> None:
         self._memo: dict[int, tuple[object, Any]] = {}
         self._last: tuple[list[object], list[Any], list[Any]] = ([], [], [])
-        self._encoded: dict[int, tuple[object, str]] = {}
+        self._encoded = _EncodedHistory()
 
     def resume(self, messages: Sequence[object]) -> tuple[int, list[Any], list[Any]]:
         """How many of `messages` the previous call converted, its wire list and what it carried
@@ -148,18 +132,53 @@ class WireMemo:
             self._memo = {k: v for k, v in self._memo.items() if k in ids}
 
     def json_body(self, params: dict[str, Any]) -> bytes:
-        """`params` as JSON, each wire message encoded once: entries kept from earlier calls are
-        joined from their cached text instead of being encoded again."""
+        """`params` as JSON, each wire message encoded once and the encoded history joined
+        incrementally: the entries a call shares with the previous one (all of them, or all
+        but the last, which a vendor may mark differently per call) are reused as one string."""
         messages = params.get("messages", [])
-        encoded: dict[int, tuple[object, str]] = {}
-        parts = []
-        for entry in messages:
-            hit = self._encoded.get(id(entry))
-            text = hit[1] if hit is not None and hit[0] is entry else json.dumps(entry)
-            encoded[id(entry)] = (entry, text)
-            parts.append(text)
-        self._encoded = encoded
+        shared = self._encoded.shared_prefix(messages)
+        history = self._encoded.extend(shared, messages)
         rest = json.dumps({k: v for k, v in params.items() if k != "messages"})
-        joined = '"messages": [' + ", ".join(parts) + "]"
+        joined = '"messages": [' + history + "]"
         body = "{" + joined + "}" if rest == "{}" else rest[:-1] + ", " + joined + "}"
         return body.encode()
+
+
+class _EncodedHistory:
+    """The JSON text of the wire entries of the previous request, kept for the next one."""
+
+    def __init__(self) -> None:
+        self._entries: list[object] = []
+        self._texts: list[str] = []
+        self._joined = ""  # all texts, joined with ", "
+        self._joined_but_last = ""  # all but the last
+
+    def shared_prefix(self, entries: Sequence[object]) -> int:
+        """How many leading `entries` are the very objects of the previous request."""
+        count = 0
+        for new, old in zip(entries, self._entries, strict=False):
+            if new is not old:
+                break
+            count += 1
+        return count
+
+    def extend(self, shared: int, entries: Sequence[object]) -> str:
+        """`entries` encoded and joined, reusing the first `shared` texts; remembered."""
+        if shared == len(self._texts):
+            base = self._joined
+        elif shared == len(self._texts) - 1:
+            base = self._joined_but_last
+        else:  # a different conversation, or an edited one
+            base = ", ".join(self._texts[:shared])
+        added = [json.dumps(entry) for entry in entries[shared:]]
+        if not added:
+            joined = base
+            self._joined_but_last = ", ".join(self._texts[: shared - 1]) if shared else ""
+        else:
+            head = base + ", " if base else ""
+            self._joined_but_last = head + ", ".join(added[:-1]) if len(added) > 1 else base
+            joined = head + ", ".join(added)
+        self._entries = list(entries)
+        self._texts = self._texts[:shared] + added
+        self._joined = joined
+        return joined

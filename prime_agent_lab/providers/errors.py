@@ -179,12 +179,27 @@ def map_sdk_error(
     if name == "APIError":
         # openai raises a bare APIError for an error object inside a stream.
         body = getattr(exc, "body", None)
-        status = _ERROR_TYPE_STATUS.get(_error_type(body) or "", 500)
-        detail = redact(_server_detail(body, exc), secrets)
-        return error_for_status(status, detail, vendor=vendor, key_env=key_env)
+        fallback = getattr(exc, "message", None) or str(exc)
+        return stream_error(
+            body, vendor=vendor, key_env=key_env, secrets=secrets, fallback=fallback
+        )
     if "Missing credentials" in str(exc) or "Could not resolve authentication" in str(exc):
         return missing_credentials(vendor, key_env)
     return ProviderError(f"{vendor} call failed: {name}: {redact(str(exc), secrets)}")
+
+
+def stream_error(
+    body: Any,
+    *,
+    vendor: str,
+    key_env: str,
+    secrets: Iterable[str | None] = (),
+    fallback: str = "an error event arrived inside the answer's stream",
+) -> ProviderError:
+    """An error object inside a 200 stream: its `error.type` tells what really happened."""
+    status = _ERROR_TYPE_STATUS.get(_error_type(body) or "", 500)
+    detail = redact(_server_detail(body, fallback), secrets)
+    return error_for_status(status, detail, vendor=vendor, key_env=key_env)
 
 
 def _error_type(body: Any) -> str | None:
@@ -198,7 +213,7 @@ def _error_type(body: Any) -> str | None:
     return None
 
 
-def _server_detail(body: Any, exc: BaseException) -> str:
+def _server_detail(body: Any, fallback: BaseException | str) -> str:
     text: str | None = None
     if isinstance(body, Mapping):
         inner = body.get("error", body)
@@ -210,9 +225,13 @@ def _server_detail(body: Any, exc: BaseException) -> str:
     elif isinstance(body, str):
         text = body
     if text is None:
-        text = getattr(exc, "message", None) or str(exc)
+        text = fallback if isinstance(fallback, str) else _exception_text(fallback)
     text = " ".join(text.split())
     return text[:_MAX_DETAIL] + ("…" if len(text) > _MAX_DETAIL else "")
+
+
+def _exception_text(exc: BaseException) -> str:
+    return getattr(exc, "message", None) or str(exc)
 
 
 def _where(exc: BaseException) -> str:

@@ -7,22 +7,32 @@ Works with any OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio) thr
 from __future__ import annotations
 
 import inspect
+import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from functools import partial
 from typing import Any
 
+import httpx2
 import openai
 
 from ..core.messages import ImagePart, Message, ModelRequest, ModelResponse, ToolCall, Usage
 from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
-from .common import WireMemo, prebuilt_body, tool_arguments_json, within_deadline
-from .errors import OPENAI_KEY_ENV, incomplete_stream, map_sdk_error, missing_credentials
+from .common import WireMemo, tool_arguments_json, within_deadline
+from .errors import (
+    OPENAI_KEY_ENV,
+    incomplete_stream,
+    map_sdk_error,
+    missing_credentials,
+    stream_error,
+)
 from .fenced import apply_fenced_fallback
+from .sse import drain, server_sent_events
 
 VENDOR = "OpenAI-compatible API"
-_SDK_KEYS = ("model",)  # the rest of the body is sent as built (see prebuilt_body)
 _POST_TAKES_CONTENT = "content" in inspect.signature(openai.AsyncOpenAI.post).parameters
+
+_STREAM_FIELDS = {"stream": True, "stream_options": {"include_usage": True}}
 
 _FINISH_REASONS = {
     "stop": "end_turn",
@@ -84,9 +94,9 @@ class OpenAIProvider:
                 async for event in self._stream(client, params):
                     yield event
             else:
-                completion = await self._create(client, params, stream=False)
+                answer = await self._post(client, params, stream=False)
                 response = response_from_completion(
-                    completion, self.model, fenced_code=self.fenced_code
+                    answer.json(), self.model, fenced_code=self.fenced_code
                 )
                 if response.text:
                     yield TextDelta(response.text)
@@ -98,84 +108,118 @@ class OpenAIProvider:
                 exc, vendor=VENDOR, key_env=OPENAI_KEY_ENV, secrets=(client.api_key,)
             ) from exc
 
-    async def _create(
+    async def _post(
         self, client: openai.AsyncOpenAI, params: dict[str, Any], *, stream: bool
-    ) -> Any:
-        """`chat.completions.create` with the body sent as the JSON we built (each message
-        encoded once, see WireMemo.json_body), through the SDK's own `post`: auth, base URL,
-        timeouts, streaming and error types stay the SDK's. An older SDK without raw content
-        gets the history in `extra_body`, past its per-call type walk (see prebuilt_body)."""
-        extra = {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
-        if not _POST_TAKES_CONTENT:
-            return await client.chat.completions.create(
-                **prebuilt_body(params, sdk_keys=_SDK_KEYS), **extra
+    ) -> httpx2.Response:
+        """`POST /chat/completions` through the SDK's own `post` (auth, base URL, headers,
+        timeouts, the connection and the error for a bad status stay the SDK's), with the body
+        sent as the JSON we built (each message encoded once, see WireMemo.json_body) and the
+        raw response handed back: we read its JSON or its events as plain dicts (see sse.py)."""
+        body = {**params, **_STREAM_FIELDS} if stream else params
+        if not _POST_TAKES_CONTENT:  # an older SDK: it encodes the body itself, still no walk
+            return await client.post(
+                "/chat/completions", cast_to=httpx2.Response, body=body, stream=stream
             )
         return await client.post(
             "/chat/completions",
-            cast_to=openai.types.chat.ChatCompletion,
-            content=self._memo.json_body({**params, **extra}),
+            cast_to=httpx2.Response,
+            content=self._memo.json_body(body),
             options={"headers": {"Content-Type": "application/json"}},
             stream=stream,
-            stream_cls=openai.AsyncStream[openai.types.chat.ChatCompletionChunk],
         )
 
     async def _stream(
         self, client: openai.AsyncOpenAI, params: dict[str, Any]
     ) -> AsyncIterator[ProviderEvent]:
-        text: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}  # tool call index -> call being assembled
-        usage = Usage()
-        model = self.model
-        finish: str | None = None
-        chunks = await self._create(client, params, stream=True)
+        completion = _StreamedCompletion(self.model)
+        answer = await self._post(client, params, stream=True)
+        chunks = answer.aiter_bytes()
         try:
-            async for chunk in chunks:
-                # Fields a compatible server leaves out are None (the SDK does not validate).
-                model = chunk.model or model
-                if chunk.usage is not None:
-                    usage = _usage(chunk.usage)
-                for choice in chunk.choices or ():
-                    delta = choice.delta
-                    if choice.index not in (0, None) or delta is None:
-                        continue
-                    piece = (delta.content or "") + (delta.refusal or "")
-                    if piece:
-                        text.append(piece)
-                        yield TextDelta(piece)
-                    for call in delta.tool_calls or ():
-                        # Servers that send whole calls may leave out the index.
-                        index = call.index if call.index is not None else len(calls)
-                        slot = calls.setdefault(index, {"id": None, "name": "", "parts": []})
-                        if call.id and not slot["id"]:
-                            slot["id"] = call.id
-                        if call.function is not None:
-                            if call.function.name and not slot["name"]:
-                                slot["name"] = call.function.name
-                            if call.function.arguments:
-                                slot["parts"].append(call.function.arguments)
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
+            async for event in server_sent_events(chunks):
+                if event.data.startswith("[DONE]"):
+                    await drain(chunks)
+                    break
+                chunk = json.loads(event.data)
+                if not isinstance(chunk, dict):
+                    continue
+                if chunk.get("error"):
+                    raise stream_error(
+                        chunk, vendor=VENDOR, key_env=OPENAI_KEY_ENV, secrets=(client.api_key,)
+                    )
+                for piece in completion.add(chunk):
+                    yield TextDelta(piece)
         finally:
-            await chunks.close()
-        if finish is None:
+            await answer.aclose()
+        if completion.finish is None:
             raise incomplete_stream(VENDOR)
+        yield ResponseDone(
+            apply_fenced_fallback(
+                completion.response(), id_prefix="call_", enabled=self.fenced_code
+            )
+        )
+
+
+class _StreamedCompletion:
+    """A Chat Completions answer assembled from its streamed chunks (JSON as dicts). Fields a
+    compatible server leaves out read as None, as they would in the SDK's own models."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}  # tool call index -> call being assembled
+        self.usage = Usage()
+        self.finish: str | None = None
+
+    def add(self, chunk: dict[str, Any]) -> list[str]:
+        """Take one chunk; the text pieces it adds to the answer."""
+        self.model = chunk.get("model") or self.model
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = _usage(chunk["usage"])
+        pieces: list[str] = []
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta")
+            if choice.get("index") not in (0, None) or not isinstance(delta, dict):
+                continue
+            piece = (delta.get("content") or "") + (delta.get("refusal") or "")
+            if piece:
+                self.text.append(piece)
+                pieces.append(piece)
+            for call in delta.get("tool_calls") or ():
+                self._add_call_delta(call)
+            if choice.get("finish_reason"):
+                self.finish = choice["finish_reason"]
+        return pieces
+
+    def _add_call_delta(self, call: dict[str, Any]) -> None:
+        # Servers that send whole calls may leave out the index.
+        index = call.get("index")
+        slot = self.calls.setdefault(
+            index if index is not None else len(self.calls), {"id": None, "name": "", "parts": []}
+        )
+        if call.get("id") and not slot["id"]:
+            slot["id"] = call["id"]
+        function = call.get("function")
+        if isinstance(function, dict):
+            if function.get("name") and not slot["name"]:
+                slot["name"] = function["name"]
+            if function.get("arguments"):
+                slot["parts"].append(function["arguments"])
+
+    def response(self) -> ModelResponse:
         tool_calls = [
             ToolCall(
                 id=slot["id"] or _synthetic_id(),
                 name=slot["name"],
                 arguments="".join(slot["parts"]),
             )
-            for _, slot in sorted(calls.items())
+            for _, slot in sorted(self.calls.items())
         ]
-        response = ModelResponse(
-            text="".join(text),
+        return ModelResponse(
+            text="".join(self.text),
             tool_calls=tool_calls,
-            usage=usage,
-            stop_reason=_stop_reason(finish, bool(tool_calls)),
-            model=model,
-        )
-        yield ResponseDone(
-            apply_fenced_fallback(response, id_prefix="call_", enabled=self.fenced_code)
+            usage=self.usage,
+            stop_reason=_stop_reason(self.finish, bool(tool_calls)),
+            model=self.model,
         )
 
 
@@ -268,45 +312,48 @@ def _images_message(images: list[tuple[str, ImagePart]]) -> dict[str, Any]:
 
 
 def response_from_completion(
-    completion: Any, default_model: str, *, fenced_code: bool = False
+    completion: dict[str, Any], default_model: str, *, fenced_code: bool = False
 ) -> ModelResponse:
+    """A Chat Completions response body (JSON as dicts) -> ModelResponse."""
     text = ""
     calls: list[ToolCall] = []
     finish: str | None = None
-    if completion.choices:
-        choice = completion.choices[0]
-        finish = choice.finish_reason
-        message = choice.message
-        text = (message.content or "") + (message.refusal or "")
-        for call in message.tool_calls or ():
-            function = getattr(call, "function", None)
-            if function is None:  # custom (non-function) tools are never declared here
+    choices = completion.get("choices") or []
+    if choices:
+        choice = choices[0]
+        finish = choice.get("finish_reason")
+        message = choice.get("message") or {}
+        text = (message.get("content") or "") + (message.get("refusal") or "")
+        for call in message.get("tool_calls") or ():
+            function = call.get("function")
+            if not isinstance(function, dict):  # custom (non-function) tools are never declared
                 continue
             calls.append(
                 ToolCall(
-                    id=call.id or _synthetic_id(),
-                    name=function.name,
-                    arguments=function.arguments or "",
+                    id=call.get("id") or _synthetic_id(),
+                    name=function.get("name") or "",
+                    arguments=function.get("arguments") or "",
                 )
             )
+    usage = completion.get("usage")
     response = ModelResponse(
         text=text,
         tool_calls=calls,
-        usage=_usage(completion.usage) if completion.usage is not None else Usage(),
+        usage=_usage(usage) if isinstance(usage, dict) else Usage(),
         stop_reason=_stop_reason(finish, bool(calls)),
-        model=completion.model or default_model,
+        model=completion.get("model") or default_model,
     )
     return apply_fenced_fallback(response, id_prefix="call_", enabled=fenced_code)
 
 
-def _usage(reported: Any) -> Usage:
-    details = reported.prompt_tokens_details
-    cached = (details.cached_tokens or 0) if details is not None else 0
-    written = (details.cache_write_tokens or 0) if details is not None else 0
+def _usage(reported: dict[str, Any]) -> Usage:
+    details = reported.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") or 0
+    written = details.get("cache_write_tokens") or 0
     # Like Anthropic's `input_tokens`, count only the prompt tokens not read from cache.
     return Usage(
-        input_tokens=max(0, (reported.prompt_tokens or 0) - cached),
-        output_tokens=reported.completion_tokens or 0,
+        input_tokens=max(0, (reported.get("prompt_tokens") or 0) - cached),
+        output_tokens=reported.get("completion_tokens") or 0,
         cache_read_tokens=cached,
         cache_write_tokens=written,
     )
