@@ -25,6 +25,7 @@ Relationship = Literal["parent", "child", "sibling"]
 DELETED_MARKER = "deleted.json"
 RESERVED_NAMES = frozenset({"all", "parent", "child", "children", "sibling", "siblings", "self"})
 MAX_NAME = 64
+MAX_HEADER_BYTES = 1 << 20
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -201,9 +202,12 @@ class Family:
 
 
 def _read_header(directory: Path) -> dict[str, Any] | None:
+    file = directory / SESSION_FILE
     try:
-        with (directory / SESSION_FILE).open("rb") as f:
-            line = f.readline()
+        if not file.is_file():  # missing, or a pipe that would block a read (a damaged session)
+            return None
+        with file.open("rb") as f:
+            line = f.readline(MAX_HEADER_BYTES)
         header = json.loads(line)
     except (OSError, ValueError):
         return None
