@@ -82,6 +82,7 @@ class HeadlessRun:
         self.runtime = AgentRuntime(
             self.repository, _LocalEnvironment(self), RuntimeSettings(agent=config)
         )
+        self.runtime.mailbox.recover()  # messages queued by an earlier run wait again
 
     @property
     def agent(self) -> Agent:

@@ -1,8 +1,8 @@
 """Prime Agent Lab's in-kernel package.
 
 The host loads it into an agent's kernel and calls `configure(...)`; it binds the kernel API
-names (`history` now; `rlm`, `agent_message`, ... arrive with later features) into the user
-namespace. It never imports the host package: everything goes over the bridge.
+names (`history`, `agent_message`, `agent_observe`; `rlm`, ... arrive with later features) into
+the user namespace. It never imports the host package: everything goes over the bridge.
 """
 
 from __future__ import annotations
@@ -11,8 +11,19 @@ from typing import Any
 
 from .bridge import BridgeClient, BridgeError
 from .history import Entry, History
+from .messaging import AgentMessage, AgentObserve, Record
 
-__all__ = ["BridgeClient", "BridgeError", "Entry", "History", "configure", "load_ipython_extension"]
+__all__ = [
+    "AgentMessage",
+    "AgentObserve",
+    "BridgeClient",
+    "BridgeError",
+    "Entry",
+    "History",
+    "Record",
+    "configure",
+    "load_ipython_extension",
+]
 
 _client: BridgeClient | None = None
 
@@ -30,17 +41,28 @@ def _fetch_history() -> list[dict[str, Any]]:
     return client().call("history.get")
 
 
+async def _call(op: str, payload: dict[str, Any]) -> Any:
+    return await client().acall(op, payload)
+
+
 def _kernel_key(shell: Any) -> bytes:
     return bytes(shell.kernel.session.key)
 
 
 def _bind_names(shell: Any) -> None:
-    """Bind `history` and `agent_history`; a user's own `history` variable is left alone."""
+    """Bind the kernel API names; a user's own variable of the same name is left alone
+    (`history` is also `agent_history`, as researchers often have a `history` of their own)."""
     record = History(_fetch_history)
-    names = {"agent_history": record}
-    existing = shell.user_ns.get("history")
-    if existing is None or isinstance(existing, History):
-        names["history"] = record
+    names: dict[str, Any] = {"agent_history": record}
+    ours: dict[str, Any] = {
+        "history": record,
+        "agent_message": AgentMessage(_call),
+        "agent_observe": AgentObserve(_call),
+    }
+    for name, value in ours.items():
+        existing = shell.user_ns.get(name)
+        if existing is None or isinstance(existing, type(value)):
+            names[name] = value
     shell.push(names, interactive=False)
 
 

@@ -21,6 +21,8 @@ from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
 from .events import EventBus
 from .family import Family, FamilyError, Member
+from .mailbox import Mailbox
+from .message_ops import register_message_operations
 from .ports import KernelPort, ModelProvider, NotebookPort
 from .recovery import close_interrupted_turn
 from .sessions import SessionLog, SessionRepository
@@ -57,6 +59,10 @@ class AgentEnvironment(Protocol):
 class RuntimeSettings:
     agent: AgentConfig
     max_depth: int = 1  # 1: roots spawn children, children do not spawn
+    message_max_bytes: int = 16 * 1024  # one agent message, after stripping
+    message_max_pending: int = 20  # messages waiting for one target
+    message_rate_per_second: float = 3.0  # per sender->target pair (a token bucket)
+    message_rate_burst: int = 3
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,8 @@ class AgentRuntime:
         self._background: set[asyncio.Future[Any]] = set()
         self.bridge = BridgeService(environment.kernel_key, self._kernel_session.get)
         register_session_operations(self.bridge, self.context)
+        self.mailbox = Mailbox(self)
+        register_message_operations(self)
 
     # ------------------------------------------------------------ sessions and agents
 
@@ -153,13 +161,17 @@ class AgentRuntime:
         self.agents[session.session_id] = agent
         if kernel.kernel_id:
             self.bind_kernel(agent, kernel)
+        self.mailbox.agent_started(agent)
         return agent, recovered
 
     def _hooks_for(self, session: SessionLog) -> AgentHooks:
-        return AgentHooks(turn_ended=self._turn_ended)
+        return AgentHooks(
+            inbox=self.mailbox.inbox_for(session.session_id), turn_ended=self._turn_ended
+        )
 
     def _turn_ended(self, agent: Agent, outcome: TurnOutcome) -> None:
-        """What follows a turn: nothing yet for a lone agent."""
+        """What follows a turn: the messages that waited for it to end start the next."""
+        self.mailbox.turn_ended(agent)
 
     def agent(self, session_id: str) -> Agent | None:
         return self.agents.get(session_id)
@@ -215,6 +227,7 @@ class AgentRuntime:
         task.add_done_callback(self._background.discard)
 
     async def shutdown(self) -> None:
+        self.mailbox.close()  # stopping a turn must not start one for a waiting message
         for agent in list(self.agents.values()):
             await agent.stop()
             await close_provider(agent.provider)

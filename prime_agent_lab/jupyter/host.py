@@ -7,6 +7,7 @@ turns, and answers bridge calls from agent kernels.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import posixpath
 from collections.abc import Callable
@@ -155,7 +156,7 @@ class AgentHost:
     @settings.setter
     def settings(self, settings: HostSettings) -> None:
         self._settings = settings
-        self.runtime.settings = RuntimeSettings(agent=settings.agent)
+        self.runtime.settings = dataclasses.replace(self.runtime.settings, agent=settings.agent)
 
     @property
     def agents(self) -> dict[str, Agent]:
