@@ -226,7 +226,8 @@ async def run_in_kernel(agent: Agent, code: str) -> str:
 
 async def send_from_kernel(agent: Agent, call: str) -> dict[str, Any]:
     """`call` (an awaitable expression) in the agent's kernel; its receipt as a dict."""
-    code = f"import json, prime_agent_kernel\n_r = {call}\nprint('RESULT' + json.dumps(_r.as_dict()))"
+    show = "print('RESULT' + json.dumps(_r.as_dict()))"
+    code = f"import json, prime_agent_kernel\n_r = {call}\n{show}"
     out = await run_in_kernel(agent, code)
     assert "RESULT" in out, out
     return json.loads(out.split("RESULT", 1)[1])
