@@ -90,6 +90,7 @@ class HeadlessRun:
             self.repository, self._environment, RuntimeSettings(agent=config, max_depth=max_depth)
         )
         self.bridge_url = ""
+        self.runtime.mailbox.recover()  # messages queued by an earlier run wait again
 
     @property
     def agent(self) -> Agent:

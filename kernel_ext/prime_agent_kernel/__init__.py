@@ -1,8 +1,8 @@
 """Prime Agent Lab's in-kernel package.
 
 The host loads it into an agent's kernel and calls `configure(...)`; it binds the kernel API
-names (`history` now; `rlm`, `agent_message`, ... arrive with later features) into the user
-namespace. It never imports the host package: everything goes over the bridge.
+names (`history`, `agent_message`, `agent_observe`; `rlm`, ... arrive with later features) into
+the user namespace. It never imports the host package: everything goes over the bridge.
 """
 
 from __future__ import annotations
@@ -11,14 +11,18 @@ from typing import Any
 
 from .bridge import BridgeClient, BridgeError
 from .history import Entry, History
+from .messaging import AgentMessage, AgentObserve, Record
 from .rlm import RLM, Subagent, SubagentHandle, show_link
 
 __all__ = [
     "RLM",
+    "AgentMessage",
+    "AgentObserve",
     "BridgeClient",
     "BridgeError",
     "Entry",
     "History",
+    "Record",
     "Subagent",
     "SubagentHandle",
     "configure",
@@ -41,6 +45,10 @@ def _fetch_history() -> list[dict[str, Any]]:
     return client().call("history.get")
 
 
+async def _call(op: str, payload: dict[str, Any]) -> Any:
+    return await client().acall(op, payload)
+
+
 def _kernel_key(shell: Any) -> bytes:
     return bytes(shell.kernel.session.key)
 
@@ -50,11 +58,17 @@ async def _call(op: str, payload: dict[str, Any]) -> Any:
 
 
 def _bind_names(shell: Any) -> None:
-    """Bind the kernel API. `agent_history` always; `history` and `rlm` unless the user has a
-    variable of that name of their own (a Keras `history`, say), which is left alone."""
+    """Bind the kernel API names; a user's own variable of the same name is left alone
+    (`history` is also `agent_history`, as researchers often have a `history` of their own)."""
     record = History(_fetch_history)
     names: dict[str, Any] = {"agent_history": record}
-    for name, value in (("history", record), ("rlm", RLM(_call, show_link))):
+    ours: dict[str, Any] = {
+        "history": record,
+        "agent_message": AgentMessage(_call),
+        "agent_observe": AgentObserve(_call),
+        "rlm": RLM(_call, show_link),
+    }
+    for name, value in ours.items():
         existing = shell.user_ns.get(name)
         if existing is None or isinstance(existing, type(value)):
             names[name] = value

@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .agent import Agent, AgentConfig, AgentHooks, TurnOutcome
+from .agent import Agent, AgentConfig, AgentHooks, InboxMessage, TurnInProgress, TurnOutcome
 from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
 from .caller import CallerContext
 from .events import EventBus
 from .family import Family, FamilyError, Member, check_name, default_name
+from .mailbox import Mailbox
+from .message_ops import register_message_operations
 from .pending_kernel import PendingKernel
 from .ports import KernelPort, ModelProvider, NotebookPort
 from .prompts import PromptSettings, build_system_prompt
@@ -74,6 +76,10 @@ class RuntimeSettings:
     agent: AgentConfig
     max_depth: int = 1  # 1: roots spawn children, children do not spawn
     max_task_chars: int = 100_000
+    message_max_bytes: int = 16 * 1024  # one agent message, after stripping
+    message_max_pending: int = 20  # messages waiting for one target
+    message_rate_per_second: float = 3.0  # per sender->target pair (a token bucket)
+    message_rate_burst: int = 3
 
 
 TASK_LABEL = "[task from parent]"
@@ -103,6 +109,9 @@ class AgentRuntime:
         self._prompts: dict[str, tuple[RuntimeSettings, str]] = {}
         self._admitting: set[tuple[str, str]] = set()  # (parent, name) of spawns under way
         self._loading: dict[str, asyncio.Lock] = {}  # sub-agents being opened from disk
+        self._notices: dict[str, list[InboxMessage]] = {}  # children's notices for a parent
+        self.mailbox = Mailbox(self)
+        register_message_operations(self)
 
     # ------------------------------------------------------------ sessions and agents
 
@@ -206,13 +215,23 @@ class AgentRuntime:
         self.agents[session.session_id] = agent
         if kernel.kernel_id:
             self.bind_kernel(agent, kernel)
+        self.mailbox.agent_started(agent)
         return agent, recovered
 
     def _hooks_for(self, session: SessionLog) -> AgentHooks:
         return AgentHooks(
+            inbox=self._inbox_for(session.session_id),
             system_prompt=lambda: self.system_prompt(session.session_id),
             turn_ended=self._turn_ended,
         )
+
+    def _inbox_for(self, session_id: str) -> Callable[[], list[InboxMessage]]:
+        messages = self.mailbox.inbox_for(session_id)
+
+        def take() -> list[InboxMessage]:
+            return [*self._notices.pop(session_id, []), *messages()]
+
+        return take
 
     def system_prompt(self, session_id: str) -> str:
         """The base prompt, what this agent may spawn, and a sub-agent's doctrine."""
@@ -239,8 +258,14 @@ class AgentRuntime:
         )
 
     def _turn_ended(self, agent: Agent, outcome: TurnOutcome) -> None:
-        """What follows a turn: a sub-agent's parent learns how its task ended."""
+        """What follows a turn: a sub-agent's parent learns how its task ended; the messages
+        that waited for the turn to end start the next."""
         self._report_to_parent(agent, outcome)
+        self.mailbox.turn_ended(agent)
+        waiting = self._notices.get(agent.session_id)
+        if waiting and not agent.running and not self.mailbox.closed:
+            first = waiting.pop(0)  # the rest enter that turn at its first model call
+            agent.start_turn(first.text, first.fields)
 
     def _report_to_parent(self, child: Agent, outcome: TurnOutcome) -> None:
         member = self.family.member(child.session_id)
@@ -253,16 +278,37 @@ class AgentRuntime:
         if parent is None:
             return
         if status == "completed":
-            parent.notice(
-                "child_completed",
+            kind = "child_completed"
+            text = (
                 f"Sub-agent {member.name!r} finished its task without replying. Its last "
-                f"answer: {summary or '(no text)'}",
+                f"answer: {summary or '(no text)'}"
             )
         elif status == "error":
-            parent.notice(
-                "child_error",
-                f"Sub-agent {member.name!r} failed: {outcome.error or outcome.stop_reason}",
-            )
+            kind = "child_error"
+            text = f"Sub-agent {member.name!r} failed: {outcome.error or outcome.stop_reason}"
+        else:
+            return
+        parent.notice(kind, text)
+        self._tell(parent, child, member, f"[notice] {text}")
+
+    def _tell(self, parent: Agent, child: Agent, member: Member, text: str) -> None:
+        """A child's notice reaches its parent's model like a message from that child: in the
+        running turn at its next model call, or as a new turn when the parent is idle."""
+        fields = {
+            "message_id": f"notice_{secrets.token_hex(8)}",
+            "from_session_id": child.session_id,
+            "from_name": member.name,
+            "relationship": "child",
+            "composed": now_iso(),
+            "mode": "auto",
+        }
+        if not parent.running and not self.mailbox.closed:
+            try:
+                parent.start_turn(text, fields)
+                return
+            except TurnInProgress:
+                pass
+        self._notices.setdefault(parent.session_id, []).append(InboxMessage(text, fields))
 
     def agent(self, session_id: str) -> Agent | None:
         return self.agents.get(session_id)
@@ -495,6 +541,7 @@ class AgentRuntime:
             self.detach(child)
             await self._release_kernel(child.kernel)
         self.family.mark_deleted(member.session_id, self.repository.directory(member.session_id))
+        self.mailbox.target_deleted(member.session_id)
         return {"rlm_child_id": member.session_id, "name": member.name, "deleted": True}
 
     async def _release_kernel(self, kernel: KernelPort) -> None:
@@ -581,6 +628,7 @@ class AgentRuntime:
         await asyncio.gather(*(agent.stop() for agent in list(self.agents.values())))
 
     async def shutdown(self) -> None:
+        self.mailbox.close()  # stopping a turn must not start one for a waiting message
         for agent in list(self.agents.values()):
             await agent.stop()
             await close_provider(agent.provider)

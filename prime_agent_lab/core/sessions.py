@@ -22,6 +22,9 @@ from .messages import ImagePart, Message, ToolCall
 from .text import json_type, shorten
 
 SESSION_FILE = "session.jsonl"
+TOLD_AS_MESSAGES = frozenset({"child_completed", "child_error"})
+"""Notice kinds the model reads as a message from the sub-agent (runtime `_tell`), not folded
+into the next user message."""
 FORMAT_VERSION = 1
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 
@@ -334,7 +337,7 @@ class _ContextBuilder:
             self.messages.append(Message(role="user", text=text))
         elif kind == "turn_end":
             self.in_turn = False
-        elif kind == "notice" and not self.in_turn:
+        elif kind == "notice" and not self.in_turn and entry.get("kind") not in TOLD_AS_MESSAGES:
             self.notices.append(str(entry.get("text", "")))
         elif kind == "agent_message":  # taken into a running turn between two model calls
             self._settle()

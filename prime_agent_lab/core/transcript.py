@@ -18,6 +18,7 @@ _HISTORY_TYPES = {
     "error",
     "notice",
     "agent_message",
+    "message_sent",
     "child_spawned",
 }
 

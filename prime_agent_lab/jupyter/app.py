@@ -226,6 +226,7 @@ class PrimeAgentLab(ExtensionApp):
             self.serverapp, SessionRepository(sessions_dir), settings, self._make_provider
         )
         self.settings["prime_agent_host"] = self.host
+        self.host.runtime.mailbox.recover()  # messages queued before a restart wait again
         self._configure_server_created_rooms()
         self.log.info(
             "Prime Agent Lab: provider %s, model %s, sessions in %s",

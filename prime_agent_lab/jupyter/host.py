@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import posixpath
 from collections.abc import Callable
@@ -164,7 +165,9 @@ class AgentHost:
     @settings.setter
     def settings(self, settings: HostSettings) -> None:
         self._settings = settings
-        self.runtime.settings = RuntimeSettings(agent=settings.agent, max_depth=settings.max_depth)
+        self.runtime.settings = dataclasses.replace(
+            self.runtime.settings, agent=settings.agent, max_depth=settings.max_depth
+        )
 
     @property
     def agents(self) -> dict[str, Agent]:

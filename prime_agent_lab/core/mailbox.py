@@ -1,0 +1,707 @@
+"""Messages between the agents of one family: the router and the mailboxes of one runtime.
+
+An agent reaches its parent, its siblings (all roots are siblings of each other; only loaded roots
+count, as old root sessions pile up on disk) and its direct children. The sender is always the
+calling agent, proved by the bridge; nothing in a payload can name another sender.
+
+A message is written to the target's `mailbox.jsonl` before anything else happens to it, then:
+- target idle: it starts a turn at once (receipt `delivered`);
+- target busy: `steer` (and `auto`) wait for the target's next model-call boundary, where the
+  loop's `inbox` hook takes them; `follow_up` waits until the target's run ends and then starts
+  the next turn (all follow-ups waiting then are delivered in that one turn, in order);
+- target not loaded: it waits on disk and in memory until the target is loaded.
+A message counts as delivered once its entry (`user_message` or `agent_message`, carrying its
+`message_id`) is in the target's log; the mailbox marks it `taken` only after that entry was
+written, so recovery after a crash re-queues exactly the messages whose entry is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from .agent import Agent, InboxMessage, TurnInProgress
+from .events import Event
+from .family import Family, FamilyError, Member
+from .sessions import SessionError, now_iso
+from .text import json_type, shorten
+from .wire import DeliveryMode, Relationship
+
+if TYPE_CHECKING:
+    from .runtime import AgentRuntime
+
+log = logging.getLogger(__name__)
+
+MAILBOX_FILE = "mailbox.jsonl"
+REACH = "Agent reach is limited to parent, siblings and children"
+ROLES: tuple[Relationship, ...] = get_args(Relationship)
+MODES: tuple[DeliveryMode, ...] = get_args(DeliveryMode)
+DeliveryStatus = Literal["delivered", "queued", "failed"]
+
+_INVERSE: dict[Relationship, Relationship] = {
+    "parent": "child",
+    "child": "parent",
+    "sibling": "sibling",
+}
+
+
+class MessageRefused(FamilyError):
+    """A send the mailbox refuses (size, rate, pending limit); nothing was sent."""
+
+
+# ---------------------------------------------------------------- who can reach whom
+
+
+@dataclass(frozen=True)
+class Relative:
+    """A family member as one agent sees it."""
+
+    relationship: Relationship  # from the viewer's side: "parent" is the viewer's parent
+    member: Member
+    name: str  # a child's name; a root is known by its notebook path
+
+
+def member_name(member: Member, loaded: Mapping[str, str]) -> str:
+    """A child's name, or a root's notebook path (where it is now, when it is loaded)."""
+    return member.name or loaded.get(member.session_id) or member.notebook_path
+
+
+def relatives(family: Family, viewer_id: str, loaded: Mapping[str, str]) -> list[Relative]:
+    """The viewer's nuclear family: parent, siblings and direct children. `loaded` maps the
+    loaded agents' session ids to their notebook paths; only loaded roots count as siblings."""
+    me = family.member(viewer_id)
+    if me is None:
+        raise FamilyError(404, f"session {viewer_id} is not in the agent family")
+    out: list[Relative] = []
+    if me.parent_session_id is not None:
+        parent = family.member(me.parent_session_id)
+        if parent is not None:
+            out.append(Relative("parent", parent, member_name(parent, loaded)))
+    roots = set(loaded) if me.parent_session_id is None else None
+    for sibling in family.siblings(viewer_id, roots=roots):
+        out.append(Relative("sibling", sibling, member_name(sibling, loaded)))
+    for child in family.children(viewer_id):
+        out.append(Relative("child", child, member_name(child, loaded)))
+    return out
+
+
+def resolve_receiver(
+    family: Family,
+    sender_id: str,
+    loaded: Mapping[str, str],
+    role: object,
+    name: object = None,
+) -> Relative:
+    """The one family member `role` and `name` point at, from the sender's side, or a clear
+    FamilyError: a role that is not one, a missing name, the sender itself, or anyone outside the
+    nuclear family."""
+    if role not in ROLES:
+        raise FamilyError(
+            400,
+            'receiver_role must be "parent", "sibling" or "child" (or "all" to broadcast), '
+            f"not {shorten(role, 40)}",
+        )
+    if name is not None and not isinstance(name, str):
+        raise FamilyError(400, f"receiver_name must be a string, not {json_type(name)}")
+    me = family.member(sender_id)
+    if me is None:
+        raise FamilyError(404, f"session {sender_id} is not in the agent family")
+    family_now = relatives(family, sender_id, loaded)
+    if role == "parent":
+        return _the_parent(family_now, name)
+    if not name:
+        raise FamilyError(400, f'receiver_name is required for receiver_role="{role}"')
+    if name in (me.session_id, member_name(me, loaded)):
+        raise FamilyError(400, "an agent cannot send a message to itself")
+    matches = [r for r in family_now if name in (r.name, r.member.session_id)]
+    exact = [r for r in matches if r.relationship == role]
+    if len(exact) == 1:
+        return exact[0]
+    if len(exact) > 1:
+        ids = ", ".join(r.member.session_id for r in exact)
+        raise FamilyError(409, f'several {role}s are named "{name}" ({ids}): use the session id')
+    if matches:
+        actual = matches[0]
+        raise FamilyError(
+            404,
+            f'"{name}" is your {actual.relationship}, not your {role}; use '
+            f'receiver_role="{actual.relationship}"',
+        )
+    same_role = ", ".join(f'"{r.name}"' for r in family_now if r.relationship == role)
+    yours = f"your {role}s: {same_role}" if same_role else f"you have no {role}s"
+    raise FamilyError(404, f'{REACH}: no {role} named "{shorten(name, 80)}" ({yours})')
+
+
+def _the_parent(family_now: list[Relative], name: str | None) -> Relative:
+    parent = next((r for r in family_now if r.relationship == "parent"), None)
+    if parent is None:
+        raise FamilyError(
+            404,
+            "this agent is a root: it has no parent (other roots are its siblings: use "
+            'receiver_role="sibling")',
+        )
+    if name and name not in (parent.name, parent.member.session_id, "parent"):
+        raise FamilyError(404, f'{REACH}: your parent is "{parent.name}", not "{shorten(name)}"')
+    return parent
+
+
+def resolve_relative(
+    family: Family, viewer_id: str, loaded: Mapping[str, str], target: object
+) -> Relative:
+    """A family member named by name, session id or "parent" (for `agent_observe`)."""
+    if not isinstance(target, str) or not target:
+        raise FamilyError(400, "target must be a name or a session id")
+    family_now = relatives(family, viewer_id, loaded)
+    if target == "parent":
+        return _the_parent(family_now, None)
+    found = [r for r in family_now if target in (r.name, r.member.session_id)]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        ids = ", ".join(r.member.session_id for r in found)
+        raise FamilyError(409, f'several family members are named "{target}" ({ids})')
+    if target == viewer_id:
+        raise FamilyError(400, "that is this agent itself")
+    raise FamilyError(404, f'{REACH}: no family member named "{shorten(target, 80)}"')
+
+
+# ---------------------------------------------------------------- messages and receipts
+
+
+@dataclass
+class Mail:
+    """One message on its way: everything the receiver will read, and whom it was for."""
+
+    message_id: str
+    to_session_id: str
+    to_name: str
+    from_session_id: str
+    from_name: str
+    relationship: Relationship  # the sender, seen from the receiver
+    composed: str
+    mode: DeliveryMode
+    body: str
+    released: bool = False  # a follow-up whose wait is over: its target's run ended
+
+    @property
+    def text(self) -> str:
+        """What the receiver's model reads."""
+        header = (
+            f'[message from {self.relationship} "{self.from_name}", written {self.composed}, '
+            f"id {self.message_id}]"
+        )
+        return f"{header}\n{self.body}"
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The fields of the receiver's entry and event (`TurnStartedEvent`,
+        `AgentMessageEvent` in wire.py)."""
+        return {
+            "message_id": self.message_id,
+            "from_session_id": self.from_session_id,
+            "from_name": self.from_name,
+            "relationship": self.relationship,
+            "composed": self.composed,
+            "mode": self.mode,
+        }
+
+    @property
+    def enters_running_turn(self) -> bool:
+        """Taken at the target's next model-call boundary (else: when its run ends)."""
+        return self.mode != "follow_up" or self.released
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "type": "queued",
+            "ts": now_iso(),
+            "message_id": self.message_id,
+            "to_session_id": self.to_session_id,
+            "to_name": self.to_name,
+            "from_session_id": self.from_session_id,
+            "from_name": self.from_name,
+            "relationship": self.relationship,
+            "composed": self.composed,
+            "mode": self.mode,
+            "body": self.body,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Mail | None:
+        try:
+            mail = cls(**{k: record[k] for k in _MAIL_FIELDS})
+        except (KeyError, TypeError):
+            return None
+        text_fields = [getattr(mail, k) for k in _MAIL_FIELDS]
+        if not all(isinstance(v, str) for v in text_fields):
+            return None
+        if mail.relationship not in ROLES or mail.mode not in MODES:
+            return None
+        return mail
+
+
+_MAIL_FIELDS = (
+    "message_id",
+    "to_session_id",
+    "to_name",
+    "from_session_id",
+    "from_name",
+    "relationship",
+    "composed",
+    "mode",
+    "body",
+)
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What the sender gets back: its message's id, whom it went to and how far it got."""
+
+    message_id: str | None
+    target: str
+    target_session_id: str
+    relationship: Relationship  # the target, seen from the sender
+    mode: DeliveryMode
+    delivery_status: DeliveryStatus
+    time: str
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "message_id": self.message_id,
+            "target": self.target,
+            "target_session_id": self.target_session_id,
+            "relationship": self.relationship,
+            "mode": self.mode,
+            "delivery_status": self.delivery_status,
+            "time": self.time,
+            "error": self.error,
+        }
+
+
+@dataclass
+class _Bucket:
+    """A token bucket: `burst` sends at once, refilled at `rate` per second."""
+
+    tokens: float
+    updated: float
+
+    def take(self, now: float, rate: float, burst: int) -> bool:
+        self.tokens = min(float(burst), self.tokens + (now - self.updated) * rate)
+        self.updated = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+    def refund(self, burst: int) -> None:
+        self.tokens = min(float(burst), self.tokens + 1.0)
+
+    def wait(self, rate: float) -> float:
+        return max(0.0, (1.0 - self.tokens) / rate) if rate > 0 else float("inf")
+
+
+@dataclass
+class _Backlog:
+    """What one mailbox file holds: messages in order, and which are closed (taken, dropped)."""
+
+    queued: dict[str, Mail] = field(default_factory=dict)
+    closed: set[str] = field(default_factory=set)
+
+    @property
+    def open(self) -> list[Mail]:
+        return [m for i, m in self.queued.items() if i not in self.closed]
+
+
+# ---------------------------------------------------------------- the router
+
+
+class Mailbox:
+    """The mailboxes of one runtime's agents, and the rules for reaching them."""
+
+    def __init__(self, runtime: AgentRuntime, clock: Callable[[], float] = time.monotonic) -> None:
+        self._runtime = runtime
+        self.clock = clock
+        self._pending: dict[str, list[Mail]] = {}  # target session id -> messages, in order
+        self._buckets: dict[tuple[str, str], _Bucket] = {}
+        self._closed = False
+
+    # ------------------------------------------------------------ reading the family
+
+    def loaded(self) -> dict[str, str]:
+        """Loaded agents' session ids and where their notebooks are now."""
+        return {sid: a.session.notebook_path for sid, a in self._runtime.agents.items()}
+
+    def relatives(self, agent: Agent) -> list[Relative]:
+        return relatives(self._runtime.family, agent.session_id, self.loaded())
+
+    def pending(self, session_id: str) -> int:
+        """Messages waiting for `session_id` (not yet in its log)."""
+        return len(self._pending.get(session_id, ()))
+
+    def has_pending(self) -> bool:
+        return any(self._pending.values())
+
+    # ------------------------------------------------------------ sending
+
+    def send(
+        self,
+        sender: Agent,
+        message: object,
+        receiver_role: object,
+        receiver_name: object = None,
+        mode: object = "auto",
+    ) -> Receipt:
+        """Send `message` from `sender` (the verified caller) to one family member. Never waits
+        for the target. Raises FamilyError (MessageRefused for the limits): nothing was sent."""
+        body = self._checked_body(message)
+        checked_mode = _checked_mode(mode)
+        target = resolve_receiver(
+            self._runtime.family, sender.session_id, self.loaded(), receiver_role, receiver_name
+        )
+        return self._send_to(sender, target, body, checked_mode)
+
+    def broadcast(self, sender: Agent, message: object, mode: object = "auto") -> list[Receipt]:
+        """`message` to every family member, one receipt each; one member's failure (a limit, a
+        deleted target) is its receipt's `error` and does not stop the others."""
+        body = self._checked_body(message)
+        checked_mode = _checked_mode(mode)
+        receipts = []
+        for target in self.relatives(sender):
+            try:
+                receipts.append(self._send_to(sender, target, body, checked_mode))
+            except FamilyError as exc:
+                receipts.append(
+                    Receipt(
+                        message_id=None,
+                        target=target.name,
+                        target_session_id=target.member.session_id,
+                        relationship=target.relationship,
+                        mode=checked_mode,
+                        delivery_status="failed",
+                        time=now_iso(),
+                        error=exc.message,
+                    )
+                )
+        return receipts
+
+    def _checked_body(self, message: object) -> str:
+        if not isinstance(message, str):
+            raise MessageRefused(400, f"message must be text (a str), not {json_type(message)}")
+        body = message.strip()
+        if not body:
+            raise MessageRefused(400, "the message is empty")
+        size, limit = len(body.encode("utf-8")), self._runtime.settings.message_max_bytes
+        if size > limit:
+            raise MessageRefused(
+                413,
+                f"the message is {size:,} bytes; the limit is {limit:,} bytes "
+                f"({limit / 1024:g} KiB). Put long content in a file and send its path. "
+                "Nothing was sent.",
+            )
+        return body
+
+    def _send_to(self, sender: Agent, target: Relative, body: str, mode: DeliveryMode) -> Receipt:
+        if self._closed:
+            raise MessageRefused(503, "the host is shutting down; nothing was sent")
+        target_id = target.member.session_id
+        bucket = self._take_token(sender.session_id, target)
+        self._check_room(target)
+        mail = Mail(
+            message_id=f"msg_{secrets.token_hex(8)}",
+            to_session_id=target_id,
+            to_name=target.name,
+            from_session_id=sender.session_id,
+            from_name=member_name(self._sender_member(sender), self.loaded()),
+            relationship=_INVERSE[target.relationship],
+            composed=now_iso(),
+            mode=mode,
+            body=body,
+        )
+        try:
+            self._write(target_id, mail.record())
+            status = self._deliver(mail)
+        except Exception:
+            bucket.refund(self._runtime.settings.message_rate_burst)
+            raise
+        receipt = Receipt(
+            message_id=mail.message_id,
+            target=target.name,
+            target_session_id=target_id,
+            relationship=target.relationship,
+            mode=mode,
+            delivery_status=status,
+            time=mail.composed,
+        )
+        self._record_sent(sender, mail, receipt)
+        return receipt
+
+    def _sender_member(self, sender: Agent) -> Member:
+        member = self._runtime.family.member(sender.session_id)
+        if member is None:
+            raise FamilyError(404, f"session {sender.session_id} is not in the agent family")
+        return member
+
+    def _take_token(self, sender_id: str, target: Relative) -> _Bucket:
+        settings = self._runtime.settings
+        rate, burst = settings.message_rate_per_second, settings.message_rate_burst
+        now = self.clock()
+        key = (sender_id, target.member.session_id)
+        bucket = self._buckets.setdefault(key, _Bucket(float(burst), now))
+        if not bucket.take(now, rate, burst):
+            raise MessageRefused(
+                429,
+                f'too many messages to {target.relationship} "{target.name}": at most {burst} '
+                f"at once and {rate:g} per second to one agent; try again in "
+                f"{bucket.wait(rate):.2f} s. Nothing was sent.",
+            )
+        return bucket
+
+    def _check_room(self, target: Relative) -> None:
+        waiting, limit = self.pending(target.member.session_id), self._runtime.settings
+        if waiting >= limit.message_max_pending:
+            raise MessageRefused(
+                429,
+                f'{target.relationship} "{target.name}" already has {waiting} messages waiting '
+                f"(the limit is {limit.message_max_pending}); wait until it has taken them. "
+                "Nothing was sent.",
+            )
+
+    def _record_sent(self, sender: Agent, mail: Mail, receipt: Receipt) -> None:
+        fields: dict[str, Any] = {
+            "message_id": mail.message_id,
+            "to_session_id": mail.to_session_id,
+            "to_name": mail.to_name,
+            "relationship": receipt.relationship,
+            "mode": mail.mode,
+            "delivery_status": receipt.delivery_status,
+            "text": mail.body,
+        }
+        if sender.running:
+            fields["turn"] = sender.session.turns()
+        sender.session.append("message_sent", **fields)
+
+    # ------------------------------------------------------------ delivering
+
+    def _deliver(self, mail: Mail) -> DeliveryStatus:
+        """Hand `mail` to its target now if it is idle, else keep it waiting."""
+        target_id = mail.to_session_id
+        self._pending.setdefault(target_id, []).append(mail)
+        agent = self._runtime.agents.get(target_id)
+        if agent is None:
+            self._runtime.spawn(self._load_and_deliver(target_id))
+            return "queued"
+        started = self._start_next_turn(agent)
+        return "delivered" if started is mail else "queued"
+
+    def _start_next_turn(self, agent: Agent) -> Mail | None:
+        """If `agent` is idle and has messages waiting, start its next turn with the first one;
+        the others waiting then enter that turn at its first model call. Returns the first."""
+        waiting = self._pending.get(agent.session_id)
+        if self._closed or not waiting or agent.running:
+            return None
+        first = waiting[0]
+        try:
+            agent.start_turn(first.text, first.fields)
+        except TurnInProgress:
+            return None
+        waiting.pop(0)
+        for mail in waiting:
+            mail.released = True
+        return first
+
+    async def _load_and_deliver(self, target_id: str) -> None:
+        """Bring a target that is not loaded back, then deliver; a target that cannot be loaded
+        now keeps its messages queued (on disk too) until it is."""
+        try:
+            agent = await self._runtime.ensure_loaded(target_id)
+        except FamilyError as exc:
+            log.info("messages for %s stay queued: %s", target_id, exc.message)
+            return
+        except Exception:
+            log.warning("loading %s for its messages failed", target_id, exc_info=True)
+            return
+        self._start_next_turn(agent)
+
+    def inbox_for(self, session_id: str) -> Callable[[], list[InboxMessage]]:
+        """The loop's `inbox` hook of one agent: the messages that enter its running turn."""
+
+        def take() -> list[InboxMessage]:
+            waiting = self._pending.get(session_id)
+            if not waiting:
+                return []
+            taken = [m for m in waiting if m.enters_running_turn]
+            if taken:
+                self._pending[session_id] = [m for m in waiting if not m.enters_running_turn]
+            return [InboxMessage(m.text, m.fields) for m in taken]
+
+        return take
+
+    def turn_ended(self, agent: Agent) -> None:
+        """The loop's turn ended: follow-ups (and steers that came too late) start the next."""
+        self._start_next_turn(agent)
+
+    def agent_started(self, agent: Agent) -> None:
+        """An agent was loaded: mark messages taken once their entry is in its log, and deliver
+        what waited for it (on the next loop step, after its host finished setting it up)."""
+        agent.events.add_listener(self._confirm_taken(agent))
+        self._runtime.spawn(self._deliver_soon(agent))
+
+    async def _deliver_soon(self, agent: Agent) -> None:
+        if self._runtime.agents.get(agent.session_id) is agent:
+            self._start_next_turn(agent)
+
+    def _confirm_taken(self, agent: Agent) -> Callable[[Event], None]:
+        def listener(event: Event) -> None:
+            message_id = event.get("message_id")
+            if event["type"] in ("turn_started", "agent_message") and message_id:
+                self._write(agent.session_id, {"type": "taken", "message_id": message_id})
+
+        return listener
+
+    # ------------------------------------------------------------ undeliverable
+
+    def target_deleted(self, session_id: str) -> None:
+        """`session_id` was deleted: each message still waiting for it tells its sender."""
+        for mail in self._pending.pop(session_id, []):
+            self._undeliverable(mail, "it was deleted")
+
+    def _undeliverable(self, mail: Mail, reason: str) -> None:
+        """Tell the sender once (a notice naming the message id), then close the message."""
+        text = (
+            f'Your message {mail.message_id} to {_INVERSE[mail.relationship]} "{mail.to_name}" '
+            f'can never be delivered: {reason}. It said: "{shorten(mail.body, 120)}"'
+        )
+        sender = self._runtime.agents.get(mail.from_session_id)
+        try:
+            if sender is not None:
+                if not _told(sender.session.entries, mail.message_id):
+                    sender.notice("message_undeliverable", text)
+            else:
+                session = self._runtime.repository.load(mail.from_session_id)
+                if not _told(session.entries, mail.message_id):
+                    session.append("notice", kind="message_undeliverable", text=text)
+        except SessionError as exc:
+            log.warning(
+                "cannot tell %s about message %s: %s", mail.from_session_id, mail.message_id, exc
+            )
+        self._write(
+            mail.to_session_id, {"type": "dropped", "message_id": mail.message_id, "reason": reason}
+        )
+
+    # ------------------------------------------------------------ disk
+
+    def _file(self, session_id: str) -> Path:
+        return self._runtime.repository.directory(session_id) / MAILBOX_FILE
+
+    def _write(self, session_id: str, record: dict[str, Any]) -> None:
+        record.setdefault("ts", now_iso())
+        with self._file(session_id).open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def recover(self) -> int:
+        """At runtime start: re-queue every message that was queued and whose entry is not in
+        its target's log (delivered once, never twice); a message whose target was deleted
+        tells its sender. Returns how many messages wait now."""
+        family = self._runtime.family
+        family.refresh()
+        for directory in self._runtime.repository.root.iterdir():
+            if (directory / MAILBOX_FILE).is_file():
+                self._recover_target(directory.name)
+        return sum(len(v) for v in self._pending.values())
+
+    def _recover_target(self, target_id: str) -> None:
+        backlog = _read_backlog(self._file(target_id))
+        known = {m.message_id for m in self._pending.get(target_id, ())}
+        waiting = [m for m in backlog.open if m.message_id not in known]
+        if not waiting:
+            return
+        delivered = self._delivered_ids(target_id)
+        for mail in waiting:
+            if mail.message_id in delivered:
+                self._write(target_id, {"type": "taken", "message_id": mail.message_id})
+            elif self._runtime.family.is_deleted(target_id):
+                self._undeliverable(mail, "it was deleted")
+            else:
+                self._pending.setdefault(target_id, []).append(mail)
+
+    def _delivered_ids(self, target_id: str) -> set[str]:
+        agent = self._runtime.agents.get(target_id)
+        try:
+            entries = (
+                agent.session.entries
+                if agent is not None
+                else self._runtime.repository.read(target_id).entries
+            )
+        except SessionError:
+            return set()
+        return {
+            e["message_id"]
+            for e in entries
+            if isinstance(e.get("message_id"), str)
+            and e["type"] in ("user_message", "agent_message")
+        }
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """The runtime shuts down: no new turns start; queued messages stay on disk."""
+        self._closed = True
+
+
+def _checked_mode(mode: object) -> DeliveryMode:
+    if mode is None:
+        return "auto"
+    if mode not in MODES:
+        raise FamilyError(
+            400, f'mode must be "auto", "steer" or "follow_up", not {shorten(mode, 40)}'
+        )
+    return mode  # type: ignore[return-value]
+
+
+def _told(entries: list[dict[str, Any]], message_id: str) -> bool:
+    return any(
+        e["type"] == "notice"
+        and e.get("kind") == "message_undeliverable"
+        and message_id in str(e.get("text", ""))
+        for e in entries
+    )
+
+
+def _read_backlog(file: Path) -> _Backlog:
+    backlog = _Backlog()
+    for record in _records(file):
+        kind, message_id = record.get("type"), record.get("message_id")
+        if not isinstance(message_id, str):
+            continue
+        if kind == "queued":
+            mail = Mail.from_record(record)
+            if mail is not None:
+                backlog.queued[message_id] = mail
+        elif kind in ("taken", "dropped"):
+            backlog.closed.add(message_id)
+    return backlog
+
+
+def _records(file: Path) -> Iterator[dict[str, Any]]:
+    """The file's records; a torn line (a crash mid-write) is skipped."""
+    try:
+        raw = file.read_bytes()
+    except OSError:
+        return
+    for line in raw.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        if isinstance(record, dict):
+            yield record

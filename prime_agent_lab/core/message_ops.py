@@ -1,0 +1,140 @@
+"""Bridge operations of `agent_message` and `agent_observe` (the kernel's messaging API).
+
+The caller is the agent whose kernel signed the request (`CallerContext`); a payload never names
+the sender. Observing is read-only and has the same reach as messaging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from .bridge import BridgeError, payload_number
+from .family import FamilyError
+from .mailbox import Relative, resolve_relative
+from .sessions import SessionError, SessionLog
+from .text import shorten
+
+if TYPE_CHECKING:
+    from .runtime import AgentRuntime, CallerContext
+
+RECENT_TYPES = ("user_message", "agent_message", "assistant_message", "message_sent")
+MAX_RECENT = 100
+PREVIEW_CHARS = 500
+
+
+def register_message_operations(runtime: AgentRuntime) -> None:
+    ops: dict[str, Callable[[CallerContext, dict[str, Any]], Awaitable[Any]]] = {
+        "agent_message.send": send,
+        "agent_message.list_agents": list_agents,
+        "agent_observe.get_agent": get_agent,
+        "agent_observe.recent_messages": recent_messages,
+    }
+    for name, handler in ops.items():
+        runtime.operation(name, _family_errors_answered(handler))
+
+
+def _family_errors_answered(
+    handler: Callable[[CallerContext, dict[str, Any]], Awaitable[Any]],
+) -> Callable[[CallerContext, dict[str, Any]], Awaitable[Any]]:
+    async def call(context: CallerContext, payload: dict[str, Any]) -> Any:
+        try:
+            return await handler(context, payload)
+        except FamilyError as exc:
+            raise BridgeError(exc.status, exc.message) from None
+
+    return call
+
+
+async def send(context: CallerContext, payload: dict[str, Any]) -> Any:
+    """`{message, receiver_role, receiver_name?, mode?}`; `receiver_role: "all"` broadcasts.
+    Any `from`/`sender` key is ignored: the sender is the caller."""
+    mailbox = context.runtime.mailbox
+    role, mode = payload.get("receiver_role"), payload.get("mode", "auto")
+    if role == "all":
+        receipts = mailbox.broadcast(context.agent, payload.get("message"), mode)
+        return [r.as_dict() for r in receipts]
+    receipt = mailbox.send(
+        context.agent, payload.get("message"), role, payload.get("receiver_name"), mode
+    )
+    return receipt.as_dict()
+
+
+async def list_agents(context: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The caller's family: relationship, name, session id, notebook and status."""
+    return [_summary(context.runtime, r) for r in context.runtime.mailbox.relatives(context.agent)]
+
+
+async def get_agent(context: CallerContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """One family member's state: status, task, model, turns, messages waiting, last answer."""
+    runtime = context.runtime
+    relative = _target(context, payload)
+    session = await _session_of(runtime, relative.member.session_id)
+    last = session.last_of("turn_end")
+    return {
+        **_summary(runtime, relative),
+        "task": relative.member.task,
+        "model": relative.member.model,
+        "depth": relative.member.depth,
+        "turns": session.turns(),
+        "pending_messages": runtime.mailbox.pending(relative.member.session_id),
+        "last_answer": shorten(str(last.get("final_text", "")), PREVIEW_CHARS) if last else "",
+        "last_stop_reason": last.get("stop_reason") if last else None,
+        "updated": session.entries[-1]["ts"] if session.entries else session.header.get("created"),
+    }
+
+
+async def recent_messages(context: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The newest `limit` messages of a family member's transcript (its user and agent
+    messages, its answers and the messages it sent), oldest first."""
+    limit = int(payload_number(payload, "limit", default=8, minimum=1, maximum=MAX_RECENT))
+    relative = _target(context, payload)
+    session = await _session_of(context.runtime, relative.member.session_id)
+    found = [_message(e) for e in session.path() if _is_message(e)]
+    return found[-limit:]
+
+
+def _target(context: CallerContext, payload: dict[str, Any]) -> Relative:
+    runtime = context.runtime
+    return resolve_relative(
+        runtime.family, context.agent.session_id, runtime.mailbox.loaded(), payload.get("target")
+    )
+
+
+def _summary(runtime: AgentRuntime, relative: Relative) -> dict[str, Any]:
+    agent = runtime.agents.get(relative.member.session_id)
+    status = "inactive" if agent is None else ("running" if agent.running else "idle")
+    return {
+        "relationship": relative.relationship,
+        "name": relative.name,
+        "session_id": relative.member.session_id,
+        "notebook_path": agent.session.notebook_path if agent else relative.member.notebook_path,
+        "status": status,
+    }
+
+
+async def _session_of(runtime: AgentRuntime, session_id: str) -> SessionLog:
+    agent = runtime.agents.get(session_id)
+    if agent is not None:
+        return agent.session
+    try:
+        return await asyncio.to_thread(runtime.repository.read, session_id)
+    except SessionError as exc:
+        raise FamilyError(404, str(exc)) from None
+
+
+def _is_message(entry: dict[str, Any]) -> bool:
+    if entry["type"] == "assistant_message":
+        return bool(entry.get("text"))
+    return entry["type"] in RECENT_TYPES
+
+
+def _message(entry: dict[str, Any]) -> dict[str, Any]:
+    keep = ("turn", "from_name", "relationship", "to_name", "message_id", "delivery_status")
+    return {
+        "type": entry["type"],
+        "ts": entry.get("ts"),
+        "text": str(entry.get("text", "")),
+        **{k: entry[k] for k in keep if k in entry},
+    }
