@@ -188,3 +188,52 @@ def test_stress_trial_line_says_what_happened() -> None:
     assert trial.ok and trial.line().endswith(": ok")
     assert not stress.Trial(3, 1.0, 0.5, "error", "3", "stopped").ok
     assert json.dumps(trial.cell_statuses) == '["skipped"]'
+
+
+class _SlowToWriteNotebook(FileNotebook):
+    """A notebook whose cell insert waits for a gate (a slow live document), so Stop can land
+    between the cell being written and being sent to the kernel."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.writing = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def append_code_cell(self, source: str, metadata: dict[str, Any]) -> Any:
+        self.writing.set()
+        await self.gate.wait()
+        return await super().append_code_cell(source, metadata)
+
+
+async def test_stop_while_the_agent_cell_is_being_written_never_sends_it_to_the_kernel(
+    kernel: AsyncKernelManager, tmp_path: Path, agent_script: Any
+) -> None:
+    script = agent_script([{"code": "import time\ntime.sleep(600)"}, {"text": "done"}])
+    executor = KernelExecutor(kernel, "k")
+    session = SessionRepository(tmp_path / "s").create(
+        notebook_path="nb.ipynb", provider="scripted", model="demo"
+    )
+    notebook = _SlowToWriteNotebook(tmp_path / "nb.ipynb", 100_000)
+    agent = Agent(
+        session,
+        make_provider("scripted", None, script_path=script),
+        notebook,
+        executor,
+        AgentConfig(cell_timeout=600),
+    )
+    try:
+        _, turn = agent.start_turn("go")
+        await asyncio.wait_for(notebook.writing.wait(), timeout=10)
+        stopping = asyncio.ensure_future(agent.stop())
+        await asyncio.sleep(0.05)
+        notebook.gate.set()
+        async with asyncio.timeout(10):  # the cell sleeps 600 s if it is sent
+            await stopping
+            outcome = await turn
+    finally:
+        await executor.close()
+
+    assert outcome.stop_reason == "stopped"
+    result = next(e for e in session.path() if e["type"] == "tool_result")
+    assert result["status"] == "skipped"
+    assert executor.restarts == 0

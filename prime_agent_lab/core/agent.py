@@ -118,6 +118,10 @@ class ToolArgumentsError(ValueError):
 
 
 WAITING_TEXT = "waiting for your cell to finish"
+NOT_SENT_NOTE = (
+    "[not run] The user stopped the turn while this cell was being written; it was never sent "
+    "to the kernel, so nothing in it ran."
+)
 
 RESTART_NOTICE_KINDS: dict[str, str] = {
     "agent": "kernel_restarted",
@@ -461,10 +465,11 @@ class Agent:
             except Exception:  # the cell is in the document; the room retries saving on its own
                 log.warning("saving notebook %s failed", self.notebook.path, exc_info=True)
 
-        if self._stop_requested:  # Stop arrived while the cell was being written
-            self.kernel.stop_cell()
         try:
-            result = await self.kernel.execute(code, write, self.config.cell_timeout, on_state)
+            if self._stop_requested:  # Stop arrived while the cell was being written
+                result = ExecutionResult(status="skipped", note=NOT_SENT_NOTE)
+            else:
+                result = await self.kernel.execute(code, write, self.config.cell_timeout, on_state)
         except asyncio.CancelledError:
             await close_cell(None)
             stopped = ExecutionResult(
