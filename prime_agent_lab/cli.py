@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from . import __version__
 from .core.events import Event
+from .core.sessions import TOLD_AS_MESSAGES
 from .providers import PROVIDER_NAMES
 
 DEMO_NOTEBOOK = Path(__file__).parent / "demo" / "prime-agent-demo.ipynb"
@@ -141,6 +142,16 @@ class _Printer:
             self._line(f"  retrying in {event['delay']:.1f} s ({event['message']})")
         elif kind == "error":
             self._line(f"  error: {event['message']}")
+        elif kind == "turn_started" and event.get("from_name"):
+            self._line(f"◀ {_sender(event)}\n" + _indent(_body(event["text"])))
+        elif kind == "agent_message":
+            self._line(f"◀ {_sender(event)} (during the turn)\n" + _indent(_body(event["text"])))
+        elif kind == "child_spawned":
+            self._line(f"⇢ sub-agent {event['name']}: {event['notebook_path']}")
+        elif kind == "child_status" and event["status"] != "running":
+            self._line(f"⇠ sub-agent {event['name']}: {event['status']}")
+        elif kind == "notice" and event.get("kind") not in TOLD_AS_MESSAGES:
+            self._line(f"  note: {event['text']}")
         self._write("")
 
     def _line(self, text: str) -> None:
@@ -189,6 +200,15 @@ class _Printer:
             os.dup2(devnull, self.out.fileno())
             os.close(devnull)
         self._on_closed()
+
+
+def _sender(event: Event) -> str:
+    return f"message from {event.get('relationship', '')} {event.get('from_name', '')}".strip()
+
+
+def _body(text: str) -> str:
+    """A message's text without its header line (the sender is printed above it)."""
+    return text.split("\n", 1)[1] if text.startswith("[message from") else text
 
 
 def _indent(code: str) -> str:

@@ -175,3 +175,34 @@ def test_an_older_notebook_is_upgraded_so_agent_cells_keep_it_valid(tmp_path: Pa
     nb = nbformat.read(tmp_path / "old.ipynb", as_version=4)
     nbformat.validate(nb)
     assert [c.cell_type for c in nb.cells] == ["markdown", "code"]
+
+
+def test_a_run_with_sub_agents_ends_when_the_tree_is_quiet_and_prints_their_replies(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "tree.json"
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"text": "Fanning out.", "code": "await rlm('count to three', name='counter')"},
+                    {"text": "Waiting."},
+                    {"text": "Got: {messages}"},
+                ],
+                "child": {
+                    "turns": [
+                        {
+                            "code": "await agent_message.send('{task}'.upper(), receiver_role='parent')"
+                        },
+                        {"text": "sent"},
+                    ]
+                },
+            }
+        )
+    )
+    done = cli(tmp_path, "run", "--script", str(script), "go")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "⇢ sub-agent counter: agent.agents/counter.ipynb" in lines
+    assert lines.index("◀ message from child counter") < lines.index("Got: COUNT TO THREE")
+    assert "⇠ sub-agent counter: replied" in lines
