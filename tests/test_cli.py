@@ -192,7 +192,8 @@ def test_a_run_with_sub_agents_ends_when_the_tree_is_quiet_and_prints_their_repl
                 "child": {
                     "turns": [
                         {
-                            "code": "await agent_message.send('{task}'.upper(), receiver_role='parent')"
+                            "code": "reply = '{task}'.upper()\n"
+                            "await agent_message.send(reply, receiver_role='parent')"
                         },
                         {"text": "sent"},
                     ]
