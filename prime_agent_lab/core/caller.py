@@ -1,19 +1,30 @@
 """Who is calling over the bridge, as the operations see it: the calling agent and the runtime
-that runs it, derived from the verified kernel (never from the payload)."""
+that runs it, derived from the verified kernel (never from the payload).
+
+Operation modules (`rlm_ops`, `message_ops`) and the mailbox see the runtime through the
+`TreeRuntime` protocol, so none of them imports the runtime module.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .agent import Agent
-from .sessions import SessionLog
+from .family import Family
+from .sessions import SessionLog, SessionRepository
 
 
 class TreeRuntime(Protocol):
-    """What bridge operations use of the agent-tree runtime."""
+    """What operations and the mailbox use of the agent-tree runtime (`AgentRuntime`)."""
 
+    agents: dict[str, Agent]
+    family: Family
+    repository: SessionRepository
+    settings: Any
     environment: Any
+    mailbox: Any
 
     async def spawn_child(
         self, parent: Agent, task: object, name: object = None, model: object = None
@@ -22,6 +33,10 @@ class TreeRuntime(Protocol):
     def list_children(self, parent_id: str) -> list[dict[str, Any]]: ...
 
     async def delete_child(self, parent: Agent, ref: object) -> dict[str, Any]: ...
+
+    async def ensure_loaded(self, session_id: str) -> Agent: ...
+
+    def spawn(self, awaitable: Awaitable[Any]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -33,3 +48,9 @@ class CallerContext:
     @property
     def session(self) -> SessionLog:
         return self.agent.session
+
+
+Operation = Callable[[CallerContext, dict[str, Any]], Awaitable[Any]]
+Register = Callable[[str, Operation], None]
+"""`AgentRuntime.operation`: offers an operation to agent kernels; a FamilyError it raises
+becomes a bridge error with the same status and message."""

@@ -24,17 +24,15 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, get_args
 
 from .agent import Agent, InboxMessage, TurnInProgress
+from .caller import TreeRuntime
 from .events import Event
 from .family import Family, FamilyError, Member
 from .sessions import SessionError, now_iso
 from .text import json_type, shorten
 from .wire import DeliveryMode, Relationship
-
-if TYPE_CHECKING:
-    from .runtime import AgentRuntime
 
 log = logging.getLogger(__name__)
 
@@ -324,7 +322,7 @@ class _Backlog:
 class Mailbox:
     """The mailboxes of one runtime's agents, and the rules for reaching them."""
 
-    def __init__(self, runtime: AgentRuntime, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, runtime: TreeRuntime, clock: Callable[[], float] = time.monotonic) -> None:
         self._runtime = runtime
         self.clock = clock
         self._pending: dict[str, list[Mail]] = {}  # target session id -> messages, in order

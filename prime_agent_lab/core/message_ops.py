@@ -7,44 +7,30 @@ the sender. Observing is read-only and has the same reach as messaging.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .bridge import BridgeError, payload_number
+from .bridge import payload_number
+from .caller import CallerContext, Operation, Register, TreeRuntime
 from .family import FamilyError
 from .mailbox import Relative, resolve_relative
 from .sessions import SessionError, SessionLog
 from .text import shorten
-
-if TYPE_CHECKING:
-    from .runtime import AgentRuntime, CallerContext
 
 RECENT_TYPES = ("user_message", "agent_message", "assistant_message", "message_sent")
 MAX_RECENT = 100
 PREVIEW_CHARS = 500
 
 
-def register_message_operations(runtime: AgentRuntime) -> None:
-    ops: dict[str, Callable[[CallerContext, dict[str, Any]], Awaitable[Any]]] = {
+def register_message_operations(register: Register) -> None:
+    """Offer the `agent_message` and `agent_observe` operations (see `caller.Register`)."""
+    ops: dict[str, Operation] = {
         "agent_message.send": send,
         "agent_message.list_agents": list_agents,
         "agent_observe.get_agent": get_agent,
         "agent_observe.recent_messages": recent_messages,
     }
     for name, handler in ops.items():
-        runtime.operation(name, _family_errors_answered(handler))
-
-
-def _family_errors_answered(
-    handler: Callable[[CallerContext, dict[str, Any]], Awaitable[Any]],
-) -> Callable[[CallerContext, dict[str, Any]], Awaitable[Any]]:
-    async def call(context: CallerContext, payload: dict[str, Any]) -> Any:
-        try:
-            return await handler(context, payload)
-        except FamilyError as exc:
-            raise BridgeError(exc.status, exc.message) from None
-
-    return call
+        register(name, handler)
 
 
 async def send(context: CallerContext, payload: dict[str, Any]) -> Any:
@@ -102,7 +88,7 @@ def _target(context: CallerContext, payload: dict[str, Any]) -> Relative:
     )
 
 
-def _summary(runtime: AgentRuntime, relative: Relative) -> dict[str, Any]:
+def _summary(runtime: TreeRuntime, relative: Relative) -> dict[str, Any]:
     agent = runtime.agents.get(relative.member.session_id)
     status = "inactive" if agent is None else ("running" if agent.running else "idle")
     return {
@@ -114,7 +100,7 @@ def _summary(runtime: AgentRuntime, relative: Relative) -> dict[str, Any]:
     }
 
 
-async def _session_of(runtime: AgentRuntime, session_id: str) -> SessionLog:
+async def _session_of(runtime: TreeRuntime, session_id: str) -> SessionLog:
     agent = runtime.agents.get(session_id)
     if agent is not None:
         return agent.session

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from .agent import Agent, AgentConfig, AgentHooks, InboxMessage, TurnInProgress, TurnOutcome
 from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
-from .caller import CallerContext
+from .caller import CallerContext, Operation
 from .events import EventBus
 from .family import Family, FamilyError, Member, check_name, default_name
 from .mailbox import Mailbox
@@ -86,9 +86,6 @@ TASK_LABEL = "[task from parent]"
 MAX_NOTEBOOK_TRIES = 50
 
 
-Operation = Callable[[CallerContext, dict[str, Any]], Awaitable[Any]]
-
-
 class AgentRuntime:
     def __init__(
         self,
@@ -111,7 +108,7 @@ class AgentRuntime:
         self._loading: dict[str, asyncio.Lock] = {}  # sub-agents being opened from disk
         self._notices: dict[str, list[InboxMessage]] = {}  # children's notices for a parent
         self.mailbox = Mailbox(self)
-        register_message_operations(self)
+        register_message_operations(self.operation)
 
     # ------------------------------------------------------------ sessions and agents
 
@@ -583,7 +580,10 @@ class AgentRuntime:
         """Offer `handler` to agent kernels as bridge operation `name`."""
 
         async def call(caller: Caller, payload: dict[str, Any]) -> Any:
-            return await handler(self.context(caller), payload)
+            try:
+                return await handler(self.context(caller), payload)
+            except FamilyError as exc:
+                raise BridgeError(exc.status, exc.message) from None
 
         self.bridge.register(name, call)
 
