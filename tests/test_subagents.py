@@ -99,6 +99,8 @@ async def test_two_children_get_their_own_linked_notebooks_kernels_and_sessions(
         assert code_cells[0].outputs[0]["text"] == task.upper() + "\n"
     spawned = [e for e in events if e["type"] == "child_spawned"]
     assert [e["name"] for e in spawned] == ["alpha", "beta"]
+    alpha = [e["status"] for e in events if e["type"] == "child_status" and e["name"] == "alpha"]
+    assert alpha == ["running", "completed"]
     entries = run.runtime.list_children(run.agent.session_id)
     assert [(e["name"], e["spawn_turn"]) for e in entries] == [("alpha", 1), ("beta", 1)]
     assert all(e["usage"]["output_tokens"] > 0 for e in entries)

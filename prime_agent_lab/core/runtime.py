@@ -22,7 +22,7 @@ from .agent import Agent, AgentConfig, AgentHooks, InboxMessage, TurnInProgress,
 from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
 from .caller import CallerContext, Operation
-from .events import EventBus
+from .events import Event, EventBus
 from .family import Family, FamilyError, Member, check_name, default_name
 from .mailbox import Mailbox
 from .message_ops import register_message_operations
@@ -213,7 +213,16 @@ class AgentRuntime:
         if kernel.kernel_id:
             self.bind_kernel(agent, kernel)
         self.mailbox.agent_started(agent)
+        agent.events.add_listener(lambda event: self._child_turn_started(agent, event))
         return agent, recovered
+
+    def _child_turn_started(self, child: Agent, event: Event) -> None:
+        """A sub-agent's parent sees it working again (a follow-up, a message)."""
+        if event["type"] != "turn_started":
+            return
+        member = self.family.member(child.session_id)
+        if member is not None and member.parent_session_id is not None:
+            self._child_status(self.agents.get(member.parent_session_id), child, "running")
 
     def _hooks_for(self, session: SessionLog) -> AgentHooks:
         return AgentHooks(
@@ -405,7 +414,6 @@ class AgentRuntime:
         handle["notebook_link"] = posixpath.relpath(path, notebook_directory(parent_path) or ".")
         parent.session.append("child_spawned", **({"turn": turn} if turn else {}), **spawned)
         parent.events.emit("child_spawned", **({"turn": turn} if turn else {}), **spawned)
-        self._child_status(parent, child, "running")
         child.start_turn(
             f"{TASK_LABEL}\n\n{task}",
             {
