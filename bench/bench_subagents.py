@@ -410,6 +410,8 @@ class Fanout:
     admitted_all: float  # cell start to the last handle back
     admission_median: float
     first_cells: list[float]  # per child: its spawn call to its first cell finished
+    replies: int
+    failures: list[str]  # why children failed (a kernel that could not start), each once
     all_replied: float  # cell start to the last reply in the parent's log
     base_rss_kib: int  # before the spawning cell: host, root kernel, full pool
     peak_rss_kib: int
@@ -443,17 +445,26 @@ async def fanout(workdir: Path, n: int) -> Fanout:
         quiet_rss = tree_rss_kib(pids)
         quiet_pss = sum(read_kib(pid, "smaps_rollup", "Pss:") for pid in pids)
         stats = dataclasses.asdict(pool.stats())
+        failed = {
+            c["rlm_child_id"]: first_observation(run, c["rlm_child_id"])
+            for c in run.runtime.list_children(run.agent.session_id)
+            if c["status"] == "error"
+        }
     finally:
         await run.close()
     [[t_start, admitted]] = printed(run.agent.session, "FANOUT ")
     arrivals = recorder.arrivals(run.agent.session_id)
-    if len(arrivals) != n:
+    if len(arrivals) + len(failed) != n:
         raise RuntimeError(f"{len(arrivals)} of {n} replies reached the parent")
     return Fanout(
         children=n,
         admitted_all=admitted[-1][2] - t_start,
         admission_median=statistics.median(back - call for _, call, back in admitted),
-        first_cells=[recorder.first(c, "cell_finished") - call for c, call, _ in admitted],
+        first_cells=[
+            recorder.first(c, "cell_finished") - call for c, call, _ in admitted if c not in failed
+        ],
+        replies=len(arrivals),
+        failures=sorted(set(failed.values())),
         all_replied=max(arrivals.values()) - t_start,
         base_rss_kib=base[0],
         peak_rss_kib=memory.peak_rss,
@@ -462,6 +473,12 @@ async def fanout(workdir: Path, n: int) -> Fanout:
         quiet_pss_kib=quiet_pss,
         pool=stats,
     )
+
+
+def first_observation(run: HeadlessRun, session_id: str) -> str:
+    entries = run.repository.read(session_id).entries
+    result = next((e for e in entries if e["type"] == "tool_result"), None)
+    return result["observation"].splitlines()[0][:160] if result else "no cell ran"
 
 
 # (d) messages: a child sends to its idle parent
@@ -591,7 +608,12 @@ def report(
         f"    all admitted {ms(fan.admitted_all)} ms after the cell started; "
         f"first cells done {ms(min(fan.first_cells))} to {ms(max(fan.first_cells))} ms after "
         f"their spawn (median {median_ms(fan.first_cells)})",
-        f"    all {fan.children} replies in the parent's log: {fan.all_replied:.2f} s",
+        f"    all {fan.replies} replies in the parent's log: {fan.all_replied:.2f} s",
+        *(
+            [f"    {fan.children - fan.replies} failed: {'; '.join(fan.failures)}"]
+            if fan.failures
+            else []
+        ),
         f"    memory of the process tree: {fan.base_rss_kib / 1024:.0f} MiB RSS before the cell "
         f"(host, root kernel, pool of 2); peak {fan.peak_rss_kib / 1024:.0f} MiB RSS "
         f"({fan.peak_processes} processes); when all had replied "
