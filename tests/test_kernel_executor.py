@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
 from jupyter_client.manager import AsyncKernelManager
 
+from prime_agent_lab.adapters import kernel_executor
 from prime_agent_lab.adapters.kernel_executor import KernelExecutor, KernelGone
 from prime_agent_lab.core.ports import OutputEvent
 
@@ -111,6 +113,28 @@ async def test_the_agent_cell_waits_for_a_failing_user_cell_and_then_runs_instea
     # Held until the kernel was idle, so the kernel's abort-after-error never reached it.
     assert states == ["waiting", "running"]
     assert result.status == "ok" and result.outputs[0]["text"] == "agent\n"
+
+
+async def test_an_agent_cell_right_after_another_clients_cell_waits_out_the_quiet_period_only(
+    kernel: AsyncKernelManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A quiet period long enough that the agent's cell surely arrives inside it, and a poll
+    # interval ten times longer: the cell must go in when the quiet period ends, not a poll later
+    # (a sub-agent's first cell came 100 ms late after its kernel's hand-out this way).
+    monkeypatch.setattr(kernel_executor, "QUIET_AFTER_USER_CELL", 0.5)
+    monkeypatch.setattr(kernel_executor, "POLL", 5.0)
+    executor = KernelExecutor(kernel, "k")
+    await executor.prepare()
+    async with UserClient(kernel) as user:
+        assert (await user.run("pass"))["status"] == "ok"
+        asked = time.monotonic()
+        result = await executor.execute("print('agent')", lambda e: None, 30)
+        took = time.monotonic() - asked
+    await executor.close()
+
+    assert result.status == "ok" and result.outputs[0]["text"] == "agent\n"
+    assert took >= 0.4  # a queued run-all still gets its quiet period
+    assert took < 2.5
 
 
 async def test_stop_while_queued_never_interrupts_the_users_cell_and_leaves_no_stale_output(

@@ -330,7 +330,9 @@ class KernelExecutor:
                             activity.busy -= probe[1]
                             self._own.discard(probe[0])
                             probe, probe_at = None, time.monotonic() + PROBE_AFTER
-                got = await self._drain_activity(client, wait=POLL if not quiet else 0.01)
+                # Not quiet yet: wake when the quiet period ends, or earlier on a message.
+                wait = min(POLL, activity.quiet_in()) if not quiet else 0.01
+                got = await self._drain_activity(client, wait=wait)
                 if not got and not await self.km.is_alive():
                     return True  # the caller's liveness checks report the death
         finally:
@@ -596,6 +598,10 @@ class _Activity:
 
     def quiet(self) -> bool:
         return time.time() - self.last_foreign_idle >= QUIET_AFTER_USER_CELL
+
+    def quiet_in(self) -> float:
+        """Seconds until the quiet period after another client's cell is over (0: it is)."""
+        return max(0.0, QUIET_AFTER_USER_CELL - (time.time() - self.last_foreign_idle))
 
 
 def _sent_at(msg: dict[str, Any]) -> float:
