@@ -734,4 +734,5 @@ async def test_duplicate_sibling_names_paths_and_reserved_words_are_refused(
     assert "may not hold a path" in tried["a/b"]
     assert "'all' is reserved" in tried["all"]
     assert [m.name for m in tree.runtime.family.children(root.session_id)] == ["alpha"]
-    assert sorted(p.name for p in (tree.workdir / "analysis.agents").glob("*.ipynb")) == ["alpha.ipynb"]
+    notebooks = (tree.workdir / "analysis.agents").glob("*.ipynb")
+    assert [p.name for p in notebooks] == ["alpha.ipynb"]
