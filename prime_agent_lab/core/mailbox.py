@@ -17,11 +17,12 @@ written, so recovery after a crash re-queues exactly the messages whose entry is
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -327,6 +328,7 @@ class Mailbox:
         self.clock = clock
         self._pending: dict[str, list[Mail]] = {}  # target session id -> messages, in order
         self._buckets: dict[tuple[str, str], _Bucket] = {}
+        self._deliveries: set[asyncio.Future[None]] = set()  # under way in the background
         self._closed = False
 
     # ------------------------------------------------------------ reading the family
@@ -344,6 +346,17 @@ class Mailbox:
 
     def has_pending(self) -> bool:
         return any(self._pending.values())
+
+    def deliveries(self) -> list[asyncio.Future[None]]:
+        """Deliveries under way (a target being opened from disk for its messages): the tree
+        is not quiet until they are done."""
+        return [task for task in self._deliveries if not task.done()]
+
+    def _in_background(self, delivery: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(delivery)
+        self._deliveries.add(task)
+        task.add_done_callback(self._deliveries.discard)
+        self._runtime.spawn(task)
 
     # ------------------------------------------------------------ sending
 
@@ -492,7 +505,7 @@ class Mailbox:
         self._pending.setdefault(target_id, []).append(mail)
         agent = self._runtime.agents.get(target_id)
         if agent is None:
-            self._runtime.spawn(self._load_and_deliver(target_id))
+            self._in_background(self._load_and_deliver(target_id))
             return "queued"
         started = self._start_next_turn(agent)
         return "delivered" if started is mail else "queued"
@@ -548,7 +561,7 @@ class Mailbox:
         """An agent was loaded: mark messages taken once their entry is in its log, and deliver
         what waited for it (on the next loop step, after its host finished setting it up)."""
         agent.events.add_listener(self._confirm_taken(agent))
-        self._runtime.spawn(self._deliver_soon(agent))
+        self._in_background(self._deliver_soon(agent))
 
     async def _deliver_soon(self, agent: Agent) -> None:
         if self._runtime.agents.get(agent.session_id) is agent:

@@ -608,10 +608,12 @@ class AgentRuntime:
         return any(agent.running for agent in self.agents.values())
 
     async def wait_quiet(self) -> None:
-        """Until no agent of the tree runs a turn and none is about to start one."""
+        """Until no agent of the tree runs a turn and none is about to start one (a message
+        whose target is being opened from disk counts: that target is about to)."""
         while True:
             running = [a.turn_task for a in self.agents.values() if a.turn_task is not None]
-            pending = [t for t in running if not t.done()]
+            pending: list[asyncio.Future[Any]] = [t for t in running if not t.done()]
+            pending += self.mailbox.deliveries()
             if pending:
                 await asyncio.wait(pending)
             for _ in range(3):  # turn_ended hooks run as done-callbacks: let them start turns
