@@ -273,12 +273,13 @@ class _LocalEnvironment:
     async def start_child_kernel(self, notebook_path: str, cwd: str) -> KernelPort:
         self._pool.fill()
         kernel = await self._pool.take()
+        executor = self._executors[kernel.kernel_id]
         try:
-            await hand_out(kernel, self._run.cwd / cwd)
+            await hand_out(kernel, self._run.cwd / cwd, run=executor.run_silently)
         except BaseException:
             await self._shut_down(kernel)
             raise
-        return self._executors[kernel.kernel_id]
+        return executor
 
     async def _start_prepared(self) -> LocalKernel:
         kernel = await self._kernels.start()

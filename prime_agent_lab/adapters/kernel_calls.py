@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import queue
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 READY_TIMEOUT = 60.0  # seconds a new kernel may take to answer kernel_info
@@ -42,14 +43,27 @@ def working_directory_code(directory: str, session_name: str | None = None) -> s
     return "\n".join(lines) + "\n"
 
 
+Run = Callable[[str, float], Awaitable[dict[str, Any]]]
+"""Runs code silently on a kernel and returns the reply content (`KernelExecutor.run_silently`)."""
+
+
 async def set_working_directory(
-    manager: Any, directory: str, session_name: str | None = None, timeout: float = CALL_TIMEOUT
+    manager: Any,
+    directory: str,
+    session_name: str | None = None,
+    timeout: float = CALL_TIMEOUT,
+    run: Run | None = None,
 ) -> None:
-    """Move a running kernel to `directory` (a silent execution; nothing enters its history)."""
+    """Move a running kernel to `directory` (a silent execution; nothing enters its history).
+    `run`: through the agent's own client (one already connected would otherwise take this for
+    another client's cell and wait out its quiet period before the agent's first cell)."""
     if not os.path.isabs(directory):
         raise KernelCallFailed(f"the kernel's working directory must be absolute: {directory!r}")
     code = working_directory_code(directory, session_name)
-    reply = await _execute_silently(manager, code, timeout)
+    if run is not None:
+        reply = await run(code, timeout)
+    else:
+        reply = await _execute_silently(manager, code, timeout)
     if reply.get("status") != "ok":
         raise KernelCallFailed(
             f"cannot move the kernel to {directory}: "

@@ -175,6 +175,18 @@ class KernelExecutor:
         if self._ticket is not None:
             self._ticket.stop_requested = True
 
+    async def run_silently(self, code: str, timeout: float) -> dict[str, Any]:
+        """Run harness code (not a cell: nothing in the notebook or the history) on this
+        executor's own client, so it never counts as another client's cell; the reply content."""
+        async with self._lock:
+            client = await self._ensure_client()
+            msg_id = client.execute(code, silent=True, store_history=False, allow_stdin=False)
+            self._own.add(msg_id)
+            try:
+                return dict((await self._wait_reply(client, msg_id, timeout))["content"])
+            finally:
+                self._own.discard(msg_id)
+
     async def prepare(self) -> None:
         """Connect and load the kernel package ahead of the first cell (overlaps model time)."""
         async with self._lock:

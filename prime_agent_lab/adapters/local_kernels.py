@@ -18,7 +18,7 @@ from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.paths import jupyter_path
 
 from ..core.redaction import SECRET_ENV_VARS, kernel_environment
-from .kernel_calls import READY_TIMEOUT, set_working_directory, wait_until_ready
+from .kernel_calls import READY_TIMEOUT, Run, set_working_directory, wait_until_ready
 
 
 def kernel_spec_manager() -> KernelSpecManager:
@@ -88,10 +88,12 @@ class LocalKernels:
         return bool(await kernel.manager.is_alive())
 
 
-async def hand_out(kernel: LocalKernel, directory: Path | str) -> LocalKernel:
+async def hand_out(
+    kernel: LocalKernel, directory: Path | str, run: Run | None = None
+) -> LocalKernel:
     """Prepare a pooled kernel for its notebook: run it in `directory` (pooled kernels all start
     in one place; an agent's cells run where its notebook lives)."""
-    await set_working_directory(kernel.manager, os.path.abspath(directory))
+    await set_working_directory(kernel.manager, os.path.abspath(directory), run=run)
     return kernel
 
 

@@ -579,9 +579,11 @@ class _ServerEnvironment:
         self._children.add(kernel_id)
         try:
             directory = serverapp.kernel_manager.cwd_for_path(cwd or "")
-            await hand_to_notebook(serverapp, kernel_id, notebook_path, directory)
-            self._host.bindings[notebook_path] = kernel_id
             executor = self._host.executor(kernel_id)
+            await hand_to_notebook(
+                serverapp, kernel_id, notebook_path, directory, run=executor.run_silently
+            )
+            self._host.bindings[notebook_path] = kernel_id
             await executor.prepare()  # done in the pool already, unless it restarted since
         except BaseException:
             await self._shut_down(kernel_id)

@@ -14,7 +14,12 @@ import posixpath
 from collections.abc import Sequence
 from typing import Any
 
-from ..adapters.kernel_calls import READY_TIMEOUT, set_working_directory, wait_until_ready
+from ..adapters.kernel_calls import (
+    READY_TIMEOUT,
+    Run,
+    set_working_directory,
+    wait_until_ready,
+)
 from ..core.redaction import SECRET_ENV_VARS, kernel_environment
 
 log = logging.getLogger(__name__)
@@ -84,7 +89,11 @@ class ServerKernels:
 
 
 async def hand_to_notebook(
-    serverapp: Any, kernel_id: str, notebook_path: str, directory: str | None = None
+    serverapp: Any,
+    kernel_id: str,
+    notebook_path: str,
+    directory: str | None = None,
+    run: Run | None = None,
 ) -> dict[str, Any]:
     """Make a pooled kernel the kernel of `notebook_path` (an API path) and return the Jupyter
     session model.
@@ -110,7 +119,7 @@ async def hand_to_notebook(
         )
     session_name = sessions.get_kernel_env(path, name)["JPY_SESSION_NAME"]
     try:
-        await set_working_directory(kernels.get_kernel(kernel_id), directory, session_name)
+        await set_working_directory(kernels.get_kernel(kernel_id), directory, session_name, run=run)
     except Exception as exc:
         raise HandOutFailed(f"cannot prepare the kernel for {path}: {exc}") from exc
     if kernel_id not in kernels:  # checked again: create_session would start a fresh one
