@@ -333,6 +333,7 @@ class AgentHost:
             )
             self._follow_notebook(agent, notebook)
             self._use_kernel(agent, kernel_id)
+            self._environment.warm_up()
         except BaseException:
             if agent is not None and self.agents.get(agent.session_id) is agent:
                 del self.agents[agent.session_id]
@@ -589,6 +590,12 @@ class _ServerEnvironment:
             await self._shut_down(kernel_id)
             raise
         return executor
+
+    def warm_up(self) -> None:
+        """Start filling the kernel pool once an agent that may spawn is attached, so even the
+        first spawn takes a booted kernel (the user is typing meanwhile)."""
+        if self._settings.max_depth > 0 and self._pool_size > 0:
+            self._kernel_pool()
 
     def _kernel_pool(self) -> KernelPool[str]:
         if self._pool is None:
