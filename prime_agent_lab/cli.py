@@ -82,6 +82,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--max-iterations", type=_positive_int, default=40, help="model calls per turn"
     )
+    run.add_argument(
+        "--max-turns",
+        type=_positive_int,
+        default=100,
+        help="turns the whole agent tree may run (agents that keep messaging each other stop)",
+    )
     run.add_argument("--no-stream", dest="stream", action="store_false", help="do not stream")
     run.add_argument("--kernel", default="python3", help="kernel spec name")
     run.add_argument(
@@ -288,7 +294,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             printer.recovered(run.recovered_turn)
         turn = asyncio.ensure_future(run.agent.run_turn(args.prompt))
         stopper.watch(run.runtime.stop_all)
-        outcome = await run.settle(await turn)
+        outcome = await run.settle(await turn, args.max_turns)
     except Exception as exc:  # reported as a clear message and a non-zero exit
         error = f"{type(exc).__name__}: {exc}" if not str(exc).startswith("cannot") else str(exc)
     finally:

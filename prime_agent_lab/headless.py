@@ -129,10 +129,24 @@ class HeadlessRun:
             session, provider, notebook, self._kernel, events
         )
 
-    async def settle(self, outcome: TurnOutcome) -> TurnOutcome:
+    async def settle(self, outcome: TurnOutcome, max_turns: int = 100) -> TurnOutcome:
         """After the root's turn: wait until the whole tree is quiet (sub-agents done, their
-        replies answered), then the root's last turn's outcome."""
-        await self.runtime.wait_quiet()
+        replies answered), then the root's last turn's outcome. Agents that keep messaging each
+        other are stopped once the tree has run `max_turns` turns in this run."""
+        quiet = asyncio.ensure_future(self.runtime.wait_quiet())
+        limit = asyncio.ensure_future(self.runtime.turns_reached(max_turns))
+        await asyncio.wait({quiet, limit}, return_when=asyncio.FIRST_COMPLETED)
+        if not quiet.done():
+            await self.runtime.stop_all()
+            await quiet
+            return TurnOutcome(
+                turn=outcome.turn,
+                stop_reason="max_iterations",
+                final_text="",
+                error=f"the agent tree ran {max_turns} turns in this run (--max-turns); "
+                "every agent was stopped",
+            )
+        limit.cancel()
         last = self.agent.session.last_of("turn_end")
         if last is None or last.get("turn") == outcome.turn:
             return outcome

@@ -207,3 +207,31 @@ def test_a_run_with_sub_agents_ends_when_the_tree_is_quiet_and_prints_their_repl
     assert "⇢ sub-agent counter: agent.agents/counter.ipynb" in lines
     assert lines.index("◀ message from child counter") < lines.index("Got: COUNT TO THREE")
     assert "⇠ sub-agent counter: replied" in lines
+
+
+def test_agents_that_keep_messaging_each_other_are_stopped_at_the_turn_limit(
+    tmp_path: Path,
+) -> None:
+    ping = (
+        "subs = await rlm.list_subagents()\n"
+        "if not subs:\n"
+        "    await rlm('answer every message', name='kid')\n"
+        "else:\n"
+        "    await agent_message.send('ping', receiver_role='child', receiver_name='kid')"
+    )
+    pong = "await agent_message.send('pong', receiver_role='parent')"
+    script = tmp_path / "pingpong.json"
+    script.write_text(
+        json.dumps(
+            {
+                "restart_each_message": True,
+                "turns": [{"code": ping}, {"text": "sent"}],
+                "child": {"restart_each_message": True, "turns": [{"code": pong}, {"text": "ok"}]},
+            }
+        )
+    )
+    done = cli(tmp_path, "run", "--mode", "json", "--max-turns", "4", "--script", str(script), "go")
+    assert done.returncode == 1
+    end = json_lines(done.stdout)[-1]
+    assert end["ok"] is False
+    assert "ran 4 turns in this run (--max-turns)" in end["error"]

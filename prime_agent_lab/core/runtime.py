@@ -107,6 +107,8 @@ class AgentRuntime:
         self._admitting: set[tuple[str, str]] = set()  # (parent, name) of spawns under way
         self._loading: dict[str, asyncio.Lock] = {}  # sub-agents being opened from disk
         self._notices: dict[str, list[InboxMessage]] = {}  # children's notices for a parent
+        self.turns_started = 0  # by every agent of the tree, since this runtime started
+        self._turn_counted = asyncio.Event()
         self.mailbox = Mailbox(self)
         register_message_operations(self.operation)
 
@@ -217,9 +219,11 @@ class AgentRuntime:
         return agent, recovered
 
     def _child_turn_started(self, child: Agent, event: Event) -> None:
-        """A sub-agent's parent sees it working again (a follow-up, a message)."""
+        """Counts turns; a sub-agent's parent sees it working again (a follow-up, a message)."""
         if event["type"] != "turn_started":
             return
+        self.turns_started += 1
+        self._turn_counted.set()
         member = self.family.member(child.session_id)
         if member is not None and member.parent_session_id is not None:
             self._child_status(self.agents.get(member.parent_session_id), child, "running")
@@ -620,6 +624,12 @@ class AgentRuntime:
                 await asyncio.sleep(0)
             if not self.busy():
                 return
+
+    async def turns_reached(self, limit: int) -> None:
+        """Returns once the agents of the tree have started `limit` turns."""
+        while self.turns_started < limit:
+            self._turn_counted.clear()
+            await self._turn_counted.wait()
 
     def descendants(self, session_id: str) -> list[str]:
         out: list[str] = []
