@@ -26,14 +26,11 @@ from .adapters.local_kernels import kernel_spec_manager as _kernel_spec_manager
 from .core.agent import Agent, AgentConfig, TurnOutcome
 from .core.bridge import BridgeService
 from .core.events import Event, EventBus
+from .core.pending_kernel import PendingKernel
 from .core.ports import (
-    CellState,
-    ExecutionResult,
     KernelPort,
-    KernelUnavailable,
     ModelProvider,
     NotebookPort,
-    OutputEvent,
 )
 from .core.redaction import SECRET_ENV_VARS, kernel_environment
 from .core.runtime import AgentRuntime, RuntimeSettings, choose_model
@@ -79,7 +76,8 @@ class HeadlessRun:
         self.session_dir: Path | None = None
         self.kernel_id = uuid.uuid4().hex
         self._km: AsyncKernelManager | None = None
-        self._kernel: _StartingKernel | None = None
+        self._kernel: PendingKernel | None = None  # the root's kernel, booting at first
+        self._executor: KernelExecutor | None = None
         self._server: HTTPServer | None = None
         self._agent: Agent | None = None
         self._notebook: FileNotebook | None = None
@@ -122,11 +120,27 @@ class HeadlessRun:
         # The kernel boots while the model writes its first answer.
         bridge_url = self.bridge_url = self._start_bridge_server(self.runtime.bridge)
         setup = bridge_setup_code(bridge_url, self.kernel_id)
-        self._kernel = _StartingKernel(self._km, self.kernel_id, setup)
+        self._kernel = self._root_kernel(setup, session.session_id)
         events = EventBus(session.session_id)
         events.add_listener(listener)
         self._agent, self.recovered_turn = await self.runtime.start_agent(
             session, provider, notebook, self._kernel, events
+        )
+
+    def _root_kernel(self, setup: str, session_id: str) -> PendingKernel:
+        """The root's kernel port: the kernel was launched first thing and boots while the
+        model writes its first answer; the first cell waits for it."""
+        assert self._km is not None
+        executor = self._executor = KernelExecutor(self._km, self.kernel_id, lambda: setup)
+
+        async def boot() -> KernelPort:
+            await executor.prepare()
+            return executor
+
+        return PendingKernel(
+            boot(),
+            on_ready=lambda kernel: self.runtime.kernel_ready(session_id, kernel),
+            what=f"the kernel {self._kernel_name!r}",
         )
 
     async def settle(self, outcome: TurnOutcome, max_turns: int = 100) -> TurnOutcome:
@@ -217,8 +231,10 @@ class HeadlessRun:
             if notebook is not None:
                 notebook.flush()
         if self._kernel is not None:
-            await self._kernel.shutdown()
-        elif self._km is not None and self._km.has_kernel:  # start() failed after the launch
+            await self._kernel.release()
+        if self._executor is not None:
+            await self._executor.close()
+        if self._km is not None and self._km.has_kernel:
             await self._km.shutdown_kernel(now=True)
         if self._server is not None:
             self._server.stop()
@@ -326,63 +342,3 @@ class _LocalEnvironment:
         await self._pool.close()
         for kernel in list(self._children.values()):
             await self._shut_down(kernel)
-
-
-class _StartingKernel:
-    """The kernel port for a kernel that is still booting: the first execute waits for it."""
-
-    def __init__(self, km: AsyncKernelManager, kernel_id: str, setup: str) -> None:
-        self.kernel_id = kernel_id
-        self._km = km
-        self._executor = KernelExecutor(km, kernel_id, lambda: setup)
-        self._boot = asyncio.ensure_future(self._executor.prepare())  # launched: wait till ready
-        self._stop_during_boot: asyncio.Event | None = None
-
-    async def _booted(self) -> None:
-        """Wait for the boot; a boot that failed ends the turn (KernelUnavailable) instead of
-        failing every cell the model writes."""
-        try:
-            await self._boot
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            raise KernelUnavailable(
-                f"the kernel {self._km.kernel_name!r} could not start: {type(exc).__name__}: {exc}"
-            ) from exc
-
-    async def execute(
-        self,
-        code: str,
-        on_event: Callable[[OutputEvent], None],
-        timeout: float,
-        on_state: Callable[[CellState], None] | None = None,
-    ) -> ExecutionResult:
-        if not self._boot.done():
-            self._stop_during_boot = asyncio.Event()
-            stopped = asyncio.ensure_future(self._stop_during_boot.wait())
-            try:
-                await asyncio.wait({self._boot, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stopped.cancel()
-                self._stop_during_boot = None
-            if not self._boot.done():
-                return ExecutionResult(
-                    status="skipped",
-                    note="[not run] The user stopped the turn while the kernel was starting.",
-                )
-        await self._booted()
-        return await self._executor.execute(code, on_event, timeout, on_state)
-
-    def stop_cell(self) -> None:
-        if self._stop_during_boot is not None:
-            self._stop_during_boot.set()
-        self._executor.stop_cell()
-
-    async def shutdown(self) -> None:
-        if not self._boot.done():
-            self._boot.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._boot
-        await self._executor.close()
-        if self._km.has_kernel:
-            await self._km.shutdown_kernel(now=True)

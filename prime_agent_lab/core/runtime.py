@@ -181,7 +181,7 @@ class AgentRuntime:
     def _child_kernel(self, session: SessionLog, cwd: str, name: str) -> PendingKernel:
         return PendingKernel(
             self.environment.start_child_kernel(session.notebook_path, cwd),
-            on_ready=lambda ready: self._kernel_ready(session.session_id, ready),
+            on_ready=lambda ready: self.kernel_ready(session.session_id, ready),
             what=f"the kernel of sub-agent {name!r}",
         )
 
@@ -457,8 +457,8 @@ class AgentRuntime:
                 continue
         raise FamilyError(409, f"no free notebook name for sub-agent {name!r} in {folder}")
 
-    def _kernel_ready(self, session_id: str, kernel: KernelPort) -> None:
-        """A child's kernel arrived: its bridge calls now act as that child."""
+    def kernel_ready(self, session_id: str, kernel: KernelPort) -> None:
+        """A kernel that was still booting arrived: its bridge calls now act as that agent."""
         if session_id in self.agents and kernel.kernel_id:
             self._kernel_session[kernel.kernel_id] = session_id
 
