@@ -141,6 +141,14 @@ class _Printer:
             self._line(f"  retrying in {event['delay']:.1f} s ({event['message']})")
         elif kind == "error":
             self._line(f"  error: {event['message']}")
+        elif kind in ("turn_started", "agent_message") and event.get("from_name"):
+            self._line(f"◀ {_message_line(event)}")
+        elif kind == "child_spawned":
+            self._line(f"  sub-agent {event['name']} started: {event['notebook_path']}")
+        elif kind == "child_status" and event["status"] in FINAL_CHILD_STATUSES:
+            self._line(f"  sub-agent {event['name']}: {event['status']}")
+        elif kind == "turn_ended":
+            self.finish()
         self._write("")
 
     def _line(self, text: str) -> None:
@@ -189,6 +197,23 @@ class _Printer:
             os.dup2(devnull, self.out.fileno())
             os.close(devnull)
         self._on_closed()
+
+
+FINAL_CHILD_STATUSES = ("replied", "completed", "error")
+MESSAGE_LINE_CHARS = 200
+
+
+def _message_line(event: Event) -> str:
+    """`message from child part-a: <first line of the body>` (the model's header line, which
+    names the sender and the time, is left out)."""
+    lines = event["text"].splitlines()
+    if lines and lines[0].startswith("[message from "):
+        lines = lines[1:]
+    body = next((line.strip() for line in lines if line.strip()), "")
+    sender = f"{event.get('relationship', '')} {event['from_name']}".strip()
+    if len(body) > MESSAGE_LINE_CHARS:
+        body = body[: MESSAGE_LINE_CHARS - 1] + "…"
+    return f"message from {sender}: {body}"
 
 
 def _indent(code: str) -> str:

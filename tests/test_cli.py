@@ -175,3 +175,46 @@ def test_an_older_notebook_is_upgraded_so_agent_cells_keep_it_valid(tmp_path: Pa
     nb = nbformat.read(tmp_path / "old.ipynb", as_version=4)
     nbformat.validate(nb)
     assert [c.cell_type for c in nb.cells] == ["markdown", "code"]
+
+
+def test_text_mode_shows_sub_agents_and_the_messages_that_start_turns_each_on_its_own_line(
+    tmp_path: Path,
+) -> None:
+    spawn = (
+        'a = await rlm("alpha words", name="part-a")\nb = await rlm("beta words", name="part-b")'
+    )
+    reply = "await agent_message.send(f'summary {found}', receiver_role='parent')"
+    script = tmp_path / "tree.json"
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"text": "Fan out.", "code": spawn},
+                    {"text": "Waiting for replies."},
+                    {"text": "Got one."},
+                    {"text": "Got both."},
+                ],
+                "child": {
+                    "turns": [
+                        {"code": "found = '{task}'.upper()"},
+                        {"code": reply},
+                        {"text": "replied"},
+                    ]
+                },
+            }
+        )
+    )
+    done = cli(tmp_path, "run", "--script", str(script), "--notebook", "analysis.ipynb", "go")
+
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    for name in ("part-a", "part-b"):
+        assert f"  sub-agent {name} started: analysis.agents/{name}.ipynb" in lines
+        assert f"  sub-agent {name}: replied" in lines
+    assert "Waiting for replies." in lines
+    assert "Got one." in lines and "Got both." in lines
+    received = [line for line in lines if line.startswith("◀ message from child ")]
+    assert sorted(received) == [
+        "◀ message from child part-a: summary ALPHA WORDS",
+        "◀ message from child part-b: summary BETA WORDS",
+    ]
