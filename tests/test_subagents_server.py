@@ -10,7 +10,7 @@ import nbformat
 
 from prime_agent_lab.core.transcript import chat_transcript
 from tests.conftest import read_saved_notebook, run_turn, use_script, wait_for
-from tests.test_subagents import CHILD, WAIT_FOR_CHILDREN
+from tests.test_subagents import CHILD, DIES_ONCE_THEN_SAYS_WHERE, WAIT_FOR_CHILDREN
 
 
 def tree_script(tmp_path: Path, turns: list[dict[str, Any]]) -> str:
@@ -116,3 +116,32 @@ async def test_a_child_notebook_opened_before_its_kernel_is_handed_out_runs_on_t
     assert line["preview"] == "in work"
     sessions = await jp_serverapp.session_manager.list_sessions()
     assert [s["kernel"]["id"] for s in sessions if s["path"] == child_path] == [opened["kernel"]]
+
+
+async def test_a_child_whose_kernel_restarts_still_works_in_the_parent_notebooks_folder(
+    host: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    script = tmp_path / "tree-script.json"
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"code": 'a = await rlm("die once", name="alpha")'},
+                    {"code": WAIT_FOR_CHILDREN},
+                    {"text": "{last_output_line}"},
+                ],
+                "child": DIES_ONCE_THEN_SAYS_WHERE,
+            }
+        ),
+        encoding="utf-8",
+    )
+    use_script(host, str(script))
+    parent = await host.attach(make_notebook("work/analysis.ipynb"))
+
+    ended = await run_turn(host, parent.session_id, "spawn")
+
+    assert ended["final_text"] == "[('alpha', 'completed')]"
+    child = next(a for a in host.agents.values() if a.session.header.get("parent_session_id"))
+    results = [e for e in child.session.entries if e["type"] == "tool_result"]
+    assert results[0]["status"] == "died"
+    assert results[1]["observation"].splitlines()[-1] == "work"

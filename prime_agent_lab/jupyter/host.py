@@ -17,7 +17,7 @@ from typing import Any
 
 from tornado import web
 
-from ..adapters.kernel_calls import set_working_directory
+from ..adapters.kernel_calls import set_working_directory, working_directory_code
 from ..adapters.kernel_executor import KernelExecutor, bridge_setup_code
 from ..adapters.kernel_pool import KernelPool
 from ..core.agent import Agent, AgentConfig, TurnInProgress
@@ -100,6 +100,8 @@ class AgentHost:
         self.settings = settings
         self.bindings: dict[str, str] = {}  # notebook path -> kernel id, reported by the UI
         self._executors: dict[str, KernelExecutor] = {}
+        # kernel id -> a child's working directory, set again when its kernel restarts
+        self.kernel_directories: dict[str, str] = {}
         # One lock per notebook: attaching one notebook (which may start its kernel) never
         # holds up another notebook's agent.
         self._notebook_locks: dict[str, asyncio.Lock] = {}
@@ -244,7 +246,9 @@ class AgentHost:
             self.runtime.spawn(executor.close())
 
     def _setup_code(self, kernel_id: str) -> str:
-        return bridge_setup_code(self.settings.bridge_url(), kernel_id)
+        directory = self.kernel_directories.get(kernel_id)
+        chdir = working_directory_code(directory) if directory else ""
+        return bridge_setup_code(self.settings.bridge_url(), kernel_id) + chdir
 
     def _forget_dead_executors(self) -> None:
         for kernel_id in [k for k in self._executors if k not in self._kernel_manager]:
@@ -578,6 +582,7 @@ class _ServerEnvironment:
         self._children.add(kernel_id)
         try:
             await hand_to_notebook(serverapp, kernel_id, notebook_path, directory)
+            self._host.kernel_directories[kernel_id] = directory
             self._host.bindings[notebook_path] = kernel_id
             executor = self._host.executor(kernel_id)
             await executor.prepare()  # done in the pool already, unless it restarted since
@@ -602,6 +607,7 @@ class _ServerEnvironment:
         model = await sessions.get_session(path=notebook_path)
         kernel_id = model["kernel"]["id"]
         manager = self._host.serverapp.kernel_manager.get_kernel(kernel_id)
+        self._host.kernel_directories[kernel_id] = directory
         try:
             await set_working_directory(manager, directory)
         except Exception as exc:  # the user's kernel still serves; relative paths differ
@@ -639,6 +645,7 @@ class _ServerEnvironment:
     async def _shut_down(self, kernel_id: str) -> None:
         """A sub-agent's kernel goes with its Jupyter session."""
         self._children.discard(kernel_id)
+        self._host.kernel_directories.pop(kernel_id, None)
         self._host.forget_executor(kernel_id)
         sessions = self._host.serverapp.session_manager
         with contextlib.suppress(Exception):
