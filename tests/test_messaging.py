@@ -130,6 +130,19 @@ def test_sending_to_yourself_and_a_missing_name_are_refused_clearly(tree: Tree) 
         resolve_receiver(tree.family, root, tree.loaded, "sibling", "part-a")
 
 
+def test_a_missing_child_is_named_once_and_the_children_listed_in_plain_english(
+    tree: Tree,
+) -> None:
+    with pytest.raises(FamilyError) as refused:
+        resolve_receiver(tree.family, tree.ids["root"], tree.loaded, "child", "dier")
+    assert refused.value.message.endswith(
+        'no child named "dier" (your children: "part-a", "part-b")'
+    )
+    with pytest.raises(FamilyError) as refused:
+        resolve_receiver(tree.family, tree.ids["b"], tree.loaded, "child", "x")
+    assert refused.value.message.endswith('no child named "x" (you have no children)')
+
+
 def test_a_deleted_child_is_out_of_reach(tree: Tree, tmp_path: Path) -> None:
     a = tree.ids["a"]
     tree.family.mark_deleted(a, tmp_path / "sessions" / a)

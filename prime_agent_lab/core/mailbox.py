@@ -133,9 +133,11 @@ def resolve_receiver(
             f'"{name}" is your {actual.relationship}, not your {role}; use '
             f'receiver_role="{actual.relationship}"',
         )
-    same_role = ", ".join(f'"{r.name}"' for r in family_now if r.relationship == role)
-    yours = f"your {role}s: {same_role}" if same_role else f"you have no {role}s"
-    raise FamilyError(404, f'{REACH}: no {role} named "{shorten(name, 80)}" ({yours})')
+    same_role = ", ".join(sorted(f'"{r.name}"' for r in family_now if r.relationship == role))
+    plural = "children" if role == "child" else f"{role}s"
+    yours = f"your {plural}: {same_role}" if same_role else f"you have no {plural}"
+    shown = name if len(name) <= 80 else f"{name[:79]}…"
+    raise FamilyError(404, f'{REACH}: no {role} named "{shown}" ({yours})')
 
 
 def _the_parent(family_now: list[Relative], name: str | None) -> Relative:
