@@ -141,6 +141,9 @@ def test_a_missing_child_is_named_once_and_the_children_listed_in_plain_english(
     with pytest.raises(FamilyError) as refused:
         resolve_receiver(tree.family, tree.ids["b"], tree.loaded, "child", "x")
     assert refused.value.message.endswith('no child named "x" (you have no children)')
+    with pytest.raises(FamilyError) as refused:
+        resolve_receiver(tree.family, tree.ids["b"], tree.loaded, "parent", "mum")
+    assert refused.value.message.endswith('your parent is "analysis.ipynb", not "mum"')
 
 
 def test_a_deleted_child_is_out_of_reach(tree: Tree, tmp_path: Path) -> None:

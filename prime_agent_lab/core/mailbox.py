@@ -136,8 +136,12 @@ def resolve_receiver(
     same_role = ", ".join(sorted(f'"{r.name}"' for r in family_now if r.relationship == role))
     plural = "children" if role == "child" else f"{role}s"
     yours = f"your {plural}: {same_role}" if same_role else f"you have no {plural}"
-    shown = name if len(name) <= 80 else f"{name[:79]}…"
-    raise FamilyError(404, f'{REACH}: no {role} named "{shown}" ({yours})')
+    raise FamilyError(404, f'{REACH}: no {role} named "{_cut(name)}" ({yours})')
+
+
+def _cut(name: str, limit: int = 80) -> str:
+    """A name for an error message, without the quotes `shorten` adds."""
+    return name if len(name) <= limit else f"{name[: limit - 1]}…"
 
 
 def _the_parent(family_now: list[Relative], name: str | None) -> Relative:
@@ -149,7 +153,7 @@ def _the_parent(family_now: list[Relative], name: str | None) -> Relative:
             'receiver_role="sibling")',
         )
     if name and name not in (parent.name, parent.member.session_id, "parent"):
-        raise FamilyError(404, f'{REACH}: your parent is "{parent.name}", not "{shorten(name)}"')
+        raise FamilyError(404, f'{REACH}: your parent is "{parent.name}", not "{_cut(name)}"')
     return parent
 
 
