@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from .agent import Agent, InboxMessage, TurnInProgress
 from .events import Event
-from .family import Family, FamilyError, Member
+from .family import SESSION_UNREADABLE, Family, FamilyError, Member
 from .sessions import SessionError, now_iso
 from .text import json_type, shorten
 from .wire import DeliveryMode, Relationship
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 MAILBOX_FILE = "mailbox.jsonl"
 REACH = "Agent reach is limited to parent, siblings and children"
+UNREADABLE_REASON = "its session cannot be read (the file is damaged or gone)"
 ROLES: tuple[Relationship, ...] = get_args(Relationship)
 MODES: tuple[DeliveryMode, ...] = get_args(DeliveryMode)
 DeliveryStatus = Literal["delivered", "queued", "failed"]
@@ -527,6 +528,10 @@ class Mailbox:
         try:
             agent = await self._runtime.ensure_loaded(target_id)
         except FamilyError as exc:
+            if exc.status == SESSION_UNREADABLE:
+                for mail in self._pending.pop(target_id, []):
+                    self._undeliverable(mail, UNREADABLE_REASON)
+                return
             log.info("messages for %s stay queued: %s", target_id, exc.message)
             return
         except Exception:
@@ -633,6 +638,8 @@ class Mailbox:
                 self._write(target_id, {"type": "taken", "message_id": mail.message_id})
             elif self._runtime.family.is_deleted(target_id):
                 self._undeliverable(mail, "it was deleted")
+            elif self._runtime.family.member(target_id) is None:
+                self._undeliverable(mail, UNREADABLE_REASON)
             else:
                 self._pending.setdefault(target_id, []).append(mail)
 
