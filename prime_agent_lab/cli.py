@@ -148,16 +148,16 @@ class _Printer:
             self._line(f"  retrying in {event['delay']:.1f} s ({event['message']})")
         elif kind == "error":
             self._line(f"  error: {event['message']}")
-        elif kind == "turn_started" and event.get("from_name"):
-            self._line(f"◀ {_sender(event)}\n" + _indent(_body(event["text"])))
-        elif kind == "agent_message":
-            self._line(f"◀ {_sender(event)} (during the turn)\n" + _indent(_body(event["text"])))
+        elif kind in ("turn_started", "agent_message") and event.get("from_name"):
+            self._line(f"◀ {_message_line(event)}")
         elif kind == "child_spawned":
-            self._line(f"⇢ sub-agent {event['name']}: {event['notebook_path']}")
-        elif kind == "child_status" and event["status"] != "running":
-            self._line(f"⇠ sub-agent {event['name']}: {event['status']}")
+            self._line(f"  sub-agent {event['name']} started: {event['notebook_path']}")
+        elif kind == "child_status" and event["status"] in FINAL_CHILD_STATUSES:
+            self._line(f"  sub-agent {event['name']}: {event['status']}")
         elif kind == "notice" and event.get("kind") not in TOLD_AS_MESSAGES:
             self._line(f"  note: {event['text']}")
+        elif kind == "turn_ended":
+            self.finish()
         self._write("")
 
     def _line(self, text: str) -> None:
@@ -208,13 +208,21 @@ class _Printer:
         self._on_closed()
 
 
-def _sender(event: Event) -> str:
-    return f"message from {event.get('relationship', '')} {event.get('from_name', '')}".strip()
+FINAL_CHILD_STATUSES = ("replied", "completed", "error")
+MESSAGE_LINE_CHARS = 200
 
 
-def _body(text: str) -> str:
-    """A message's text without its header line (the sender is printed above it)."""
-    return text.split("\n", 1)[1] if text.startswith("[message from") else text
+def _message_line(event: Event) -> str:
+    """`message from child part-a: <first line of the body>` (the model's header line, which
+    names the sender and the time, is left out)."""
+    lines = event["text"].splitlines()
+    if lines and lines[0].startswith("[message from "):
+        lines = lines[1:]
+    body = next((line.strip() for line in lines if line.strip()), "")
+    sender = f"{event.get('relationship', '')} {event['from_name']}".strip()
+    if len(body) > MESSAGE_LINE_CHARS:
+        body = body[: MESSAGE_LINE_CHARS - 1] + "…"
+    return f"message from {sender}: {body}"
 
 
 def _indent(code: str) -> str:

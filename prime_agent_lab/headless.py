@@ -19,6 +19,7 @@ from tornado.web import Application
 
 from .adapters.bridge_http import standalone_routes
 from .adapters.file_notebook import FileNotebook
+from .adapters.kernel_calls import working_directory_code
 from .adapters.kernel_executor import KernelExecutor, bridge_setup_code
 from .adapters.kernel_pool import KernelPool
 from .adapters.local_kernels import LocalKernel, LocalKernels, hand_out
@@ -254,6 +255,8 @@ class _LocalEnvironment:
         )
         self._children: dict[str, LocalKernel] = {}  # kernel id -> a pooled or child kernel
         self._executors: dict[str, KernelExecutor] = {}
+        # kernel id -> a child's working directory, set again when its kernel restarts
+        self._directories: dict[str, str] = {}
 
     def models(self) -> list[str]:
         provider = self._run.make_provider(None)
@@ -306,6 +309,7 @@ class _LocalEnvironment:
         executor = self._executors[kernel.kernel_id]
         try:
             await hand_out(kernel, self._run.cwd / cwd, run=executor.run_silently)
+            self._directories[kernel.kernel_id] = str((self._run.cwd / cwd).resolve())
         except BaseException:
             await self._shut_down(kernel)
             raise
@@ -315,8 +319,13 @@ class _LocalEnvironment:
         kernel = await self._kernels.start()
         self._children[kernel.kernel_id] = kernel
         setup = bridge_setup_code(self._run.bridge_url, kernel.kernel_id)
+
+        def setup_code() -> str:
+            directory = self._directories.get(kernel.kernel_id)
+            return setup + (working_directory_code(directory) if directory else "")
+
         executor = self._executors[kernel.kernel_id] = KernelExecutor(
-            kernel.manager, kernel.kernel_id, lambda: setup
+            kernel.manager, kernel.kernel_id, setup_code
         )
         try:
             await executor.prepare()
@@ -332,6 +341,7 @@ class _LocalEnvironment:
 
     async def _shut_down(self, kernel: LocalKernel) -> None:
         self._children.pop(kernel.kernel_id, None)
+        self._directories.pop(kernel.kernel_id, None)
         executor = self._executors.pop(kernel.kernel_id, None)
         with contextlib.suppress(Exception):
             if executor is not None:

@@ -177,36 +177,47 @@ def test_an_older_notebook_is_upgraded_so_agent_cells_keep_it_valid(tmp_path: Pa
     assert [c.cell_type for c in nb.cells] == ["markdown", "code"]
 
 
-def test_a_run_with_sub_agents_ends_when_the_tree_is_quiet_and_prints_their_replies(
+def test_text_mode_shows_sub_agents_and_the_messages_that_start_turns_each_on_its_own_line(
     tmp_path: Path,
 ) -> None:
+    spawn = (
+        'a = await rlm("alpha words", name="part-a")\nb = await rlm("beta words", name="part-b")'
+    )
+    reply = "await agent_message.send(f'summary {found}', receiver_role='parent')"
     script = tmp_path / "tree.json"
     script.write_text(
         json.dumps(
             {
                 "turns": [
-                    {"text": "Fanning out.", "code": "await rlm('count to three', name='counter')"},
-                    {"text": "Waiting."},
-                    {"text": "Got: {messages}"},
+                    {"text": "Fan out.", "code": spawn},
+                    {"text": "Waiting for replies."},
+                    {"text": "Got one."},
+                    {"text": "Got both."},
                 ],
                 "child": {
                     "turns": [
-                        {
-                            "code": "reply = '{task}'.upper()\n"
-                            "await agent_message.send(reply, receiver_role='parent')"
-                        },
-                        {"text": "sent"},
+                        {"code": "found = '{task}'.upper()"},
+                        {"code": reply},
+                        {"text": "replied"},
                     ]
                 },
             }
         )
     )
-    done = cli(tmp_path, "run", "--script", str(script), "go")
+    done = cli(tmp_path, "run", "--script", str(script), "--notebook", "analysis.ipynb", "go")
+
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert "⇢ sub-agent counter: agent.agents/counter.ipynb" in lines
-    assert lines.index("◀ message from child counter") < lines.index("Got: COUNT TO THREE")
-    assert "⇠ sub-agent counter: replied" in lines
+    for name in ("part-a", "part-b"):
+        assert f"  sub-agent {name} started: analysis.agents/{name}.ipynb" in lines
+        assert f"  sub-agent {name}: replied" in lines
+    assert "Waiting for replies." in lines
+    assert "Got one." in lines and "Got both." in lines
+    received = [line for line in lines if line.startswith("◀ message from child ")]
+    assert sorted(received) == [
+        "◀ message from child part-a: summary ALPHA WORDS",
+        "◀ message from child part-b: summary BETA WORDS",
+    ]
 
 
 def test_agents_that_keep_messaging_each_other_are_stopped_at_the_turn_limit(

@@ -130,6 +130,22 @@ def test_sending_to_yourself_and_a_missing_name_are_refused_clearly(tree: Tree) 
         resolve_receiver(tree.family, root, tree.loaded, "sibling", "part-a")
 
 
+def test_a_missing_child_is_named_once_and_the_children_listed_in_plain_english(
+    tree: Tree,
+) -> None:
+    with pytest.raises(FamilyError) as refused:
+        resolve_receiver(tree.family, tree.ids["root"], tree.loaded, "child", "dier")
+    assert refused.value.message.endswith(
+        'no child named "dier" (your children: "part-a", "part-b")'
+    )
+    with pytest.raises(FamilyError) as refused:
+        resolve_receiver(tree.family, tree.ids["b"], tree.loaded, "child", "x")
+    assert refused.value.message.endswith('no child named "x" (you have no children)')
+    with pytest.raises(FamilyError) as refused:
+        resolve_receiver(tree.family, tree.ids["b"], tree.loaded, "parent", "mum")
+    assert refused.value.message.endswith('your parent is "analysis.ipynb", not "mum"')
+
+
 def test_a_deleted_child_is_out_of_reach(tree: Tree, tmp_path: Path) -> None:
     a = tree.ids["a"]
     tree.family.mark_deleted(a, tmp_path / "sessions" / a)
@@ -562,3 +578,47 @@ async def test_a_message_queued_for_a_deleted_agent_tells_its_sender_once(
     assert receipt.message_id in notices[0]["text"] and 'child "kid"' in notices[0]["text"]
     with pytest.raises(FamilyError, match=REACH):
         runtime.mailbox.send(roots.a, "still there?", "child", "kid")
+
+
+def undeliverable(agent: Agent) -> list[dict[str, Any]]:
+    return [n for n in entries(agent, "notice") if n["kind"] == "message_undeliverable"]
+
+
+async def test_a_message_for_an_agent_whose_session_cannot_be_read_tells_its_sender_once(
+    host: Any, roots: Roots, agent_script: Any
+) -> None:
+    """Queued for a child whose session file was damaged meanwhile: it can never arrive, so
+    the sender hears it once, live and at the next start, instead of waiting for ever."""
+    runtime = host.runtime
+    provider = make_provider("scripted", None, script_path=agent_script(IDLE_SCRIPT))
+    kid = runtime.create_session(
+        "a.agents/kid.ipynb", provider, parent_session_id=roots.a.session_id, name="kid", depth=1
+    )
+    log = kid.directory / "session.jsonl"
+    log.write_text(log.read_text()[:40])  # the header cut in the middle
+
+    live = runtime.mailbox.send(roots.a, "are you there?", "child", "kid")
+    await wait_for(lambda: undeliverable(roots.a), timeout=30)
+
+    # A message queued on disk by an earlier run, for the same damaged session.
+    queued = json.loads(kid_record_line(kid.directory, live.message_id))
+    record = {**queued, "message_id": "msg_old"}
+    with (kid.directory / MAILBOX_FILE).open("a") as file:
+        file.write(json.dumps(record) + "\n")
+    again = restarted_host(host, agent_script(IDLE_SCRIPT))
+    try:
+        assert again.runtime.mailbox.recover() == 0
+    finally:
+        host.serverapp.web_app.settings["prime_agent_host"] = host
+        await again.shutdown()
+
+    on_disk = SessionRepository(host.repository.root).read(roots.a.session_id).entries
+    notices = [e for e in on_disk if e.get("kind") == "message_undeliverable"]
+    assert [live.message_id in n["text"] for n in notices] == [True, False]
+    assert "msg_old" in notices[1]["text"]
+    assert all("session cannot be read" in n["text"] for n in notices)
+
+
+def kid_record_line(directory: Path, message_id: str) -> str:
+    lines = (directory / MAILBOX_FILE).read_text().splitlines()
+    return next(line for line in lines if message_id in line and '"queued"' in line)

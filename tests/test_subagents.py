@@ -238,3 +238,50 @@ async def test_deleting_a_child_keeps_its_notebook_and_frees_its_name_but_a_busy
     assert out["left"] == []
     assert out["again"] == "analysis.agents/slow-2.ipynb"
     assert (tmp_path / "analysis.agents" / "slow.ipynb").exists()
+
+
+# A child whose kernel dies once (it kills its own process), then says where it works.
+DIES_ONCE_THEN_SAYS_WHERE = {
+    "turns": [
+        {
+            "code": "import os\nif not os.path.exists('died.flag'):\n"
+            "    open('died.flag', 'w').close()\n    os.kill(os.getpid(), 9)"
+        },
+        {"code": "import os\nprint(os.path.basename(os.getcwd()))"},
+        {"text": "in {last_output_line}"},
+    ]
+}
+
+
+async def test_a_child_whose_kernel_restarts_still_works_in_the_parent_notebooks_folder(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "work").mkdir()
+    script = write_script(
+        tmp_path,
+        [
+            {"code": 'a = await rlm("die once", name="alpha")'},
+            {"code": WAIT_FOR_CHILDREN},
+            {"text": "{last_output_line}"},
+        ],
+        DIES_ONCE_THEN_SAYS_WHERE,
+    )
+    run = HeadlessRun(
+        cwd=tmp_path,
+        notebook="work/analysis.ipynb",
+        provider="scripted",
+        model=None,
+        script=script,
+        stream=False,
+        kernel_name="python3",
+        config=AgentConfig(cell_timeout=60),
+    )
+
+    outcome, _ = await run_tree(run, "spawn")
+
+    assert outcome.final_text == "[('alpha', 'completed')]", outcome
+    (entry,) = run.runtime.list_children(run.agent.session_id)
+    log = (Path(entry["session_dir"]) / "session.jsonl").read_text().splitlines()
+    results = [e for e in map(json.loads, log) if e["type"] == "tool_result"]
+    assert results[0]["status"] == "died"
+    assert results[1]["observation"].splitlines()[-1] == "work"

@@ -10,7 +10,7 @@ import nbformat
 
 from prime_agent_lab.core.transcript import chat_transcript
 from tests.conftest import read_saved_notebook, run_turn, use_script, wait_for
-from tests.test_subagents import CHILD, WAIT_FOR_CHILDREN
+from tests.test_subagents import CHILD, DIES_ONCE_THEN_SAYS_WHERE, WAIT_FOR_CHILDREN
 
 
 def tree_script(tmp_path: Path, turns: list[dict[str, Any]]) -> str:
@@ -61,3 +61,87 @@ async def test_a_child_notebook_is_live_runs_on_its_own_jupyter_session_kernel_a
     assert line["preview"] == "did alpha words"
     # Opening the child notebook attaches its own agent, not a new one.
     assert (await host.attach(child_path)).session_id == child.session_id
+
+
+async def test_a_child_notebook_opened_before_its_kernel_is_handed_out_runs_on_the_opened_kernel(
+    host: Any, jp_serverapp: Any, make_notebook: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A user who clicks the child's link at once opens its notebook (JupyterLab starts it a
+    Jupyter session) while the pool is still starting the child's kernel: the child runs on
+    the kernel the user's tab has, in the parent notebook's folder, instead of failing."""
+    child_path = "work/analysis.agents/alpha.ipynb"
+    where = {
+        "turns": [
+            {"code": "import os\nprint(os.path.basename(os.getcwd()))"},
+            {"text": "in {last_output_line}"},
+        ]
+    }
+    script = tmp_path / "tree-script.json"
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"code": 'a = await rlm("where am I", name="alpha")'},
+                    {"code": WAIT_FOR_CHILDREN},
+                    {"text": "{last_output_line}"},
+                ],
+                "child": where,
+            }
+        ),
+        encoding="utf-8",
+    )
+    use_script(host, str(script))
+    parent = await host.attach(make_notebook("work/analysis.ipynb"))
+    pool = host._environment._kernel_pool()
+    take = pool.take
+    opened: dict[str, str] = {}
+
+    async def take_while_the_user_opens_the_notebook() -> str:
+        kernel_id = await take()
+        model = await jp_serverapp.session_manager.create_session(
+            path=child_path, name="alpha.ipynb", type="notebook", kernel_name="python3"
+        )
+        opened["kernel"] = model["kernel"]["id"]
+        return kernel_id
+
+    monkeypatch.setattr(pool, "take", take_while_the_user_opens_the_notebook)
+
+    ended = await run_turn(host, parent.session_id, "fan out")
+
+    assert ended["final_text"] == "[('alpha', 'completed')]"
+    child = next(a for a in host.agents.values() if a.session.notebook_path == child_path)
+    assert child.kernel.kernel_id == opened["kernel"]
+    items = chat_transcript(parent.session, host.runtime.child_state)
+    (line,) = [i for i in items if i["type"] == "child"]
+    assert line["preview"] == "in work"
+    sessions = await jp_serverapp.session_manager.list_sessions()
+    assert [s["kernel"]["id"] for s in sessions if s["path"] == child_path] == [opened["kernel"]]
+
+
+async def test_a_child_whose_kernel_restarts_still_works_in_the_parent_notebooks_folder(
+    host: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    script = tmp_path / "tree-script.json"
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"code": 'a = await rlm("die once", name="alpha")'},
+                    {"code": WAIT_FOR_CHILDREN},
+                    {"text": "{last_output_line}"},
+                ],
+                "child": DIES_ONCE_THEN_SAYS_WHERE,
+            }
+        ),
+        encoding="utf-8",
+    )
+    use_script(host, str(script))
+    parent = await host.attach(make_notebook("work/analysis.ipynb"))
+
+    ended = await run_turn(host, parent.session_id, "spawn")
+
+    assert ended["final_text"] == "[('alpha', 'completed')]"
+    child = next(a for a in host.agents.values() if a.session.header.get("parent_session_id"))
+    results = [e for e in child.session.entries if e["type"] == "tool_result"]
+    assert results[0]["status"] == "died"
+    assert results[1]["observation"].splitlines()[-1] == "work"

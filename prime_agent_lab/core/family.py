@@ -29,6 +29,9 @@ MAX_HEADER_BYTES = 1 << 20
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+SESSION_UNREADABLE = 410  # FamilyError status: the agent's session file cannot be read
+
+
 class FamilyError(Exception):
     """A request the family rules refuse; `status` is the HTTP-like code for the bridge."""
 

@@ -30,7 +30,7 @@ from typing import Any, Literal, get_args
 from .agent import Agent, InboxMessage, TurnInProgress
 from .caller import TreeRuntime
 from .events import Event
-from .family import Family, FamilyError, Member
+from .family import SESSION_UNREADABLE, Family, FamilyError, Member
 from .sessions import SessionError, now_iso
 from .text import json_type, shorten
 from .wire import DeliveryMode, Relationship
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 MAILBOX_FILE = "mailbox.jsonl"
 REACH = "Agent reach is limited to parent, siblings and children"
+UNREADABLE_REASON = "its session cannot be read (the file is damaged or gone)"
 ROLES: tuple[Relationship, ...] = get_args(Relationship)
 MODES: tuple[DeliveryMode, ...] = get_args(DeliveryMode)
 DeliveryStatus = Literal["delivered", "queued", "failed"]
@@ -132,9 +133,15 @@ def resolve_receiver(
             f'"{name}" is your {actual.relationship}, not your {role}; use '
             f'receiver_role="{actual.relationship}"',
         )
-    same_role = ", ".join(f'"{r.name}"' for r in family_now if r.relationship == role)
-    yours = f"your {role}s: {same_role}" if same_role else f"you have no {role}s"
-    raise FamilyError(404, f'{REACH}: no {role} named "{shorten(name, 80)}" ({yours})')
+    same_role = ", ".join(sorted(f'"{r.name}"' for r in family_now if r.relationship == role))
+    plural = "children" if role == "child" else f"{role}s"
+    yours = f"your {plural}: {same_role}" if same_role else f"you have no {plural}"
+    raise FamilyError(404, f'{REACH}: no {role} named "{_cut(name)}" ({yours})')
+
+
+def _cut(name: str, limit: int = 80) -> str:
+    """A name for an error message, without the quotes `shorten` adds."""
+    return name if len(name) <= limit else f"{name[: limit - 1]}…"
 
 
 def _the_parent(family_now: list[Relative], name: str | None) -> Relative:
@@ -146,7 +153,7 @@ def _the_parent(family_now: list[Relative], name: str | None) -> Relative:
             'receiver_role="sibling")',
         )
     if name and name not in (parent.name, parent.member.session_id, "parent"):
-        raise FamilyError(404, f'{REACH}: your parent is "{parent.name}", not "{shorten(name)}"')
+        raise FamilyError(404, f'{REACH}: your parent is "{parent.name}", not "{_cut(name)}"')
     return parent
 
 
@@ -532,6 +539,10 @@ class Mailbox:
         try:
             agent = await self._runtime.ensure_loaded(target_id)
         except FamilyError as exc:
+            if exc.status == SESSION_UNREADABLE:
+                for mail in self._pending.pop(target_id, []):
+                    self._undeliverable(mail, UNREADABLE_REASON)
+                return
             log.info("messages for %s stay queued: %s", target_id, exc.message)
             return
         except Exception:
@@ -638,6 +649,8 @@ class Mailbox:
                 self._write(target_id, {"type": "taken", "message_id": mail.message_id})
             elif self._runtime.family.is_deleted(target_id):
                 self._undeliverable(mail, "it was deleted")
+            elif self._runtime.family.member(target_id) is None:
+                self._undeliverable(mail, UNREADABLE_REASON)
             else:
                 self._pending.setdefault(target_id, []).append(mail)
 

@@ -23,7 +23,14 @@ from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
 from .caller import CallerContext, Operation
 from .events import Event, EventBus
-from .family import Family, FamilyError, Member, check_name, default_name
+from .family import (
+    SESSION_UNREADABLE,
+    Family,
+    FamilyError,
+    Member,
+    check_name,
+    default_name,
+)
 from .mailbox import Mailbox
 from .message_ops import register_message_operations
 from .pending_kernel import PendingKernel
@@ -161,8 +168,8 @@ class AgentRuntime:
             )
         try:
             session = await asyncio.to_thread(self.repository.load, session_id)
-        except SessionError as exc:
-            raise FamilyError(409, str(exc)) from None
+        except SessionError as exc:  # 410: nothing will ever load it as it is
+            raise FamilyError(SESSION_UNREADABLE, str(exc)) from None
         provider_name, model = session.current_model()
         try:
             provider = self.environment.provider(f"{provider_name}/{model}")

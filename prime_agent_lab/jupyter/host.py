@@ -17,6 +17,7 @@ from typing import Any
 
 from tornado import web
 
+from ..adapters.kernel_calls import set_working_directory, working_directory_code
 from ..adapters.kernel_executor import KernelExecutor, bridge_setup_code
 from ..adapters.kernel_pool import KernelPool
 from ..core.agent import Agent, AgentConfig, TurnInProgress
@@ -35,7 +36,7 @@ from ..core.sessions import (
 )
 from ..core.text import shorten
 from .live_notebook import LiveNotebook
-from .server_kernels import ServerKernels, hand_to_notebook
+from .server_kernels import HandOutFailed, ServerKernels, hand_to_notebook
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,8 @@ class AgentHost:
         self.settings = settings
         self.bindings: dict[str, str] = {}  # notebook path -> kernel id, reported by the UI
         self._executors: dict[str, KernelExecutor] = {}
+        # kernel id -> a child's working directory, set again when its kernel restarts
+        self.kernel_directories: dict[str, str] = {}
         # One lock per notebook: attaching one notebook (which may start its kernel) never
         # holds up another notebook's agent.
         self._notebook_locks: dict[str, asyncio.Lock] = {}
@@ -243,7 +246,9 @@ class AgentHost:
             self.runtime.spawn(executor.close())
 
     def _setup_code(self, kernel_id: str) -> str:
-        return bridge_setup_code(self.settings.bridge_url(), kernel_id)
+        directory = self.kernel_directories.get(kernel_id)
+        chdir = working_directory_code(directory) if directory else ""
+        return bridge_setup_code(self.settings.bridge_url(), kernel_id) + chdir
 
     def _forget_dead_executors(self) -> None:
         for kernel_id in [k for k in self._executors if k not in self._kernel_manager]:
@@ -570,22 +575,27 @@ class _ServerEnvironment:
 
     async def start_child_kernel(self, notebook_path: str, cwd: str) -> KernelPort:
         serverapp = self._host.serverapp
-        sessions = serverapp.session_manager
-        if await sessions.session_exists(path=notebook_path):  # the user opened it meanwhile
-            model = await sessions.get_session(path=notebook_path)
-            executor = self._host.executor(model["kernel"]["id"])
-            await executor.prepare()
-            return executor
+        directory = serverapp.kernel_manager.cwd_for_path(cwd or "")
+        opened = await self._opened_kernel(notebook_path, directory)
+        if opened is not None:
+            return opened
         kernel_id = await self._kernel_pool().take()
         self._children.add(kernel_id)
         try:
-            directory = serverapp.kernel_manager.cwd_for_path(cwd or "")
+            self._host.kernel_directories[kernel_id] = directory
             executor = self._host.executor(kernel_id)
             await hand_to_notebook(
                 serverapp, kernel_id, notebook_path, directory, run=executor.run_silently
             )
             self._host.bindings[notebook_path] = kernel_id
             await executor.prepare()  # done in the pool already, unless it restarted since
+        except HandOutFailed:
+            await self._shut_down(kernel_id)
+            # A browser opened the notebook while the pooled kernel was on its way.
+            opened = await self._opened_kernel(notebook_path, directory)
+            if opened is None:
+                raise
+            return opened
         except BaseException:
             await self._shut_down(kernel_id)
             raise
@@ -596,6 +606,24 @@ class _ServerEnvironment:
         first spawn takes a booted kernel (the user is typing meanwhile)."""
         if self._settings.max_depth > 0 and self._pool_size > 0:
             self._kernel_pool()
+
+    async def _opened_kernel(self, notebook_path: str, directory: str) -> KernelPort | None:
+        """The kernel of the notebook's Jupyter session (a user opened it), moved to the
+        child's working directory; None when the notebook has no session."""
+        sessions = self._host.serverapp.session_manager
+        if not await sessions.session_exists(path=notebook_path):
+            return None
+        model = await sessions.get_session(path=notebook_path)
+        kernel_id = model["kernel"]["id"]
+        manager = self._host.serverapp.kernel_manager.get_kernel(kernel_id)
+        self._host.kernel_directories[kernel_id] = directory
+        try:
+            await set_working_directory(manager, directory)
+        except Exception as exc:  # the user's kernel still serves; relative paths differ
+            log.warning("could not move the kernel of %s to %s: %s", notebook_path, directory, exc)
+        executor = self._host.executor(kernel_id)
+        await executor.prepare()
+        return executor
 
     def _kernel_pool(self) -> KernelPool[str]:
         if self._pool is None:
@@ -626,6 +654,7 @@ class _ServerEnvironment:
     async def _shut_down(self, kernel_id: str) -> None:
         """A sub-agent's kernel goes with its Jupyter session."""
         self._children.discard(kernel_id)
+        self._host.kernel_directories.pop(kernel_id, None)
         self._host.forget_executor(kernel_id)
         sessions = self._host.serverapp.session_manager
         with contextlib.suppress(Exception):
