@@ -161,8 +161,27 @@ function renderAgentMessage(
     time.title = `Written ${composed.full}`;
     header.append(time);
   }
-  node.append(header, element('div', 'pal-message-text', undefined, entry.text));
+  node.append(
+    header,
+    element('div', 'pal-message-text', undefined, messageBody(entry.text))
+  );
   return node;
+}
+
+/**
+ * The text without the header line written for the model (`[message from …]`,
+ * `[task from parent]`): the bubble's own header already names the sender and
+ * the time.
+ */
+export function messageBody(text: string): string {
+  const lines = text.split('\n');
+  if (/^\[(message from |task from parent\])/.test(lines[0] ?? '')) {
+    lines.shift();
+    while (lines.length > 0 && lines[0].trim() === '') {
+      lines.shift();
+    }
+  }
+  return lines.join('\n');
 }
 
 /** The sender's name: a link to its notebook when it can be found. */

@@ -338,9 +338,15 @@ export class TranscriptModel {
         break;
       case 'turn_started':
         this.status = 'running';
-        this._onTurnStarted(turn, text(event.text), originOf(event));
+        if (!event.notice) {
+          // A sub-agent's notice to the model has its own notice line.
+          this._onTurnStarted(turn, text(event.text), originOf(event));
+        }
         break;
       case 'agent_message':
+        if (event.notice) {
+          break;
+        }
         this._add({
           kind: 'agent_message',
           id: this._nextId++,
@@ -703,6 +709,9 @@ export class TranscriptModel {
     const turn = typeof item.turn === 'number' ? item.turn : null;
     switch (item.type) {
       case 'user':
+        if (item.notice) {
+          return null; // a sub-agent's notice to the model: shown as its notice line
+        }
         return {
           kind: 'user',
           id,
@@ -712,6 +721,9 @@ export class TranscriptModel {
           origin: originOf(item)
         };
       case 'agent_message':
+        if (item.notice) {
+          return null;
+        }
         return {
           kind: 'agent_message',
           id,

@@ -54,6 +54,7 @@ export interface IUserItem {
   from_name?: string;
   relationship?: Relationship;
   composed?: string;
+  notice?: NoticeKind;
 }
 
 export interface IAssistantItem {
@@ -96,6 +97,7 @@ export interface IAgentMessageItem {
   from_name: string;
   relationship: Relationship;
   composed: string;
+  notice?: NoticeKind;
 }
 
 /** A sub-agent this agent spawned (`rlm(...)`): its notebook opens from the chat. */
@@ -148,6 +150,7 @@ export interface ITurnStartedEvent {
   relationship?: Relationship;
   composed?: string;
   mode?: DeliveryMode;
+  notice?: NoticeKind;
 }
 
 /** Another agent's message, taken into the running turn between two model calls. */
@@ -163,6 +166,7 @@ export interface IAgentMessageEvent {
   relationship: Relationship;
   composed: string;
   mode: DeliveryMode;
+  notice?: NoticeKind;
 }
 
 export interface ITextDeltaEvent {

@@ -306,9 +306,9 @@ class AgentRuntime:
         else:
             return
         parent.notice(kind, text)
-        self._tell(parent, child, member, f"[notice] {text}")
+        self._tell(parent, child, member, kind, f"[notice] {text}")
 
-    def _tell(self, parent: Agent, child: Agent, member: Member, text: str) -> None:
+    def _tell(self, parent: Agent, child: Agent, member: Member, kind: str, text: str) -> None:
         """A child's notice reaches its parent's model like a message from that child: in the
         running turn at its next model call, or as a new turn when the parent is idle."""
         fields = {
@@ -318,6 +318,7 @@ class AgentRuntime:
             "relationship": "child",
             "composed": now_iso(),
             "mode": "auto",
+            "notice": kind,
         }
         if not parent.running and not self.mailbox.closed:
             try:

@@ -63,16 +63,19 @@ def chat_transcript(
         kind, turn = entry["type"], entry.get("turn")
         if kind == "user_message":
             origin = {k: entry[k] for k in _ORIGIN_FIELDS if isinstance(entry.get(k), str)}
+            if isinstance(entry.get("notice"), str):
+                origin["notice"] = entry["notice"]
             items.append({"type": "user", "turn": turn, "text": entry["text"], **origin})  # type: ignore[typeddict-item]
         elif kind == "agent_message":
-            items.append(
-                {
-                    "type": "agent_message",
-                    "turn": turn,
-                    "text": entry["text"],
-                    **{k: str(entry.get(k, "")) for k in _ORIGIN_FIELDS},  # type: ignore[typeddict-item]
-                }
-            )
+            item: dict[str, Any] = {
+                "type": "agent_message",
+                "turn": turn,
+                "text": entry["text"],
+                **{k: str(entry.get(k, "")) for k in _ORIGIN_FIELDS},
+            }
+            if isinstance(entry.get("notice"), str):
+                item["notice"] = entry["notice"]
+            items.append(item)  # type: ignore[arg-type]
         elif kind == "child_spawned":
             items.append(_child_item(entry, turn, child_state))
         elif kind == "assistant_message":

@@ -104,6 +104,9 @@ class UserItem(TypedDict):
     from_name: NotRequired[str]
     relationship: NotRequired[Relationship]
     composed: NotRequired[str]
+    notice: NotRequired[NoticeKind]
+    """Set when the message only carries a sub-agent's notice to the model; the chat shows
+    that notice's own line (a `notice` item/event) and no message bubble."""
 
 
 class AgentMessageItem(TypedDict):
@@ -116,6 +119,9 @@ class AgentMessageItem(TypedDict):
     from_name: str
     relationship: Relationship
     composed: str
+    notice: NotRequired[NoticeKind]
+    """Set when the message only carries a sub-agent's notice to the model; the chat shows
+    that notice's own line (a `notice` item/event) and no message bubble."""
 
 
 class ChildItem(TypedDict):
@@ -204,6 +210,9 @@ class TurnStartedEvent(TypedDict):
     relationship: NotRequired[Relationship]
     composed: NotRequired[str]
     mode: NotRequired[DeliveryMode]
+    notice: NotRequired[NoticeKind]
+    """Set when the message only carries a sub-agent's notice to the model; the chat shows
+    that notice's own line (a `notice` item/event) and no message bubble."""
 
 
 class AgentMessageEvent(TypedDict):
@@ -220,6 +229,9 @@ class AgentMessageEvent(TypedDict):
     relationship: Relationship
     composed: str
     mode: DeliveryMode
+    notice: NotRequired[NoticeKind]
+    """Set when the message only carries a sub-agent's notice to the model; the chat shows
+    that notice's own line (a `notice` item/event) and no message bubble."""
 
 
 class TextDeltaEvent(TypedDict):
