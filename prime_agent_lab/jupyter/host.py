@@ -338,7 +338,6 @@ class AgentHost:
             )
             self._follow_notebook(agent, notebook)
             self._use_kernel(agent, kernel_id)
-            self._environment.warm_up()
         except BaseException:
             if agent is not None and self.agents.get(agent.session_id) is agent:
                 del self.agents[agent.session_id]
@@ -600,12 +599,6 @@ class _ServerEnvironment:
             await self._shut_down(kernel_id)
             raise
         return executor
-
-    def warm_up(self) -> None:
-        """Start filling the kernel pool once an agent that may spawn is attached, so even the
-        first spawn takes a booted kernel (the user is typing meanwhile)."""
-        if self._settings.max_depth > 0 and self._pool_size > 0:
-            self._kernel_pool()
 
     async def _opened_kernel(self, notebook_path: str, directory: str) -> KernelPort | None:
         """The kernel of the notebook's Jupyter session (a user opened it), moved to the
