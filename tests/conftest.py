@@ -55,8 +55,8 @@ def jp_server_config(
     config["PrimeAgentLab"] = {
         "sessions_dir": str(jp_root_dir / ".prime-agent" / "sessions"),
         "retry_base_delay": 0.05,
-        # No kernels pre-started for sub-agents unless a test asks (the server fills the pool
-        # when an agent is attached): most tests never spawn, and CI has two cores.
+        # No kernels pre-started for sub-agents unless a test asks: most tests never spawn, and
+        # CI has two cores (a spawn then starts its child's kernel itself).
         "kernel_pool_size": 0,
         **prime_agent_config,
     }
