@@ -310,7 +310,9 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             loop.remove_signal_handler(signum)
         await run.close()
     printer.finish()
-    ok = outcome is not None and outcome.stop_reason == "end_turn"
+    # A run stopped by a signal is not a success even when the root had already answered:
+    # the sub-agents still working were cut.
+    ok = outcome is not None and outcome.stop_reason == "end_turn" and stopper.reason is None
     if error is None and not ok:
         if stopper.reason is not None:
             error = stopper.reason

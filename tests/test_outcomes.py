@@ -236,6 +236,35 @@ def test_sigterm_stops_the_turn_like_ctrl_c_and_keeps_the_partial_output(tmp_pat
     assert cell.outputs[0]["text"].startswith("step 1 done")
 
 
+def test_ctrl_c_while_only_a_sub_agent_works_stops_it_and_the_run_reports_the_stop(
+    tmp_path: Path,
+) -> None:
+    child_cell = "open('child.started', 'w').close()\nimport time\ntime.sleep(600)"
+    script = write_script(
+        tmp_path,
+        [{"text": "Fan out.", "code": "await rlm('wait', name='slow')"}, {"text": "Waiting."}],
+        child={"turns": [{"code": child_cell}, {"text": "never"}]},
+    )
+    process = popen_cli(tmp_path, "run", "--mode", "json", "--script", script, "go")
+    try:
+        wait_until(lambda: (tmp_path / "child.started").exists(), "the sub-agent's cell")
+        process.send_signal(signal.SIGINT)  # the root's turn has ended; only the child runs
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 1, (stdout, stderr)
+    end = json_lines(stdout)[-1]
+    assert end["type"] == "run_end" and end["ok"] is False
+    assert end["error"] == "stopped by SIGINT"
+    [child_log] = [
+        log
+        for log in tmp_path.glob(".prime-agent/sessions/*/session.jsonl")
+        if '"slow"' in log.read_text().splitlines()[0]
+    ]
+    last = json.loads(child_log.read_text().splitlines()[-1])
+    assert last["type"] == "turn_end" and last["stop_reason"] == "stopped"
+
+
 def test_after_a_sigkill_mid_cell_the_model_is_told_the_cell_ran_partly_with_its_output(
     tmp_path: Path,
 ) -> None:
