@@ -798,3 +798,16 @@ async def test_a_child_from_before_a_restart_is_loaded_when_messaged_and_the_tre
 
     assert printed(tree.root) == [["replied", "queued"]]  # not loaded: it waits
     assert second == f"second: {first.removeprefix('first: ')}\nback"
+
+
+def test_a_member_read_from_disk_names_its_model_as_the_live_handle_does(tmp_path: Path) -> None:
+    """`rlm.list_subagents()` says `scripted/demo` for a child spawned in this process; after a
+    restart (or in the next CLI run) the registry comes from the session header and must agree."""
+    from prime_agent_lab.core.family import Family
+
+    repository = SessionRepository(tmp_path)
+    session = repository.create(
+        notebook_path="a.agents/kid.ipynb", provider="scripted", model="demo", name="kid"
+    )
+    from_disk = Family(repository).member(session.session_id)
+    assert from_disk is not None and from_disk.model == "scripted/demo"

@@ -101,9 +101,17 @@ def member_from_header(header: dict[str, Any]) -> Member | None:
         name=str(header.get("name", "") or ""),
         depth=depth if isinstance(depth, int) and depth >= 0 else 0,
         task=str(header.get("task", "") or ""),
-        model=str(header.get("model", "") or ""),
+        model=_model_name(header),
         created=str(header.get("created", "") or ""),
     )
+
+
+def _model_name(header: dict[str, Any]) -> str:
+    """`provider/model`, as a live handle names it (a header keeps the two apart)."""
+    provider, model = header.get("provider"), header.get("model")
+    if not isinstance(model, str) or not model:
+        return ""
+    return f"{provider}/{model}" if isinstance(provider, str) and provider else model
 
 
 class Family:
