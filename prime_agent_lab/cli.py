@@ -270,9 +270,14 @@ def _build_config(args: argparse.Namespace) -> Any:
 
 
 async def _run(args: argparse.Namespace, out: TextIO) -> int:
+    stopper = _TurnStopper()
+    # Catch Ctrl-C from the start: one while the run is still loading stops it like any other.
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for signum in signals:
+        loop.add_signal_handler(signum, stopper, f"stopped by {signal.Signals(signum).name}")
     from .headless import HeadlessRun
 
-    stopper = _TurnStopper()
     printer = _Printer(
         args.mode, out, lambda: stopper("the output was closed, so the turn was stopped")
     )
@@ -292,10 +297,6 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     )
     outcome = None
     error: str | None = None
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGINT, signal.SIGTERM)
-    for signum in signals:
-        loop.add_signal_handler(signum, stopper, f"stopped by {signal.Signals(signum).name}")
     try:
         await run.start(printer)
         if run.recovered_turn is not None:

@@ -265,6 +265,29 @@ def test_ctrl_c_while_only_a_sub_agent_works_stops_it_and_the_run_reports_the_st
     assert last["type"] == "turn_end" and last["stop_reason"] == "stopped"
 
 
+def test_ctrl_c_while_the_cli_is_still_loading_stops_the_run_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prime_agent_lab import headless
+
+    loading = headless.HeadlessRun.__init__
+
+    def interrupted_while_loading(self: Any, *args: Any, **kwargs: Any) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C before the run has started anything
+        loading(self, *args, **kwargs)
+
+    monkeypatch.setattr(headless.HeadlessRun, "__init__", interrupted_while_loading)
+    monkeypatch.chdir(tmp_path)
+    script = write_script(tmp_path, [{"code": "x = 1"}, {"text": "done"}])
+    try:
+        code = cli_module.main(["run", "--mode", "json", "--script", script, "go"])
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C while loading escaped as a KeyboardInterrupt traceback")
+    assert code == 1
+    end = json_lines(capsys.readouterr().out)[-1]
+    assert end["type"] == "run_end" and end["error"] == "stopped by SIGINT"
+
+
 def test_after_a_sigkill_mid_cell_the_model_is_told_the_cell_ran_partly_with_its_output(
     tmp_path: Path,
 ) -> None:
