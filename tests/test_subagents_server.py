@@ -145,3 +145,42 @@ async def test_a_child_whose_kernel_restarts_still_works_in_the_parent_notebooks
     results = [e for e in child.session.entries if e["type"] == "tool_result"]
     assert results[0]["status"] == "died"
     assert results[1]["observation"].splitlines()[-1] == "work"
+
+
+async def test_stop_stops_only_that_agent_and_stop_with_tree_stops_its_sub_agents_too(
+    host: Any, jp_fetch: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    busy = "import time\nopen({flag!r}, 'w').close()\nwhile True:\n    time.sleep(0.05)"
+    parent_flag, child_flag = str(tmp_path / "parent.busy"), str(tmp_path / "child.busy")
+    script = tmp_path / "stop-tree.json"
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"code": "await rlm('wait', name='waiter')\n" + busy.format(flag=parent_flag)},
+                    {"text": "stopped"},
+                ],
+                "child": {"turns": [{"code": busy.format(flag=child_flag)}, {"text": "never"}]},
+            }
+        ),
+        encoding="utf-8",
+    )
+    use_script(host, str(script))
+    parent = await host.attach(make_notebook("stop-tree.ipynb"))
+    await host.send(parent.session_id, "go")
+    await wait_for(lambda: Path(parent_flag).exists() and Path(child_flag).exists(), timeout=60)
+    child = next(a for a in host.agents.values() if a.session_id != parent.session_id)
+
+    async def stop(session_id: str, body: dict[str, Any]) -> Any:
+        url = ("prime-agent", "api", "sessions", session_id, "stop")
+        response = await jp_fetch(*url, method="POST", body=json.dumps(body))
+        return json.loads(response.body)
+
+    assert await stop(parent.session_id, {}) == {"stopped": True}
+    await wait_for(lambda: not parent.running)
+    assert child.running  # Stop in the parent's panel leaves its sub-agent working
+
+    assert await stop(parent.session_id, {"tree": True}) == {"stopped": True}
+    await wait_for(lambda: not child.running)
+    end = child.session.path()[-1]
+    assert end["type"] == "turn_end" and end["stop_reason"] == "stopped"
