@@ -430,6 +430,9 @@ export class TranscriptModel {
       // A turn-less notice or error is in the transcript already; a status
       // is harmless to replay (the newest one wins), and so is a child's
       // (`_onChildStatus` lets the transcript's own child status win).
+      if (event.seq <= this._transcriptSeq && this._rebuiltTurns.size > 0) {
+        this._keepInOrder(event);
+      }
       return (
         event.seq > this._transcriptSeq ||
         event.type === 'status' ||
@@ -451,6 +454,30 @@ export class TranscriptModel {
     this._entries = this._entries.filter(entry => entry.turn !== turn);
     this._changed.emit({ type: 'reset' });
     return true;
+  }
+
+  /**
+   * Turns rebuilt from the replay go to the end of the chat; a turn-less
+   * notice or error from the transcript that came after them moves along, so
+   * it stays where it was (its replayed event arrives in order).
+   */
+  private _keepInOrder(event: AgentEvent): void {
+    if (event.type !== 'notice' && event.type !== 'error') {
+      return;
+    }
+    const said = event.type === 'notice' ? text(event.text) : text(event.message);
+    const index = this._entries.findIndex(
+      entry =>
+        entry.turn === null &&
+        ((entry.kind === 'notice' && entry.text === said) ||
+          (entry.kind === 'error' && entry.message === said))
+    );
+    if (index < 0 || index === this._entries.length - 1) {
+      return;
+    }
+    const [entry] = this._entries.splice(index, 1);
+    this._entries.push(entry);
+    this._changed.emit({ type: 'reset' });
   }
 
   private _onTurnStarted(

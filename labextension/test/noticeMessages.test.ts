@@ -88,3 +88,22 @@ describe('messageBody', () => {
     expect(messageBody('plain')).toBe('plain');
   });
 });
+
+describe('a turn-less notice after a reload with the whole buffer replayed', () => {
+  it('stays after the turn it followed', () => {
+    const model = new TranscriptModel();
+    const items = [
+      { type: 'user', turn: 1, text: 'go' },
+      { type: 'assistant', turn: 1, text: 'done' },
+      { type: 'notice', turn: null, kind: 'child_completed', text: 'part-a finished' }
+    ] as unknown as ChatItem[];
+    model.load(items, 10);
+    [
+      event(1, { type: 'turn_started', turn: 1, text: 'go' }),
+      event(2, { type: 'assistant_message', turn: 1, text: 'done', tool_calls: 0 }),
+      event(3, { type: 'turn_ended', turn: 1, stop_reason: 'end_turn', final_text: 'done' }),
+      event(4, { type: 'notice', kind: 'child_completed', text: 'part-a finished' })
+    ].forEach(e => model.apply(e));
+    expect(model.entries.map(e => e.kind)).toEqual(['user', 'assistant', 'notice']);
+  });
+});

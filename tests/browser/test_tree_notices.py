@@ -67,12 +67,6 @@ def _assert_clean(snapshot: list[list[str]]) -> None:
     assert len(silent) == 1, snapshot
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect (review of issue 7): on a reload, a turn-less notice moves to the top of "
-    "the chat when the event replay rebuilds the turns after it (TranscriptModel "
-    "_acceptsReplayOf drops a rebuilt turn's entries and appends them again at the end)",
-)
 def test_a_sub_agents_notice_shows_once_and_bubbles_have_no_model_header_live_and_reloaded(
     lab_server: LabServer, page: Any
 ) -> None:
