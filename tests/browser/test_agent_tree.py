@@ -115,6 +115,22 @@ def _release(server: LabServer, task: str) -> None:
     (server.root_dir / f"{task}.go").write_text("go")
 
 
+def _ask_in_a_new_notebook(page: Any, server: LabServer, notebook: str, message: str) -> Any:
+    """A new notebook open in JupyterLab with its kernel idle, the chat panel connected, and
+    `message` sent; returns the panel."""
+    from playwright.sync_api import expect
+
+    _create_notebook(server, notebook)
+    _open_notebook(page, server, notebook)
+    _wait_for_idle_kernel(server, notebook, KERNEL_IDLE_TIMEOUT)
+    panel = _open_panel(page)
+    expect(panel.get_by_test_id("pal-status")).to_have_attribute(
+        "data-connection", "connected", timeout=UI_TIMEOUT_MS
+    )
+    _send(panel, message)
+    return panel
+
+
 def _wait_for_files(server: LabServer, paths: list[str], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not all((server.root_dir / p).exists() for p in paths):
@@ -127,14 +143,9 @@ def test_parent_chat_follows_two_sub_agents_into_their_notebooks_and_survives_a_
 ) -> None:
     from playwright.sync_api import expect
 
-    _create_notebook(lab_server, PARENT)
-    _open_notebook(page, lab_server, PARENT)
-    _wait_for_idle_kernel(lab_server, PARENT, KERNEL_IDLE_TIMEOUT)
-    panel = _open_panel(page)
-    expect(panel.get_by_test_id("pal-status")).to_have_attribute(
-        "data-connection", "connected", timeout=UI_TIMEOUT_MS
+    panel = _ask_in_a_new_notebook(
+        page, lab_server, PARENT, "Summarise both parts with a sub-agent each."
     )
-    _send(panel, "Summarise both parts with a sub-agent each.")
 
     # Two child lines, right after the line of the cell that spawned them, both running.
     children = panel.get_by_test_id("pal-child")

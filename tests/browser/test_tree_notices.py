@@ -13,15 +13,16 @@ from typing import Any
 import pytest
 
 from .conftest import LabServer
-from .test_agent_tree import _release, _send, _settled, _show_tab, _wait_for_files
+from .test_agent_tree import (
+    _ask_in_a_new_notebook,
+    _release,
+    _settled,
+    _show_tab,
+    _wait_for_files,
+)
 from .test_chat_panel import (
-    KERNEL_IDLE_TIMEOUT,
     TURN_TIMEOUT_MS,
-    UI_TIMEOUT_MS,
-    _create_notebook,
-    _open_notebook,
     _open_panel,
-    _wait_for_idle_kernel,
 )
 
 pytestmark = pytest.mark.browser
@@ -72,14 +73,7 @@ def test_a_sub_agents_notice_shows_once_and_bubbles_have_no_model_header_live_an
 ) -> None:
     from playwright.sync_api import expect
 
-    _create_notebook(lab_server, PARENT)
-    _open_notebook(page, lab_server, PARENT)
-    _wait_for_idle_kernel(lab_server, PARENT, KERNEL_IDLE_TIMEOUT)
-    panel = _open_panel(page)
-    expect(panel.get_by_test_id("pal-status")).to_have_attribute(
-        "data-connection", "connected", timeout=UI_TIMEOUT_MS
-    )
-    _send(panel, "Split the work.")
+    panel = _ask_in_a_new_notebook(page, lab_server, PARENT, "Split the work.")
     children = panel.get_by_test_id("pal-child")
     expect(children).to_have_count(2, timeout=TURN_TIMEOUT_MS)
     _wait_for_files(lab_server, [f"notices.agents/{n}.ipynb" for n in ("talker", "silent")], 30)
