@@ -33,6 +33,7 @@ from prime_agent_lab.jupyter.host import AgentHost
 from prime_agent_lab.providers import make_provider
 
 from .conftest import read_saved_notebook, use_script, wait_for
+from .test_messaging import NUCLEAR  # the same tree: root, a, b, grandchild g, root2
 
 ROOT = "analysis.ipynb"
 POOL_SIZE = 2
@@ -551,18 +552,6 @@ async def test_steer_lands_at_the_next_boundary_follow_up_after_the_run_and_auto
 # ------------------------------------------------------------------ 4. scope in a tree
 
 NAMES = {"root": ROOT, "root2": "other.ipynb", "a": "a", "b": "b", "g": "g"}
-NUCLEAR = {
-    ("root", "a"): "child",
-    ("root", "b"): "child",
-    ("root", "root2"): "sibling",
-    ("root2", "root"): "sibling",
-    ("a", "root"): "parent",
-    ("a", "b"): "sibling",
-    ("a", "g"): "child",
-    ("b", "root"): "parent",
-    ("b", "a"): "sibling",
-    ("g", "a"): "parent",
-}
 BUILD_TREE = (
     "a = await rlm('g = await rlm(\"print(7)\", name=\"g\")', name='a')\n"
     "b = await rlm('print(8)', name='b')"

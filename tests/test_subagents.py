@@ -37,10 +37,12 @@ def write_script(tmp_path: Path, turns: list[dict[str, Any]], child: dict[str, A
     return str(path)
 
 
-def headless(tmp_path: Path, script: str, **options: Any) -> HeadlessRun:
+def headless(
+    tmp_path: Path, script: str, notebook: str = "analysis.ipynb", **options: Any
+) -> HeadlessRun:
     return HeadlessRun(
         cwd=tmp_path,
-        notebook="analysis.ipynb",
+        notebook=notebook,
         provider="scripted",
         model=None,
         script=script,
@@ -266,16 +268,7 @@ async def test_a_child_whose_kernel_restarts_still_works_in_the_parent_notebooks
         ],
         DIES_ONCE_THEN_SAYS_WHERE,
     )
-    run = HeadlessRun(
-        cwd=tmp_path,
-        notebook="work/analysis.ipynb",
-        provider="scripted",
-        model=None,
-        script=script,
-        stream=False,
-        kernel_name="python3",
-        config=AgentConfig(cell_timeout=60),
-    )
+    run = headless(tmp_path, script, notebook="work/analysis.ipynb")
 
     outcome, _ = await run_tree(run, "spawn")
 

@@ -660,7 +660,7 @@ class AgentRuntime:
         for agent in list(self.agents.values()):
             await agent.stop()
             await close_provider(agent.provider)
-            if self.family.member(agent.session_id) and isinstance(agent.kernel, PendingKernel):
+            if isinstance(agent.kernel, PendingKernel):  # a kernel the runtime asked for
                 await self._release_kernel(agent.kernel)
         self.agents.clear()
 
