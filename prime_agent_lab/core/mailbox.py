@@ -32,7 +32,7 @@ from .caller import TreeRuntime
 from .events import Event
 from .family import SESSION_UNREADABLE, Family, FamilyError, Member
 from .sessions import SessionError, now_iso
-from .text import json_type, shorten
+from .text import json_type, preview, shorten
 from .wire import DeliveryMode, Relationship
 
 log = logging.getLogger(__name__)
@@ -136,12 +136,7 @@ def resolve_receiver(
     same_role = ", ".join(sorted(f'"{r.name}"' for r in family_now if r.relationship == role))
     plural = "children" if role == "child" else f"{role}s"
     yours = f"your {plural}: {same_role}" if same_role else f"you have no {plural}"
-    raise FamilyError(404, f'{REACH}: no {role} named "{_cut(name)}" ({yours})')
-
-
-def _cut(name: str, limit: int = 80) -> str:
-    """A name for an error message, without the quotes `shorten` adds."""
-    return name if len(name) <= limit else f"{name[: limit - 1]}…"
+    raise FamilyError(404, f'{REACH}: no {role} named "{preview(name, 80)}" ({yours})')
 
 
 def _the_parent(family_now: list[Relative], name: str | None) -> Relative:
@@ -153,7 +148,9 @@ def _the_parent(family_now: list[Relative], name: str | None) -> Relative:
             'receiver_role="sibling")',
         )
     if name and name not in (parent.name, parent.member.session_id, "parent"):
-        raise FamilyError(404, f'{REACH}: your parent is "{parent.name}", not "{_cut(name)}"')
+        raise FamilyError(
+            404, f'{REACH}: your parent is "{parent.name}", not "{preview(name, 80)}"'
+        )
     return parent
 
 
