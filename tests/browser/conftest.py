@@ -1,34 +1,21 @@
-"""Browser-test fixtures: a real `jupyter lab` subprocess and headless Debian Chromium.
-
-The server runs from a temporary root with its own config, data, runtime, settings and
-workspace directories, so nothing on the machine (or a previous run) leaks in. It loads the
-labextension straight from this checkout's build output (`prime_agent_lab/labextension`), so a
-stale copy installed by `pip install -e` cannot shadow the code under test.
-"""
+"""Browser-test fixtures: a real `jupyter lab` subprocess (`tests/lab_process.py`) and headless
+Debian Chromium."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import secrets
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ..lab_process import LabServer, ServerDidNotStart, shutdown, start_lab
+
+__all__ = ["LabServer", "copy_to_docs", "save_screenshot"]
+
 REPO = Path(__file__).resolve().parents[2]
-LABEXTENSION_BUILD = REPO / "prime_agent_lab" / "labextension"
 ARTIFACTS = REPO / "tests" / "artifacts"
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -40,94 +27,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SERVER_START_TIMEOUT = 90.0
-LOG_TAIL_LINES = 150
-
-
-@dataclass
-class LabServer:
-    """A running `jupyter lab` and the paths it uses."""
-
-    url: str  # base URL, ending in "/"
-    token: str
-    root_dir: Path
-    log_path: Path
-    process: subprocess.Popen[bytes]
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def api(self, method: str, path: str, body: Any = None, timeout: float = 10.0) -> Any:
-        """Call the server's REST API with the token; returns decoded JSON (or None)."""
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.url + path.lstrip("/"),
-            data=data,
-            method=method,
-            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            payload = response.read()
-        return json.loads(payload) if payload else None
-
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError as exc:
-            return f"(no server log: {exc})"
-        return "\n".join(text.splitlines()[-lines:])
-
-    def lab_url(self, path: str = "lab") -> str:
-        return f"{self.url}{path}?token={self.token}"
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1))
-
-
-def _wait_until_serving(server: LabServer, deadline: float) -> None:
-    """Poll until the server and the Prime Agent routes answer, or fail with the log."""
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            pytest.fail(
-                f"jupyter lab exited with {server.process.returncode} before serving.\n"
-                f"--- server log ---\n{server.log_tail()}",
-                pytrace=False,
-            )
-        try:
-            server.api("GET", "api/status", timeout=2)
-            server.api("GET", "prime-agent/api/info", timeout=2)
-            return
-        except (OSError, urllib.error.URLError) as exc:
-            last_error = exc
-            time.sleep(0.25)
-    pytest.fail(
-        f"jupyter lab did not answer within {SERVER_START_TIMEOUT:.0f}s ({last_error}).\n"
-        f"--- server log ---\n{server.log_tail()}",
-        pytrace=False,
-    )
-
-
-def _shutdown(server: LabServer) -> None:
-    """Shut kernels down through the API, then end the server's process group."""
-    process = server.process
-    if process.poll() is None:
-        with contextlib.suppress(Exception):
-            for kernel in server.api("GET", "api/kernels", timeout=5):
-                server.api("DELETE", f"api/kernels/{kernel['id']}", timeout=10)
-    for sig, grace in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
-        if process.poll() is not None:
-            break
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=grace)
 
 
 @pytest.fixture
@@ -169,90 +68,14 @@ def lab_server(
     lab_script: dict[str, Any],
     lab_user_settings: dict[str, dict[str, Any]],
 ) -> Iterator[LabServer]:
-    if not (LABEXTENSION_BUILD / "package.json").exists():
-        pytest.fail(
-            f"The labextension is not built ({LABEXTENSION_BUILD} is missing): "
-            "run `cd labextension && jlpm install && jlpm build:prod`.",
-            pytrace=False,
-        )
-    base = tmp_path_factory.mktemp("lab")
-    root = base / "root"
-    root.mkdir()
-    script_path = base / "script.json"
-    _write_json(script_path, lab_script)
-
-    # Serve this checkout's build, ahead of any installed copy (first path wins).
-    labext_dir = base / "labextensions" / "@prime-agent-lab"
-    labext_dir.mkdir(parents=True)
-    (labext_dir / "labextension").symlink_to(LABEXTENSION_BUILD, target_is_directory=True)
-
-    config_dir = base / "config"
-    _write_json(
-        config_dir / "jupyter_server_config.json",
-        {"ServerApp": {"jpserver_extensions": {"prime_agent_lab": True}}},
-    )
-    settings_dir = base / "settings"
-    for plugin, values in lab_user_settings.items():
-        _write_json(settings_dir / f"{plugin}.jupyterlab-settings", values)
-
-    token = secrets.token_hex(16)
-    port = _free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "jupyterlab",
-        "--no-browser",
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}",
-        "--ServerApp.port_retries=0",
-        f"--ServerApp.root_dir={root}",
-        f"--IdentityProvider.token={token}",
-        "--ServerApp.allow_root=True",
-        f"--LabApp.user_settings_dir={settings_dir}",
-        f"--LabApp.workspaces_dir={base / 'workspaces'}",
-        f"--LabApp.extra_labextensions_path={base / 'labextensions'}",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-        f"--SQLiteYStore.db_path={base / 'ystore.db'}",
-        f"--BaseFileIdManager.db_path={base / 'fileid.db'}",
-        f"--BaseFileIdManager.root_dir={root}",
-        "--PrimeAgentLab.provider=scripted",
-        f"--PrimeAgentLab.script_path={script_path}",
-        f"--PrimeAgentLab.sessions_dir={base / 'sessions'}",
-    ]
-    env = {
-        **os.environ,
-        "JUPYTER_CONFIG_DIR": str(config_dir),
-        "JUPYTER_DATA_DIR": str(base / "data"),
-        "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
-        # The checkout's packages, for the server and for kernels it starts (they inherit it).
-        "PYTHONPATH": os.pathsep.join(
-            p for p in (str(REPO), str(REPO / "kernel_ext"), os.environ.get("PYTHONPATH", "")) if p
-        ),
-        "PYTHONUNBUFFERED": "1",
-    }
-    log_path = base / "jupyter-lab.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command,
-            cwd=root,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    server = LabServer(
-        url=f"http://127.0.0.1:{port}/",
-        token=token,
-        root_dir=root,
-        log_path=log_path,
-        process=process,
-    )
     try:
-        _wait_until_serving(server, time.monotonic() + SERVER_START_TIMEOUT)
+        server = start_lab(tmp_path_factory.mktemp("lab"), lab_script, lab_user_settings)
+    except ServerDidNotStart as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
         yield server
     finally:
-        _shutdown(server)
+        shutdown(server)
 
 
 @pytest.fixture(scope="module")
