@@ -127,6 +127,7 @@ class HeadlessRun:
         self._agent, self.recovered_turn = await self.runtime.start_agent(
             session, provider, notebook, self._kernel, events
         )
+        self.runtime.mailbox.deliver_recovered()
 
     def _root_kernel(self, setup: str, session_id: str) -> PendingKernel:
         """The root's kernel port: the kernel was launched first thing and boots while the

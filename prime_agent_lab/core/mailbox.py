@@ -634,6 +634,14 @@ class Mailbox:
                 self._recover_target(directory.name)
         return sum(len(v) for v in self._pending.values())
 
+    def deliver_recovered(self) -> None:
+        """Bring back, in the background, every agent that recovered messages wait for, and
+        deliver them: a message queued before a restart reaches its target without anyone
+        opening it. Needs the running event loop (the server calls it once it serves)."""
+        for target_id, waiting in self._pending.items():
+            if waiting and target_id not in self._runtime.agents:
+                self._in_background(self._load_and_deliver(target_id))
+
     def _recover_target(self, target_id: str) -> None:
         backlog = _read_backlog(self._file(target_id))
         known = {m.message_id for m in self._pending.get(target_id, ())}

@@ -255,6 +255,12 @@ class PrimeAgentLab(ExtensionApp):
         ConfiguredYStore.__name__ = ConfiguredYStore.__qualname__ = base.__name__
         ext.ystore_class = ConfiguredYStore
 
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        """The event loop runs now: deliver the messages that waited across the restart."""
+        host = getattr(self, "host", None)
+        if host is not None:
+            host.runtime.mailbox.deliver_recovered()
+
     def initialize_handlers(self) -> None:
         self.handlers.extend(handlers())
 
