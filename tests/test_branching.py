@@ -4,6 +4,7 @@ the request the SDK sent."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from prime_agent_lab.core.branching import OTHER_BRANCH
 from prime_agent_lab.providers import make_provider
 
-from .conftest import read_saved_notebook, run_turn, wait_for
+from .conftest import next_event, read_saved_notebook, run_turn, wait_for
 from .fake_llm_server import FakeLLMServer, RecordedRequest, Reply
 from .test_server_e2e import live_agent_cells
 
@@ -242,3 +243,108 @@ async def test_clone_without_a_snapshot_tells_the_model_its_kernel_is_fresh(
     log = host.repository.load(clone["session_id"])
     assert clone["kernel_state_copied"] is False
     assert log.path()[-1]["type"] == "notice" and log.path()[-1]["kind"] == "forked"
+
+
+# ---------------------------------------------------------------- what the routes refuse
+
+
+async def test_unknown_forged_and_wrong_entries_get_clear_errors_and_move_nothing(
+    host: Any, jp_fetch: Any, make_notebook: Any, fake_llm: FakeLLMServer
+) -> None:
+    agent = await three_turns(host, make_notebook("errors.ipynb"))
+    sid = agent.session_id
+    tree = await host.session_tree(sid)
+    cell_result = next(e for e in tree["entries"] if e["type"] == "tool_result")
+    end_of_alpha = entry(tree, "turn_end", "done alpha")
+    leaf = agent.session.leaf_id
+    cases = [
+        (("sessions", "20990101-000000-abcdef", "tree"), None, 404, "no session"),
+        (("sessions", "20990101-000000-abcdef", "leaf"), {"entry_id": "x"}, 404, "no session"),
+        (("sessions", sid, "leaf"), {}, 400, "entry_id must be an entry id"),
+        (("sessions", sid, "leaf"), {"entry_id": 7}, 400, "not a number"),
+        (("sessions", sid, "leaf"), {"entry_id": "deadbeef"}, 404, "no entry 'deadbeef'"),
+        (("sessions", sid, "leaf"), {"entry_id": "../../etc"}, 404, "no entry"),
+        (("sessions", sid, "leaf"), {"entry_id": cell_result["id"]}, 400, "is a tool_result"),
+        (("sessions", sid, "fork"), {"entry_id": end_of_alpha["id"]}, 400, "from a user message"),
+        (("sessions", sid, "fork"), {"entry_id": ["a"]}, 400, "not an array"),
+        (("sessions", "..", "tree"), None, 404, "no such API route"),
+        (("sessions", sid, "leaf"), "[1]", 400, "must be a JSON object"),
+    ]
+    for route, body, status, text in cases:
+        if isinstance(body, str):
+            response = await jp_fetch(
+                "prime-agent", "api", *route, method="POST", body=body, raise_error=False
+            )
+            code, answer = response.code, json.loads(response.body)
+        else:
+            code, answer = await fetch_json(jp_fetch, *route, body=body)
+        assert (code, text in answer.get("message", "")) == (status, True), (route, body, answer)
+
+    assert agent.session.leaf_id == leaf
+    assert [s["session_id"] for s in await host.list_sessions()] == [sid]  # nothing forked
+
+
+async def test_branch_and_clone_are_refused_while_a_turn_runs(
+    host: Any, jp_fetch: Any, make_notebook: Any, fake_llm: FakeLLMServer
+) -> None:
+    agent = await three_turns(host, make_notebook("busy.ipynb"))
+    end_of_alpha = entry(await host.session_tree(agent.session_id), "turn_end", "done alpha")
+    queue = agent.events.subscribe()
+    fake_llm.delay_next(30)
+    await host.send(agent.session_id, "slow")
+    await next_event(queue, "turn_started")
+    leaf = agent.session.leaf_id
+
+    moved = await fetch_json(
+        jp_fetch, "sessions", agent.session_id, "leaf", body={"entry_id": end_of_alpha["id"]}
+    )
+    cloned = await fetch_json(jp_fetch, "sessions", agent.session_id, "clone", body={})
+
+    assert moved[0] == 409 and "working on a turn" in moved[1]["message"]
+    assert cloned[0] == 409 and "working on a turn" in cloned[1]["message"]
+    assert agent.session.leaf_id == leaf
+    await host.stop(agent.session_id)
+    await asyncio.wait_for(agent.turn_task, 30)
+
+
+async def test_a_damaged_session_shows_its_tree_but_cannot_be_branched(
+    host: Any, jp_fetch: Any, make_notebook: Any, fake_llm: FakeLLMServer
+) -> None:
+    agent = await three_turns(host, make_notebook("damaged.ipynb"))
+    first_user = entry(await host.session_tree(agent.session_id), "user_message", "alpha")
+    session_id = "20200101-000000-badbad"
+    directory = host.repository.directory(session_id)
+    directory.mkdir()
+    header = {"type": "session", "session_id": session_id, "notebook_path": "damaged.ipynb"}
+    good = {"id": "aaaa0001", "parent_id": None, "ts": "t", "type": "user_message", "text": "hi"}
+    (directory / "session.jsonl").write_text(
+        "\n".join(json.dumps(r) for r in (header, good, [1, 2])) + "\n"
+    )
+
+    status, tree = await fetch_json(jp_fetch, "sessions", session_id, "tree")
+    leaf = await fetch_json(jp_fetch, "sessions", session_id, "leaf", body={"entry_id": "aaaa0001"})
+    fork = await fetch_json(jp_fetch, "sessions", session_id, "fork", body={"entry_id": "aaaa0001"})
+
+    assert status == 200 and "line 3" in tree["broken"] and len(tree["entries"]) == 1
+    for code, answer in (leaf, fork):
+        assert code == 409 and "is damaged" in answer["message"], answer
+    assert first_user["branch_point"]
+
+
+async def test_a_session_on_disk_can_be_branched_without_being_attached(
+    host: Any, jp_fetch: Any, jp_serverapp: Any, make_notebook: Any, fake_llm: FakeLLMServer
+) -> None:
+    agent = await three_turns(host, make_notebook("stored.ipynb"))
+    sid = agent.session_id
+    end_of_alpha = entry(await host.session_tree(sid), "turn_end", "done alpha")
+    host.runtime.detach(agent)
+
+    status, moved = await fetch_json(
+        jp_fetch, "sessions", sid, "leaf", body={"entry_id": end_of_alpha["id"]}
+    )
+
+    assert status == 200 and moved["marked_cells"] == 2
+    reattached = await host.attach("stored.ipynb", session_id=sid)
+    assert reattached.session.leaf_id == end_of_alpha["id"]
+    ended = await run_turn(host, sid, "delta")
+    assert ended["turn"] == 2
