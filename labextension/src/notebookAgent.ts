@@ -134,6 +134,11 @@ export class NotebookAgent implements IDisposable {
     }
   }
 
+  /** The API client, for the branching commands of the chat panel. */
+  get api(): AgentApiClient {
+    return this._api;
+  }
+
   async stop(): Promise<void> {
     if (this._session) {
       await this._api.stopTurn(this._session.session_id);
@@ -335,6 +340,14 @@ export class NotebookAgent implements IDisposable {
       case 'turn_started':
         this._follower.newTurn();
         break;
+      case 'branch_moved': {
+        // The transcript is the current branch: load it again.
+        const session = this._session;
+        if (session) {
+          void this._enqueue(() => this._switchTo(session));
+        }
+        break;
+      }
       case 'cell_started':
       case 'cell_running':
         void this._follower.follow(event.cell_id);
