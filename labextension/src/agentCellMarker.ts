@@ -15,6 +15,15 @@ export interface IAgentCellMetadata {
   session_id?: string;
   turn?: number;
   role?: string;
+  /** `"other"`: written on a branch that is not the session's current one. */
+  branch?: string;
+}
+
+export const OTHER_BRANCH_CLASS = 'pal-other-branch';
+
+/** The cell belongs to a branch the session moved away from (docs/branching.md). */
+export function isOtherBranch(metadata: IAgentCellMetadata): boolean {
+  return metadata.branch === 'other';
 }
 
 /** The cell's `prime_agent` metadata, or null for a cell the user wrote. */
@@ -27,9 +36,9 @@ export function agentMetadata(model: ICellModel): IAgentCellMetadata | null {
 }
 
 export function badgeText(metadata: IAgentCellMetadata): string {
-  return typeof metadata.turn === 'number'
-    ? `agent · turn ${metadata.turn}`
-    : 'agent';
+  const base =
+    typeof metadata.turn === 'number' ? `agent · turn ${metadata.turn}` : 'agent';
+  return isOtherBranch(metadata) ? `${base} · other branch` : base;
 }
 
 export class AgentCellMarker implements IDisposable {
@@ -109,11 +118,12 @@ export class AgentCellMarker implements IDisposable {
       if (metadata) {
         node.classList.add(AGENT_CELL_CLASS);
         node.dataset.palBadge = badgeText(metadata);
+        node.classList.toggle(OTHER_BRANCH_CLASS, isOtherBranch(metadata));
         if (metadata.session_id) {
           node.dataset.palSession = metadata.session_id;
         }
       } else if (node.classList.contains(AGENT_CELL_CLASS)) {
-        node.classList.remove(AGENT_CELL_CLASS);
+        node.classList.remove(AGENT_CELL_CLASS, OTHER_BRANCH_CLASS);
         delete node.dataset.palBadge;
         delete node.dataset.palSession;
       }

@@ -5,8 +5,11 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
 import type {
+  ILeafMoved,
   IServerInfo,
+  ISessionCopy,
   ISessionInfo,
+  ISessionTree,
   ISessionWithTranscript
 } from './wire';
 
@@ -86,6 +89,38 @@ export class AgentApiClient {
   stopTurn(sessionId: string): Promise<{ stopped: boolean }> {
     return this._request<{ stopped: boolean }>(
       `sessions/${encodeURIComponent(sessionId)}/stop`,
+      'POST',
+      {}
+    );
+  }
+
+  /** The session's log as a tree (docs/branching.md). */
+  getTree(sessionId: string): Promise<ISessionTree> {
+    return this._request<ISessionTree>(`sessions/${encodeURIComponent(sessionId)}/tree`);
+  }
+
+  /** Branch: continue from a user message (before it) or a turn's end. */
+  moveLeaf(sessionId: string, entryId: string): Promise<ILeafMoved> {
+    return this._request<ILeafMoved>(
+      `sessions/${encodeURIComponent(sessionId)}/leaf`,
+      'POST',
+      { entry_id: entryId }
+    );
+  }
+
+  /** A new session and notebook from the path before a user message. */
+  fork(sessionId: string, entryId: string): Promise<ISessionCopy> {
+    return this._request<ISessionCopy>(
+      `sessions/${encodeURIComponent(sessionId)}/fork`,
+      'POST',
+      { entry_id: entryId }
+    );
+  }
+
+  /** A new session and notebook with the whole current branch. */
+  clone(sessionId: string): Promise<ISessionCopy> {
+    return this._request<ISessionCopy>(
+      `sessions/${encodeURIComponent(sessionId)}/clone`,
       'POST',
       {}
     );

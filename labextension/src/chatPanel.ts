@@ -16,7 +16,14 @@ import {
   type TranscriptChange,
   type TranscriptEntry
 } from './transcript';
-import type { IServerInfo } from './wire';
+import {
+  lastUserMessage,
+  parseChatCommand,
+  renderTreeView,
+  type ChatCommand,
+  type ITreeRow
+} from './treeView';
+import type { IServerInfo, ISessionCopy } from './wire';
 
 export interface IChatPanelOptions {
   /** Brings the notebook tab to the front before jumping to a cell. */
@@ -75,7 +82,8 @@ export class ChatPanel extends Widget {
     this._input.className = 'pal-input';
     this._input.dataset.testid = 'pal-chat-input';
     this._input.rows = 3;
-    this._input.placeholder = 'Ask the agent… (Enter sends, Shift+Enter for a new line)';
+    this._input.placeholder =
+      'Ask the agent… (Enter sends, Shift+Enter for a new line; /tree, /fork, /clone)';
     this._input.addEventListener('keydown', event => this._onInputKey(event));
     this._input.addEventListener('input', () => this._updateControls());
     const actions = div('pal-actions');
@@ -88,7 +96,9 @@ export class ChatPanel extends Widget {
     actions.append(this._stopButton, this._sendButton);
     composer.append(this._input, actions);
 
-    this.node.append(header, this._transcriptNode, composer);
+    this._treeNode = div('pal-tree-slot', 'pal-tree-slot');
+    this._treeNode.hidden = true;
+    this.node.append(header, this._transcriptNode, this._treeNode, composer);
     this._render();
   }
 
@@ -133,6 +143,7 @@ export class ChatPanel extends Widget {
       this._agent.transcript.eventApplied.disconnect(this._onEventApplied, this);
     }
     this._agent = agent;
+    this._closeTree();
     if (agent) {
       agent.changed.connect(this._renderStatus, this);
       agent.familyChanged.connect(this._onFamilyChanged, this);
@@ -289,8 +300,9 @@ export class ChatPanel extends Widget {
     const ready = agent !== null && agent.session !== null;
     const running = agent?.transcript.status === 'running';
     this._input.disabled = !agent;
+    const command = parseChatCommand(this._input.value) !== null;
     this._sendButton.disabled =
-      !ready || running || this._sending || this._input.value.trim() === '';
+      !ready || (running && !command) || this._sending || this._input.value.trim() === '';
     this._stopButton.disabled = !ready || !running;
     this._newSessionButton.disabled = !ready || running;
   }
@@ -368,6 +380,13 @@ export class ChatPanel extends Widget {
     if (!agent || !text || this._sendButton.disabled) {
       return;
     }
+    const command = parseChatCommand(text);
+    if (command) {
+      this._input.value = '';
+      this._updateControls();
+      await this._runCommand(agent, command);
+      return;
+    }
     this._sending = true;
     this._input.value = '';
     this._following = true;
@@ -395,6 +414,85 @@ export class ChatPanel extends Widget {
       await agent.stop();
     } catch (error) {
       agent.transcript.addError(`Could not stop: ${describe(error)}`);
+      this._updateControls();
+    }
+  }
+
+  // ---------------------------------------------------------------- /tree, /fork, /clone
+
+  private async _runCommand(agent: NotebookAgent, command: ChatCommand): Promise<void> {
+    const sessionId = agent.session?.session_id;
+    if (!sessionId) {
+      agent.transcript.addError('No agent session yet: is the kernel running?');
+      return;
+    }
+    try {
+      switch (command.command) {
+        case 'tree':
+          await this._showTree(agent, sessionId);
+          return;
+        case 'clone':
+          await this._openCopy(agent, await agent.api.clone(sessionId));
+          return;
+        case 'fork': {
+          const message = lastUserMessage(await agent.api.getTree(sessionId));
+          if (!message) {
+            agent.transcript.addError('Nothing to fork from: this branch has no message yet.');
+            return;
+          }
+          await this._openCopy(agent, await agent.api.fork(sessionId, message.id));
+          return;
+        }
+      }
+    } catch (error) {
+      agent.transcript.addError(`/${command.command} failed: ${describe(error)}`);
+    }
+  }
+
+  private async _showTree(agent: NotebookAgent, sessionId: string): Promise<void> {
+    const tree = await agent.api.getTree(sessionId);
+    if (this._agent !== agent) {
+      return;
+    }
+    const act = (work: () => Promise<void>, what: string) => () => {
+      void work().catch(error => agent.transcript.addError(`${what} failed: ${describe(error)}`));
+    };
+    const view = renderTreeView(tree, {
+      branch: (row: ITreeRow) =>
+        act(async () => {
+          const moved = await agent.api.moveLeaf(sessionId, row.id);
+          this._closeTree();
+          if (moved.text !== undefined) {
+            this._input.value = moved.text;
+            this._updateControls();
+            this._input.focus();
+          }
+        }, 'Branching')(),
+      fork: (row: ITreeRow) =>
+        act(async () => {
+          this._closeTree();
+          await this._openCopy(agent, await agent.api.fork(sessionId, row.id));
+        }, 'Forking')(),
+      clone: act(async () => {
+        this._closeTree();
+        await this._openCopy(agent, await agent.api.clone(sessionId));
+      }, 'Cloning'),
+      close: () => this._closeTree()
+    });
+    this._treeNode.replaceChildren(view);
+    this._treeNode.hidden = false;
+  }
+
+  private _closeTree(): void {
+    this._treeNode.replaceChildren();
+    this._treeNode.hidden = true;
+  }
+
+  /** Open a fork's or clone's notebook; a fork's message waits in the input. */
+  private async _openCopy(_agent: NotebookAgent, copy: ISessionCopy): Promise<void> {
+    await this._options.openNotebook(copy.notebook_path);
+    if (copy.text !== undefined) {
+      this._input.value = copy.text;
       this._updateControls();
     }
   }
@@ -433,6 +531,7 @@ export class ChatPanel extends Widget {
   private readonly _familyLine: HTMLElement;
   private readonly _statusLine: HTMLElement;
   private readonly _transcriptNode: HTMLElement;
+  private readonly _treeNode: HTMLElement;
   private readonly _input: HTMLTextAreaElement;
   private readonly _sendButton: HTMLButtonElement;
   private readonly _stopButton: HTMLButtonElement;

@@ -134,6 +134,11 @@ export class NotebookAgent implements IDisposable {
     }
   }
 
+  /** The API client, for the branching commands of the chat panel. */
+  get api(): AgentApiClient {
+    return this._api;
+  }
+
   async stop(): Promise<void> {
     if (this._session) {
       await this._api.stopTurn(this._session.session_id);
@@ -242,7 +247,13 @@ export class NotebookAgent implements IDisposable {
     await this._switchTo(session);
   }
 
-  private async _switchTo(session: ISessionInfo): Promise<void> {
+  /**
+   * Load the session's transcript and follow its events. `replay` asks for
+   * the server's whole buffer (events of a turn the transcript does not have
+   * yet); after a branch the transcript is the whole truth, and replaying
+   * would bring back the abandoned turns.
+   */
+  private async _switchTo(session: ISessionInfo, replay = true): Promise<void> {
     this._stream?.dispose();
     this._stream = null;
     const detail = await this._api.getSession(session.session_id);
@@ -262,7 +273,7 @@ export class NotebookAgent implements IDisposable {
     // Replay the server's whole buffer; the transcript drops what it has.
     const stream = new EventStream({
       urlFor: since => this._api.eventsUrl(session.session_id, since),
-      since: 0,
+      since: replay || typeof info.seq !== 'number' ? 0 : info.seq,
       webSocket: this._api.serverSettings.WebSocket
     });
     stream.received.connect(this._onEvent, this);
@@ -335,6 +346,14 @@ export class NotebookAgent implements IDisposable {
       case 'turn_started':
         this._follower.newTurn();
         break;
+      case 'branch_moved': {
+        // The transcript is the current branch: load it again.
+        const session = this._session;
+        if (session) {
+          void this._enqueue(() => this._switchTo(session, false));
+        }
+        break;
+      }
       case 'cell_started':
       case 'cell_running':
         void this._follower.follow(event.cell_id);

@@ -11,7 +11,7 @@ export type CellStatus = 'ok' | 'error' | 'timeout' | 'died' | 'interrupted' | '
 
 export type StopReason = 'end_turn' | 'stopped' | 'error' | 'max_iterations' | 'interrupted';
 
-export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable';
+export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked';
 
 export type ErrorKind = 'provider' | 'kernel' | 'notebook' | 'tool_arguments' | 'internal';
 
@@ -128,6 +128,51 @@ export interface ISessionWithTranscript {
   seq?: number;
   reason?: string;
   transcript: ChatItem[];
+}
+
+/** Where a fork or clone came from: the session, and the entry forked at (the user message) or cloned at (the leaf then). */
+export interface IEntryOrigin {
+  session_id: string;
+  entry_id: string | null;
+}
+
+/** One entry of a session's log tree (`GET .../tree`). */
+export interface ITreeNode {
+  id: string;
+  parent_id: string | null;
+  type: string;
+  turn: number | null;
+  ts: string;
+  preview: string;
+  on_branch: boolean;
+  branch_point: boolean;
+}
+
+export interface ISessionTree {
+  session_id: string;
+  leaf_id: string | null;
+  entries: ITreeNode[];
+  forked_from?: IEntryOrigin;
+  cloned_from?: IEntryOrigin;
+  broken?: string;
+}
+
+/** Answer of `POST .../leaf`. */
+export interface ILeafMoved {
+  leaf_id: string | null;
+  marked_cells: number;
+  text?: string;
+}
+
+/** Answer of `POST .../fork` and `POST .../clone`: the new session and notebook. */
+export interface ISessionCopy {
+  session_id: string;
+  notebook_path: string;
+  forked_from?: IEntryOrigin;
+  cloned_from?: IEntryOrigin;
+  kernel_state_copied: boolean;
+  missing_cells: number;
+  text?: string;
 }
 
 export interface IStatusEvent {
@@ -290,6 +335,16 @@ export interface IChildStatusEvent {
   preview?: string;
 }
 
+/** The session's leaf moved (a branch): reload the transcript, it shows the new branch. */
+export interface IBranchMovedEvent {
+  seq: number;
+  session_id: string;
+  type: 'branch_moved';
+  leaf_id: string | null;
+  marked_cells: number;
+  text?: string;
+}
+
 export interface ITurnEndedEvent {
   seq: number;
   session_id: string;
@@ -324,6 +379,7 @@ export type AgentEvent =
   | INotebookMovedEvent
   | IChildSpawnedEvent
   | IChildStatusEvent
+  | IBranchMovedEvent
   | ITurnEndedEvent;
 
 /** The notice line for a turn that ended this way. */

@@ -314,6 +314,17 @@ class SessionLog:
         out.reverse()
         return out
 
+    def adopt(self, records: list[dict[str, Any]]) -> None:
+        """Copy entries of another log as they are (ids, parents): a fork or a clone
+        (core/branching.py). Each must fit this log's tree, as on load."""
+        with self._lock:
+            for record in records:
+                problem = self._problem(record)
+                if problem is not None:
+                    raise SessionError(f"cannot copy into {self.session_id}: {problem}")
+                self._write(record)
+                self._index(record)
+
 
 class _ContextBuilder:
     """The model's conversation, fed one session entry at a time (see `context_messages`)."""

@@ -37,11 +37,14 @@ NoticeKind = Literal[
     "child_completed",
     "child_error",
     "message_undeliverable",
+    # branching (docs/branching.md)
+    "forked",
 ]
 """Something the user must know that is not an error. `child_completed`: a sub-agent ended its
 task without replying (the text has a preview of its last answer); `child_error`: a sub-agent's
 task ended with an error; `message_undeliverable`: a queued message can never be delivered (its
-target was deleted)."""
+target was deleted); `forked`: this session is a fork or clone of another and runs on a fresh
+kernel (the original's variables were not carried over)."""
 
 ChildStatus = Literal["running", "idle", "inactive", "replied", "completed", "error"]
 """A sub-agent's state as its parent sees it: `replied` (its last task ended after it messaged
@@ -184,6 +187,67 @@ ChatItem = (
 
 class SessionWithTranscript(SessionInfo):
     transcript: list[ChatItem]
+
+
+# ---------------------------------------------------------------- branching (docs/branching.md)
+
+
+class EntryOrigin(TypedDict):
+    """Where a fork or clone came from: the session, and the entry forked at (the user message)
+    or cloned at (the leaf then)."""
+
+    session_id: str
+    entry_id: str | None
+
+
+class TreeNode(TypedDict):
+    """One entry of a session's log tree (`GET .../tree`)."""
+
+    id: str
+    parent_id: str | None
+    type: str
+    turn: int | None
+    ts: str
+    preview: str
+    """One line: the message's text, the first code of a call, a turn's final answer."""
+    on_branch: bool
+    """On the path from the root to the current leaf."""
+    branch_point: bool
+    """A valid target of `POST .../leaf`: a user message or the end of a turn."""
+
+
+class SessionTree(TypedDict):
+    session_id: str
+    leaf_id: str | None
+    entries: list[TreeNode]
+    forked_from: NotRequired[EntryOrigin]
+    cloned_from: NotRequired[EntryOrigin]
+    broken: NotRequired[str]
+    """Why a damaged session cannot be branched (the entries are what could be read)."""
+
+
+class LeafMoved(TypedDict):
+    """Answer of `POST .../leaf`."""
+
+    leaf_id: str | None
+    marked_cells: int
+    """Agent cells whose `other branch` mark changed in the notebook."""
+    text: NotRequired[str]
+    """Branched to a user message: its text, to put back into the input."""
+
+
+class SessionCopy(TypedDict):
+    """Answer of `POST .../fork` and `POST .../clone`: the new session and notebook."""
+
+    session_id: str
+    notebook_path: str
+    forked_from: NotRequired[EntryOrigin]
+    cloned_from: NotRequired[EntryOrigin]
+    kernel_state_copied: bool
+    missing_cells: int
+    """Agent cells of the copied path the original notebook no longer had."""
+    text: NotRequired[str]
+    """A fork: the message forked from, to put into the input of the new session."""
 
 
 # ---------------------------------------------------------------- events (websocket)
@@ -362,6 +426,17 @@ class ChildStatusEvent(TypedDict):
     preview: NotRequired[str]
 
 
+class BranchMovedEvent(TypedDict):
+    """The session's leaf moved (a branch): reload the transcript, it shows the new branch."""
+
+    seq: int
+    session_id: str
+    type: Literal["branch_moved"]
+    leaf_id: str | None
+    marked_cells: int
+    text: NotRequired[str]
+
+
 class TurnEndedEvent(TypedDict):
     seq: int
     session_id: str
@@ -387,6 +462,7 @@ AgentEvent = (
     | NotebookMovedEvent
     | ChildSpawnedEvent
     | ChildStatusEvent
+    | BranchMovedEvent
     | TurnEndedEvent
 )
 
@@ -433,6 +509,11 @@ _INTERFACES: list[type] = [
     AgentMessageItem,
     ChildItem,
     SessionWithTranscript,
+    EntryOrigin,
+    TreeNode,
+    SessionTree,
+    LeafMoved,
+    SessionCopy,
     *typing.get_args(AgentEvent),
 ]
 _UNIONS: dict[str, object] = {"ChatItem": ChatItem, "AgentEvent": AgentEvent}

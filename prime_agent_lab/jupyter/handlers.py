@@ -186,6 +186,41 @@ class StopHandler(_Base):
         self.reply({"stopped": await self.host.stop(self.session_id(session_id), tree=tree)})
 
 
+class TreeHandler(_Base):
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def get(self, session_id: str) -> None:
+        self.reply(await self.host.session_tree(self.session_id(session_id)))
+
+
+class LeafHandler(_Base):
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def post(self, session_id: str) -> None:
+        entry_id = self.body().get("entry_id")
+        self.reply(await self.host.move_leaf(self.session_id(session_id), entry_id))
+
+
+class ForkHandler(_Base):
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def post(self, session_id: str) -> None:
+        entry_id = self.body().get("entry_id")
+        self.reply(await self.host.fork(self.session_id(session_id), entry_id), status=201)
+
+
+class CloneHandler(_Base):
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def post(self, session_id: str) -> None:
+        self.body()
+        self.reply(await self.host.clone(self.session_id(session_id)), status=201)
+
+
 class BindingsHandler(_Base):
     @web.authenticated
     @authorized
@@ -335,6 +370,10 @@ def handlers() -> list[tuple[str, Any]]:
         (rf"/prime-agent/api/sessions/{_SESSION}/messages", MessagesHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/stop", StopHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/events", EventsHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/tree", TreeHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/leaf", LeafHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/fork", ForkHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/clone", CloneHandler),
         (r"/prime-agent/api/bindings", BindingsHandler),
         (r"/prime-agent/api/.*", NotFoundHandler),
         (rf"/prime-agent/bridge/kernels/{KERNEL_ROUTE}/call", BridgeCallHandler),

@@ -32,6 +32,7 @@ from typing import Any
 from pycrdt import Array, Map, Text
 
 from ..adapters.output_cap import NotebookOutputCap
+from ..core.branching import OTHER_BRANCH, mark_cell
 from ..core.ports import NotebookUnavailable, OutputEvent
 
 __all__ = ["ORIGIN", "LiveCellWriter", "LiveNotebook", "NotebookUnavailable"]
@@ -215,6 +216,52 @@ class LiveNotebook:
                 outputs = ycell.get("outputs")
                 return [] if outputs is None else list(outputs.to_py())
         return None
+
+    async def cells(self) -> list[dict[str, Any]]:
+        """Every cell of the live document, as plain dicts."""
+        doc = await self.document()
+        return list(doc.get()["cells"])
+
+    async def mark_branches(self, session_id: str, on: set[str], off: set[str]) -> int:
+        """Mark this session's agent cells written off the current branch, unmark those on it
+        (docs/branching.md). Returns how many cells changed."""
+        doc = await self.document()
+        deadline = time.monotonic() + BUSY_LIMIT
+        while True:
+            try:
+                txn = doc.ydoc.transaction(origin=ORIGIN)
+            except RuntimeError:  # a reload from disk holds the document
+                if time.monotonic() > deadline:
+                    raise NotebookUnavailable(
+                        f"the live document of {self.path} stayed busy"
+                    ) from None
+                await asyncio.sleep(RETRY_INTERVAL)
+                continue
+            with txn:
+                return sum(_mark_branch(c, session_id, on, off) for c in doc.ycells)
+
+
+def _mark_branch(ycell: Map, session_id: str, on: set[str], off: set[str]) -> bool:
+    cell_id = ycell.get("id")
+    if cell_id not in on and cell_id not in off:
+        return False
+    metadata = ycell.get("metadata")
+    if not isinstance(metadata, Map):
+        return False
+    agent = metadata.get("prime_agent")
+    plain = agent.to_py() if isinstance(agent, Map) else agent
+    if not isinstance(plain, dict) or plain.get("session_id") != session_id:
+        return False
+    if not mark_cell({"prime_agent": plain}, cell_id in on):
+        return False
+    if isinstance(agent, Map):
+        if cell_id in on:
+            del agent["branch"]
+        else:
+            agent["branch"] = OTHER_BRANCH
+    else:
+        metadata["prime_agent"] = plain
+    return True
 
 
 def _try_insert(doc: Any, ycell: Map) -> bool:
