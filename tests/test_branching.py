@@ -137,6 +137,21 @@ async def test_after_branching_back_two_turns_the_next_model_call_sees_only_the_
     assert [i["text"] for i in transcript if i["type"] == "user"] == ["alpha", "beta", "gamma"]
 
 
+async def test_after_a_branch_a_reloaded_page_is_not_replayed_the_abandoned_turns(
+    host: Any, jp_fetch: Any, make_notebook: Any, fake_llm: FakeLLMServer
+) -> None:
+    agent = await three_turns(host, make_notebook("reload.ipynb"))
+    assert any(e.get("turn") == 3 for e in agent.events.since(0))
+    _, tree = await fetch_json(jp_fetch, "sessions", agent.session_id, "tree")
+    end_of_alpha = entry(tree, "turn_end", "done alpha")
+    await fetch_json(
+        jp_fetch, "sessions", agent.session_id, "leaf", body={"entry_id": end_of_alpha["id"]}
+    )
+    # A page loads the transcript, then opens the event stream with since=0 (docs/ui.md).
+    replayed = agent.events.since(0)
+    assert [e["type"] for e in replayed] == ["branch_moved"]
+
+
 async def test_branching_to_a_user_message_returns_its_text_and_drops_that_turn(
     host: Any, jp_fetch: Any, make_notebook: Any, fake_llm: FakeLLMServer
 ) -> None:

@@ -46,6 +46,11 @@ class EventBus:
                 log.exception("event listener %r failed on a %s event", listener, event_type)
         return event
 
+    def forget_replay(self) -> None:
+        """Drop the replay buffer: what it holds no longer describes the session (the leaf
+        moved to another branch). A client that (re)connects reads the transcript instead."""
+        self._buffer.clear()
+
     def since(self, seq: int) -> list[Event]:
         return [e for e in self._buffer if e["seq"] > seq]
 

@@ -519,6 +519,8 @@ class AgentHost:
         if move.text is not None:
             out["text"] = move.text
         if agent is not None:
+            # A page loaded later must not replay the abandoned turns' events over the transcript.
+            agent.events.forget_replay()
             agent.events.emit("branch_moved", **out)
         return out
 
