@@ -293,13 +293,31 @@ class SessionLog:
         """
         builder = self._context
         new = self._entries_after(builder.leaf_id) if builder is not None else None
+        if new is not None and any(e["type"] == "compaction" for e in new):
+            new = None  # a compaction replaces the prefix: rebuild from its summary
         if builder is None or new is None:
-            builder, new = _ContextBuilder(), self.path()
+            compaction, new = self.context_entries()
+            builder = _ContextBuilder(compaction.get("summary") if compaction else None)
         for entry in new:
             builder.feed(entry)
         builder.leaf_id = self.leaf_id
         self._context = builder
         return builder.messages_now()
+
+    def context_entries(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """The latest compaction on the path to the leaf (None: never compacted) and the entries
+        the model still sees: from that compaction's first kept entry to the leaf, compaction
+        entries left out (the summary stands for what they dropped)."""
+        path = self.path()
+        compacted = [i for i, e in enumerate(path) if e["type"] == "compaction"]
+        at = compacted[-1] if compacted else None
+        if at is None:
+            return None, path
+        compaction = path[at]
+        first_kept = compaction.get("first_kept_entry_id")
+        start = next((i for i in range(at) if path[i]["id"] == first_kept), at)
+        kept = [e for e in path[start:] if e["type"] != "compaction"]
+        return compaction, kept
 
     def _entries_after(self, entry_id: str | None) -> list[dict[str, Any]] | None:
         """The entries from `entry_id` (exclusive) to the leaf, or None if it is not on the path."""
@@ -315,17 +333,33 @@ class SessionLog:
         return out
 
 
+SUMMARY_LABEL = (
+    "[Summary of the earlier part of this session. It was compacted to fit the context window; "
+    "the full record, compacted part included, is in `history` in the kernel.]"
+)
+
+
+def summary_message(summary: str) -> str:
+    """The text of the user message that stands for a compacted prefix."""
+    return f"{SUMMARY_LABEL}\n\n{summary.strip()}"
+
+
 class _ContextBuilder:
     """The model's conversation, fed one session entry at a time (see `context_messages`)."""
 
     NOT_RUN = "(this call was not run: the turn was stopped before it)"
 
-    def __init__(self) -> None:
+    def __init__(self, summary: str | None = None) -> None:
         self.leaf_id: str | None = None
         self.messages: list[Message] = []
         self.pending: list[ToolCall] = []  # calls of the last assistant message without result
         self.notices: list[str] = []  # between turns (a kernel restart): told with the next message
         self.in_turn = False
+        # The summary of a compaction opens the conversation; a user message right after it
+        # joins it (two user messages in a row are refused by some providers).
+        self.summary = summary_message(summary) if summary is not None else None
+        if self.summary is not None:
+            self.messages.append(Message(role="user", text=self.summary))
 
     def feed(self, entry: dict[str, Any]) -> None:
         kind = entry["type"]
@@ -334,14 +368,14 @@ class _ContextBuilder:
             self.in_turn = True
             text = "".join(f"[notice] {n}\n\n" for n in self.notices) + entry["text"]
             self.notices.clear()
-            self.messages.append(Message(role="user", text=text))
+            self._user(text)
         elif kind == "turn_end":
             self.in_turn = False
         elif kind == "notice" and not self.in_turn and entry.get("kind") not in TOLD_AS_MESSAGES:
             self.notices.append(str(entry.get("text", "")))
         elif kind == "agent_message":  # taken into a running turn between two model calls
             self._settle()
-            self.messages.append(Message(role="user", text=entry["text"]))
+            self._user(entry["text"])
         elif kind == "assistant_message":
             self._settle()
             calls = tuple(
@@ -368,6 +402,12 @@ class _ContextBuilder:
                         images=images,
                     )
                 )
+
+    def _user(self, text: str) -> None:
+        if len(self.messages) == 1 and self.summary is not None:
+            self.messages.clear()  # only the summary so far: this message joins it
+            text = f"{self.summary}\n\n{text}"
+        self.messages.append(Message(role="user", text=text))
 
     def _settle(self) -> None:
         self.messages.extend(self._not_run())

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from .compaction import compaction_text
 from .sessions import SessionLog
 from .wire import STOP_NOTICES, ChatItem
 
@@ -20,6 +21,8 @@ _HISTORY_TYPES = {
     "agent_message",
     "message_sent",
     "child_spawned",
+    "compaction",
+    "kernel_gc",
 }
 
 _ORIGIN_FIELDS = ("from_session_id", "from_name", "relationship", "composed")
@@ -106,6 +109,9 @@ def chat_transcript(
                     "text": entry.get("text", ""),
                 }
             )
+        elif kind == "compaction":
+            text = compaction_text(entry, int(entry.get("tokens_after") or 0))
+            items.append({"type": "notice", "turn": turn, "kind": "compacted", "text": text})
         elif kind == "turn_end" and entry.get("stop_reason") in STOP_NOTICES:
             items.append(
                 {
