@@ -154,3 +154,126 @@ async def test_a_session_past_the_threshold_compacts_by_itself_and_keeps_its_his
     notices = [e for e in events if e["type"] == "notice" and e["kind"] == "compacted"]
     assert len(notices) == len(compactions)
     assert "Context compacted" in notices[0]["text"]
+
+
+async def play(tmp_path: Path, data: dict[str, Any], **config: Any) -> tuple[Any, Any, Any]:
+    """One root turn of `data` (a script); the outcome, the session, the recorded requests and
+    the events."""
+    run = headless(tmp_path, write_script(tmp_path, data), **config)
+    events: list[Any] = []
+    await run.start(events.append)
+    recorder = RecordingProvider(run.agent.provider)
+    run.agent.provider = recorder
+    try:
+        outcome = await run.settle(await run.agent.run_turn("go"))
+    finally:
+        await run.close()
+    return outcome, run.agent.session, (recorder.requests, events)
+
+
+def printed(session: Any, marker: str) -> str:
+    for entry in session.entries:
+        for line in str(entry.get("observation", "")).splitlines():
+            if line.startswith(marker):
+                return line
+    raise AssertionError(f"no output line starting with {marker!r}")
+
+
+async def test_compact_run_schedules_a_compaction_with_instructions_and_the_turn_goes_on(
+    tmp_path: Path,
+) -> None:
+    turns = [
+        {
+            "code": "s = await compact.status()\n"
+            "print('STATUS', s['scheduled'], s['context_window'], s['tokens'] > 0, s['percent'])"
+        },
+        filler(0),
+        filler(1),
+        {"code": "r = await compact.run(instructions='keep the MARKER numbers')\nprint('RUN', r)"},
+        {"code": "s = await compact.status()\nprint('AFTER', s['compactions'], s['scheduled'])"},
+        {"text": "finished"},
+    ]
+    outcome, session, (requests, _) = await play(
+        tmp_path, {"turns": turns}, context_window=100_000, compaction_keep_recent_tokens=500
+    )
+
+    assert outcome.stop_reason == "end_turn" and outcome.final_text == "finished", outcome
+    assert printed(session, "STATUS").startswith("STATUS False 100000 True ")
+    assert "'scheduled': True" in printed(session, "RUN")
+    assert printed(session, "AFTER") == "AFTER 1 False"
+    (compaction,) = [e for e in session.entries if e["type"] == "compaction"]
+    assert compaction["trigger"] == "requested"
+    assert compaction["instructions"] == "keep the MARKER numbers"
+    (summary_call,) = [r for r in requests if r.purpose == "summary"]
+    assert "keep the MARKER numbers" in summary_call.messages[0].text
+    assert summary_call.tools == []
+    # The kernel's names are part of what is summarised.
+    kernel_state = summary_call.messages[0].text.split("<kernel-state>")[1]
+    assert "\nr: dict (" in kernel_state and "\ns: dict (" in kernel_state
+
+
+async def test_compact_run_on_a_session_too_short_is_refused_with_a_reason(
+    tmp_path: Path,
+) -> None:
+    turns = [
+        {"code": "print('RUN', await compact.run())"},
+        {"text": "finished"},
+    ]
+    outcome, session, _ = await play(tmp_path, {"turns": turns}, context_window=100_000)
+    assert outcome.stop_reason == "end_turn"
+    assert printed(session, "RUN") == (
+        "RUN {'scheduled': False, 'reason': 'session is too short to compact'}"
+    )
+    assert not [e for e in session.entries if e["type"] == "compaction"]
+
+
+async def test_compact_run_between_turns_is_refused_as_there_is_no_active_turn(
+    tmp_path: Path,
+) -> None:
+    script = write_script(tmp_path, {"turns": [filler(0), filler(1), {"text": "finished"}]})
+    run = headless(tmp_path, script, context_window=100_000, compaction_keep_recent_tokens=10)
+    await run.start(lambda event: None)
+    try:
+        await run.agent.run_turn("go")
+        answer = run.agent.compactor.schedule(None)
+    finally:
+        await run.close()
+    assert answer == {
+        "scheduled": False,
+        "reason": "no active turn; compaction runs within a turn",
+    }
+
+
+async def test_a_failed_summary_call_lets_the_turn_go_on_uncompacted_while_it_fits(
+    tmp_path: Path,
+) -> None:
+    data = {
+        "turns": [*[filler(i) for i in range(6)], {"text": "finished"}],
+        "side": {"summary": [{"error": {"status": 400, "message": "no summaries today"}}]},
+    }
+    outcome, session, (_, events) = await play(tmp_path, data)
+
+    assert outcome.stop_reason == "end_turn", outcome
+    assert [e for e in events if e["type"] == "notice" and e["kind"] == "compaction_failed"]
+    failed = [e for e in session.entries if e.get("kind") == "compaction_failed"]
+    assert failed and "no summaries today" in failed[0]["text"]
+    assert "goes on uncompacted" in failed[0]["text"]
+    # The next attempt (the scripted default summary) compacted; nothing was lost meanwhile.
+    assert len([e for e in session.entries if e["type"] == "tool_result"]) == 6
+
+
+async def test_a_failed_summary_call_when_the_context_no_longer_fits_ends_the_turn_clearly(
+    tmp_path: Path,
+) -> None:
+    big = {"code": 'print("y" * 19000)'}
+    data = {
+        "turns": [big, big, {"text": "never"}],
+        "side": {"summary": [{"error": {"status": 400, "message": "no"}, "repeat": 1}] * 4},
+    }
+    outcome, session, _ = await play(tmp_path, data)
+
+    assert outcome.stop_reason == "error"
+    assert "no longer fits the model's window" in (outcome.error or "")
+    assert "Nothing was lost" in (outcome.error or "")
+    assert len([e for e in session.entries if e["type"] == "tool_result"]) == 2
+    assert not [e for e in session.entries if e["type"] == "compaction"]

@@ -120,7 +120,10 @@ class Compactor:
         }
 
     def threshold(self, window: int) -> int:
-        return max(0, window - self.agent.config.compaction_reserve_tokens)
+        return window - reserve_tokens(self.agent.config.compaction_reserve_tokens, window)
+
+    def keep_recent(self) -> int:
+        return reserve_tokens(self.agent.config.compaction_keep_recent_tokens, self.window())
 
     # ------------------------------------------------------------ scheduling
 
@@ -131,7 +134,7 @@ class Compactor:
         if instructions is not None and not isinstance(instructions, str):
             raise ValueError("instructions must be a string or None")
         _, kept = self.agent.session.context_entries()
-        if _cut_index(kept, self.agent.config.compaction_keep_recent_tokens) is None:
+        if _cut_index(kept, self.keep_recent()) is None:
             return {"scheduled": False, "reason": "session is too short to compact"}
         replaced = self.scheduled is not None
         self.scheduled = CompactionRequest(instructions or None)
@@ -179,7 +182,7 @@ class Compactor:
     ) -> dict[str, Any]:
         session = self.agent.session
         previous, kept = session.context_entries()
-        cut = _cut_index(kept, self.agent.config.compaction_keep_recent_tokens)
+        cut = _cut_index(kept, self.keep_recent())
         if cut is None:
             raise CompactionError("session is too short to compact")
         dropped, first_kept = kept[:cut], kept[cut]
@@ -258,11 +261,21 @@ async def side_call(agent: Agent, turn: int, request: ModelRequest) -> ModelResp
             await asyncio.sleep(delay)
 
 
+def reserve_tokens(configured: int, window: int) -> int:
+    """A reserve (or the recent part kept) never takes more than a quarter of a small window,
+    so a model with a window of 32,000 tokens still works with the defaults."""
+    return max(0, min(configured, window // 4))
+
+
 def _cut_index(entries: list[dict[str, Any]], keep_recent: int) -> int | None:
     """Where the kept part begins: the latest allowed cut that keeps at least `keep_recent`
-    tokens, or the earliest one after it when that would drop nothing. None: no cut drops
-    anything (the session is too short)."""
-    allowed = [i for i in range(1, len(entries)) if entries[i]["type"] in CUT_TYPES]
+    tokens, or the earliest one after it when that would drop no model step. None: no cut
+    drops a step (the session is too short)."""
+    steps = [i for i, e in enumerate(entries) if e["type"] == "assistant_message"]
+    if not steps:
+        return None
+    # At least one whole step goes: dropping only the task would leave its work without it.
+    allowed = [i for i in range(steps[0] + 1, len(entries)) if entries[i]["type"] in CUT_TYPES]
     if not allowed:
         return None
     kept_tokens, reach = 0, 0
