@@ -538,8 +538,7 @@ class Agent:
         }
         if observation.images:
             entry["images"] = [
-                {"media_type": i.media_type, "data_base64": i.data_base64}
-                for i in observation.images
+                self.session.store_image(i.media_type, i.data_base64) for i in observation.images
             ]
         self.session.append("tool_result", **entry)
         self.events.emit(
