@@ -15,7 +15,10 @@ from prime_agent_lab.headless import HeadlessRun
 from .test_compaction import RecordingProvider
 
 # A 1x1 PNG.
-PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQ"
+    "AAAABJRU5ErkJggg=="
+)
 SHOW_IMAGE = (
     "import base64\n"
     "from IPython.display import Image, display\n"

@@ -43,8 +43,9 @@ def client() -> BridgeClient:
     return _client
 
 
-def _fetch_history() -> list[dict[str, Any]]:
-    return client().call("history.get")
+def _fetch_history(since: str | None) -> dict[str, Any]:
+    answer: dict[str, Any] = client().call("history.get", {"since": since})
+    return answer
 
 
 async def _call(op: str, payload: dict[str, Any]) -> Any:
@@ -53,10 +54,6 @@ async def _call(op: str, payload: dict[str, Any]) -> Any:
 
 def _kernel_key(shell: Any) -> bytes:
     return bytes(shell.kernel.session.key)
-
-
-async def _call(op: str, payload: dict[str, Any]) -> Any:
-    return await client().acall(op, payload)
 
 
 def _bind_names(shell: Any) -> None:

@@ -39,8 +39,28 @@ def _code_of(arguments: str) -> str | None:
 def history_records(session: SessionLog) -> list[dict[str, Any]]:
     """The path to the leaf as plain dicts; tool calls carry their parsed `code`; images are
     replaced by their count so the record stays small."""
+    return _records(session.path())
+
+
+def history_since(session: SessionLog, since: object) -> dict[str, Any]:
+    """What the kernel's `history` lacks: the records after entry `since` when it is on the
+    path to the leaf (`base` is `since`), else all of them (`base` None)."""
+    path = session.path()
+    if isinstance(since, str):
+        for index in range(len(path) - 1, -1, -1):
+            if path[index]["id"] == since:
+                return {"base": since, "records": _records(path[index + 1 :]), "last": _last(path)}
+    return {"base": None, "records": _records(path), "last": _last(path)}
+
+
+def _last(path: list[dict[str, Any]]) -> str | None:
+    """The id the kernel continues from next time (the leaf, shown in history or not)."""
+    return path[-1]["id"] if path else None
+
+
+def _records(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
-    for entry in session.path():
+    for entry in entries:
         if entry["type"] not in _HISTORY_TYPES:
             continue
         record = dict(entry)
