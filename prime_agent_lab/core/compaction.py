@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .kernel_gc import KernelGC, read_namespace
 from .messages import Message, ModelRequest, ModelResponse
 from .ports import ProviderError, ResponseDone
 from .sessions import summary_message
@@ -76,6 +77,7 @@ class Compactor:
         self.agent = agent
         self.scheduled: CompactionRequest | None = None
         self.running = False
+        self.gc = KernelGC(agent)
 
     # ------------------------------------------------------------ accounting
 
@@ -117,6 +119,7 @@ class Compactor:
             "scheduled": self.scheduled is not None,
             "threshold": self.threshold(size.window),
             "compactions": sum(1 for e in self.agent.session.path() if e["type"] == "compaction"),
+            "kernel_gc": self.gc.state,
         }
 
     def threshold(self, window: int) -> int:
@@ -151,6 +154,7 @@ class Compactor:
         If the summary call fails, the turn goes on uncompacted while the context still fits
         the window; otherwise it ends with a clear error. Nothing is written on failure.
         """
+        await self._apply_cleanup(turn)
         config = self.agent.config
         request = self.scheduled
         size = self.size()
@@ -218,11 +222,16 @@ class Compactor:
         self.agent.events.emit(
             "notice", turn=turn, kind="compacted", text=compaction_text(entry, tokens_after)
         )
+        self.gc.start(turn, names, summary)
         return entry
 
-    async def _kernel_names(self) -> list[dict[str, Any]] | None:
-        from .kernel_gc import read_namespace
+    async def _apply_cleanup(self, turn: int) -> None:
+        try:
+            await self.gc.apply_ready(turn)
+        except Exception:  # a clean-up never costs the turn
+            log.exception("the kernel clean-up of session %s failed", self.agent.session_id)
 
+    async def _kernel_names(self) -> list[dict[str, Any]] | None:
         try:
             return await read_namespace(self.agent.kernel, timeout=10.0)
         except Exception:  # the summary still helps without the names

@@ -422,6 +422,9 @@ class _ContextBuilder:
         elif kind == "agent_message":  # taken into a running turn between two model calls
             self._settle()
             self._user(entry["text"])
+        elif kind == "kernel_gc":  # the model is told what left its kernel
+            self._settle()
+            self._user(f"[notice] {entry.get('text', '')}")
         elif kind == "assistant_message":
             self._settle()
             calls = tuple(

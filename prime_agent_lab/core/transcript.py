@@ -132,6 +132,9 @@ def chat_transcript(
         elif kind == "compaction":
             text = compaction_text(entry, int(entry.get("tokens_after") or 0))
             items.append({"type": "notice", "turn": turn, "kind": "compacted", "text": text})
+        elif kind == "kernel_gc":
+            text = str(entry.get("text", ""))
+            items.append({"type": "notice", "turn": turn, "kind": "kernel_gc", "text": text})
         elif kind == "turn_end" and entry.get("stop_reason") in STOP_NOTICES:
             items.append(
                 {
