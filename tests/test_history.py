@@ -95,3 +95,31 @@ def test_after_a_branch_history_is_the_new_path_not_the_abandoned_one(tmp_path: 
 
     texts = [e.text for e in history if e.type == "user_message"]
     assert texts == ["question 1", "question 2", "another way"]
+
+
+def test_a_reopened_chat_shows_the_compaction_and_clean_up_lines(tmp_path: Path) -> None:
+    from prime_agent_lab.core.transcript import chat_transcript
+
+    log = session_with_turns(tmp_path, 3)
+    kept = [e for e in log.entries if e["type"] == "user_message"][2]
+    log.append(
+        "compaction",
+        turn=3,
+        summary="s",
+        first_kept_entry_id=kept["id"],
+        tokens_before=190_000,
+        tokens_after=21_000,
+        trigger="threshold",
+        dropped_entries=10,
+        instructions=None,
+    )
+    log.append("kernel_gc", turn=3, text="Kernel clean-up after compaction: deleted big.")
+    notices = [i for i in chat_transcript(log) if i["type"] == "notice"]
+    assert [(n["kind"], n["text"]) for n in notices] == [  # type: ignore[typeddict-item]
+        (
+            "compacted",
+            "Context compacted (near the context window): 190,000 → about 21,000 tokens; 10 "
+            "earlier entries are summarised (the full record stays in `history`).",
+        ),
+        ("kernel_gc", "Kernel clean-up after compaction: deleted big."),
+    ]
