@@ -83,6 +83,13 @@ def _parser() -> argparse.ArgumentParser:
         "--max-iterations", type=_positive_int, default=40, help="model calls per turn"
     )
     run.add_argument(
+        "--context-window",
+        type=_positive_int,
+        default=None,
+        help="the model's context window in tokens (default: known per model); compaction "
+        "starts 16,384 tokens below it",
+    )
+    run.add_argument(
         "--max-turns",
         type=_positive_int,
         default=100,
@@ -266,6 +273,7 @@ def _build_config(args: argparse.Namespace) -> Any:
         cell_timeout=args.cell_timeout,
         max_iterations=args.max_iterations,
         accepts_images=args.images,
+        context_window=args.context_window,
     )
 
 

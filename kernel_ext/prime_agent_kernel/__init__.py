@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .bridge import BridgeClient, BridgeError
+from .compact import Compact, track
 from .history import Entry, History
 from .messaging import AgentMessage, AgentObserve, Record
 from .rlm import RLM, Subagent, SubagentHandle, show_link
@@ -20,6 +21,7 @@ __all__ = [
     "AgentObserve",
     "BridgeClient",
     "BridgeError",
+    "Compact",
     "Entry",
     "History",
     "Record",
@@ -41,8 +43,9 @@ def client() -> BridgeClient:
     return _client
 
 
-def _fetch_history() -> list[dict[str, Any]]:
-    return client().call("history.get")
+def _fetch_history(since: str | None) -> dict[str, Any]:
+    answer: dict[str, Any] = client().call("history.get", {"since": since})
+    return answer
 
 
 async def _call(op: str, payload: dict[str, Any]) -> Any:
@@ -51,10 +54,6 @@ async def _call(op: str, payload: dict[str, Any]) -> Any:
 
 def _kernel_key(shell: Any) -> bytes:
     return bytes(shell.kernel.session.key)
-
-
-async def _call(op: str, payload: dict[str, Any]) -> Any:
-    return await client().acall(op, payload)
 
 
 def _bind_names(shell: Any) -> None:
@@ -67,12 +66,14 @@ def _bind_names(shell: Any) -> None:
         "agent_message": AgentMessage(_call),
         "agent_observe": AgentObserve(_call),
         "rlm": RLM(_call, show_link),
+        "compact": Compact(_call),
     }
     for name, value in ours.items():
         existing = shell.user_ns.get(name)
         if existing is None or isinstance(existing, type(value)):
             names[name] = value
     shell.push(names, interactive=False)
+    track(shell)  # which cell last set each name (the kernel clean-up spares the user's)
 
 
 def configure(bridge_url: str, kernel_id: str, shell: Any = None) -> None:

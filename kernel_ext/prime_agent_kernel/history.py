@@ -12,7 +12,9 @@ from typing import Any
 class Entry:
     """One record of the session log.
 
-    `type` is one of user_message, assistant_message, tool_result, model_change, turn_end, error.
+    `type` is one of user_message, assistant_message, tool_result, agent_message, message_sent,
+    child_spawned, notice, model_change, turn_end, error, compaction (its `text` is the summary)
+    or kernel_gc (a clean-up of the kernel's variables).
     `text` is the message text, or the observation the model saw for a tool_result; `code` is the
     cell source of a tool call (on the tool_result that ran it).
     """
@@ -44,6 +46,8 @@ def _entry(raw: dict[str, Any], code_by_call: dict[str, str]) -> Entry:
         text = raw.get("message", "")
     elif kind == "model_change":
         text = f"{raw.get('provider')}/{raw.get('model')}"
+    elif kind == "compaction":
+        text = raw.get("summary", "")
     else:
         text = raw.get("text", "")
     return Entry(
@@ -60,19 +64,34 @@ def _entry(raw: dict[str, Any], code_by_call: dict[str, str]) -> Entry:
     )
 
 
-class History:
-    """A live view of the session record; every access reads the current state from the host."""
+Fetch = Callable[[str | None], dict[str, Any]]
+"""`history.get` with `since`: `{"base", "records", "last"}` (see the host's `history_since`)."""
 
-    def __init__(self, fetch: Callable[[], list[dict[str, Any]]]) -> None:
+
+class History:
+    """A live view of the session record, compacted parts included; every access asks the host
+    only for what was appended since the previous one (the whole record again after a branch),
+    so it stays cheap on a long session."""
+
+    def __init__(self, fetch: Fetch) -> None:
         self._fetch = fetch
+        self._entries: list[Entry] = []
+        self._code_by_call: dict[str, str] = {}
+        self._last: str | None = None
 
     def entries(self) -> list[Entry]:
-        raws = self._fetch()
-        code_by_call: dict[str, str] = {}
-        for raw in raws:
-            for call in raw.get("tool_calls", []) if raw.get("type") == "assistant_message" else []:
-                code_by_call[call.get("id", "")] = call.get("code", call.get("arguments", ""))
-        return [_entry(raw, code_by_call) for raw in raws]
+        answer = self._fetch(self._last)
+        if answer.get("base") is None or answer.get("base") != self._last:
+            self._entries, self._code_by_call = [], {}
+        for raw in answer.get("records", []):
+            if raw.get("type") == "assistant_message":
+                for call in raw.get("tool_calls", []):
+                    self._code_by_call[call.get("id", "")] = call.get(
+                        "code", call.get("arguments", "")
+                    )
+            self._entries.append(_entry(raw, self._code_by_call))
+        self._last = answer.get("last")
+        return list(self._entries)
 
     def __iter__(self) -> Iterator[Entry]:
         return iter(self.entries())
@@ -93,12 +112,37 @@ class History:
     def turn(self, number: int) -> list[Entry]:
         return [e for e in self.entries() if e.turn == number]
 
-    def search(self, pattern: str, flags: int = re.IGNORECASE) -> list[Entry]:
-        """Entries whose text or code matches a regular expression."""
+    def search(
+        self, pattern: str, flags: int = re.IGNORECASE, type: str | None = None
+    ) -> list[Entry]:
+        """Entries (of one `type`, if given) whose text or code matches a regular expression."""
         regex = re.compile(pattern, flags)
         return [
-            e for e in self.entries() if regex.search(e.text) or (e.code and regex.search(e.code))
+            e
+            for e in self.entries()
+            if (type is None or e.type == type)
+            and (regex.search(e.text) or (e.code and regex.search(e.code)))
         ]
+
+    def last(self, count: int = 10) -> list[Entry]:
+        """The newest `count` entries."""
+        return self.entries()[-count:] if count > 0 else []
+
+    def compactions(self) -> list[Entry]:
+        """Each compaction: its `text` is the summary that replaced the earlier part."""
+        return self.of_type("compaction")
+
+    def since_compaction(self) -> list[Entry]:
+        """What the model still sees verbatim: the entries from the latest compaction's first
+        kept entry on (everything when the session never compacted)."""
+        entries = self.entries()
+        compacted = [e for e in entries if e.type == "compaction"]
+        if not compacted:
+            return entries
+        first = compacted[-1].raw.get("first_kept_entry_id")
+        ids = [e.id for e in entries]
+        start = ids.index(first) if first in ids else ids.index(compacted[-1].id)
+        return [e for e in entries[start:] if e.type != "compaction"]
 
     def __repr__(self) -> str:
         try:

@@ -142,14 +142,15 @@ export const WAITING_TEXT = 'waiting for your cell to finish';
 
 /**
  * Notice kinds shown as warnings: the user lost state (the kernel), a
- * sub-agent failed, or a message can never arrive.
+ * sub-agent failed, a message can never arrive, or a compaction failed.
  */
 const WARNING_NOTICES = new Set<string>([
   'kernel_restarted',
   'kernel_restarted_externally',
   'kernel_died',
   'child_error',
-  'message_undeliverable'
+  'message_undeliverable',
+  'compaction_failed'
 ]);
 
 const RELATIONSHIPS = new Set<string>(['parent', 'child', 'sibling']);

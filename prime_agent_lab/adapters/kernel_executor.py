@@ -175,12 +175,21 @@ class KernelExecutor:
         if self._ticket is not None:
             self._ticket.stop_requested = True
 
-    async def run_silently(self, code: str, timeout: float) -> dict[str, Any]:
+    async def run_silently(
+        self, code: str, timeout: float, expressions: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """Run harness code (not a cell: nothing in the notebook or the history) on this
-        executor's own client, so it never counts as another client's cell; the reply content."""
+        executor's own client, so it never counts as another client's cell; the reply content
+        (with the values of `expressions` in its `user_expressions`)."""
         async with self._lock:
             client = await self._ensure_client()
-            msg_id = client.execute(code, silent=True, store_history=False, allow_stdin=False)
+            msg_id = client.execute(
+                code,
+                silent=True,
+                store_history=False,
+                allow_stdin=False,
+                user_expressions=expressions or {},
+            )
             self._own.add(msg_id)
             try:
                 return dict((await self._wait_reply(client, msg_id, timeout))["content"])

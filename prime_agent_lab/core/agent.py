@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .compaction import Compactor
 from .events import EventBus
 from .messages import PYTHON_TOOL, Message, ModelRequest, ModelResponse, ToolCall
 from .observation import build_observation
@@ -47,6 +48,12 @@ class AgentConfig:
     max_retry_after: float = 120.0  # longest server-requested Retry-After that is waited for
     max_tokens: int = 4096
     accepts_images: bool = True
+    # Compaction (core/compaction.py): before a model call, when the context passes the window
+    # minus the reserve, the old prefix is summarised and the most recent tokens kept.
+    context_window: int | None = None  # None: the model's window from core/tokens.py
+    compaction_enabled: bool = True
+    compaction_reserve_tokens: int = 16_384
+    compaction_keep_recent_tokens: int = 20_000
 
 
 @dataclass(frozen=True)
@@ -193,6 +200,7 @@ class Agent:
             PromptSettings(output_cap=config.output_cap, cell_timeout_seconds=config.cell_timeout)
         )
         self._record_model_if_changed()
+        self.compactor = Compactor(self)
 
     # ------------------------------------------------------------ public surface
 
@@ -277,6 +285,7 @@ class Agent:
         try:
             for _ in range(self.config.max_iterations):
                 self._take_inbox(turn)
+                await self.compactor.before_model_call(turn)
                 response = await self._call_model(turn)
                 if not response.tool_calls:
                     if self._take_inbox(turn) or self.hooks.should_continue(
@@ -346,7 +355,7 @@ class Agent:
             except ProviderError as exc:
                 if not exc.retryable or attempt >= self.config.max_retries:
                     raise
-                delay = self._retry_delay(exc, attempt)
+                delay = self.retry_delay(exc, attempt)
                 attempt += 1
                 self.events.emit(
                     "retry", turn=turn, attempt=attempt, delay=delay, message=f"{exc.kind}: {exc}"
@@ -373,7 +382,7 @@ class Agent:
         )
         return response
 
-    def _retry_delay(self, exc: ProviderError, attempt: int) -> float:
+    def retry_delay(self, exc: ProviderError, attempt: int) -> float:
         """The server's Retry-After wins (retrying sooner only earns another refusal); without one,
         exponential backoff capped at retry_max_delay. A Retry-After longer than max_retry_after
         ends the turn with the error rather than holding it silently."""
@@ -529,8 +538,7 @@ class Agent:
         }
         if observation.images:
             entry["images"] = [
-                {"media_type": i.media_type, "data_base64": i.data_base64}
-                for i in observation.images
+                self.session.store_image(i.media_type, i.data_base64) for i in observation.images
             ]
         self.session.append("tool_result", **entry)
         self.events.emit(

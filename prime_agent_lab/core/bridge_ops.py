@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from .bridge import BridgeService, Caller, payload_number
 from .sessions import SessionLog
-from .transcript import history_records
+from .transcript import history_records, history_since
 
 
 class HasSession(Protocol):
@@ -21,8 +21,14 @@ def register_session_operations(
 ) -> None:
     """`history.get` (the caller's own session record) and `ping` (a health and latency probe)."""
 
-    async def history_get(caller: Caller, payload: dict[str, Any]) -> list[dict[str, Any]]:
-        return history_records(context_for(caller).session)
+    async def history_get(caller: Caller, payload: dict[str, Any]) -> Any:
+        """The whole record, or with `since` (an entry id the kernel already holds, or None)
+        `{"base": since, "records": [...]}`: only what follows it when it is still on the
+        path, else everything with `base` None (a branch moved the leaf)."""
+        session = context_for(caller).session
+        if "since" not in payload:
+            return history_records(session)
+        return history_since(session, payload.get("since"))
 
     async def ping(caller: Caller, payload: dict[str, Any]) -> dict[str, Any]:
         delay = payload_number(payload, "delay", default=0.0, minimum=0.0, maximum=60.0)

@@ -94,3 +94,6 @@ class ModelRequest:
     tools: list[ToolSpec]
     max_tokens: int = 4096
     accepts_images: bool = True
+    purpose: str = "turn"
+    """`turn` for the agent's own calls; a side call of the harness names its job (`summary`
+    for a compaction, `kernel_gc` for a review of the kernel's variables)."""

@@ -35,6 +35,10 @@ messages, each cell's code, notebook cell id and observation): slice and search 
 `[e for e in history if e.type == "tool_result"][-3:]` or `history.search("error")`. It is also \
 bound as `agent_history`, which stays available when `history` is a variable of the researcher's \
 (e.g. a Keras training history).
+Near the context window the earlier part of the conversation is replaced by a summary; \
+`history` still holds all of it. `await compact.status()` shows how full the context is; \
+`await compact.run(instructions=None)` compacts before your next step. After a compaction, \
+variables your cells set that are no longer needed may be deleted or summarised; you are told which.
 
 # Other agents
 `await agent_message.send(text, receiver_role="parent"|"sibling"|"child", receiver_name=None, \

@@ -71,8 +71,7 @@ async def close_interrupted_turn(
         }
         if observation.images:
             entry["images"] = [
-                {"media_type": i.media_type, "data_base64": i.data_base64}
-                for i in observation.images
+                session.store_image(i.media_type, i.data_base64) for i in observation.images
             ]
         session.append("tool_result", **entry)
     return session.close_interrupted_turn()

@@ -22,6 +22,7 @@ from .agent import Agent, AgentConfig, AgentHooks, InboxMessage, TurnInProgress,
 from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
 from .caller import CallerContext, Operation
+from .compact_ops import register_compact_operations
 from .events import Event, EventBus
 from .family import (
     SESSION_UNREADABLE,
@@ -118,6 +119,7 @@ class AgentRuntime:
         self._turn_counted = asyncio.Event()
         self.mailbox = Mailbox(self)
         register_message_operations(self.operation)
+        register_compact_operations(self.operation)
 
     # ------------------------------------------------------------ sessions and agents
 

@@ -8,11 +8,15 @@ appends a leaf record, a crash-cut turn gets a `turn_end` with `stop_reason: "in
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import json
+import os
 import re
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +29,13 @@ SESSION_FILE = "session.jsonl"
 TOLD_AS_MESSAGES = frozenset({"child_completed", "child_error"})
 """Notice kinds the model reads as a message from the sub-agent (runtime `_tell`), not folded
 into the next user message."""
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: images of tool results are files in `blobs/` named by their hash (`{"media_type", "blob"}`)
+instead of inline base64. A version-1 log is migrated in memory on load (`_MIGRATIONS`); the file
+is never rewritten, and its inline images still load."""
+BLOBS = "blobs"
+_BLOB_NAME = re.compile(r"^[0-9a-f]{64}\.[a-z0-9]{1,8}$")
+_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/svg+xml": "svg"}
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 
 
@@ -70,6 +80,7 @@ class SessionLog:
         self._needs_newline = False
         self._lock = threading.Lock()
         self._context: _ContextBuilder | None = None
+        self.format_version = FORMAT_VERSION  # of the file as written (see `read`)
 
     # ------------------------------------------------------------ construction
 
@@ -137,6 +148,9 @@ class SessionLog:
             log.header = header or {}
             return log
         log.header = header
+        log.format_version, log.damage = _migrate_header(header)
+        if log.damage is not None:
+            return log
         for number, line in enumerate(lines[1:], start=2):
             if not line.strip():
                 continue
@@ -217,6 +231,32 @@ class SessionLog:
             f.write(line)
             f.flush()
 
+    def store_image(self, media_type: str, data_base64: str) -> dict[str, Any]:
+        """An image of a tool result as the entry references it: written once to
+        `blobs/<sha256>.<ext>` (atomically; the same image again is not written twice)."""
+        try:
+            data = base64.b64decode(data_base64, validate=True)
+        except (binascii.Error, ValueError):
+            return {"media_type": media_type, "data_base64": data_base64}  # kept as it came
+        name = f"{hashlib.sha256(data).hexdigest()}.{_EXTENSIONS.get(media_type, 'bin')}"
+        target = self.directory / BLOBS / name
+        if not target.exists():
+            target.parent.mkdir(exist_ok=True)
+            temporary = target.with_name(f".{name}.{secrets.token_hex(4)}.tmp")
+            temporary.write_bytes(data)
+            os.replace(temporary, target)
+        return {"media_type": media_type, "blob": name, "bytes": len(data)}
+
+    def image_data(self, image: dict[str, Any]) -> str | None:
+        """The base64 data of an entry's image (inline in version 1, a blob since version 2);
+        None when its blob is missing."""
+        if isinstance(image.get("data_base64"), str):
+            return str(image["data_base64"])
+        try:
+            return base64.b64encode((self.directory / BLOBS / image["blob"]).read_bytes()).decode()
+        except OSError:
+            return None
+
     # ------------------------------------------------------------ reading
 
     def path(self) -> list[dict[str, Any]]:
@@ -293,13 +333,32 @@ class SessionLog:
         """
         builder = self._context
         new = self._entries_after(builder.leaf_id) if builder is not None else None
+        if new is not None and any(e["type"] == "compaction" for e in new):
+            new = None  # a compaction replaces the prefix: rebuild from its summary
         if builder is None or new is None:
-            builder, new = _ContextBuilder(), self.path()
+            compaction, new = self.context_entries()
+            summary = compaction.get("summary") if compaction else None
+            builder = _ContextBuilder(self.image_data, summary)
         for entry in new:
             builder.feed(entry)
         builder.leaf_id = self.leaf_id
         self._context = builder
         return builder.messages_now()
+
+    def context_entries(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """The latest compaction on the path to the leaf (None: never compacted) and the entries
+        the model still sees: from that compaction's first kept entry to the leaf, compaction
+        entries left out (the summary stands for what they dropped)."""
+        path = self.path()
+        compacted = [i for i, e in enumerate(path) if e["type"] == "compaction"]
+        at = compacted[-1] if compacted else None
+        if at is None:
+            return None, path
+        compaction = path[at]
+        first_kept = compaction.get("first_kept_entry_id")
+        start = next((i for i in range(at) if path[i]["id"] == first_kept), at)
+        kept = [e for e in path[start:] if e["type"] != "compaction"]
+        return compaction, kept
 
     def _entries_after(self, entry_id: str | None) -> list[dict[str, Any]] | None:
         """The entries from `entry_id` (exclusive) to the leaf, or None if it is not on the path."""
@@ -326,17 +385,38 @@ class SessionLog:
                 self._index(record)
 
 
+SUMMARY_LABEL = (
+    "[Summary of the earlier part of this session. It was compacted to fit the context window; "
+    "the full record, compacted part included, is in `history` in the kernel.]"
+)
+
+
+def summary_message(summary: str) -> str:
+    """The text of the user message that stands for a compacted prefix."""
+    return f"{SUMMARY_LABEL}\n\n{summary.strip()}"
+
+
 class _ContextBuilder:
     """The model's conversation, fed one session entry at a time (see `context_messages`)."""
 
     NOT_RUN = "(this call was not run: the turn was stopped before it)"
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        image_data: Callable[[dict[str, Any]], str | None],
+        summary: str | None = None,
+    ) -> None:
+        self.image_data = image_data
         self.leaf_id: str | None = None
         self.messages: list[Message] = []
         self.pending: list[ToolCall] = []  # calls of the last assistant message without result
         self.notices: list[str] = []  # between turns (a kernel restart): told with the next message
         self.in_turn = False
+        # The summary of a compaction opens the conversation; a user message right after it
+        # joins it (two user messages in a row are refused by some providers).
+        self.summary = summary_message(summary) if summary is not None else None
+        if self.summary is not None:
+            self.messages.append(Message(role="user", text=self.summary))
 
     def feed(self, entry: dict[str, Any]) -> None:
         kind = entry["type"]
@@ -345,14 +425,17 @@ class _ContextBuilder:
             self.in_turn = True
             text = "".join(f"[notice] {n}\n\n" for n in self.notices) + entry["text"]
             self.notices.clear()
-            self.messages.append(Message(role="user", text=text))
+            self._user(text)
         elif kind == "turn_end":
             self.in_turn = False
         elif kind == "notice" and not self.in_turn and entry.get("kind") not in TOLD_AS_MESSAGES:
             self.notices.append(str(entry.get("text", "")))
         elif kind == "agent_message":  # taken into a running turn between two model calls
             self._settle()
-            self.messages.append(Message(role="user", text=entry["text"]))
+            self._user(entry["text"])
+        elif kind == "kernel_gc":  # the model is told what left its kernel
+            self._settle()
+            self._user(f"[notice] {entry.get('text', '')}")
         elif kind == "assistant_message":
             self._settle()
             calls = tuple(
@@ -367,18 +450,25 @@ class _ContextBuilder:
             call_id = entry["tool_call_id"]
             if any(c.id == call_id for c in self.pending):
                 self.pending[:] = [c for c in self.pending if c.id != call_id]
-                images = tuple(
-                    ImagePart(media_type=i["media_type"], data_base64=i["data_base64"])
-                    for i in entry.get("images", [])
-                )
+                images, missing = [], []
+                for image in entry.get("images", []):
+                    data = self.image_data(image)
+                    if data is None:
+                        missing.append(str(image.get("blob")))
+                    else:
+                        images.append(ImagePart(media_type=image["media_type"], data_base64=data))
+                text = entry.get("observation", "")
+                if missing:
+                    text += f"\n[{len(missing)} image(s) of this output are missing on disk]"
                 self.messages.append(
-                    Message(
-                        role="tool",
-                        tool_call_id=call_id,
-                        text=entry.get("observation", ""),
-                        images=images,
-                    )
+                    Message(role="tool", tool_call_id=call_id, text=text, images=tuple(images))
                 )
+
+    def _user(self, text: str) -> None:
+        if len(self.messages) == 1 and self.summary is not None:
+            self.messages.clear()  # only the summary so far: this message joins it
+            text = f"{self.summary}\n\n{text}"
+        self.messages.append(Message(role="user", text=text))
 
     def _settle(self) -> None:
         self.messages.extend(self._not_run())
@@ -450,7 +540,37 @@ def _is_tool_call(call: Any) -> bool:
 
 
 def _is_image(image: Any) -> bool:
-    return _has_text_fields(image, ("media_type", "data_base64"))
+    """Inline (version 1) or a blob named by its hash (version 2; never a path)."""
+    if _has_text_fields(image, ("media_type", "data_base64")):
+        return True
+    return _has_text_fields(image, ("media_type", "blob")) and bool(_BLOB_NAME.match(image["blob"]))
+
+
+def _from_version_1(header: dict[str, Any]) -> None:
+    """Version 1 records are valid version 2 records (inline images are still read); only the
+    header says where the log came from."""
+    header["migrated_from"] = header.get("migrated_from", 1)
+
+
+_MIGRATIONS = {1: _from_version_1}
+"""Version n -> the in-memory step to version n + 1."""
+
+
+def _migrate_header(header: dict[str, Any]) -> tuple[int, str | None]:
+    """The file's format version, the header migrated in memory to FORMAT_VERSION; or why the
+    log cannot be read (written by a newer version)."""
+    version = header.get("version", 1)
+    if not isinstance(version, int) or version < 1:
+        return 1, f"the header's version {shorten(version)} is not a format version"
+    if version > FORMAT_VERSION:
+        return version, (
+            f"written by a newer Prime Agent Lab (session format {version}; this one reads up "
+            f"to {FORMAT_VERSION})"
+        )
+    for step in range(version, FORMAT_VERSION):
+        _MIGRATIONS[step](header)
+    header["version"] = FORMAT_VERSION
+    return version, None
 
 
 def _has_text_fields(value: Any, keys: tuple[str, ...]) -> bool:

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from .compaction import compaction_text
 from .sessions import SessionLog
 from .wire import STOP_NOTICES, ChatItem
 
@@ -20,6 +21,8 @@ _HISTORY_TYPES = {
     "agent_message",
     "message_sent",
     "child_spawned",
+    "compaction",
+    "kernel_gc",
 }
 
 _ORIGIN_FIELDS = ("from_session_id", "from_name", "relationship", "composed")
@@ -36,8 +39,28 @@ def _code_of(arguments: str) -> str | None:
 def history_records(session: SessionLog) -> list[dict[str, Any]]:
     """The path to the leaf as plain dicts; tool calls carry their parsed `code`; images are
     replaced by their count so the record stays small."""
+    return _records(session.path())
+
+
+def history_since(session: SessionLog, since: object) -> dict[str, Any]:
+    """What the kernel's `history` lacks: the records after entry `since` when it is on the
+    path to the leaf (`base` is `since`), else all of them (`base` None)."""
+    path = session.path()
+    if isinstance(since, str):
+        for index in range(len(path) - 1, -1, -1):
+            if path[index]["id"] == since:
+                return {"base": since, "records": _records(path[index + 1 :]), "last": _last(path)}
+    return {"base": None, "records": _records(path), "last": _last(path)}
+
+
+def _last(path: list[dict[str, Any]]) -> str | None:
+    """The id the kernel continues from next time (the leaf, shown in history or not)."""
+    return path[-1]["id"] if path else None
+
+
+def _records(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
-    for entry in session.path():
+    for entry in entries:
         if entry["type"] not in _HISTORY_TYPES:
             continue
         record = dict(entry)
@@ -106,6 +129,12 @@ def chat_transcript(
                     "text": entry.get("text", ""),
                 }
             )
+        elif kind == "compaction":
+            text = compaction_text(entry, int(entry.get("tokens_after") or 0))
+            items.append({"type": "notice", "turn": turn, "kind": "compacted", "text": text})
+        elif kind == "kernel_gc":
+            text = str(entry.get("text", ""))
+            items.append({"type": "notice", "turn": turn, "kind": "kernel_gc", "text": text})
         elif kind == "turn_end" and entry.get("stop_reason") in STOP_NOTICES:
             items.append(
                 {

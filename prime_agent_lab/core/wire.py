@@ -39,12 +39,19 @@ NoticeKind = Literal[
     "message_undeliverable",
     # branching (docs/branching.md)
     "forked",
+    # Compaction and kernel clean-up (docs/compaction.md)
+    "compacted",
+    "compaction_failed",
+    "kernel_gc",
 ]
 """Something the user must know that is not an error. `child_completed`: a sub-agent ended its
 task without replying (the text has a preview of its last answer); `child_error`: a sub-agent's
 task ended with an error; `message_undeliverable`: a queued message can never be delivered (its
 target was deleted); `forked`: this session is a fork or clone of another and runs on a fresh
-kernel (the original's variables were not carried over)."""
+kernel (the original's variables were not carried over); `compacted`: the context was summarised
+(the text says from how many tokens to how many); `compaction_failed`: a compaction failed and the
+turn went on uncompacted; `kernel_gc`: variables the agent no longer needs were deleted or
+replaced by a summary."""
 
 ChildStatus = Literal["running", "idle", "inactive", "replied", "completed", "error"]
 """A sub-agent's state as its parent sees it: `replied` (its last task ended after it messaged

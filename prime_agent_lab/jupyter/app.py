@@ -129,6 +129,28 @@ class PrimeAgentLab(ExtensionApp):
         config=True
     )
 
+    # Compaction (docs/compaction.md)
+    context_window = Integer(
+        0,
+        help="""The model's context window in tokens. 0: from the table of known Anthropic and
+        OpenAI models (128,000 for a model it does not know). Set it for other models, or small
+        to try compaction with the 'scripted' provider.""",
+    ).tag(config=True)
+
+    compaction_enabled = Bool(
+        True,
+        help="""Compact by itself when the context passes the window minus
+        `compaction_reserve_tokens` (compact.run() works either way).""",
+    ).tag(config=True)
+
+    compaction_reserve_tokens = Integer(
+        16_384, help="Tokens kept free below the context window; passing the rest compacts."
+    ).tag(config=True)
+
+    compaction_keep_recent_tokens = Integer(
+        20_000, help="Tokens of the most recent conversation a compaction keeps verbatim."
+    ).tag(config=True)
+
     sessions_dir = Unicode(
         "",
         help="""Where session logs are stored. Default: `.prime-agent/sessions` under the server's
@@ -211,6 +233,10 @@ class PrimeAgentLab(ExtensionApp):
                 max_retry_after=self.max_retry_after,
                 max_tokens=self.max_tokens,
                 accepts_images=self.accepts_images,
+                context_window=self.context_window or None,
+                compaction_enabled=self.compaction_enabled,
+                compaction_reserve_tokens=self.compaction_reserve_tokens,
+                compaction_keep_recent_tokens=self.compaction_keep_recent_tokens,
             ),
             notebook_output_cap=self.notebook_output_cap,
             kernel_name=self.kernel_name,

@@ -29,6 +29,13 @@ message (including one sent after a Stop) plays the script from its first step; 
 `"follow_up": "..."` is the answer, with no tool call, to a message sent after the script has
 already been played to its end in this conversation.
 
+Side calls of the harness (`request.purpose` other than `turn`: a compaction's `summary`, a
+`kernel_gc` review) never play the turns. `"side": {"summary": [{"text": "..."}, ...],
+"kernel_gc": [...]}` gives their answers in order (error steps too), per provider instance; without
+one, a summary call gets a short generated summary and a `kernel_gc` call `{"actions": []}`. After
+a compaction dropped earlier assistant messages, the position continues from the newest scripted
+tool call id the request still holds.
+
 `step_delay` (seconds, default 0) paces the playback so a person can watch it: about half of it
 passes before the step's text, the rest while the text streams.
 """
@@ -43,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.messages import ModelRequest, ModelResponse, ToolCall, Usage
+from ..core.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
 from .errors import error_for_status
 from .fenced import apply_fenced_fallback
@@ -89,6 +96,7 @@ class Script:
     restart_each_message: bool = False
     follow_up: str | None = None
     child: Script | None = None  # what sub-agents play
+    side: dict[str, list[ScriptTurn | ScriptError]] = field(default_factory=dict)
 
 
 TASK_LABEL = "[task from parent]"
@@ -119,6 +127,7 @@ def _parse_script(data: Any, path: str | Path) -> Script:
     script = Script(restart_each_message=restart, follow_up=follow_up)
     if "child" in data:
         script.child = _parse_script(data["child"], f"{path} (child)")
+    script.side = _parse_side(data.get("side", {}), path)
     for number, step in enumerate(data["turns"]):
         where = f"{path} turn {number}"
         if not isinstance(step, dict):
@@ -129,6 +138,20 @@ def _parse_script(data: Any, path: str | Path) -> Script:
         else:
             script.turns.append(_parse_turn(step, where))
     return script
+
+
+def _parse_side(data: Any, path: str | Path) -> dict[str, list[ScriptTurn | ScriptError]]:
+    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+        raise ValueError(f'Script {path}: "side" must map a purpose to a list of steps')
+    side: dict[str, list[ScriptTurn | ScriptError]] = {}
+    for purpose, steps in data.items():
+        for number, step in enumerate(steps):
+            where = f"{path} side {purpose} step {number}"
+            if not isinstance(step, dict):
+                raise ValueError(f"{where}: each step must be an object")
+            parsed = _parse_error(step, where) if "error" in step else _parse_turn(step, where)
+            side.setdefault(purpose, []).append(parsed)
+    return side
 
 
 def _parse_turn(step: dict[str, Any], where: str) -> ScriptTurn:
@@ -193,11 +216,15 @@ class ScriptedProvider:
         self.script_path = str(script_path) if script_path else str(DEFAULT_SCRIPT)
         self.script = load_script(self.script_path)
         self._failures: dict[int, int] = {}  # step number -> times it has failed so far
+        self._side_played: dict[str, int] = {}  # purpose -> side steps played so far
 
     async def aclose(self) -> None:
         """Nothing to release; present so every provider can be closed the same way."""
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        if request.purpose != "turn":
+            yield ResponseDone(self._side_call(request))
+            return
         script = self._script_for(request)
         position = self._position(request, script)
         for number, error in script.errors.get(position, ()):
@@ -237,6 +264,26 @@ class ScriptedProvider:
             apply_fenced_fallback(response, id_prefix="scripted_", enabled=self.fenced_code)
         )
 
+    def _side_call(self, request: ModelRequest) -> ModelResponse:
+        steps = self.script.side.get(request.purpose, [])
+        played = self._side_played.get(request.purpose, 0)
+        self._side_played[request.purpose] = played + 1
+        step = steps[played] if played < len(steps) else None
+        if isinstance(step, ScriptError):
+            raise step.to_error()
+        if step is not None:
+            text = step.text
+        elif request.purpose == "kernel_gc":
+            text = '{"actions": []}'
+        else:
+            chars = _request_chars(request)
+            text = f"## Goal\n(scripted summary of {chars:,} characters of earlier work)"
+        return ModelResponse(
+            text=text,
+            usage=Usage(input_tokens=_request_chars(request) // 4, output_tokens=len(text) // 4),
+            model=self.model,
+        )
+
     def _script_for(self, request: ModelRequest) -> Script:
         first = request.messages[0] if request.messages else None
         is_child = first is not None and first.role == "user" and TASK_LABEL in first.text
@@ -249,6 +296,12 @@ class ScriptedProvider:
         if script.restart_each_message:
             users = [i for i, m in enumerate(messages) if m.role == "user"]
             messages = messages[users[-1] + 1 :] if users else messages
+            return sum(1 for m in messages if m.role == "assistant")
+        for index in range(len(messages) - 1, -1, -1):  # after a compaction: from the last id
+            played = _scripted_position(messages[index])
+            if played is not None:
+                later = messages[index + 1 :]
+                return played + 1 + sum(1 for m in later if m.role == "assistant")
         return sum(1 for m in messages if m.role == "assistant")
 
     def _turn_at(self, position: int, request: ModelRequest, script: Script) -> ScriptTurn:
@@ -257,6 +310,17 @@ class ScriptedProvider:
         if position < len(script.turns):
             return script.turns[position]
         return ScriptTurn(text=EXHAUSTED_TEXT)
+
+
+_SCRIPTED_ID = re.compile(r"^scripted_(\d+)_\d+$")
+
+
+def _scripted_position(message: Message) -> int | None:
+    """The script position an assistant message of this provider played (from its call ids)."""
+    if message.role != "assistant" or not message.tool_calls:
+        return None
+    match = _SCRIPTED_ID.match(message.tool_calls[0].id)
+    return int(match.group(1)) if match else None
 
 
 def _walkthrough_finished_before(request: ModelRequest) -> bool:
