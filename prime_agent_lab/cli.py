@@ -20,10 +20,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__
 from .core.events import Event
 from .core.sessions import TOLD_AS_MESSAGES
 from .providers import PROVIDER_NAMES
+from .version import __version__
 
 DEMO_NOTEBOOK = Path(__file__).parent / "demo" / "prime-agent-demo.ipynb"
 

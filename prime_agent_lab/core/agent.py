@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .agent_config import AgentConfig
 from .compaction import Compactor
 from .events import EventBus
 from .messages import PYTHON_TOOL, Message, ModelRequest, ModelResponse, ToolCall
@@ -35,25 +36,6 @@ from .redaction import Redactor, StreamRedactor
 from .sessions import SessionLog
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class AgentConfig:
-    output_cap: int = 20_000
-    cell_timeout: float = 600.0
-    max_iterations: int = 40
-    max_retries: int = 4
-    retry_base_delay: float = 1.0
-    retry_max_delay: float = 30.0  # cap of the exponential backoff
-    max_retry_after: float = 120.0  # longest server-requested Retry-After that is waited for
-    max_tokens: int = 4096
-    accepts_images: bool = True
-    # Compaction (core/compaction.py): before a model call, when the context passes the window
-    # minus the reserve, the old prefix is summarised and the most recent tokens kept.
-    context_window: int | None = None  # None: the model's window from core/tokens.py
-    compaction_enabled: bool = True
-    compaction_reserve_tokens: int = 16_384
-    compaction_keep_recent_tokens: int = 20_000
 
 
 @dataclass(frozen=True)
@@ -347,20 +329,7 @@ class Agent:
             max_tokens=self.config.max_tokens,
             accepts_images=self.config.accepts_images,
         )
-        attempt = 0
-        while True:
-            try:
-                response = await self._stream_once(turn, request)
-                break
-            except ProviderError as exc:
-                if not exc.retryable or attempt >= self.config.max_retries:
-                    raise
-                delay = self.retry_delay(exc, attempt)
-                attempt += 1
-                self.events.emit(
-                    "retry", turn=turn, attempt=attempt, delay=delay, message=f"{exc.kind}: {exc}"
-                )
-                await asyncio.sleep(delay)
+        response = await self._with_retries(turn, request, show_text=True)
         self.session.append(
             "assistant_message",
             turn=turn,
@@ -382,6 +351,28 @@ class Agent:
         )
         return response
 
+    async def side_call(self, turn: int, request: ModelRequest) -> ModelResponse:
+        """A model call of the harness itself (a compaction summary, a kernel clean-up plan) on
+        this agent's provider, with the loop's retries; its text is not streamed to the chat."""
+        return await self._with_retries(turn, request, show_text=False)
+
+    async def _with_retries(
+        self, turn: int, request: ModelRequest, show_text: bool
+    ) -> ModelResponse:
+        attempt = 0
+        while True:
+            try:
+                return await self._stream_once(turn, request, show_text)
+            except ProviderError as exc:
+                if not exc.retryable or attempt >= self.config.max_retries:
+                    raise
+                delay = self.retry_delay(exc, attempt)
+                attempt += 1
+                self.events.emit(
+                    "retry", turn=turn, attempt=attempt, delay=delay, message=f"{exc.kind}: {exc}"
+                )
+                await asyncio.sleep(delay)
+
     def retry_delay(self, exc: ProviderError, attempt: int) -> float:
         """The server's Retry-After wins (retrying sooner only earns another refusal); without one,
         exponential backoff capped at retry_max_delay. A Retry-After longer than max_retry_after
@@ -397,11 +388,13 @@ class Agent:
             ) from exc
         return exc.retry_after
 
-    async def _stream_once(self, turn: int, request: ModelRequest) -> ModelResponse:
+    async def _stream_once(
+        self, turn: int, request: ModelRequest, show_text: bool
+    ) -> ModelResponse:
         response: ModelResponse | None = None
         async for event in self.provider.stream(request):
             if isinstance(event, TextDelta):
-                if event.text:
+                if event.text and show_text:
                     self.events.emit("text_delta", turn=turn, text=event.text)
             elif isinstance(event, ResponseDone):
                 response = event.response

@@ -9,19 +9,16 @@ record stays in the log and in the kernel's `history`. Design note: docs/compact
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .agent_view import AgentView
 from .kernel_gc import KernelGC, read_namespace
 from .messages import Message, ModelRequest, ModelResponse
-from .ports import ProviderError, ResponseDone
+from .ports import ProviderError
 from .sessions import summary_message
 from .tokens import context_window, entries_tokens, entry_tokens, estimate_tokens, reported_context
-
-if TYPE_CHECKING:
-    from .agent import Agent
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +70,7 @@ class ContextSize:
 class Compactor:
     """One agent's compaction: its token count, its schedule, and the compaction itself."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: AgentView) -> None:
         self.agent = agent
         self.scheduled: CompactionRequest | None = None
         self.running = False
@@ -247,27 +244,7 @@ class Compactor:
             accepts_images=False,
             purpose="summary",
         )
-        return await side_call(self.agent, turn, request)
-
-
-async def side_call(agent: Agent, turn: int, request: ModelRequest) -> ModelResponse:
-    """One model call of the harness on the agent's provider, with the loop's retries."""
-    attempt = 0
-    while True:
-        try:
-            async for event in agent.provider.stream(request):
-                if isinstance(event, ResponseDone):
-                    return event.response
-            raise ProviderError("the model stream ended without a response", kind="protocol")
-        except ProviderError as exc:
-            if not exc.retryable or attempt >= agent.config.max_retries:
-                raise
-            delay = agent.retry_delay(exc, attempt)
-            attempt += 1
-            agent.events.emit(
-                "retry", turn=turn, attempt=attempt, delay=delay, message=f"{exc.kind}: {exc}"
-            )
-            await asyncio.sleep(delay)
+        return await self.agent.side_call(turn, request)
 
 
 def reserve_tokens(configured: int, window: int) -> int:

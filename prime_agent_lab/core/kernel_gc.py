@@ -17,12 +17,10 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .agent_view import AgentView
 from .messages import Message, ModelRequest
-
-if TYPE_CHECKING:
-    from .agent import Agent
 
 NAMESPACE_EXPRESSION = "__import__('prime_agent_kernel.compact').compact.namespace_json()"
 
@@ -91,7 +89,7 @@ class KernelGC:
     """Plans a clean-up in the background after a compaction (one short model call) and applies
     it at the next step boundary (before a model call), when no agent cell runs."""
 
-    def __init__(self, agent: Agent, cap: int = DEFAULT_SNAPSHOT_VARIABLE_CAP) -> None:
+    def __init__(self, agent: AgentView, cap: int = DEFAULT_SNAPSHOT_VARIABLE_CAP) -> None:
         self.agent = agent
         self.cap = cap
         self.plan: CleanupPlan | None = None
@@ -119,10 +117,8 @@ class KernelGC:
         candidates = agent_names(names, agent_cell_hashes(self.agent.session.path()))
         plan = CleanupPlan(oversized=oversized)
         if candidates:
-            from .compaction import side_call
-
             try:
-                response = await side_call(self.agent, turn, self._request(candidates, summary))
+                response = await self.agent.side_call(turn, self._request(candidates, summary))
                 actions, plan.problem = parse_plan(response.text, response.stop_reason)
                 plan.actions = checked_actions(actions, candidates)
             except Exception as exc:  # a failed review changes nothing; say so

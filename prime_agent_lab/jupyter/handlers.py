@@ -12,12 +12,12 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web, websocket
 
-from .. import __version__
 from ..adapters.bridge_http import KERNEL_ROUTE, BridgeEndpoint
 from ..core.bridge import BridgeService
 from ..core.sessions import SessionError, check_session_id
 from ..core.text import json_type, shorten
 from ..core.transcript import chat_transcript
+from ..version import __version__
 from .host import AgentHost, HostError, http_error_text
 
 AUTH_RESOURCE = "prime_agent"

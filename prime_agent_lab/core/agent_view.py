@@ -1,0 +1,38 @@
+"""What the harness's own helpers (compaction, the kernel clean-up) see of an agent.
+
+A protocol rather than `Agent` itself, so the loop can own those helpers without the helpers
+importing the loop back.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from .agent_config import AgentConfig
+from .events import EventBus
+from .messages import ModelRequest, ModelResponse
+from .ports import KernelPort, ModelProvider
+from .sessions import SessionLog
+
+
+class AgentView(Protocol):
+    session: SessionLog
+    provider: ModelProvider
+    kernel: KernelPort
+    events: EventBus
+
+    @property
+    def config(self) -> AgentConfig: ...
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def system_prompt(self) -> str: ...
+
+    def notice(self, kind: str, text: str, turn: int | None = None) -> None: ...
+
+    async def side_call(self, turn: int, request: ModelRequest) -> ModelResponse: ...
