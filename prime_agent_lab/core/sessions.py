@@ -265,13 +265,18 @@ class SessionLog:
 
     def image_data(self, image: dict[str, Any]) -> str | None:
         """The base64 data of an entry's image (inline in version 1, a blob since version 2);
-        None when its blob is missing."""
+        None when its blob is missing or its bytes no longer match its hash name (a provider
+        would refuse a broken image in every later request)."""
         if isinstance(image.get("data_base64"), str):
             return str(image["data_base64"])
+        name = str(image["blob"])
         try:
-            return base64.b64encode((self.directory / BLOBS / image["blob"]).read_bytes()).decode()
+            data = (self.directory / BLOBS / name).read_bytes()
         except OSError:
             return None
+        if hashlib.sha256(data).hexdigest() != name.split(".")[0]:
+            return None
+        return base64.b64encode(data).decode()
 
     # ------------------------------------------------------------ reading
 
