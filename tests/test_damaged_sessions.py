@@ -94,6 +94,31 @@ DAMAGED_LOGS: dict[str, tuple[Any, str]] = {
         ),
         "line 3: entry 'e2' has malformed tool_calls",
     ),
+    "compaction-without-a-text-summary": (
+        jsonl(
+            header("compaction-without-a-text-summary"),
+            HELLO,
+            entry("c1", "e1", "compaction", summary=42, first_kept_entry_id="e1", turn=1),
+        ),
+        "line 3: entry 'c1' (compaction) has no text field 'summary'",
+    ),
+    "compaction-keeping-an-unknown-entry": (
+        jsonl(
+            header("compaction-keeping-an-unknown-entry"),
+            HELLO,
+            entry("c1", "e1", "compaction", summary="s", first_kept_entry_id="gone", turn=1),
+        ),
+        "line 3: compaction 'c1' keeps from 'gone', which is not an earlier entry of its branch",
+    ),
+    "compaction-keeping-another-branch": (
+        jsonl(
+            header("compaction-keeping-another-branch"),
+            HELLO,
+            entry("e2", None, "user_message", text="other root", turn=1),
+            entry("c1", "e1", "compaction", summary="s", first_kept_entry_id="e2", turn=1),
+        ),
+        "line 4: compaction 'c1' keeps from 'e2', which is not an earlier entry of its branch",
+    ),
 }
 
 

@@ -148,3 +148,25 @@ def test_a_blob_reference_must_be_a_hash_name_never_a_path(tmp_path: Path) -> No
     log.append("tool_result", tool_call_id="c", observation="", images=[bad])
     reread = SessionLog.read(log.directory)
     assert reread.damage is not None and "malformed images" in reread.damage
+
+
+def test_a_corrupted_blob_reaches_the_model_as_missing_not_as_a_broken_image(
+    tmp_path: Path,
+) -> None:
+    """A blob whose bytes no longer match its hash name (a damaged disk, a hand edit) would
+    make a provider refuse every later request; it is reported like a missing one."""
+    repository = SessionRepository(tmp_path / "sessions")
+    log = repository.create(notebook_path="a.ipynb", provider="scripted", model="demo")
+    log.append("user_message", text="plot", turn=1)
+    call = {"id": "c", "name": "python", "arguments": "{}"}
+    log.append("assistant_message", text="", tool_calls=[call], turn=1)
+    image = log.store_image("image/png", PNG)
+    log.append("tool_result", tool_call_id="c", observation="[image]", images=[image], turn=1)
+    blob = log.directory / "blobs" / image["blob"]
+    blob.write_bytes(blob.read_bytes()[:20])
+
+    reread = repository.load(log.session_id)
+    (tool,) = [m for m in reread.context_messages() if m.role == "tool"]
+
+    assert tool.images == ()
+    assert "1 image(s) of this output are missing on disk" in tool.text

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .sessions import SessionLog, SessionRepository, new_session_id
+from .sessions import BLOBS, SessionLog, SessionRepository, new_session_id
 from .text import json_type, shorten
 
 BRANCH_POINTS = ("user_message", "turn_end")
@@ -350,6 +350,7 @@ async def write_copy(
     }
     session = SessionLog.create(repository.directory(session_id), header)
     session.adopt(plan.entries)
+    _copy_blobs(plan, session)
     restored = _copy_kernel_state(plan, session) if plan.kind == "clone" else False
     if not restored:
         session.append("notice", kind=FORK_NOTICE_KIND, text=fresh_kernel_notice(plan))
@@ -370,6 +371,23 @@ def _free_session_id(repository: SessionRepository) -> str:
     while repository.directory(session_id).exists():
         session_id = new_session_id()
     return session_id
+
+
+def _copy_blobs(plan: CopyPlan, session: SessionLog) -> None:
+    """The image files the copied entries name (format 2 keeps images beside the log, so a
+    copy without them would show the model "missing on disk"). One already gone stays gone."""
+    names = {
+        image["blob"]
+        for entry in plan.entries
+        for image in entry.get("images", [])
+        if isinstance(image.get("blob"), str)
+    }
+    source = plan.source.directory / BLOBS
+    target = session.directory / BLOBS
+    for name in sorted(names):
+        if (source / name).is_file():
+            target.mkdir(exist_ok=True)
+            shutil.copyfile(source / name, target / name)
 
 
 def _copy_kernel_state(plan: CopyPlan, session: SessionLog) -> bool:

@@ -185,7 +185,23 @@ class SessionLog:
             return f"entry {shorten(entry_id)} has no type"
         if parent is not None and parent not in self.by_id:
             return f"entry {shorten(entry_id)} hangs off an unknown entry {shorten(parent)}"
-        return _field_problem(record)
+        return _field_problem(record) or self._compaction_problem(record)
+
+    def _compaction_problem(self, record: dict[str, Any]) -> str | None:
+        """A compaction must keep from an entry on its own branch: otherwise the context
+        rebuilt from it would silently lose the part it claims to keep verbatim."""
+        if record["type"] != "compaction":
+            return None
+        first_kept = record.get("first_kept_entry_id")
+        cursor = record.get("parent_id")
+        while cursor is not None and cursor != first_kept:
+            cursor = self.by_id[cursor].get("parent_id")
+        if cursor is None:
+            return (
+                f"compaction {shorten(record['id'])} keeps from {shorten(first_kept)}, "
+                "which is not an earlier entry of its branch"
+            )
+        return None
 
     def _index(self, record: dict[str, Any]) -> None:
         if record.get("type") == "leaf":
@@ -249,13 +265,18 @@ class SessionLog:
 
     def image_data(self, image: dict[str, Any]) -> str | None:
         """The base64 data of an entry's image (inline in version 1, a blob since version 2);
-        None when its blob is missing."""
+        None when its blob is missing or its bytes no longer match its hash name (a provider
+        would refuse a broken image in every later request)."""
         if isinstance(image.get("data_base64"), str):
             return str(image["data_base64"])
+        name = str(image["blob"])
         try:
-            return base64.b64encode((self.directory / BLOBS / image["blob"]).read_bytes()).decode()
+            data = (self.directory / BLOBS / name).read_bytes()
         except OSError:
             return None
+        if hashlib.sha256(data).hexdigest() != name.split(".")[0]:
+            return None
+        return base64.b64encode(data).decode()
 
     # ------------------------------------------------------------ reading
 
@@ -511,6 +532,7 @@ _REQUIRED_TEXT = {
     "user_message": ("text",),
     "agent_message": ("text",),
     "tool_result": ("tool_call_id",),
+    "compaction": ("summary",),
 }
 
 
