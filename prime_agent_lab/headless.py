@@ -226,6 +226,7 @@ class HeadlessRun:
         return f"http://127.0.0.1:{port}/prime-agent/bridge"
 
     async def close(self) -> None:
+        await self.runtime.flush_snapshots()  # a debounced snapshot would not fire in time
         await self.runtime.shutdown()
         await self._environment.close()
         for notebook in [self._notebook, *self.notebooks]:

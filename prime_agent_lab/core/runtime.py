@@ -39,6 +39,13 @@ from .prompts import PromptSettings, build_system_prompt
 from .recovery import close_interrupted_turn
 from .rlm_ops import register_rlm_operations
 from .sessions import SessionError, SessionLog, SessionRepository, now_iso
+from .snapshots import (
+    DEFAULT_SNAPSHOT_DEBOUNCE,
+    DEFAULT_SNAPSHOT_TOTAL_CAP,
+    DEFAULT_SNAPSHOT_VARIABLE_CAP,
+    SnapshotKeeper,
+    SnapshotSettings,
+)
 from .text import preview, shorten
 
 log = logging.getLogger(__name__)
@@ -87,6 +94,11 @@ class RuntimeSettings:
     message_max_pending: int = 20  # messages waiting for one target
     message_rate_per_second: float = 3.0  # per sender->target pair (a token bucket)
     message_rate_burst: int = 3
+    # kernel snapshots (core/snapshots.py) and idle eviction (core/lifecycle.py)
+    snapshot_variable_cap: int = DEFAULT_SNAPSHOT_VARIABLE_CAP
+    snapshot_total_cap: int = DEFAULT_SNAPSHOT_TOTAL_CAP
+    snapshot_debounce: float = DEFAULT_SNAPSHOT_DEBOUNCE  # seconds after a turn ends
+    evict_after: float = 30 * 60.0  # seconds idle before a sub-agent is evicted; 0: never
 
 
 TASK_LABEL = "[task from parent]"
@@ -118,6 +130,7 @@ class AgentRuntime:
         self._turn_counted = asyncio.Event()
         self.mailbox = Mailbox(self)
         register_message_operations(self.operation)
+        self.snapshots = SnapshotKeeper(repository.directory, self._snapshot_settings, self.spawn)
 
     # ------------------------------------------------------------ sessions and agents
 
@@ -211,6 +224,7 @@ class AgentRuntime:
             events or EventBus(session.session_id),
             hooks=self._hooks_for(session),
         )
+        self.snapshots.agent_started(agent)
         recovered = await close_interrupted_turn(
             session,
             notebook,
@@ -221,6 +235,8 @@ class AgentRuntime:
         self.agents[session.session_id] = agent
         if kernel.kernel_id:
             self.bind_kernel(agent, kernel)
+        elif isinstance(kernel, PendingKernel):  # arriving: its snapshot comes back once it is
+            self.snapshots.kernel_bound(agent)
         self.mailbox.agent_started(agent)
         agent.events.add_listener(lambda event: self._child_turn_started(agent, event))
         return agent, recovered
@@ -240,6 +256,8 @@ class AgentRuntime:
             inbox=self._inbox_for(session.session_id),
             system_prompt=lambda: self.system_prompt(session.session_id),
             turn_ended=self._turn_ended,
+            before_turn=self.snapshots.before_turn,
+            after_restart=self.snapshots.after_restart,
         )
 
     def _inbox_for(self, session_id: str) -> Callable[[], list[InboxMessage]]:
@@ -341,6 +359,7 @@ class AgentRuntime:
             self.unbind_kernel(current, agent)
         agent.kernel = kernel
         self._kernel_session[kernel.kernel_id] = agent.session_id
+        self.snapshots.kernel_bound(agent)
 
     def unbind_kernel(self, kernel_id: str, agent: Agent | None = None) -> None:
         """Forget who is on `kernel_id` (only if it is `agent`, when given)."""
@@ -355,6 +374,7 @@ class AgentRuntime:
         if agent.kernel is not None and agent.kernel.kernel_id:
             self.unbind_kernel(agent.kernel.kernel_id, agent)
         agent.events.emit("status", status="inactive")
+        self.snapshots.agent_gone(agent.session_id)
         self.spawn(close_provider(agent.provider))
 
     # ------------------------------------------------------------ sub-agents
@@ -663,6 +683,35 @@ class AgentRuntime:
             if isinstance(agent.kernel, PendingKernel):  # a kernel the runtime asked for
                 await self._release_kernel(agent.kernel)
         self.agents.clear()
+
+    # ------------------------------------------------------------ kernel snapshots
+
+    def _snapshot_settings(self) -> SnapshotSettings:
+        return SnapshotSettings(
+            variable_cap=self.settings.snapshot_variable_cap,
+            total_cap=self.settings.snapshot_total_cap,
+            debounce=self.settings.snapshot_debounce,
+        )
+
+    async def save_snapshot(self, session_id: str, reason: str) -> dict[str, Any]:
+        """Snapshot a loaded agent's kernel variables now; the manifest. `reason` is logged."""
+        agent = self.agents.get(session_id)
+        if agent is None:
+            raise FamilyError(409, f"agent {shorten(session_id, 80)} is not loaded")
+        log.debug("snapshot of %s (%s)", session_id, reason)
+        return await self.snapshots.save(agent)
+
+    async def flush_snapshots(self) -> None:
+        """Snapshot every idle agent now (the CLI's run ends before a debounced one fires)."""
+        for agent in list(self.agents.values()):
+            if agent.running or (
+                isinstance(agent.kernel, PendingKernel) and not agent.kernel.kernel
+            ):
+                continue  # busy, or its kernel never came (nothing ran there)
+            try:
+                await self.save_snapshot(agent.session_id, "shutdown")
+            except Exception as exc:
+                log.warning("the kernel snapshot of %s failed: %s", agent.session_id, exc)
 
 
 async def close_provider(provider: ModelProvider) -> None:
