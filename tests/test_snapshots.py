@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,9 @@ from prime_agent_lab.core.snapshots import (
     state_directory,
     take_snapshot,
 )
+
+from .conftest import next_event, run_turn, use_script, wait_for
+from .test_session_resume import restarted_host
 
 SETUP = """
 import numpy as np
@@ -245,3 +251,114 @@ def test_every_name_the_kernel_package_binds_is_never_saved() -> None:
 
     assert set(shell.user_ns) - {"mine"} <= set(prime_agent_kernel.BOUND_NAMES)
     assert user_names(shell) == ["mine"]
+
+
+# ---------------------------------------------------------------- on the server
+
+
+def quick_snapshots(host: Any) -> None:
+    host.runtime.settings = dataclasses.replace(host.runtime.settings, snapshot_debounce=0.05)
+
+
+def saved_names(session_dir: Path) -> set[str]:
+    manifest = read_manifest(session_dir) or {}
+    return {e["name"] for e in manifest.get("saved", [])}
+
+
+async def test_variables_come_back_after_the_kernel_process_is_killed_and_the_model_is_told(
+    host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(
+        host,
+        agent_script(
+            [
+                {"code": "x = 41\nitems = [1, 2]"},
+                {"text": "set"},
+                {"code": "print(x + len(items) - 1)"},
+                {"text": "{last_output_line}"},
+            ]
+        ),
+    )
+    quick_snapshots(host)
+    agent = await host.attach(make_notebook("killed.ipynb"))
+    queue = agent.events.subscribe()
+    await run_turn(host, agent.session_id, "set x")
+    session_dir = agent.session.directory
+    await wait_for(lambda: saved_names(session_dir) == {"x", "items"})
+    km = host.serverapp.kernel_manager.get_kernel(agent.kernel.kernel_id)
+
+    os.kill(km.provisioner.pid, signal.SIGKILL)
+
+    died = await next_event(queue, "notice", timeout=60)
+    restored = await next_event(queue, "notice", timeout=60)
+    assert died["kind"] == "kernel_died"
+    assert restored["kind"] == RESTORED and "x" in restored["text"]
+    ended = await run_turn(host, agent.session_id, "use x")
+    assert ended["final_text"] == "42"
+    told = [m.text for m in agent.session.context_messages() if m.role == "user"][-1]
+    assert "[notice] Kernel variables restored from the snapshot" in told
+    assert "x" in told and told.endswith("use x")
+
+
+async def test_a_reopened_session_gets_its_variables_back_in_a_fresh_kernel(
+    host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    script = agent_script(
+        [
+            {"code": "x = 41"},
+            {"text": "set"},
+            {"code": "print(x + 1)"},
+            {"text": "{last_output_line}"},
+        ]
+    )
+    use_script(host, script)
+    quick_snapshots(host)
+    path = make_notebook("reopen.ipynb")
+    first = await host.attach(path)
+    await run_turn(host, first.session_id, "set x")
+    await wait_for(lambda: saved_names(first.session.directory) == {"x"})
+    kernel_id = first.kernel.kernel_id
+    await host.shutdown()
+    await host.serverapp.kernel_manager.shutdown_kernel(kernel_id, now=True)
+
+    again = restarted_host(host, script=script)
+    try:
+        resumed = await again.attach(path)
+        assert resumed.kernel.kernel_id != kernel_id
+        ended = await run_turn(again, resumed.session_id, "use x")
+        assert ended["final_text"] == "42"
+        told = [m.text for m in resumed.session.context_messages() if m.role == "user"][-1]
+        assert told.startswith("[notice] Kernel variables restored") and ": x." in told
+    finally:
+        await again.shutdown()
+
+
+async def test_a_kernel_that_dies_under_an_agent_cell_comes_back_with_its_variables(
+    host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(
+        host,
+        agent_script(
+            [
+                {"code": "x = 41"},
+                {"text": "set"},
+                {"code": "import os\nos.kill(os.getpid(), 9)"},
+                {"code": "print(x + 1)"},
+                {"text": "{last_output_line}"},
+            ]
+        ),
+    )
+    quick_snapshots(host)
+    agent = await host.attach(make_notebook("dies.ipynb"))
+    await run_turn(host, agent.session_id, "set x")
+    await wait_for(lambda: saved_names(agent.session.directory) == {"x"})
+
+    ended = await run_turn(host, agent.session_id, "crash and use x", timeout=90)
+
+    assert ended["final_text"] == "42"
+    results = [e for e in agent.session.path() if e["type"] == "tool_result"]
+    died = results[-2]
+    assert died["status"] == "died"
+    assert f"[{RESTORED}] Kernel variables restored from the snapshot" in died["observation"]
+    notices = [e["kind"] for e in agent.session.path() if e["type"] == "notice"]
+    assert notices[-2:] == ["kernel_died", RESTORED]

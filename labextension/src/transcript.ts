@@ -149,7 +149,8 @@ const WARNING_NOTICES = new Set<string>([
   'kernel_restarted_externally',
   'kernel_died',
   'child_error',
-  'message_undeliverable'
+  'message_undeliverable',
+  'kernel_state_not_restored'
 ]);
 
 const RELATIONSHIPS = new Set<string>(['parent', 'child', 'sibling']);

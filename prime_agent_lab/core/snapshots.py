@@ -296,6 +296,9 @@ class SnapshotKeeper:
 
     async def _restore_between_turns(self, agent: Agent) -> None:
         kind, text = await self._restore(agent)
+        reported = getattr(agent.kernel, "restart_reported", None)
+        if reported is not None:
+            reported()
         agent.notice(kind, text)
 
     async def _restore(self, agent: Agent) -> tuple[str, str]:

@@ -37,11 +37,17 @@ NoticeKind = Literal[
     "child_completed",
     "child_error",
     "message_undeliverable",
+    # kernel snapshots (core/snapshots.py)
+    "kernel_state_restored",
+    "kernel_state_not_restored",
 ]
 """Something the user must know that is not an error. `child_completed`: a sub-agent ended its
 task without replying (the text has a preview of its last answer); `child_error`: a sub-agent's
 task ended with an error; `message_undeliverable`: a queued message can never be delivered (its
-target was deleted)."""
+target was deleted); `kernel_state_restored`: a kernel snapshot came back (the text lists what
+did and what did not); `kernel_state_not_restored`: a snapshot exists but was not restored (the
+kernel holds the user's variables, was restarted from the Kernel menu, or the snapshot is
+unreadable; the text says how to restore it by hand)."""
 
 ChildStatus = Literal["running", "idle", "inactive", "replied", "completed", "error"]
 """A sub-agent's state as its parent sees it: `replied` (its last task ended after it messaged
