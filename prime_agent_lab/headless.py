@@ -335,6 +335,9 @@ class _LocalEnvironment:
             raise
         return kernel
 
+    def has_client(self, session_id: str, kernel_id: str) -> bool:
+        return False  # nothing attaches to a headless run's agents
+
     async def release_kernel(self, kernel: KernelPort) -> None:
         child = self._children.get(kernel.kernel_id)
         if child is not None:

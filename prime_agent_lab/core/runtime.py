@@ -31,6 +31,7 @@ from .family import (
     check_name,
     default_name,
 )
+from .lifecycle import Lifecycle
 from .mailbox import Mailbox
 from .message_ops import register_message_operations
 from .pending_kernel import PendingKernel
@@ -84,6 +85,11 @@ class AgentEnvironment(Protocol):
         """Shut down a kernel the runtime asked for (a deleted child, shutdown)."""
         ...
 
+    def has_client(self, session_id: str, kernel_id: str) -> bool:
+        """Someone is attached to the agent (its chat, or its notebook open on `kernel_id`):
+        it is not evicted while so."""
+        ...
+
 
 @dataclass(frozen=True)
 class RuntimeSettings:
@@ -131,6 +137,7 @@ class AgentRuntime:
         self.mailbox = Mailbox(self)
         register_message_operations(self.operation)
         self.snapshots = SnapshotKeeper(repository.directory, self._snapshot_settings, self.spawn)
+        self.lifecycle = Lifecycle(self)
 
     # ------------------------------------------------------------ sessions and agents
 
@@ -225,6 +232,7 @@ class AgentRuntime:
             hooks=self._hooks_for(session),
         )
         self.snapshots.agent_started(agent)
+        self.lifecycle.agent_started(agent)
         recovered = await close_interrupted_turn(
             session,
             notebook,
@@ -500,6 +508,8 @@ class AgentRuntime:
         agent = self.agents.get(child_id)
         if agent is not None and agent.running:
             return "running"
+        if agent is None and child_id in self.lifecycle.evicted:
+            return "inactive"
         session = self._session_of(child_id)
         if session is None:
             return "inactive"
@@ -677,6 +687,7 @@ class AgentRuntime:
 
     async def shutdown(self) -> None:
         self.mailbox.close()  # stopping a turn must not start one for a waiting message
+        await self.lifecycle.close()
         for agent in list(self.agents.values()):
             await agent.stop()
             await close_provider(agent.provider)
@@ -712,6 +723,18 @@ class AgentRuntime:
                 await self.save_snapshot(agent.session_id, "shutdown")
             except Exception as exc:
                 log.warning("the kernel snapshot of %s failed: %s", agent.session_id, exc)
+
+    # ------------------------------------------------------------ eviction (core/lifecycle.py)
+
+    async def release_agent_kernel(self, agent: Agent) -> None:
+        """Shut down the kernel the runtime gave a (detached) sub-agent."""
+        await self._release_kernel(agent.kernel)
+
+    def child_left_memory(self, child: Agent) -> None:
+        """An evicted sub-agent's parent sees it `inactive`."""
+        member = self.family.member(child.session_id)
+        if member is not None and member.parent_session_id is not None:
+            self._child_status(self.agents.get(member.parent_session_id), child, "inactive")
 
 
 async def close_provider(provider: ModelProvider) -> None:
