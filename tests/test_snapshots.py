@@ -6,6 +6,8 @@ import dataclasses
 import json
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -362,3 +364,17 @@ async def test_a_kernel_that_dies_under_an_agent_cell_comes_back_with_its_variab
     assert f"[{RESTORED}] Kernel variables restored from the snapshot" in died["observation"]
     notices = [e["kind"] for e in agent.session.path() if e["type"] == "notice"]
     assert notices[-2:] == ["kernel_died", RESTORED]
+
+
+def test_the_snapshot_benchmark_runs_at_small_size() -> None:
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, str(root / "bench" / "bench_snapshots.py"), "--smoke"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line.split()[0] for line in done.stdout.splitlines()[2:]]
+    assert rows == ["small", "arrays", "mixed"]
