@@ -378,3 +378,34 @@ def test_the_snapshot_benchmark_runs_at_small_size() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [line.split()[0] for line in done.stdout.splitlines()[2:]]
     assert rows == ["small", "arrays", "mixed"]
+
+
+async def test_a_restart_from_the_kernel_menu_is_not_undone_and_the_notice_says_how_to_restore(
+    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(
+        host,
+        agent_script(
+            [
+                {"code": "x = 41"},
+                {"text": "set"},
+                {"code": "print('x' in dir())"},
+                {"text": "{last_output_line}"},
+            ]
+        ),
+    )
+    quick_snapshots(host)
+    agent = await host.attach(make_notebook("menu.ipynb"))
+    queue = agent.events.subscribe()
+    await run_turn(host, agent.session_id, "set x")
+    await wait_for(lambda: saved_names(agent.session.directory) == {"x"})
+
+    await jp_fetch("api", "kernels", agent.kernel.kernel_id, "restart", method="POST", body="{}")
+
+    restarted = await next_event(queue, "notice")
+    hint = await next_event(queue, "notice")
+    assert restarted["kind"] == "kernel_restarted_externally"
+    assert hint["kind"] == NOT_RESTORED and "prime_agent_kernel.restore_snapshot(" in hint["text"]
+    await run_turn(host, agent.session_id, "is x there?")
+    checked = agent.session.last_of("tool_result")
+    assert checked is not None and checked["observation"].startswith("[stdout]\nFalse\n")

@@ -365,6 +365,7 @@ class AgentRuntime:
         current = agent.kernel.kernel_id if agent.kernel is not None else ""
         if current and current != kernel.kernel_id:
             self.unbind_kernel(current, agent)
+            self.snapshots.kernel_switched(agent)
         agent.kernel = kernel
         self._kernel_session[kernel.kernel_id] = agent.session_id
         self.snapshots.kernel_bound(agent)
@@ -688,6 +689,7 @@ class AgentRuntime:
     async def shutdown(self) -> None:
         self.mailbox.close()  # stopping a turn must not start one for a waiting message
         await self.lifecycle.close()
+        self.snapshots.close()
         for agent in list(self.agents.values()):
             await agent.stop()
             await close_provider(agent.provider)

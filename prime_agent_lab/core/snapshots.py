@@ -191,6 +191,14 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
     )
 
 
+def _generation(kernel: KernelPort) -> object:
+    """The kernel process behind a port (None: unknown)."""
+    if isinstance(kernel, PendingKernel):
+        arrived = kernel.kernel
+        return _generation(arrived) if arrived is not None else None
+    return getattr(kernel, "generation", None)
+
+
 class SnapshotKeeper:
     """Per runtime: debounced snapshots after turns, restores that are due, and what the
     agent is told about them."""
@@ -208,6 +216,7 @@ class SnapshotKeeper:
         self._restoring: dict[str, asyncio.Future[None]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._saving: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._restored_in: dict[str, object] = {}  # session id -> kernel process restored into
 
     def directory(self, session_id: str) -> Path:
         return state_directory(self._session_dir(session_id))
@@ -225,6 +234,18 @@ class SnapshotKeeper:
         if timer is not None:
             timer.cancel()
         self._due.pop(session_id, None)
+
+    def kernel_switched(self, agent: Agent) -> None:
+        """The agent moved to another kernel (the notebook got a new one): its snapshot comes
+        back if that kernel holds no user variables yet."""
+        if (self.directory(agent.session_id) / MANIFEST).exists():
+            self._due[agent.session_id] = "switch"
+
+    def close(self) -> None:
+        """No debounced snapshot fires after shutdown (the kernels are going away)."""
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
 
     def kernel_bound(self, agent: Agent) -> None:
         """The agent has its kernel: a restore that is due starts now, so the variables are back
@@ -248,7 +269,8 @@ class SnapshotKeeper:
         why = RESTORE_AFTER_NOTICE.get(notice)
         if why is not None:
             self._due[agent.session_id] = why
-            self._start_restore(agent)
+            if not agent.running:  # in a turn: the cell whose kernel died restores it, or the
+                self._start_restore(agent)  # next turn does
         elif notice == "kernel_restarted_externally":
             directory = self.directory(agent.session_id)
             if (directory / MANIFEST).exists():
@@ -287,6 +309,9 @@ class SnapshotKeeper:
     def _start_restore(self, agent: Agent) -> None:
         if self._due.pop(agent.session_id, None) is None:
             return
+        generation = _generation(agent.kernel)
+        if generation is not None and self._restored_in.get(agent.session_id) == generation:
+            return  # this kernel process got the snapshot already (a late restart notice)
         current = self._restoring.get(agent.session_id)
         if current is not None and not current.done():
             return
@@ -305,6 +330,7 @@ class SnapshotKeeper:
         session_dir = self._session_dir(agent.session_id)
         try:
             report = await restore_snapshot(agent.kernel, session_dir)
+            self._restored_in[agent.session_id] = _generation(agent.kernel)
         except Exception as exc:
             log.warning("restoring the snapshot of %s failed", agent.session_id, exc_info=True)
             return describe_failure(exc)
