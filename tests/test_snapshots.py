@@ -363,7 +363,10 @@ async def test_a_kernel_that_dies_under_an_agent_cell_comes_back_with_its_variab
     assert died["status"] == "died"
     assert f"[{RESTORED}] Kernel variables restored from the snapshot" in died["observation"]
     notices = [e["kind"] for e in agent.session.path() if e["type"] == "notice"]
-    assert notices[-2:] == ["kernel_died", RESTORED]
+    # (the host may report the same death once more when it sees the restart late; never a
+    # second restore)
+    assert notices.count(RESTORED) == 1 and NOT_RESTORED not in notices
+    assert notices.index("kernel_died") < notices.index(RESTORED)
 
 
 def test_the_snapshot_benchmark_runs_at_small_size() -> None:
