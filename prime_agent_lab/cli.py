@@ -75,6 +75,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="continue the newest session of the notebook",
     )
+    run.add_argument(
+        "--resume",
+        dest="resume_session",
+        metavar="SESSION",
+        default=None,
+        help="continue SESSION (a session directory or id) in its own notebook, with its "
+        "kernel variables restored from its last snapshot",
+    )
     run.add_argument("--cell-timeout", type=_positive_float, default=600.0, help="seconds per cell")
     run.add_argument(
         "--output-cap", type=_positive_int, default=20_000, help="characters per output part"
@@ -419,7 +427,35 @@ def main(argv: list[str] | None = None) -> int:
         return _lab(args, extra)
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.resume_session is not None:
+        if args.session is not None or args.resume:
+            parser.error("--resume SESSION cannot be combined with --session or --continue")
+        try:
+            args.session, args.notebook = resume_target(args.resume_session, Path.cwd())
+        except ValueError as exc:
+            parser.error(str(exc))
     return asyncio.run(_run(args, sys.stdout))
+
+
+def resume_target(ref: str, cwd: Path) -> tuple[str, str]:
+    """(session id, notebook) of `run --resume SESSION`: a session directory under this
+    directory's `.prime-agent/sessions`, or the id of one."""
+    from .core.sessions import SessionError, SessionRepository
+
+    repository = SessionRepository(cwd / ".prime-agent" / "sessions")
+    given = Path(ref)
+    if given.is_dir():
+        if given.resolve().parent != repository.root.resolve():
+            raise ValueError(
+                f"--resume: {ref} is not a session of this directory (sessions live in "
+                f"{repository.root}; run from the directory the session was made in)"
+            )
+        ref = given.resolve().name
+    try:
+        session = repository.read(ref)
+    except SessionError as exc:
+        raise ValueError(f"--resume: no session {ref!r} here ({exc})") from None
+    return session.session_id, session.notebook_path
 
 
 if __name__ == "__main__":

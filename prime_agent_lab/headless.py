@@ -227,6 +227,7 @@ class HeadlessRun:
         return f"http://127.0.0.1:{port}/prime-agent/bridge"
 
     async def close(self) -> None:
+        await self.runtime.flush_snapshots()  # a debounced snapshot would not fire in time
         await self.runtime.shutdown()
         await self._environment.close()
         for notebook in [self._notebook, *self.notebooks]:
@@ -334,6 +335,9 @@ class _LocalEnvironment:
             await self._shut_down(kernel)
             raise
         return kernel
+
+    def has_client(self, session_id: str, kernel_id: str) -> bool:
+        return False  # nothing attaches to a headless run's agents
 
     async def release_kernel(self, kernel: KernelPort) -> None:
         child = self._children.get(kernel.kernel_id)

@@ -29,7 +29,22 @@ __all__ = [
     "SubagentHandle",
     "configure",
     "load_ipython_extension",
+    "restore_snapshot",
 ]
+
+BOUND_NAMES = (
+    "history",
+    "agent_history",
+    "agent_message",
+    "agent_observe",
+    "rlm",
+    "compact",
+    "refine",
+    "goal",
+    "rlm_heartbeat",
+)
+"""Every name the package binds (or will bind) in the user namespace: kernel snapshots never
+save them. A new bound name goes here too (tests/test_snapshots.py checks `_bind_names`)."""
 
 _client: BridgeClient | None = None
 
@@ -90,3 +105,14 @@ def configure(bridge_url: str, kernel_id: str, shell: Any = None) -> None:
 def load_ipython_extension(shell: Any) -> None:
     """`%load_ext prime_agent_kernel`: binds the names; `configure` connects them to a host."""
     _bind_names(shell)
+
+
+def restore_snapshot(
+    directory: str, overwrite: bool = False, previous: bool = False
+) -> dict[str, Any]:
+    """Bring a kernel snapshot back by hand (after a restart from the Kernel menu, which the
+    agent never restores over). Names the kernel holds now are kept unless `overwrite`;
+    `previous`: the snapshot before the latest. The report says what came back."""
+    from .snapshot import restore
+
+    return restore(directory, overwrite=overwrite, previous=previous)

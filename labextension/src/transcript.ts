@@ -150,7 +150,8 @@ const WARNING_NOTICES = new Set<string>([
   'kernel_died',
   'child_error',
   'message_undeliverable',
-  'compaction_failed'
+  'compaction_failed',
+  'kernel_state_not_restored'
 ]);
 
 const RELATIONSHIPS = new Set<string>(['parent', 'child', 'sibling']);

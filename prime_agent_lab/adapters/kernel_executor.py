@@ -196,6 +196,16 @@ class KernelExecutor:
             finally:
                 self._own.discard(msg_id)
 
+    @property
+    def generation(self) -> object:
+        """Which kernel process this is (changes with every restart)."""
+        return self._generation()
+
+    def restart_reported(self) -> None:
+        """The agent was told of a restart another way (a notice, and what a snapshot restore
+        brought back): the next cell's "variables are gone" note would repeat or contradict it."""
+        self._last_run_generation = self._generation()
+
     async def prepare(self) -> None:
         """Connect and load the kernel package ahead of the first cell (overlaps model time)."""
         async with self._lock:

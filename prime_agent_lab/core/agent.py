@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,6 +22,7 @@ from .ports import (
     CellState,
     ExecutionResult,
     KernelPort,
+    KernelRestart,
     KernelUnavailable,
     ModelProvider,
     NotebookPort,
@@ -72,6 +73,14 @@ def _nothing(agent: Agent, outcome: TurnOutcome) -> None:
     return None
 
 
+async def _ready(agent: Agent) -> None:
+    return None
+
+
+async def _nothing_restored(agent: Agent, restarted: KernelRestart) -> tuple[str, str] | None:
+    return None
+
+
 @dataclass
 class AgentHooks:
     """The loop's named hook points, each a small callable the runtime supplies.
@@ -84,7 +93,11 @@ class AgentHooks:
     - `should_continue`: after an answer without tool calls and an empty inbox, whether the turn
       goes on (goals); the hook puts what the model should read next into the inbox;
     - `turn_ended`: called once the turn's task is done (the agent is no longer running), for
-      what comes after a turn (follow-up messages, notices to a parent).
+      what comes after a turn (follow-up messages, notices to a parent);
+    - `before_turn`: awaited before the turn's message is recorded (a kernel snapshot that is
+      due comes back first; its notice reaches the model with that message);
+    - `after_restart`: the kernel restarted under an agent cell; a (notice kind, text) that
+      joins the cell's observation (what a snapshot restore brought back).
     """
 
     inbox: Callable[[], list[InboxMessage]] = _no_messages
@@ -92,6 +105,10 @@ class AgentHooks:
     system_prompt: Callable[[], str] | None = None
     should_continue: Callable[[TurnOutcome], bool] = _stop_at_answer
     turn_ended: Callable[[Agent, TurnOutcome], None] = _nothing
+    before_turn: Callable[[Agent], Awaitable[None]] = _ready
+    after_restart: Callable[[Agent, KernelRestart], Awaitable[tuple[str, str] | None]] = (
+        _nothing_restored
+    )
 
 
 class TurnInProgress(Exception):
@@ -258,6 +275,7 @@ class Agent:
     # ------------------------------------------------------------ the loop
 
     async def _run_turn(self, turn: int, text: str, fields: dict[str, Any]) -> TurnOutcome:
+        await self.hooks.before_turn(self)
         self._stop_requested = False
         self.current_turn = turn
         self.session.append("user_message", text=text, turn=turn, **fields)
@@ -497,10 +515,18 @@ class Agent:
             self._record_result(turn, call, cell.cell_id, failed)
             self._record_error(turn, failed.note, "kernel")
             return
+        restored = None
+        if result.restarted is not None:
+            restored = await self.hooks.after_restart(self, result.restarted)
         await close_cell(result.execution_count, _notebook_note(result))
+        restart_note = result.note
+        if restored is not None:
+            result.note = f"{result.note}\n[{restored[0]}] {restored[1]}"
         self._record_result(turn, call, cell.cell_id, result)
         if result.restarted is not None:
-            self.notice(RESTART_NOTICE_KINDS[result.restarted], result.note, turn=turn)
+            self.notice(RESTART_NOTICE_KINDS[result.restarted], restart_note, turn=turn)
+        if restored is not None:
+            self.notice(*restored, turn=turn)
 
     def notice(self, kind: str, text: str, turn: int | None = None) -> None:
         """Something the user must know that is not an error (a kernel restart, ...)."""

@@ -60,6 +60,11 @@ class EventBus:
         self._queues.add(queue)
         return queue
 
+    @property
+    def subscribers(self) -> int:
+        """Open subscriptions (a chat's websocket holds one)."""
+        return len(self._queues)
+
     def is_subscribed(self, queue: asyncio.Queue[Event]) -> bool:
         return queue in self._queues
 

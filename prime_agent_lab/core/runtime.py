@@ -32,6 +32,7 @@ from .family import (
     check_name,
     default_name,
 )
+from .lifecycle import Lifecycle
 from .mailbox import Mailbox
 from .message_ops import register_message_operations
 from .pending_kernel import PendingKernel
@@ -40,6 +41,13 @@ from .prompts import PromptSettings, build_system_prompt
 from .recovery import close_interrupted_turn
 from .rlm_ops import register_rlm_operations
 from .sessions import SessionError, SessionLog, SessionRepository, now_iso
+from .snapshots import (
+    DEFAULT_SNAPSHOT_DEBOUNCE,
+    DEFAULT_SNAPSHOT_TOTAL_CAP,
+    DEFAULT_SNAPSHOT_VARIABLE_CAP,
+    SnapshotKeeper,
+    SnapshotSettings,
+)
 from .text import preview, shorten
 
 log = logging.getLogger(__name__)
@@ -78,6 +86,11 @@ class AgentEnvironment(Protocol):
         """Shut down a kernel the runtime asked for (a deleted child, shutdown)."""
         ...
 
+    def has_client(self, session_id: str, kernel_id: str) -> bool:
+        """Someone is attached to the agent (its chat, or its notebook open on `kernel_id`):
+        it is not evicted while so."""
+        ...
+
 
 @dataclass(frozen=True)
 class RuntimeSettings:
@@ -88,6 +101,11 @@ class RuntimeSettings:
     message_max_pending: int = 20  # messages waiting for one target
     message_rate_per_second: float = 3.0  # per sender->target pair (a token bucket)
     message_rate_burst: int = 3
+    # kernel snapshots (core/snapshots.py) and idle eviction (core/lifecycle.py)
+    snapshot_variable_cap: int = DEFAULT_SNAPSHOT_VARIABLE_CAP
+    snapshot_total_cap: int = DEFAULT_SNAPSHOT_TOTAL_CAP
+    snapshot_debounce: float = DEFAULT_SNAPSHOT_DEBOUNCE  # seconds after a turn ends
+    evict_after: float = 30 * 60.0  # seconds idle before a sub-agent is evicted; 0: never
 
 
 TASK_LABEL = "[task from parent]"
@@ -120,6 +138,8 @@ class AgentRuntime:
         self.mailbox = Mailbox(self)
         register_message_operations(self.operation)
         register_compact_operations(self.operation)
+        self.snapshots = SnapshotKeeper(repository.directory, self._snapshot_settings, self.spawn)
+        self.lifecycle = Lifecycle(self)
 
     # ------------------------------------------------------------ sessions and agents
 
@@ -213,6 +233,8 @@ class AgentRuntime:
             events or EventBus(session.session_id),
             hooks=self._hooks_for(session),
         )
+        self.snapshots.agent_started(agent)
+        self.lifecycle.agent_started(agent)
         recovered = await close_interrupted_turn(
             session,
             notebook,
@@ -223,6 +245,8 @@ class AgentRuntime:
         self.agents[session.session_id] = agent
         if kernel.kernel_id:
             self.bind_kernel(agent, kernel)
+        elif isinstance(kernel, PendingKernel):  # arriving: its snapshot comes back once it is
+            self.snapshots.kernel_bound(agent)
         self.mailbox.agent_started(agent)
         agent.events.add_listener(lambda event: self._child_turn_started(agent, event))
         return agent, recovered
@@ -242,6 +266,8 @@ class AgentRuntime:
             inbox=self._inbox_for(session.session_id),
             system_prompt=lambda: self.system_prompt(session.session_id),
             turn_ended=self._turn_ended,
+            before_turn=self.snapshots.before_turn,
+            after_restart=self.snapshots.after_restart,
         )
 
     def _inbox_for(self, session_id: str) -> Callable[[], list[InboxMessage]]:
@@ -341,8 +367,10 @@ class AgentRuntime:
         current = agent.kernel.kernel_id if agent.kernel is not None else ""
         if current and current != kernel.kernel_id:
             self.unbind_kernel(current, agent)
+            self.snapshots.kernel_switched(agent)
         agent.kernel = kernel
         self._kernel_session[kernel.kernel_id] = agent.session_id
+        self.snapshots.kernel_bound(agent)
 
     def unbind_kernel(self, kernel_id: str, agent: Agent | None = None) -> None:
         """Forget who is on `kernel_id` (only if it is `agent`, when given)."""
@@ -357,6 +385,7 @@ class AgentRuntime:
         if agent.kernel is not None and agent.kernel.kernel_id:
             self.unbind_kernel(agent.kernel.kernel_id, agent)
         agent.events.emit("status", status="inactive")
+        self.snapshots.agent_gone(agent.session_id)
         self.spawn(close_provider(agent.provider))
 
     # ------------------------------------------------------------ sub-agents
@@ -482,6 +511,8 @@ class AgentRuntime:
         agent = self.agents.get(child_id)
         if agent is not None and agent.running:
             return "running"
+        if agent is None and child_id in self.lifecycle.evicted:
+            return "inactive"
         session = self._session_of(child_id)
         if session is None:
             return "inactive"
@@ -659,12 +690,55 @@ class AgentRuntime:
 
     async def shutdown(self) -> None:
         self.mailbox.close()  # stopping a turn must not start one for a waiting message
+        await self.lifecycle.close()
+        self.snapshots.close()
         for agent in list(self.agents.values()):
             await agent.stop()
             await close_provider(agent.provider)
             if isinstance(agent.kernel, PendingKernel):  # a kernel the runtime asked for
                 await self._release_kernel(agent.kernel)
         self.agents.clear()
+
+    # ------------------------------------------------------------ kernel snapshots
+
+    def _snapshot_settings(self) -> SnapshotSettings:
+        return SnapshotSettings(
+            variable_cap=self.settings.snapshot_variable_cap,
+            total_cap=self.settings.snapshot_total_cap,
+            debounce=self.settings.snapshot_debounce,
+        )
+
+    async def save_snapshot(self, session_id: str, reason: str) -> dict[str, Any]:
+        """Snapshot a loaded agent's kernel variables now; the manifest. `reason` is logged."""
+        agent = self.agents.get(session_id)
+        if agent is None:
+            raise FamilyError(409, f"agent {shorten(session_id, 80)} is not loaded")
+        log.debug("snapshot of %s (%s)", session_id, reason)
+        return await self.snapshots.save(agent)
+
+    async def flush_snapshots(self) -> None:
+        """Snapshot every idle agent now (the CLI's run ends before a debounced one fires)."""
+        for agent in list(self.agents.values()):
+            if agent.running or (
+                isinstance(agent.kernel, PendingKernel) and not agent.kernel.kernel
+            ):
+                continue  # busy, or its kernel never came (nothing ran there)
+            try:
+                await self.save_snapshot(agent.session_id, "shutdown")
+            except Exception as exc:
+                log.warning("the kernel snapshot of %s failed: %s", agent.session_id, exc)
+
+    # ------------------------------------------------------------ eviction (core/lifecycle.py)
+
+    async def release_agent_kernel(self, agent: Agent) -> None:
+        """Shut down the kernel the runtime gave a (detached) sub-agent."""
+        await self._release_kernel(agent.kernel)
+
+    def child_left_memory(self, child: Agent) -> None:
+        """An evicted sub-agent's parent sees it `inactive`."""
+        member = self.family.member(child.session_id)
+        if member is not None and member.parent_session_id is not None:
+            self._child_status(self.agents.get(member.parent_session_id), child, "inactive")
 
 
 async def close_provider(provider: ModelProvider) -> None:

@@ -43,6 +43,9 @@ NoticeKind = Literal[
     "compacted",
     "compaction_failed",
     "kernel_gc",
+    # kernel snapshots (core/snapshots.py)
+    "kernel_state_restored",
+    "kernel_state_not_restored",
 ]
 """Something the user must know that is not an error. `child_completed`: a sub-agent ended its
 task without replying (the text has a preview of its last answer); `child_error`: a sub-agent's
@@ -51,7 +54,10 @@ target was deleted); `forked`: this session is a fork or clone of another and ru
 kernel (the original's variables were not carried over); `compacted`: the context was summarised
 (the text says from how many tokens to how many); `compaction_failed`: a compaction failed and the
 turn went on uncompacted; `kernel_gc`: variables the agent no longer needs were deleted or
-replaced by a summary."""
+replaced by a summary; `kernel_state_restored`: a kernel snapshot came back (the text lists what
+did and what did not); `kernel_state_not_restored`: a snapshot exists but was not restored (the
+kernel holds the user's variables, was restarted from the Kernel menu, or the snapshot is
+unreadable; the text says how to restore it by hand)."""
 
 ChildStatus = Literal["running", "idle", "inactive", "replied", "completed", "error"]
 """A sub-agent's state as its parent sees it: `replied` (its last task ended after it messaged

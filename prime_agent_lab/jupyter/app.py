@@ -168,6 +168,25 @@ class PrimeAgentLab(ExtensionApp):
         each spawn. 0 turns pre-starting off: each sub-agent then starts its kernel itself.""",
     ).tag(config=True)
 
+    evict_after_minutes = Float(
+        30.0,
+        help="""Minutes a sub-agent may sit idle (no turn, no open chat or notebook tab, no
+        running sub-agent, nothing pinning it) before it is evicted: its kernel variables are
+        snapshotted, its kernel is shut down, and it comes back from disk, variables restored,
+        when it is next addressed. 0 never evicts.""",
+    ).tag(config=True)
+
+    snapshot_variable_cap = Integer(
+        16 * 2**20,
+        help="""Bytes one kernel variable may take in a snapshot (pickled); bigger ones are
+        skipped, and the agent is told which when the snapshot is restored.""",
+    ).tag(config=True)
+
+    snapshot_total_cap = Integer(
+        256 * 2**20,
+        help="""Bytes a whole kernel snapshot may take; the variables past it are skipped.""",
+    ).tag(config=True)
+
     max_depth = Integer(
         1,
         help="""How deep sub-agents may nest: 1 lets agents the user talks to spawn sub-agents
@@ -245,6 +264,9 @@ class PrimeAgentLab(ExtensionApp):
             max_message_chars=self.max_message_chars,
             max_depth=self.max_depth,
             kernel_pool_size=self.kernel_pool_size,
+            evict_after=self.evict_after_minutes * 60.0,
+            snapshot_variable_cap=self.snapshot_variable_cap,
+            snapshot_total_cap=self.snapshot_total_cap,
             subagent_models=tuple(self.subagent_models),
             provider_for=self._provider_for,
         )

@@ -63,6 +63,9 @@ class HostSettings:
     kernel_env_strip: tuple[str, ...] = SECRET_ENV_VARS
     max_depth: int = 1
     kernel_pool_size: int = 2
+    evict_after: float = 30 * 60.0  # seconds; 0: sub-agents are never evicted
+    snapshot_variable_cap: int = 16 * 2**20
+    snapshot_total_cap: int = 256 * 2**20
     subagent_models: tuple[str, ...] = ()
     provider_for: Callable[[str, str], ModelProvider] | None = None
 
@@ -170,7 +173,12 @@ class AgentHost:
     def settings(self, settings: HostSettings) -> None:
         self._settings = settings
         self.runtime.settings = dataclasses.replace(
-            self.runtime.settings, agent=settings.agent, max_depth=settings.max_depth
+            self.runtime.settings,
+            agent=settings.agent,
+            max_depth=settings.max_depth,
+            evict_after=settings.evict_after,
+            snapshot_variable_cap=settings.snapshot_variable_cap,
+            snapshot_total_cap=settings.snapshot_total_cap,
         )
 
     @property
@@ -710,6 +718,14 @@ class _ServerEnvironment:
             )
         self._pool.fill()
         return self._pool
+
+    def has_client(self, session_id: str, kernel_id: str) -> bool:
+        """A chat subscribed to the agent's events, or a notebook tab on its kernel."""
+        agent = self._host.agents.get(session_id)
+        if agent is not None and agent.events.subscribers:
+            return True
+        connections = getattr(self._host.serverapp.kernel_manager, "_kernel_connections", {})
+        return bool(kernel_id and connections.get(kernel_id, 0))
 
     async def release_kernel(self, kernel: KernelPort) -> None:
         if kernel.kernel_id in self._children:

@@ -1,0 +1,332 @@
+"""Kernel snapshots: the user namespace saved per variable, and restored into a fresh kernel.
+
+The host runs `save` / `restore` as silent executions (nothing enters the notebook or the
+kernel's history) and reads what they wrote: `manifest.json` after a save, `restore-report.json`
+after a restore. Each variable is its own file, pickled with the standard pickle first (fast) and
+with dill (recurse) when that fails or when the pickle refers to `__main__` (a function or an
+instance of a class defined in a cell, which only dill carries by value). Modules are recorded
+as imports. Everything is written as a temp file then `os.replace`, the manifest last, so a
+crash mid-save leaves the previous snapshot whole.
+
+This module keeps its own references to builtins and never looks names up in the user's
+namespace, so a user who shadows `list` or `open` does not break it.
+"""
+
+from __future__ import annotations
+
+import builtins as _builtins
+import contextlib as _contextlib
+import datetime as _datetime
+import io as _io
+import json as _json
+import os as _os
+import pickle as _pickle
+import secrets as _secrets
+import socket as _socket
+import sys as _sys
+import threading as _threading
+import types as _types
+from importlib import import_module as _import_module
+from typing import Any
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+PREVIOUS_MANIFEST = "manifest.previous.json"
+RESTORE_REPORT = "restore-report.json"
+DEFAULT_VARIABLE_CAP = 16 * 2**20
+DEFAULT_TOTAL_CAP = 256 * 2**20
+IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit"})
+MAX_REASON = 200
+
+# A kind of value that must not come back even if some pickler manages it: an open file
+# would reopen (or fail to) somewhere else, a lock or thread has no meaning in a new process.
+_NOT_SAVED: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (_io.IOBase, "an open file (reopen it after a restore)"),
+    (_socket.socket, "an open socket"),
+    (
+        (_types.GeneratorType, _types.AsyncGeneratorType, _types.CoroutineType),
+        "a generator or coroutine (its running state cannot be saved)",
+    ),
+    (_types.FrameType, "a stack frame"),
+    (_threading.Thread, "a thread"),
+    (type(_threading.Lock()), "a lock"),
+)
+
+_str, _len, _isinstance, _type, _sorted, _dict = (
+    _builtins.str,
+    _builtins.len,
+    _builtins.isinstance,
+    _builtins.type,
+    _builtins.sorted,
+    _builtins.dict,
+)
+_last_saved_count: dict[str, int] = {}  # directory -> execution_count at its last snapshot
+
+
+def _shell(shell: Any) -> Any:
+    if shell is not None:
+        return shell
+    from IPython import get_ipython
+
+    return get_ipython()
+
+
+def bound_names() -> frozenset[str]:
+    """The names the kernel package binds (never saved)."""
+    from . import BOUND_NAMES
+
+    return frozenset(BOUND_NAMES)
+
+
+def user_names(shell: Any) -> list[str]:
+    """The names of the user's own variables, in namespace order."""
+    hidden = getattr(shell, "user_ns_hidden", {})
+    ours = bound_names()
+    names = []
+    for name, value in list(shell.user_ns.items()):
+        if name.startswith("_") or name in IPYTHON_NAMES or name in ours:
+            continue
+        if name in hidden and hidden[name] is value:
+            continue
+        names.append(name)
+    return names
+
+
+def _now() -> str:
+    return _datetime.datetime.now(_datetime.UTC).isoformat(timespec="milliseconds")
+
+
+def _type_name(value: Any) -> str:
+    kind = _type(value)
+    module = getattr(kind, "__module__", "")
+    name = getattr(kind, "__qualname__", getattr(kind, "__name__", "?"))
+    return name if module in ("builtins", "__main__", "") else f"{module}.{name}"
+
+
+def _reason(exc: BaseException) -> str:
+    text = f"{_type(exc).__name__}: {exc}"
+    return text if _len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
+
+
+def _not_saved(value: Any) -> str | None:
+    for kinds, reason in _NOT_SAVED:
+        if _isinstance(value, kinds):
+            return reason
+    return None
+
+
+def dumps(value: Any) -> tuple[bytes, str]:
+    """(data, method): the standard pickle when it carries the value by itself, else dill."""
+    try:
+        data = _pickle.dumps(value, protocol=_pickle.HIGHEST_PROTOCOL)
+        if b"__main__" not in data:  # else it names a cell's class or function by reference
+            return data, "pickle"
+    except Exception:
+        pass
+    import dill
+
+    return dill.dumps(value, protocol=_pickle.HIGHEST_PROTOCOL, recurse=True), "dill"
+
+
+def loads(data: bytes, method: str) -> Any:
+    if method == "pickle":
+        return _pickle.loads(data)
+    import dill
+
+    return dill.loads(data)
+
+
+def _write_atomically(path: str, data: bytes, sync: bool = False) -> None:
+    """Temp file then `os.replace`. Only the manifest is fsynced: a variable file lost to a power
+    cut fails alone at restore (it is reported), and syncing each would dominate a snapshot of
+    many small variables."""
+    temp = f"{path}.{_secrets.token_hex(4)}.tmp"
+    with _builtins.open(temp, "wb") as file:
+        file.write(data)
+        if sync:
+            file.flush()
+            _os.fsync(file.fileno())
+    _os.replace(temp, path)
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+    try:
+        with _builtins.open(path, "rb") as file:
+            value = _json.loads(file.read())
+    except (OSError, ValueError):
+        return None
+    return value if _isinstance(value, _dict) else None
+
+
+def save(
+    directory: str,
+    variable_cap: int = DEFAULT_VARIABLE_CAP,
+    total_cap: int = DEFAULT_TOTAL_CAP,
+    shell: Any = None,
+    force: bool = False,
+) -> dict[str, Any]:
+    """Snapshot the user namespace into `directory`; the manifest. Nothing is written when no
+    cell ran since this kernel's last snapshot there (unless `force`)."""
+    shell = _shell(shell)
+    count = int(getattr(shell, "execution_count", 0))
+    manifest_path = _os.path.join(directory, MANIFEST)
+    if not force and _last_saved_count.get(directory) == count:
+        existing = _read_json(manifest_path)
+        if existing is not None:
+            return {**existing, "unchanged": True}
+    _os.makedirs(directory, exist_ok=True)
+    stamp = _secrets.token_hex(4)
+    saved: list[dict[str, Any]] = []
+    imports: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    total = 0
+    for index, name in enumerate(user_names(shell)):
+        value = shell.user_ns[name]
+        if _isinstance(value, _types.ModuleType):
+            imports.append({"name": name, "module": value.__name__})
+            continue
+        entry = {"name": name, "type": _type_name(value)}
+        reason = _not_saved(value)
+        nbytes = getattr(value, "nbytes", None)
+        if reason is None and _isinstance(nbytes, int) and nbytes > variable_cap:
+            reason = f"{nbytes:,} bytes, over the per-variable cap of {variable_cap:,}"
+        if reason is None:
+            try:
+                data, method = dumps(value)
+            except Exception as exc:
+                reason = f"cannot be pickled ({_reason(exc)})"
+            else:
+                if _len(data) > variable_cap:
+                    reason = f"{_len(data):,} bytes, over the per-variable cap of {variable_cap:,}"
+                elif total + _len(data) > total_cap:
+                    reason = f"the snapshot would pass its total cap of {total_cap:,} bytes"
+        if reason is not None:
+            skipped.append({**entry, "reason": reason})
+            continue
+        file_name = f"{index:05d}-{stamp}.pkl"
+        _write_atomically(_os.path.join(directory, file_name), data)
+        total += _len(data)
+        saved.append({**entry, "bytes": _len(data), "method": method, "file": file_name})
+    manifest = {
+        "version": FORMAT_VERSION,
+        "time": _now(),
+        "python": _sys.version.split()[0],
+        "execution_count": count,
+        "saved": saved,
+        "imports": imports,
+        "skipped": skipped,
+        "total_bytes": total,
+        "variable_cap": variable_cap,
+        "total_cap": total_cap,
+    }
+    _rotate_manifest(directory)
+    _write_atomically(manifest_path, _json.dumps(manifest).encode(), sync=True)
+    _remove_unreferenced(directory)
+    _last_saved_count[directory] = count
+    return manifest
+
+
+def _rotate_manifest(directory: str) -> None:
+    """The snapshot being replaced stays as the previous one (a restore of the state before a
+    kernel restart remains possible after the next save)."""
+    current = _os.path.join(directory, MANIFEST)
+    if _os.path.exists(current):
+        _os.replace(current, _os.path.join(directory, PREVIOUS_MANIFEST))
+
+
+def _remove_unreferenced(directory: str) -> None:
+    keep: set[str] = set()
+    for name in (MANIFEST, PREVIOUS_MANIFEST):
+        manifest = _read_json(_os.path.join(directory, name)) or {}
+        keep.update(str(e.get("file")) for e in manifest.get("saved", []) if _isinstance(e, _dict))
+    for file_name in _os.listdir(directory):
+        if file_name.endswith((".pkl", ".tmp")) and file_name not in keep:
+            with _contextlib.suppress(OSError):
+                _os.remove(_os.path.join(directory, file_name))
+
+
+def restore(
+    directory: str,
+    shell: Any = None,
+    only_if_fresh: bool = False,
+    overwrite: bool = False,
+    previous: bool = False,
+) -> dict[str, Any]:
+    """Bring a snapshot back, each name on its own; a report of what came back and what did not
+    (also written to `restore-report.json`). A name the kernel already holds is left alone
+    unless `overwrite`. `only_if_fresh`: restore nothing into a kernel that holds the user's
+    variables (the host's automatic restore). `previous`: the snapshot before the latest."""
+    shell = _shell(shell)
+    report: dict[str, Any] = {
+        "time": _now(),
+        "restored": [],
+        "imports": [],
+        "failed": [],
+        "kept": [],
+        "refused": None,
+        "snapshot_time": None,
+    }
+    manifest = _read_json(_os.path.join(directory, PREVIOUS_MANIFEST if previous else MANIFEST))
+    present = set(user_names(shell))
+    if manifest is None or manifest.get("version") != FORMAT_VERSION:
+        report["refused"] = (
+            "no snapshot"
+            if manifest is None
+            else f"snapshot format {manifest.get('version')!r} is not {FORMAT_VERSION}"
+        )
+    elif only_if_fresh and present:
+        report["refused"] = "the kernel already holds variables: " + ", ".join(
+            _sorted(present)[:10]
+        )
+    else:
+        report["snapshot_time"] = manifest.get("time")
+        report["skipped_at_save"] = manifest.get("skipped", [])
+        _restore_imports(shell, manifest, present, overwrite, report)
+        _restore_values(shell, directory, manifest, present, overwrite, report)
+        if not report["failed"]:
+            _last_saved_count[directory] = int(getattr(shell, "execution_count", 0))
+    _write_atomically(_os.path.join(directory, RESTORE_REPORT), _json.dumps(report).encode())
+    return report
+
+
+def _restore_imports(
+    shell: Any, manifest: dict[str, Any], present: set[str], overwrite: bool, report: dict[str, Any]
+) -> None:
+    for entry in manifest.get("imports", []):
+        name, module = _str(entry.get("name")), _str(entry.get("module"))
+        if name in present and not overwrite:
+            report["kept"].append(name)
+            continue
+        try:
+            shell.user_ns[name] = _import_module(module)
+        except Exception as exc:
+            report["failed"].append({"name": name, "reason": f"import {module}: {_reason(exc)}"})
+        else:
+            report["imports"].append({"name": name, "module": module})
+
+
+def _restore_values(
+    shell: Any,
+    directory: str,
+    manifest: dict[str, Any],
+    present: set[str],
+    overwrite: bool,
+    report: dict[str, Any],
+) -> None:
+    entries = [e for e in manifest.get("saved", []) if _isinstance(e, _dict)]
+    # Classes first: dill finds a cell's class in __main__ when it loads an instance of it, so
+    # the instance and the restored class stay one type.
+    entries.sort(key=lambda e: 0 if _str(e.get("type")) == "type" else 1)
+    for entry in entries:
+        name = _str(entry.get("name"))
+        if name in present and not overwrite:
+            report["kept"].append(name)
+            continue
+        try:
+            with _builtins.open(_os.path.join(directory, _str(entry.get("file"))), "rb") as file:
+                value = loads(file.read(), _str(entry.get("method")))
+        except Exception as exc:
+            report["failed"].append({"name": name, "reason": _reason(exc)})
+            continue
+        shell.user_ns[name] = value
+        report["restored"].append({"name": name, "type": entry.get("type")})

@@ -1,0 +1,130 @@
+"""Idle sub-agents are evicted (snapshot, kernel gone, out of memory) and come back with their
+variables when addressed; a pinned or attached one stays."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from prime_agent_lab.core.lifecycle import sweep_interval
+from prime_agent_lab.core.snapshots import RESTORED
+
+from .conftest import run_turn, use_script, wait_for
+
+WAIT_UNTIL_DONE = (
+    "import asyncio, time\n"
+    "deadline = time.time() + 60\n"
+    "while time.time() < deadline:\n"
+    "    subs = await rlm.list_subagents()\n"
+    "    if subs and all(s.status in ('completed', 'inactive') for s in subs):\n"
+    "        break\n"
+    "    await asyncio.sleep(0.05)\n"
+    "print('done')"
+)
+CHILD = {
+    "turns": [
+        {"code": 'found = "{task}".upper()\nprint(found)'},
+        {"text": "did {task}"},
+        {"code": "print(found + '!')"},
+        {"text": "{last_output_line}"},
+    ]
+}
+
+
+def tree_script(tmp_path: Path) -> str:
+    path = tmp_path / "tree-script.json"
+    spawn = 'a = await rlm("alpha words", name="alpha")'
+    turns = [{"code": spawn}, {"code": WAIT_UNTIL_DONE}, {"text": "spawned"}]
+    path.write_text(json.dumps({"turns": turns, "child": CHILD}), encoding="utf-8")
+    return str(path)
+
+
+def set_runtime(host: Any, **settings: Any) -> None:
+    host.runtime.settings = dataclasses.replace(host.runtime.settings, **settings)
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+async def spawn_child(host: Any, make_notebook: Any, tmp_path: Path) -> tuple[Any, Any, int]:
+    use_script(host, tree_script(tmp_path))
+    parent = await host.attach(make_notebook("work/analysis.ipynb"))
+    await run_turn(host, parent.session_id, "fan out")
+    (child_id,) = host.runtime.descendants(parent.session_id)
+    child = host.agents[child_id]
+    kernel_id = child.kernel.kernel_id
+    pid = host.serverapp.kernel_manager.get_kernel(kernel_id).provisioner.pid
+    return parent, child, pid
+
+
+async def test_an_idle_child_is_evicted_and_a_message_brings_it_back_with_its_variables(
+    host: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    set_runtime(host, evict_after=0.3, snapshot_debounce=0.05)
+    parent, child, pid = await spawn_child(host, make_notebook, tmp_path)
+
+    await wait_for(lambda: child.session_id not in host.agents and process_gone(pid))
+
+    assert host.runtime.child_status(child.session_id) == "inactive"
+    (listed,) = host.runtime.list_children(parent.session_id)
+    assert listed["status"] == "inactive"
+    manifest = json.loads((child.session.directory / "kernel-state" / "manifest.json").read_text())
+    assert [e["name"] for e in manifest["saved"]] == ["found"]
+
+    set_runtime(host, evict_after=0)  # the test reads the child back before it idles again
+    host.runtime.mailbox.send(parent, "add a bang", "child", "alpha", "auto")
+
+    def second_turn_ended() -> Any:
+        back = host.agents.get(child.session_id)
+        last = back.session.last_of("turn_end") if back is not None else None
+        return last if last is not None and last["turn"] == 2 else None
+
+    ended = await wait_for(second_turn_ended, timeout=60)
+    assert ended["final_text"] == "ALPHA WORDS!"
+    back = host.agents[child.session_id]
+    assert back is not child and back.kernel.kernel_id != child.kernel.kernel_id
+    notices = [e for e in back.session.path() if e["type"] == "notice"]
+    assert notices[-1]["kind"] == RESTORED and "found" in notices[-1]["text"]
+    told = [m.text for m in back.session.context_messages() if m.role == "user"]
+    assert any(t.startswith("[notice] Kernel variables restored") for t in told)
+
+
+async def test_a_pinned_or_attached_child_is_not_evicted_until_released(
+    host: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    lifecycle = host.runtime.lifecycle
+    pinned: set[str] = set()
+    release = lifecycle.add_pin(lambda session_id: session_id in pinned)
+    set_runtime(host, evict_after=0, snapshot_debounce=0.05)
+    _, child, pid = await spawn_child(host, make_notebook, tmp_path)
+    pinned.add(child.session_id)
+    chat = child.events.subscribe()  # a chat attached to the child
+    set_runtime(host, evict_after=0.01)
+
+    assert lifecycle.held(child)
+    assert await lifecycle.sweep() == []
+    release()
+    assert lifecycle.held(child)  # still attached
+    assert await lifecycle.sweep() == []
+    assert host.agents.get(child.session_id) is child and not process_gone(pid)
+
+    child.events.unsubscribe(chat)
+
+    assert not lifecycle.held(child)
+    assert await lifecycle.sweep() == [child.session_id]
+    await wait_for(lambda: process_gone(pid))
+    assert host.runtime.child_status(child.session_id) == "inactive"
+
+
+def test_the_sweep_runs_at_a_third_of_the_idle_time_within_bounds() -> None:
+    assert sweep_interval(30 * 60.0) == 60.0
+    assert sweep_interval(90.0) == 30.0
+    assert sweep_interval(0.01) == 0.05

@@ -1,0 +1,414 @@
+"""Kernel snapshots: saved per variable, restored into a fresh kernel, what is told about them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_client.manager import AsyncKernelManager
+
+from prime_agent_lab.adapters.kernel_executor import KernelExecutor
+from prime_agent_lab.core.snapshots import (
+    NOT_RESTORED,
+    RESTORED,
+    SnapshotSettings,
+    describe_restore,
+    read_manifest,
+    restore_snapshot,
+    state_directory,
+    take_snapshot,
+)
+
+from .conftest import next_event, run_turn, use_script, wait_for
+from .test_session_resume import restarted_host
+
+SETUP = """
+import numpy as np
+import pandas as pd
+import json as js
+from dataclasses import dataclass
+
+count = 42
+text = "héllo"
+frame = pd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", "z"]})
+array = np.arange(12, dtype=np.float64).reshape(3, 4)
+
+def make_adder(n):
+    def add(x):
+        return x + n
+    return add
+
+adder = make_adder(10)
+square = lambda x: x * x
+
+@dataclass
+class Point:
+    x: int
+    y: int
+
+    def norm1(self):
+        return abs(self.x) + abs(self.y)
+
+point = Point(3, -4)
+gen = (i for i in range(3))
+handle = open("snapshot-probe.txt", "w")
+_private = 1
+"""
+
+CHECK = """
+import numpy as _np, pandas as _pd
+assert count == 42
+assert text == "héllo"
+_pd.testing.assert_frame_equal(frame, _pd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", "z"]}))
+assert _np.array_equal(array, _np.arange(12, dtype=_np.float64).reshape(3, 4))
+assert adder(5) == 15
+assert square(7) == 49
+assert point == Point(3, -4) and point.norm1() == 7 and isinstance(point, Point)
+assert js.dumps([1]) == "[1]" and pd is _pd and np is _np
+assert "gen" not in dir() and "handle" not in dir() and "_private" not in dir()
+print("all equal")
+"""
+
+
+@pytest.fixture
+def second_kernel(jp_asyncio_loop: Any) -> Iterator[AsyncKernelManager]:
+    km = AsyncKernelManager(kernel_name="python3")
+    jp_asyncio_loop.run_until_complete(km.start_kernel())
+    yield km
+    if km.has_kernel:
+        jp_asyncio_loop.run_until_complete(km.shutdown_kernel(now=True))
+
+
+@pytest.fixture
+def executors(
+    kernel: AsyncKernelManager, second_kernel: AsyncKernelManager, jp_asyncio_loop: Any
+) -> Iterator[tuple[KernelExecutor, KernelExecutor]]:
+    first, second = KernelExecutor(kernel, "first"), KernelExecutor(second_kernel, "second")
+    yield first, second
+    jp_asyncio_loop.run_until_complete(first.close())
+    jp_asyncio_loop.run_until_complete(second.close())
+
+
+async def run_cell(executor: KernelExecutor, code: str) -> str:
+    outputs: list[dict[str, Any]] = []
+    result = await executor.execute(code, lambda e: outputs.append(e.output or {}), 60)
+    text = "".join(str(o.get("text", "")) for o in outputs)
+    assert result.status == "ok", (result.status, text, outputs)
+    return text
+
+
+async def test_a_snapshot_round_trip_brings_every_picklable_variable_back_equal(
+    executors: tuple[KernelExecutor, KernelExecutor], tmp_path: Path
+) -> None:
+    first, second = executors
+    await run_cell(first, f"import os; os.chdir({str(tmp_path)!r})\n{SETUP}")
+
+    manifest = await take_snapshot(first, tmp_path, SnapshotSettings())
+
+    saved = {e["name"]: e for e in manifest["saved"]}
+    assert set(saved) == {"count", "text", "frame", "array", "make_adder", "adder", "square",
+                          "Point", "point", "dataclass"}  # fmt: skip
+    assert {(i["name"], i["module"]) for i in manifest["imports"]} == {
+        ("np", "numpy"),
+        ("pd", "pandas"),
+        ("js", "json"),
+        ("os", "os"),
+    }
+    skipped = {e["name"]: e["reason"] for e in manifest["skipped"]}
+    assert set(skipped) == {"gen", "handle"}
+    assert "generator" in skipped["gen"] and "open file" in skipped["handle"]
+    assert saved["count"]["method"] == "pickle" and saved["frame"]["method"] == "pickle"
+    assert saved["square"]["method"] == "dill" and saved["point"]["method"] == "dill"
+    assert manifest["total_bytes"] == sum(e["bytes"] for e in manifest["saved"])
+    assert manifest["version"] == 1 and manifest["python"] and manifest["time"]
+
+    report = await restore_snapshot(second, tmp_path)
+
+    assert report["refused"] is None and report["failed"] == []
+    assert await run_cell(second, CHECK) == "all equal\n"
+    kind, text = describe_restore(report, state_directory(tmp_path))
+    assert kind == RESTORED
+    assert "frame" in text and "pd (import pandas)" in text
+    assert "gen (a generator" in text and "handle (an open file" in text
+
+
+async def test_helpers_work_when_the_user_shadows_builtins(
+    executors: tuple[KernelExecutor, KernelExecutor], tmp_path: Path
+) -> None:
+    first, second = executors
+    shadow = "list = 3\nopen = None\nlen = 'x'\nsorted = 0\nisinstance = 1\ntype = 2\nx = [1, 2]"
+    await run_cell(first, shadow)
+
+    manifest = await take_snapshot(first, tmp_path, SnapshotSettings())
+    report = await restore_snapshot(second, tmp_path)
+
+    assert {e["name"] for e in manifest["saved"]} >= {"list", "open", "x"}
+    assert report["failed"] == []
+    assert await run_cell(second, "print(x, list, open)") == "[1, 2] 3 None\n"
+
+
+async def test_a_variable_over_the_cap_is_skipped_with_its_size_and_the_total_cap_holds(
+    executors: tuple[KernelExecutor, KernelExecutor], tmp_path: Path
+) -> None:
+    first, _ = executors
+    await run_cell(
+        first, "import numpy as np\nbig = np.zeros(300_000)\na = b'1' * 4000\nb = b'2' * 4000"
+    )
+
+    manifest = await take_snapshot(
+        first, tmp_path, SnapshotSettings(variable_cap=1_000_000, total_cap=6_000)
+    )
+
+    skipped = {e["name"]: e["reason"] for e in manifest["skipped"]}
+    assert "over the per-variable cap" in skipped["big"]
+    assert {e["name"] for e in manifest["saved"]} == {"a"}
+    assert "total cap of 6,000" in skipped["b"]
+
+
+async def test_nothing_is_written_when_no_cell_ran_since_the_last_snapshot(
+    executors: tuple[KernelExecutor, KernelExecutor], tmp_path: Path
+) -> None:
+    first, _ = executors
+    await run_cell(first, "a = 1")
+    taken = await take_snapshot(first, tmp_path, SnapshotSettings())
+
+    again = await take_snapshot(first, tmp_path, SnapshotSettings())
+    await run_cell(first, "a = 2")
+    changed = await take_snapshot(first, tmp_path, SnapshotSettings())
+
+    assert "unchanged" not in taken and again.get("unchanged") is True
+    assert "unchanged" not in changed and changed["time"] != taken["time"]
+    directory = state_directory(tmp_path)
+    # the latest and the previous snapshot are kept, nothing else
+    assert len(list(directory.glob("*.pkl"))) == 2
+    previous = json.loads((directory / "manifest.previous.json").read_text())
+    assert previous["time"] == taken["time"]
+
+
+async def test_a_kernel_that_holds_variables_is_not_restored_over_and_is_told_how(
+    executors: tuple[KernelExecutor, KernelExecutor], tmp_path: Path
+) -> None:
+    first, second = executors
+    await run_cell(first, "a = 1\nb = 2")
+    await take_snapshot(first, tmp_path, SnapshotSettings())
+    await run_cell(second, "a = 'mine'")
+
+    report = await restore_snapshot(second, tmp_path)
+    kind, text = describe_restore(report, state_directory(tmp_path))
+
+    assert report["restored"] == [] and "already holds variables: a" in report["refused"]
+    assert kind == NOT_RESTORED and "prime_agent_kernel.restore_snapshot(" in text
+    call = text.split("`")[1]
+    await run_cell(second, call)
+    assert await run_cell(second, "print(a, b)") == "mine 2\n"
+
+
+async def test_a_corrupt_variable_file_fails_alone_and_a_corrupt_manifest_is_a_clean_start(
+    executors: tuple[KernelExecutor, KernelExecutor], tmp_path: Path
+) -> None:
+    first, second = executors
+    await run_cell(first, "a = 1\nb = 2")
+    manifest = await take_snapshot(first, tmp_path, SnapshotSettings())
+    directory = state_directory(tmp_path)
+    broken = next(e for e in manifest["saved"] if e["name"] == "a")
+    (directory / broken["file"]).write_bytes(b"not a pickle")
+
+    report = await restore_snapshot(second, tmp_path)
+
+    assert [e["name"] for e in report["restored"]] == ["b"]
+    assert [e["name"] for e in report["failed"]] == ["a"]
+    assert "Could not be restored: a (" in describe_restore(report, directory)[1]
+
+    (directory / "manifest.json").write_text("{not json")
+    assert read_manifest(tmp_path) is None
+    await run_cell(second, "del b")
+    report = await restore_snapshot(second, tmp_path)
+    assert report["refused"] == "no snapshot"
+    assert "clean start" in describe_restore(report, directory)[1]
+
+
+def test_every_name_the_kernel_package_binds_is_never_saved() -> None:
+    import prime_agent_kernel
+    from prime_agent_kernel.snapshot import user_names
+
+    class Shell:
+        def __init__(self) -> None:
+            self.user_ns: dict[str, Any] = {"mine": 1}
+            self.user_ns_hidden: dict[str, Any] = {}
+            self.kernel = None
+
+        def push(self, names: dict[str, Any], interactive: bool = False) -> None:
+            self.user_ns.update(names)
+
+    shell = Shell()
+    prime_agent_kernel.load_ipython_extension(shell)
+
+    assert set(shell.user_ns) - {"mine"} <= set(prime_agent_kernel.BOUND_NAMES)
+    assert user_names(shell) == ["mine"]
+
+
+# ---------------------------------------------------------------- on the server
+
+
+def quick_snapshots(host: Any) -> None:
+    host.runtime.settings = dataclasses.replace(host.runtime.settings, snapshot_debounce=0.05)
+
+
+def saved_names(session_dir: Path) -> set[str]:
+    manifest = read_manifest(session_dir) or {}
+    return {e["name"] for e in manifest.get("saved", [])}
+
+
+async def test_variables_come_back_after_the_kernel_process_is_killed_and_the_model_is_told(
+    host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(
+        host,
+        agent_script(
+            [
+                {"code": "x = 41\nitems = [1, 2]"},
+                {"text": "set"},
+                {"code": "print(x + len(items) - 1)"},
+                {"text": "{last_output_line}"},
+            ]
+        ),
+    )
+    quick_snapshots(host)
+    agent = await host.attach(make_notebook("killed.ipynb"))
+    queue = agent.events.subscribe()
+    await run_turn(host, agent.session_id, "set x")
+    session_dir = agent.session.directory
+    await wait_for(lambda: saved_names(session_dir) == {"x", "items"})
+    km = host.serverapp.kernel_manager.get_kernel(agent.kernel.kernel_id)
+
+    os.kill(km.provisioner.pid, signal.SIGKILL)
+
+    died = await next_event(queue, "notice", timeout=60)
+    restored = await next_event(queue, "notice", timeout=60)
+    assert died["kind"] == "kernel_died"
+    assert restored["kind"] == RESTORED and "x" in restored["text"]
+    ended = await run_turn(host, agent.session_id, "use x")
+    assert ended["final_text"] == "42"
+    told = [m.text for m in agent.session.context_messages() if m.role == "user"][-1]
+    assert "[notice] Kernel variables restored from the snapshot" in told
+    assert "x" in told and told.endswith("use x")
+
+
+async def test_a_reopened_session_gets_its_variables_back_in_a_fresh_kernel(
+    host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    script = agent_script(
+        [
+            {"code": "x = 41"},
+            {"text": "set"},
+            {"code": "print(x + 1)"},
+            {"text": "{last_output_line}"},
+        ]
+    )
+    use_script(host, script)
+    quick_snapshots(host)
+    path = make_notebook("reopen.ipynb")
+    first = await host.attach(path)
+    await run_turn(host, first.session_id, "set x")
+    await wait_for(lambda: saved_names(first.session.directory) == {"x"})
+    kernel_id = first.kernel.kernel_id
+    await host.shutdown()
+    await host.serverapp.kernel_manager.shutdown_kernel(kernel_id, now=True)
+
+    again = restarted_host(host, script=script)
+    try:
+        resumed = await again.attach(path)
+        assert resumed.kernel.kernel_id != kernel_id
+        ended = await run_turn(again, resumed.session_id, "use x")
+        assert ended["final_text"] == "42"
+        told = [m.text for m in resumed.session.context_messages() if m.role == "user"][-1]
+        assert told.startswith("[notice] Kernel variables restored") and ": x." in told
+    finally:
+        await again.shutdown()
+
+
+async def test_a_kernel_that_dies_under_an_agent_cell_comes_back_with_its_variables(
+    host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(
+        host,
+        agent_script(
+            [
+                {"code": "x = 41"},
+                {"text": "set"},
+                {"code": "import os\nos.kill(os.getpid(), 9)"},
+                {"code": "print(x + 1)"},
+                {"text": "{last_output_line}"},
+            ]
+        ),
+    )
+    quick_snapshots(host)
+    agent = await host.attach(make_notebook("dies.ipynb"))
+    await run_turn(host, agent.session_id, "set x")
+    await wait_for(lambda: saved_names(agent.session.directory) == {"x"})
+
+    ended = await run_turn(host, agent.session_id, "crash and use x", timeout=90)
+
+    assert ended["final_text"] == "42"
+    results = [e for e in agent.session.path() if e["type"] == "tool_result"]
+    died = results[-2]
+    assert died["status"] == "died"
+    assert f"[{RESTORED}] Kernel variables restored from the snapshot" in died["observation"]
+    notices = [e["kind"] for e in agent.session.path() if e["type"] == "notice"]
+    # (the host may report the same death once more when it sees the restart late; never a
+    # second restore)
+    assert notices.count(RESTORED) == 1 and NOT_RESTORED not in notices
+    assert notices.index("kernel_died") < notices.index(RESTORED)
+
+
+def test_the_snapshot_benchmark_runs_at_small_size() -> None:
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, str(root / "bench" / "bench_snapshots.py"), "--smoke"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line.split()[0] for line in done.stdout.splitlines()[2:]]
+    assert rows == ["small", "arrays", "mixed"]
+
+
+async def test_a_restart_from_the_kernel_menu_is_not_undone_and_the_notice_says_how_to_restore(
+    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(
+        host,
+        agent_script(
+            [
+                {"code": "x = 41"},
+                {"text": "set"},
+                {"code": "print('x' in dir())"},
+                {"text": "{last_output_line}"},
+            ]
+        ),
+    )
+    quick_snapshots(host)
+    agent = await host.attach(make_notebook("menu.ipynb"))
+    queue = agent.events.subscribe()
+    await run_turn(host, agent.session_id, "set x")
+    await wait_for(lambda: saved_names(agent.session.directory) == {"x"})
+
+    await jp_fetch("api", "kernels", agent.kernel.kernel_id, "restart", method="POST", body="{}")
+
+    restarted = await next_event(queue, "notice")
+    hint = await next_event(queue, "notice")
+    assert restarted["kind"] == "kernel_restarted_externally"
+    assert hint["kind"] == NOT_RESTORED and "prime_agent_kernel.restore_snapshot(" in hint["text"]
+    await run_turn(host, agent.session_id, "is x there?")
+    checked = agent.session.last_of("tool_result")
+    assert checked is not None and checked["observation"].startswith("[stdout]\nFalse\n")
