@@ -153,7 +153,6 @@ def start(base: Path, servers: list[LabServer]) -> LabServer:
     return server
 
 
-@pytest.mark.xfail(strict=True, reason="kernel snapshots are not merged yet (issue 8, snap)")
 def test_a_server_killed_mid_run_comes_back_with_sessions_children_queue_and_variables(
     tmp_path: Path, servers: list[LabServer]
 ) -> None:
