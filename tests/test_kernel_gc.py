@@ -3,6 +3,7 @@ applied at the next step boundary, only on the agent's own variables, recorded a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -48,11 +49,12 @@ async def test_after_a_compaction_the_agents_unneeded_variables_go_and_the_users
         context_window=100_000,
         compaction_keep_recent_tokens=500,
     )
+    # `big` is over the snapshot cap, so the clean-up reports it too.
+    run.runtime.settings = dataclasses.replace(run.runtime.settings, snapshot_variable_cap=4_000)
     events: list[Any] = []
     await run.start(events.append)
     recorder = RecordingProvider(run.agent.provider)
     run.agent.provider = recorder
-    run.agent.compactor.gc.cap = 4_000  # `big` is over it, so it is reported too
     try:
         # The researcher's own cell, run before the agent's turn.
         user = await run.agent.kernel.execute("user_table = list(range(1000))", lambda e: None, 60)

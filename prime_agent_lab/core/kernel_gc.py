@@ -21,6 +21,7 @@ from typing import Any
 
 from .agent_view import AgentView
 from .messages import Message, ModelRequest
+from .snapshots import DEFAULT_SNAPSHOT_VARIABLE_CAP
 
 NAMESPACE_EXPRESSION = "__import__('prime_agent_kernel.compact').compact.namespace_json()"
 
@@ -55,9 +56,6 @@ async def read_namespace(kernel: Any, timeout: float = 10.0) -> list[dict[str, A
 
 # ---------------------------------------------------------------- the clean-up
 
-DEFAULT_SNAPSHOT_VARIABLE_CAP = 16 * 2**20
-"""Variables over this size are reported (snapshots skip them). The lead wires
-`RuntimeSettings.snapshot_variable_cap` in; until then this is the cap."""
 
 APPLY_EXPRESSION = "__import__('prime_agent_kernel.compact').compact.apply_cleanup({actions!r})"
 PLAN_MAX_TOKENS = 1_024
@@ -90,6 +88,7 @@ class KernelGC:
     it at the next step boundary (before a model call), when no agent cell runs."""
 
     def __init__(self, agent: AgentView, cap: int = DEFAULT_SNAPSHOT_VARIABLE_CAP) -> None:
+        # Variables over `cap` are reported: snapshots skip them (the runtime sets its cap).
         self.agent = agent
         self.cap = cap
         self.plan: CleanupPlan | None = None

@@ -233,6 +233,7 @@ class AgentRuntime:
             events or EventBus(session.session_id),
             hooks=self._hooks_for(session),
         )
+        agent.compactor.gc.cap = self.settings.snapshot_variable_cap
         self.snapshots.agent_started(agent)
         self.lifecycle.agent_started(agent)
         recovered = await close_interrupted_turn(
