@@ -201,6 +201,11 @@ class KernelExecutor:
         """Which kernel process this is (changes with every restart)."""
         return self._generation()
 
+    def knows_current_process(self) -> bool:
+        """Whether the agent already heard of the kernel process running now: an agent cell
+        ran on it (and reported the restart that started it) or a notice told of it."""
+        return self._last_run_generation == self._generation()
+
     def restart_reported(self) -> None:
         """The agent was told of a restart another way (a notice, and what a snapshot restore
         brought back): the next cell's "variables are gone" note would repeat or contradict it."""

@@ -132,6 +132,8 @@ class AgentHost:
         executor = self._executors.get(kernel_id)
         if agent is None or (executor is not None and executor.executing):
             return
+        if executor is not None and executor.knows_current_process():
+            return  # the cell that saw the death reported it; this event came in late
         if executor is not None and executor.restarting:
             kind, text = (
                 "kernel_restarted",
