@@ -173,6 +173,30 @@ async def test_a_variable_over_the_cap_is_skipped_with_its_size_and_the_total_ca
     assert "total cap of 6,000" in skipped["b"]
 
 
+async def test_a_name_that_disappears_while_the_snapshot_is_taken_does_not_fail_it(
+    executors: tuple[KernelExecutor, KernelExecutor], tmp_path: Path
+) -> None:
+    first, second = executors
+    # Pickling `first_value` deletes `later` from the namespace: what a background thread of
+    # the user's does to its globals while a snapshot runs, made deterministic.
+    await run_cell(
+        first,
+        "class DeletesLater:\n"
+        "    def __reduce__(self):\n"
+        "        globals().pop('later', None)\n"
+        "        return (int, (7,))\n"
+        "first_value = DeletesLater()\n"
+        "later = 'still here'\n",
+    )
+
+    manifest = await take_snapshot(first, tmp_path, SnapshotSettings())
+    report = await restore_snapshot(second, tmp_path)
+
+    assert {"first_value", "later"} <= {e["name"] for e in manifest["saved"]}
+    assert report["failed"] == []
+    assert await run_cell(second, "print(first_value, later)") == "7 still here\n"
+
+
 async def test_nothing_is_written_when_no_cell_ran_since_the_last_snapshot(
     executors: tuple[KernelExecutor, KernelExecutor], tmp_path: Path
 ) -> None:
