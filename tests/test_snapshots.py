@@ -261,6 +261,7 @@ async def test_a_corrupt_variable_file_fails_alone_and_a_corrupt_manifest_is_a_c
 
 def test_every_name_the_kernel_package_binds_is_never_saved() -> None:
     import prime_agent_kernel
+    from IPython.core.events import EventManager, available_events
     from prime_agent_kernel.snapshot import user_names
 
     class Shell:
@@ -268,6 +269,7 @@ def test_every_name_the_kernel_package_binds_is_never_saved() -> None:
             self.user_ns: dict[str, Any] = {"mine": 1}
             self.user_ns_hidden: dict[str, Any] = {}
             self.kernel = None
+            self.events = EventManager(self, available_events)  # compact's cell hooks
 
         def push(self, names: dict[str, Any], interactive: bool = False) -> None:
             self.user_ns.update(names)
