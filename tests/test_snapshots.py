@@ -259,6 +259,28 @@ async def test_a_corrupt_variable_file_fails_alone_and_a_corrupt_manifest_is_a_c
     assert "clean start" in describe_restore(report, directory)[1]
 
 
+async def test_a_corrupt_manifest_keeps_the_previous_snapshot_and_the_notice_points_to_it(
+    executors: tuple[KernelExecutor, KernelExecutor], tmp_path: Path
+) -> None:
+    first, second = executors
+    await run_cell(first, "a = 1")
+    await take_snapshot(first, tmp_path, SnapshotSettings())
+    await run_cell(first, "a = 2")
+    await take_snapshot(first, tmp_path, SnapshotSettings())
+    directory = state_directory(tmp_path)
+    (directory / "manifest.json").write_text('{"version": 1, "sav')  # truncated
+
+    report = await restore_snapshot(second, tmp_path)
+    kind, text = describe_restore(report, directory)
+    await run_cell(second, "b = 3")
+    await take_snapshot(second, tmp_path, SnapshotSettings())  # the fresh kernel's own
+    await run_cell(second, "del b")
+    await run_cell(second, f"import prime_agent_kernel\n{text.split('`')[1]}")
+
+    assert kind == NOT_RESTORED and "previous=True" in text
+    assert await run_cell(second, "print(a)") == "1\n"  # the snapshot before the corrupt one
+
+
 def test_every_name_the_kernel_package_binds_is_never_saved() -> None:
     import prime_agent_kernel
     from IPython.core.events import EventManager, available_events

@@ -234,10 +234,14 @@ def save(
 
 def _rotate_manifest(directory: str) -> None:
     """The snapshot being replaced stays as the previous one (a restore of the state before a
-    kernel restart remains possible after the next save)."""
+    kernel restart remains possible after the next save). An unreadable manifest is dropped
+    instead, so it never pushes out a previous snapshot that can still be restored."""
     current = _os.path.join(directory, MANIFEST)
-    if _os.path.exists(current):
+    if _read_json(current) is not None:
         _os.replace(current, _os.path.join(directory, PREVIOUS_MANIFEST))
+    else:
+        with _contextlib.suppress(FileNotFoundError):
+            _os.remove(current)
 
 
 def _remove_unreferenced(directory: str) -> None:
