@@ -78,18 +78,25 @@ def bound_names() -> frozenset[str]:
     return frozenset(BOUND_NAMES)
 
 
-def user_names(shell: Any) -> list[str]:
-    """The names of the user's own variables, in namespace order."""
+def user_variables(shell: Any) -> list[tuple[str, Any]]:
+    """The user's own variables (name, value), in namespace order, read at one moment: a name
+    the user's code removes while a snapshot runs (a thread, a `__reduce__`) is still saved
+    with the value it had, instead of failing the snapshot."""
     hidden = getattr(shell, "user_ns_hidden", {})
     ours = bound_names()
-    names = []
+    variables = []
     for name, value in list(shell.user_ns.items()):
         if name.startswith("_") or name in IPYTHON_NAMES or name in ours:
             continue
         if name in hidden and hidden[name] is value:
             continue
-        names.append(name)
-    return names
+        variables.append((name, value))
+    return variables
+
+
+def user_names(shell: Any) -> list[str]:
+    """The names of the user's own variables, in namespace order."""
+    return [name for name, _ in user_variables(shell)]
 
 
 def _now() -> str:
@@ -180,8 +187,7 @@ def save(
     imports: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
     total = 0
-    for index, name in enumerate(user_names(shell)):
-        value = shell.user_ns[name]
+    for index, (name, value) in enumerate(user_variables(shell)):
         if _isinstance(value, _types.ModuleType):
             imports.append({"name": name, "module": value.__name__})
             continue
@@ -228,10 +234,14 @@ def save(
 
 def _rotate_manifest(directory: str) -> None:
     """The snapshot being replaced stays as the previous one (a restore of the state before a
-    kernel restart remains possible after the next save)."""
+    kernel restart remains possible after the next save). An unreadable manifest is dropped
+    instead, so it never pushes out a previous snapshot that can still be restored."""
     current = _os.path.join(directory, MANIFEST)
-    if _os.path.exists(current):
+    if _read_json(current) is not None:
         _os.replace(current, _os.path.join(directory, PREVIOUS_MANIFEST))
+    else:
+        with _contextlib.suppress(FileNotFoundError):
+            _os.remove(current)
 
 
 def _remove_unreferenced(directory: str) -> None:

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 STATE_DIRECTORY = "kernel-state"
 MANIFEST = "manifest.json"
+PREVIOUS_MANIFEST = "manifest.previous.json"
 RESTORE_REPORT = "restore-report.json"
 DEFAULT_SNAPSHOT_VARIABLE_CAP = 16 * 2**20
 DEFAULT_SNAPSHOT_TOTAL_CAP = 256 * 2**20
@@ -100,8 +101,11 @@ def restore_code(directory: Path) -> str:
     )
 
 
-def manual_restore_call(directory: Path) -> str:
-    return f"import prime_agent_kernel; prime_agent_kernel.restore_snapshot({str(directory)!r})"
+def manual_restore_call(directory: Path, previous: bool = False) -> str:
+    extra = ", previous=True" if previous else ""
+    return (
+        f"import prime_agent_kernel; prime_agent_kernel.restore_snapshot({str(directory)!r}{extra})"
+    )
 
 
 async def _runner(kernel: KernelPort) -> SilentRunner:
@@ -159,7 +163,13 @@ def describe_restore(report: dict[str, Any], directory: Path) -> tuple[str, str]
     """(notice kind, text) for a restore report."""
     refused = report.get("refused")
     if refused == "no snapshot":
-        return NOT_RESTORED, "The kernel snapshot is missing or unreadable: this is a clean start."
+        text = "The kernel snapshot is missing or unreadable: this is a clean start."
+        if _read_json(directory / PREVIOUS_MANIFEST) is not None:
+            text += (
+                " The snapshot before it is readable; to bring it back, run "
+                f"`{manual_restore_call(directory, previous=True)}`."
+            )
+        return NOT_RESTORED, text
     if refused and str(refused).startswith("the kernel already holds"):
         return NOT_RESTORED, (
             f"A kernel snapshot ({report.get('snapshot_time') or 'earlier'}) exists but was not "
