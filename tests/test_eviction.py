@@ -119,6 +119,8 @@ async def test_a_pinned_or_attached_child_is_not_evicted_until_released(
     child.events.unsubscribe(chat)
 
     assert not lifecycle.held(child)
+    # Idle long enough: the debounced after-turn snapshot may have touched it a moment ago.
+    await wait_for(lambda: lifecycle.evictable(child))
     assert await lifecycle.sweep() == [child.session_id]
     await wait_for(lambda: process_gone(pid))
     assert host.runtime.child_status(child.session_id) == "inactive"

@@ -136,11 +136,17 @@ class Lifecycle:
             log.warning("not evicting %s: its snapshot failed: %s", agent.session_id, exc)
             self._touch(agent.session_id)  # try again after another idle period
             return False
-        if agent.running or self.held(agent) or runtime.agents.get(agent.session_id) is not agent:
-            return False
-        runtime.detach(agent)
-        await runtime.release_agent_kernel(agent)
-        self.evicted.add(agent.session_id)
+        async with runtime.loading_lock(agent.session_id):  # a message waits for the kernel
+            if (
+                agent.running
+                or self.held(agent)
+                or runtime.agents.get(agent.session_id) is not agent
+            ):
+                return False
+            # Marked before it leaves memory, so nobody sees it gone and not yet `inactive`.
+            self.evicted.add(agent.session_id)
+            runtime.detach(agent)
+            await runtime.release_agent_kernel(agent)
         self.evictions += 1
         self._last_activity.pop(agent.session_id, None)
         runtime.child_left_memory(agent)

@@ -165,6 +165,11 @@ class AgentRuntime:
         )
         return session
 
+    def loading_lock(self, session_id: str) -> asyncio.Lock:
+        """Held while `session_id` is loaded from disk or leaves memory (eviction), so a load
+        never races a kernel that is still being shut down."""
+        return self._loading.setdefault(session_id, asyncio.Lock())
+
     async def ensure_loaded(self, session_id: str) -> Agent:
         """The agent of `session_id`, opened from disk when it is not loaded (a sub-agent after
         a server restart): its session, its notebook and a kernel come back. A root comes back
@@ -172,8 +177,7 @@ class AgentRuntime:
         agent = self.agents.get(session_id)
         if agent is not None:
             return agent
-        lock = self._loading.setdefault(session_id, asyncio.Lock())
-        async with lock:
+        async with self.loading_lock(session_id):
             agent = self.agents.get(session_id)
             if agent is None:
                 agent = await self._load_child(session_id)
