@@ -81,6 +81,10 @@ async def _nothing_restored(agent: Agent, restarted: KernelRestart) -> tuple[str
     return None
 
 
+async def _nothing_before_cell(agent: Agent) -> tuple[str, str] | None:
+    return None
+
+
 @dataclass
 class AgentHooks:
     """The loop's named hook points, each a small callable the runtime supplies.
@@ -97,7 +101,9 @@ class AgentHooks:
     - `before_turn`: awaited before the turn's message is recorded (a kernel snapshot that is
       due comes back first; its notice reaches the model with that message);
     - `after_restart`: the kernel restarted under an agent cell; a (notice kind, text) that
-      joins the cell's observation (what a snapshot restore brought back).
+      joins the cell's observation (what a snapshot restore brought back);
+    - `before_cell`: awaited before each agent cell is sent; a (notice kind, text) when it
+      restored the kernel first (it died while the model was thinking), told with that cell.
     """
 
     inbox: Callable[[], list[InboxMessage]] = _no_messages
@@ -109,6 +115,13 @@ class AgentHooks:
     after_restart: Callable[[Agent, KernelRestart], Awaitable[tuple[str, str] | None]] = (
         _nothing_restored
     )
+    before_cell: Callable[[Agent], Awaitable[tuple[str, str] | None]] = _nothing_before_cell
+
+
+RESTORED_BEFORE_NOTE = (
+    "[kernel restarted] The kernel restarted while you were thinking, before this cell ran; "
+    "what you set after its last snapshot is gone. [{0}] {1}"
+)
 
 
 class TurnInProgress(Exception):
@@ -485,10 +498,12 @@ class Agent:
             except Exception:  # the cell is in the document; the room retries saving on its own
                 log.warning("saving notebook %s failed", self.notebook.path, exc_info=True)
 
+        came_back: tuple[str, str] | None = None
         try:
             if self._stop_requested:  # Stop arrived while the cell was being written
                 result = ExecutionResult(status="skipped", note=NOT_SENT_NOTE)
             else:
+                came_back = await self.hooks.before_cell(self)
                 result = await self.kernel.execute(code, write, self.config.cell_timeout, on_state)
         except asyncio.CancelledError:
             await close_cell(None)
@@ -515,6 +530,11 @@ class Agent:
             self._record_result(turn, call, cell.cell_id, failed)
             self._record_error(turn, failed.note, "kernel")
             return
+        if came_back is not None:
+            result.note = "\n".join(
+                n for n in (RESTORED_BEFORE_NOTE.format(*came_back), result.note) if n
+            )
+            self.notice(*came_back, turn=turn)
         restored = None
         if result.restarted is not None:
             restored = await self.hooks.after_restart(self, result.restarted)

@@ -273,6 +273,7 @@ class AgentRuntime:
             turn_ended=self._turn_ended,
             before_turn=self.snapshots.before_turn,
             after_restart=self.snapshots.after_restart,
+            before_cell=self.snapshots.before_cell,
         )
 
     def _inbox_for(self, session_id: str) -> Callable[[], list[InboxMessage]]:

@@ -305,6 +305,25 @@ class SnapshotKeeper:
         if task is not None:
             await asyncio.shield(task)
 
+    async def before_cell(self, agent: Agent) -> tuple[str, str] | None:
+        """Agent hook: the kernel died while the model was thinking (a restart noticed in a
+        turn): the snapshot comes back before the turn's next cell, which tells the model."""
+        if agent.session_id not in self._due:
+            return None
+        task = self._restoring.get(agent.session_id)
+        if task is not None:
+            await asyncio.shield(task)
+            return None
+        self._due.pop(agent.session_id, None)
+        generation = _generation(agent.kernel)
+        if generation is not None and self._restored_in.get(agent.session_id) == generation:
+            return None  # this kernel process got the snapshot already
+        came_back = await self._restore(agent)
+        reported = getattr(agent.kernel, "restart_reported", None)
+        if reported is not None:
+            reported()  # the cell's note says it; no second "variables are gone"
+        return came_back
+
     async def after_restart(self, agent: Agent, restarted: KernelRestart) -> tuple[str, str] | None:
         """Agent hook: the kernel restarted under an agent cell. The snapshot comes back after
         a death or the harness's own restart; (kind, text) for the cell's observation."""
