@@ -78,14 +78,19 @@ def host(jp_serverapp: Any, http_server: Any, jp_asyncio_loop: Any) -> Any:
     jp_serverapp.web_app.settings.pop("file_id_manager", None)
 
 
+def local_kernel(loop: Any) -> Iterator[AsyncKernelManager]:
+    """A local kernel of its own (no server) for the fixture's lifetime."""
+    km = AsyncKernelManager(kernel_name="python3")
+    loop.run_until_complete(km.start_kernel())
+    yield km
+    if km.has_kernel:
+        loop.run_until_complete(km.shutdown_kernel(now=True))
+
+
 @pytest.fixture
 def kernel(jp_asyncio_loop: Any) -> Iterator[AsyncKernelManager]:
     """A local kernel of its own (no server), for executor and loop tests."""
-    km = AsyncKernelManager(kernel_name="python3")
-    jp_asyncio_loop.run_until_complete(km.start_kernel())
-    yield km
-    if km.has_kernel:
-        jp_asyncio_loop.run_until_complete(km.shutdown_kernel(now=True))
+    yield from local_kernel(jp_asyncio_loop)
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from prime_agent_lab.core.snapshots import (
 )
 from prime_agent_lab.providers import make_provider
 
-from .conftest import next_event, run_turn, use_script, wait_for
+from .conftest import local_kernel, next_event, run_turn, use_script, wait_for
 from .test_session_resume import restarted_host
 
 SETUP = """
@@ -82,11 +82,7 @@ print("all equal")
 
 @pytest.fixture
 def second_kernel(jp_asyncio_loop: Any) -> Iterator[AsyncKernelManager]:
-    km = AsyncKernelManager(kernel_name="python3")
-    jp_asyncio_loop.run_until_complete(km.start_kernel())
-    yield km
-    if km.has_kernel:
-        jp_asyncio_loop.run_until_complete(km.shutdown_kernel(now=True))
+    yield from local_kernel(jp_asyncio_loop)
 
 
 @pytest.fixture
@@ -317,26 +313,29 @@ def saved_names(session_dir: Path) -> set[str]:
     return {e["name"] for e in manifest.get("saved", [])}
 
 
+async def snapshotted_agent(host: Any, path: str, script: str, saved: set[str]) -> Any:
+    """An agent whose first turn ("set x") ran `script` and whose snapshot now holds `saved`."""
+    use_script(host, script)
+    quick_snapshots(host)
+    agent = await host.attach(path)
+    await run_turn(host, agent.session_id, "set x")
+    await wait_for(lambda: saved_names(agent.session.directory) == saved)
+    return agent
+
+
 async def test_variables_come_back_after_the_kernel_process_is_killed_and_the_model_is_told(
     host: Any, make_notebook: Any, agent_script: Any
 ) -> None:
-    use_script(
-        host,
-        agent_script(
-            [
-                {"code": "x = 41\nitems = [1, 2]"},
-                {"text": "set"},
-                {"code": "print(x + len(items) - 1)"},
-                {"text": "{last_output_line}"},
-            ]
-        ),
+    script = agent_script(
+        [
+            {"code": "x = 41\nitems = [1, 2]"},
+            {"text": "set"},
+            {"code": "print(x + len(items) - 1)"},
+            {"text": "{last_output_line}"},
+        ]
     )
-    quick_snapshots(host)
-    agent = await host.attach(make_notebook("killed.ipynb"))
+    agent = await snapshotted_agent(host, make_notebook("killed.ipynb"), script, {"x", "items"})
     queue = agent.events.subscribe()
-    await run_turn(host, agent.session_id, "set x")
-    session_dir = agent.session.directory
-    await wait_for(lambda: saved_names(session_dir) == {"x", "items"})
     km = host.serverapp.kernel_manager.get_kernel(agent.kernel.kernel_id)
 
     os.kill(km.provisioner.pid, signal.SIGKILL)
@@ -388,22 +387,16 @@ async def test_a_reopened_session_gets_its_variables_back_in_a_fresh_kernel(
 async def test_a_kernel_that_dies_under_an_agent_cell_comes_back_with_its_variables(
     host: Any, make_notebook: Any, agent_script: Any
 ) -> None:
-    use_script(
-        host,
-        agent_script(
-            [
-                {"code": "x = 41"},
-                {"text": "set"},
-                {"code": "import os\nos.kill(os.getpid(), 9)"},
-                {"code": "print(x + 1)"},
-                {"text": "{last_output_line}"},
-            ]
-        ),
+    script = agent_script(
+        [
+            {"code": "x = 41"},
+            {"text": "set"},
+            {"code": "import os\nos.kill(os.getpid(), 9)"},
+            {"code": "print(x + 1)"},
+            {"text": "{last_output_line}"},
+        ]
     )
-    quick_snapshots(host)
-    agent = await host.attach(make_notebook("dies.ipynb"))
-    await run_turn(host, agent.session_id, "set x")
-    await wait_for(lambda: saved_names(agent.session.directory) == {"x"})
+    agent = await snapshotted_agent(host, make_notebook("dies.ipynb"), script, {"x"})
 
     ended = await run_turn(host, agent.session_id, "crash and use x", timeout=90)
 
@@ -437,22 +430,16 @@ def test_the_snapshot_benchmark_runs_at_small_size() -> None:
 async def test_a_restart_from_the_kernel_menu_is_not_undone_and_the_notice_says_how_to_restore(
     jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
 ) -> None:
-    use_script(
-        host,
-        agent_script(
-            [
-                {"code": "x = 41"},
-                {"text": "set"},
-                {"code": "print('x' in dir())"},
-                {"text": "{last_output_line}"},
-            ]
-        ),
+    script = agent_script(
+        [
+            {"code": "x = 41"},
+            {"text": "set"},
+            {"code": "print('x' in dir())"},
+            {"text": "{last_output_line}"},
+        ]
     )
-    quick_snapshots(host)
-    agent = await host.attach(make_notebook("menu.ipynb"))
+    agent = await snapshotted_agent(host, make_notebook("menu.ipynb"), script, {"x"})
     queue = agent.events.subscribe()
-    await run_turn(host, agent.session_id, "set x")
-    await wait_for(lambda: saved_names(agent.session.directory) == {"x"})
 
     await jp_fetch("api", "kernels", agent.kernel.kernel_id, "restart", method="POST", body="{}")
 
@@ -477,11 +464,7 @@ async def test_a_kernel_killed_while_the_model_thinks_mid_turn_comes_back_before
             {"text": "done"},
         ]
     )
-    use_script(host, script)
-    quick_snapshots(host)
-    agent = await host.attach(make_notebook("mid-turn.ipynb"))
-    await run_turn(host, agent.session_id, "set x")
-    await wait_for(lambda: saved_names(agent.session.directory) == {"x"})
+    agent = await snapshotted_agent(host, make_notebook("mid-turn.ipynb"), script, {"x"})
     # the model "thinks" 8 s before each step: the death is seen before the next cell
     agent.set_provider(make_provider("scripted", None, script_path=script, step_delay=8))
     queue = agent.events.subscribe()
