@@ -351,6 +351,72 @@ async def test_variables_come_back_after_the_kernel_process_is_killed_and_the_mo
     assert "x" in told and told.endswith("use x")
 
 
+async def test_the_death_notice_does_not_say_everything_is_gone_when_a_snapshot_comes_back(
+    host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(host, agent_script([{"code": "x = 41"}, {"text": "set"}]))
+    quick_snapshots(host)
+    agent = await host.attach(make_notebook("killed-wording.ipynb"))
+    queue = agent.events.subscribe()
+    await run_turn(host, agent.session_id, "set x")
+    await wait_for(lambda: saved_names(agent.session.directory) == {"x"})
+    km = host.serverapp.kernel_manager.get_kernel(agent.kernel.kernel_id)
+
+    os.kill(km.provisioner.pid, signal.SIGKILL)
+
+    died = await next_event(queue, "notice", timeout=60)
+    assert died["kind"] == "kernel_died"
+    assert "are gone" not in died["text"]
+    assert "snapshot" in died["text"]
+    assert (await next_event(queue, "notice", timeout=60))["kind"] == RESTORED
+
+
+async def test_a_kernel_without_a_snapshot_still_says_its_variables_are_gone(
+    host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(host, agent_script([{"code": "x = 41"}, {"text": "set"}]))
+    agent = await host.attach(make_notebook("killed-no-snapshot.ipynb"))
+    queue = agent.events.subscribe()
+    km = host.serverapp.kernel_manager.get_kernel(agent.kernel.kernel_id)
+
+    os.kill(km.provisioner.pid, signal.SIGKILL)
+
+    died = await next_event(queue, "notice", timeout=60)
+    assert died["kind"] == "kernel_died"
+    assert "all variables and imports are gone" in died["text"]
+
+
+async def test_a_cell_whose_kernel_died_says_the_snapshot_came_back_not_that_all_is_gone(
+    host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(
+        host,
+        agent_script(
+            [
+                {"code": "x = 41"},
+                {"text": "set"},
+                {"code": "import os\nos.kill(os.getpid(), 9)"},
+                {"text": "after"},
+            ]
+        ),
+    )
+    quick_snapshots(host)
+    agent = await host.attach(make_notebook("dies-wording.ipynb"))
+    await run_turn(host, agent.session_id, "set x")
+    await wait_for(lambda: saved_names(agent.session.directory) == {"x"})
+
+    await run_turn(host, agent.session_id, "crash", timeout=90)
+
+    died = [e for e in agent.session.path() if e["type"] == "tool_result"][-1]
+    assert died["status"] == "died"
+    assert "re-create what you need" not in died["observation"]
+    assert "are gone" not in died["observation"].split(f"[{RESTORED}]")[0]
+    assert f"[{RESTORED}] Kernel variables restored from the snapshot" in died["observation"]
+    notice = [e for e in agent.session.path() if e["type"] == "notice"]
+    died_notice = next(e for e in notice if e["kind"] == "kernel_died")
+    assert "re-create what you need" not in died_notice["text"]
+
+
 async def test_a_reopened_session_gets_its_variables_back_in_a_fresh_kernel(
     host: Any, make_notebook: Any, agent_script: Any
 ) -> None:

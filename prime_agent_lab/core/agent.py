@@ -35,6 +35,7 @@ from .ports import (
 from .prompts import PromptSettings, build_system_prompt
 from .redaction import Redactor, StreamRedactor
 from .sessions import SessionLog
+from .snapshots import RESTORED
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,13 @@ class AgentHooks:
     )
     before_cell: Callable[[Agent], Awaitable[tuple[str, str] | None]] = _nothing_before_cell
 
+
+# Replaces the executor's "all variables are gone" once the snapshot is back in the new process.
+DIED_AND_RESTORED_NOTE = (
+    "[kernel died] The kernel process exited while this cell ran. It was restarted and the "
+    "variables of its last snapshot were put back (listed below); what was set after that "
+    "snapshot, this cell's work included, is gone."
+)
 
 RESTORED_BEFORE_NOTE = (
     "[kernel restarted] The kernel restarted while you were thinking, before this cell ran; "
@@ -538,6 +546,8 @@ class Agent:
         restored = None
         if result.restarted is not None:
             restored = await self.hooks.after_restart(self, result.restarted)
+        if restored is not None and restored[0] == RESTORED and result.restarted == "died":
+            result.note = DIED_AND_RESTORED_NOTE
         await close_cell(result.execution_count, _notebook_note(result))
         restart_note = result.note
         if restored is not None:

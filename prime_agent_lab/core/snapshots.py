@@ -231,6 +231,9 @@ class SnapshotKeeper:
     def directory(self, session_id: str) -> Path:
         return state_directory(self._session_dir(session_id))
 
+    def has_snapshot(self, session_id: str) -> bool:
+        return (self.directory(session_id) / MANIFEST).exists()
+
     # ------------------------------------------------------------ agents
 
     def agent_started(self, agent: Agent) -> None:

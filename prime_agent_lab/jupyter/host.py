@@ -143,10 +143,7 @@ class AgentHost:
                 ),
             )
         elif auto:
-            kind, text = (
-                "kernel_died",
-                ("The kernel died and was restarted: all variables and imports are gone."),
-            )
+            kind, text = "kernel_died", self._death_notice(agent.session_id)
         else:
             kind, text = (
                 "kernel_restarted_externally",
@@ -156,6 +153,15 @@ class AgentHost:
                 ),
             )
         agent.notice(kind, text)
+
+    def _death_notice(self, session_id: str) -> str:
+        if self.runtime.snapshots.has_snapshot(session_id):
+            # the restore notice that follows lists what came back
+            return (
+                "The kernel died and was restarted: its variables and imports are being "
+                "restored from the last kernel snapshot; what was set after it is gone."
+            )
+        return "The kernel died and was restarted: all variables and imports are gone."
 
     def _track_auto_restarts(self, kernel_id: str) -> None:
         km = self._kernel_manager.get_kernel(kernel_id)
