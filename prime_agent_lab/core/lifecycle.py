@@ -20,11 +20,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .agent import Agent
-    from .runtime import AgentRuntime
+from .agent_view import AgentView
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +38,30 @@ def sweep_interval(evict_after: float) -> float:
     return min(max(evict_after / 3, MIN_SWEEP), MAX_SWEEP)
 
 
+class EvictingRuntime(Protocol):
+    """What eviction needs of the runtime (core/runtime.py), which owns the lifecycle."""
+
+    agents: dict[str, Any]
+    settings: Any
+    family: Any
+    environment: Any
+    mailbox: Any
+
+    def descendants(self, session_id: str) -> list[str]: ...
+
+    def loading_lock(self, session_id: str) -> asyncio.Lock: ...
+
+    def detach(self, agent: Any) -> None: ...
+
+    def child_left_memory(self, child: Any) -> None: ...
+
+    async def save_snapshot(self, session_id: str, reason: str) -> dict[str, Any]: ...
+
+    async def release_agent_kernel(self, agent: Any) -> None: ...
+
+
 class Lifecycle:
-    def __init__(self, runtime: AgentRuntime) -> None:
+    def __init__(self, runtime: EvictingRuntime) -> None:
         self._runtime = runtime
         self._last_activity: dict[str, float] = {}
         self._pins: list[Pin] = []
@@ -51,7 +71,7 @@ class Lifecycle:
 
     # ------------------------------------------------------------ tracking
 
-    def agent_started(self, agent: Agent) -> None:
+    def agent_started(self, agent: AgentView) -> None:
         self.evicted.discard(agent.session_id)
         self._touch(agent.session_id)
         agent.events.add_listener(lambda event: self._touch(agent.session_id))
@@ -95,7 +115,7 @@ class Lifecycle:
                 evicted.append(agent.session_id)
         return evicted
 
-    def evictable(self, agent: Agent) -> bool:
+    def evictable(self, agent: AgentView) -> bool:
         runtime = self._runtime
         evict_after = runtime.settings.evict_after
         session_id = agent.session_id
@@ -110,7 +130,7 @@ class Lifecycle:
             and runtime.agents.get(session_id) is agent
         )
 
-    def held(self, agent: Agent) -> bool:
+    def held(self, agent: AgentView) -> bool:
         """Something keeps the agent loaded whatever its idle time."""
         runtime = self._runtime
         session_id = agent.session_id
@@ -126,7 +146,7 @@ class Lifecycle:
                 return True
         return False
 
-    async def evict(self, agent: Agent) -> bool:
+    async def evict(self, agent: AgentView) -> bool:
         """Snapshot, stop the kernel, leave memory. False (and nothing changed) when the
         snapshot fails or the agent was addressed meanwhile."""
         runtime = self._runtime

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .agent_view import AgentView
 from .pending_kernel import PendingKernel
 from .ports import KernelPort, KernelRestart
 from .text import preview
 
 if TYPE_CHECKING:
-    from .agent import Agent
     from .events import Event
 
 log = logging.getLogger(__name__)
@@ -236,7 +236,7 @@ class SnapshotKeeper:
 
     # ------------------------------------------------------------ agents
 
-    def agent_started(self, agent: Agent) -> None:
+    def agent_started(self, agent: AgentView) -> None:
         """An agent on a session: a snapshot of it comes back into its (fresh) kernel."""
         if (self.directory(agent.session_id) / MANIFEST).exists():
             self._due[agent.session_id] = "start"
@@ -248,7 +248,7 @@ class SnapshotKeeper:
             timer.cancel()
         self._due.pop(session_id, None)
 
-    def kernel_switched(self, agent: Agent) -> None:
+    def kernel_switched(self, agent: AgentView) -> None:
         """The agent moved to another kernel (the notebook got a new one): its snapshot comes
         back if that kernel holds no user variables yet."""
         if (self.directory(agent.session_id) / MANIFEST).exists():
@@ -260,13 +260,13 @@ class SnapshotKeeper:
             timer.cancel()
         self._timers.clear()
 
-    def kernel_bound(self, agent: Agent) -> None:
+    def kernel_bound(self, agent: AgentView) -> None:
         """The agent has its kernel: a restore that is due starts now, so the variables are back
         as soon as the notebook is open, before anyone asks the agent."""
         if agent.session_id in self._due and not agent.running:
             self._start_restore(agent)
 
-    def _on_event(self, agent: Agent, event: Event) -> None:
+    def _on_event(self, agent: AgentView, event: Event) -> None:
         kind = event["type"]
         if kind == "turn_started":
             timer = self._timers.pop(agent.session_id, None)
@@ -277,7 +277,7 @@ class SnapshotKeeper:
         elif kind == "notice" and event.get("turn") is None:
             self._between_turns_restart(agent, str(event.get("kind", "")))
 
-    def _between_turns_restart(self, agent: Agent, notice: str) -> None:
+    def _between_turns_restart(self, agent: AgentView, notice: str) -> None:
         """A restart no agent cell reported (the host saw it happen between turns)."""
         why = RESTORE_AFTER_NOTICE.get(notice)
         if why is not None:
@@ -299,7 +299,7 @@ class SnapshotKeeper:
 
     # ------------------------------------------------------------ restore
 
-    async def before_turn(self, agent: Agent) -> None:
+    async def before_turn(self, agent: AgentView) -> None:
         """Agent hook: a restore that is due (or under way) finishes before the turn's message,
         so what it says reaches the model with that message."""
         if agent.session_id in self._due:
@@ -308,7 +308,7 @@ class SnapshotKeeper:
         if task is not None:
             await asyncio.shield(task)
 
-    async def before_cell(self, agent: Agent) -> tuple[str, str] | None:
+    async def before_cell(self, agent: AgentView) -> tuple[str, str] | None:
         """Agent hook: the kernel died while the model was thinking (a restart noticed in a
         turn): the snapshot comes back before the turn's next cell, which tells the model."""
         if agent.session_id not in self._due:
@@ -327,7 +327,9 @@ class SnapshotKeeper:
             reported()  # the cell's note says it; no second "variables are gone"
         return came_back
 
-    async def after_restart(self, agent: Agent, restarted: KernelRestart) -> tuple[str, str] | None:
+    async def after_restart(
+        self, agent: AgentView, restarted: KernelRestart
+    ) -> tuple[str, str] | None:
         """Agent hook: the kernel restarted under an agent cell. The snapshot comes back after
         a death or the harness's own restart; (kind, text) for the cell's observation."""
         directory = self.directory(agent.session_id)
@@ -338,7 +340,7 @@ class SnapshotKeeper:
         self._due.pop(agent.session_id, None)
         return await self._restore(agent)
 
-    def _start_restore(self, agent: Agent) -> None:
+    def _start_restore(self, agent: AgentView) -> None:
         if self._due.pop(agent.session_id, None) is None:
             return
         generation = _generation(agent.kernel)
@@ -351,14 +353,14 @@ class SnapshotKeeper:
         self._restoring[agent.session_id] = task
         task.add_done_callback(lambda _: self._restoring.pop(agent.session_id, None))
 
-    async def _restore_between_turns(self, agent: Agent) -> None:
+    async def _restore_between_turns(self, agent: AgentView) -> None:
         kind, text = await self._restore(agent)
         reported = getattr(agent.kernel, "restart_reported", None)
         if reported is not None:
             reported()
         agent.notice(kind, text)
 
-    async def _restore(self, agent: Agent) -> tuple[str, str]:
+    async def _restore(self, agent: AgentView) -> tuple[str, str]:
         session_dir = self._session_dir(agent.session_id)
         try:
             report = await restore_snapshot(agent.kernel, session_dir)
@@ -370,7 +372,7 @@ class SnapshotKeeper:
 
     # ------------------------------------------------------------ save
 
-    def _schedule_save(self, agent: Agent) -> None:
+    def _schedule_save(self, agent: AgentView) -> None:
         timer = self._timers.pop(agent.session_id, None)
         if timer is not None:
             timer.cancel()
@@ -379,18 +381,18 @@ class SnapshotKeeper:
             self._settings().debounce, self._save_after_turn, agent
         )
 
-    def _save_after_turn(self, agent: Agent) -> None:
+    def _save_after_turn(self, agent: AgentView) -> None:
         self._timers.pop(agent.session_id, None)
         if not agent.running:
             self._spawn(self._save_quietly(agent))
 
-    async def _save_quietly(self, agent: Agent) -> None:
+    async def _save_quietly(self, agent: AgentView) -> None:
         try:
             await self.save(agent)
         except Exception as exc:
             log.warning("the kernel snapshot of %s failed: %s", agent.session_id, exc)
 
-    async def save(self, agent: Agent) -> dict[str, Any]:
+    async def save(self, agent: AgentView) -> dict[str, Any]:
         """Snapshot now (one at a time per agent: a second caller shares the running one)."""
         running = self._saving.get(agent.session_id)
         if running is not None and not running.done():
