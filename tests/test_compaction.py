@@ -16,23 +16,14 @@ from prime_agent_lab.core.sessions import SUMMARY_LABEL
 from prime_agent_lab.core.tokens import estimate_tokens
 from prime_agent_lab.headless import HeadlessRun
 
+from .test_subagents import WAIT_FOR_CHILDREN
+
 WINDOW = 8_000
 SMALL = {
     "context_window": WINDOW,
     "compaction_reserve_tokens": 2_000,
     "compaction_keep_recent_tokens": 2_000,
 }
-
-WAIT_FOR_CHILD = (
-    "import asyncio, time\n"
-    "deadline = time.time() + 60\n"
-    "while time.time() < deadline:\n"
-    "    subs = await rlm.list_subagents()\n"
-    "    if subs and all(s.status in ('completed', 'replied', 'error') for s in subs):\n"
-    "        break\n"
-    "    await asyncio.sleep(0.05)\n"
-    "print(sorted((s.name, s.status) for s in subs))"
-)
 
 
 class RecordingProvider:
@@ -96,7 +87,7 @@ async def test_a_session_past_the_threshold_compacts_by_itself_and_keeps_its_his
     )
     turns = [
         {"code": 'h = await rlm("count words", name="kid")\nprint(h.name)'},
-        {"code": WAIT_FOR_CHILD},
+        {"code": WAIT_FOR_CHILDREN},
         *[filler(i) for i in range(8)],
         {"code": send},
         {"code": check_history},
