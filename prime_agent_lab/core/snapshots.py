@@ -318,14 +318,9 @@ class SnapshotKeeper:
             await asyncio.shield(task)
             return None
         self._due.pop(agent.session_id, None)
-        generation = _generation(agent.kernel)
-        if generation is not None and self._restored_in.get(agent.session_id) == generation:
-            return None  # this kernel process got the snapshot already
-        came_back = await self._restore(agent)
-        reported = getattr(agent.kernel, "restart_reported", None)
-        if reported is not None:
-            reported()  # the cell's note says it; no second "variables are gone"
-        return came_back
+        if self._restored_into_this_process(agent):
+            return None
+        return await self._restore_told(agent)  # the cell's note tells it
 
     async def after_restart(
         self, agent: AgentView, restarted: KernelRestart
@@ -343,9 +338,8 @@ class SnapshotKeeper:
     def _start_restore(self, agent: AgentView) -> None:
         if self._due.pop(agent.session_id, None) is None:
             return
-        generation = _generation(agent.kernel)
-        if generation is not None and self._restored_in.get(agent.session_id) == generation:
-            return  # this kernel process got the snapshot already (a late restart notice)
+        if self._restored_into_this_process(agent):
+            return  # a late restart notice
         current = self._restoring.get(agent.session_id)
         if current is not None and not current.done():
             return
@@ -354,11 +348,21 @@ class SnapshotKeeper:
         task.add_done_callback(lambda _: self._restoring.pop(agent.session_id, None))
 
     async def _restore_between_turns(self, agent: AgentView) -> None:
-        kind, text = await self._restore(agent)
+        agent.notice(*await self._restore_told(agent))
+
+    def _restored_into_this_process(self, agent: AgentView) -> bool:
+        """Whether the kernel process running now got the snapshot already."""
+        generation = _generation(agent.kernel)
+        return generation is not None and self._restored_in.get(agent.session_id) == generation
+
+    async def _restore_told(self, agent: AgentView) -> tuple[str, str]:
+        """Restore, and tell the kernel port the agent hears of it from what this returns, so
+        its next cell does not also say the variables are gone."""
+        came_back = await self._restore(agent)
         reported = getattr(agent.kernel, "restart_reported", None)
         if reported is not None:
             reported()
-        agent.notice(kind, text)
+        return came_back
 
     async def _restore(self, agent: AgentView) -> tuple[str, str]:
         session_dir = self._session_dir(agent.session_id)
