@@ -25,7 +25,6 @@ import pytest
 from prime_agent_lab.adapters.file_notebook import FileNotebook
 from prime_agent_lab.core.agent import Agent, AgentConfig
 from prime_agent_lab.core.mailbox import MAILBOX_FILE, REACH
-from prime_agent_lab.core.ports import OutputEvent
 from prime_agent_lab.core.runtime import AgentRuntime
 from prime_agent_lab.core.sessions import SessionRepository
 from prime_agent_lab.headless import NOTEBOOK_OUTPUT_CAP, HeadlessRun
@@ -33,7 +32,7 @@ from prime_agent_lab.jupyter.host import AgentHost
 from prime_agent_lab.providers import make_provider
 
 from .conftest import read_saved_notebook, use_script, wait_for
-from .test_messaging import NUCLEAR  # the same tree: root, a, b, grandchild g, root2
+from .test_messaging import NUCLEAR, run_in_kernel  # NUCLEAR: root, a, b, grandchild g, root2
 
 ROOT = "analysis.ipynb"
 POOL_SIZE = 2
@@ -305,21 +304,6 @@ def printed(agent: Agent, marker: str = "RESULT") -> list[Any]:
             if line.startswith(marker):
                 found.append(json.loads(line[len(marker) :]))
     return found
-
-
-async def run_in_kernel(agent: Agent, code: str) -> str:
-    """Run `code` in the agent's kernel as a user cell would (its bridge calls act as it)."""
-    out: list[str] = []
-
-    def collect(event: OutputEvent) -> None:
-        output = event.output or {}
-        if output.get("output_type") == "stream":
-            out.append(str(output.get("text", "")))
-        elif output.get("output_type") == "error":
-            out.append(f"{output.get('ename')}: {output.get('evalue')}")
-
-    await agent.kernel.execute(code, collect, CELL_TIMEOUT)
-    return "".join(out)
 
 
 def child_named(tree: TreePath, parent: Agent, name: str) -> Agent:
