@@ -5,30 +5,12 @@ It checks that the benchmark still works against the product (it must run, not m
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
+from .bench_runs import run_bench
 
 
 def test_loop_benchmark_smoke_run_prints_its_tables() -> None:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(ROOT), str(ROOT / "kernel_ext"), env.get("PYTHONPATH", "")) if p
-    )
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bench_loop.py"), "--smoke"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=170,
-    )
-
-    assert done.returncode == 0, done.stdout + done.stderr
-    lines = done.stdout.splitlines()
+    out = run_bench("bench_loop.py", "--smoke")
+    lines = out.splitlines()
     assert any(line.startswith("path      provider   stream  context  cells") for line in lines)
     assert any(line.startswith("provider   stream  start->1st request") for line in lines)
     rows = [line.split() for line in lines if line.startswith(("headless ", "server "))]
@@ -39,32 +21,12 @@ def test_loop_benchmark_smoke_run_prints_its_tables() -> None:
         ("server", "anthropic", "off", "0"),
         ("server", "anthropic", "off", "2"),
     }
-    assert "bare round trip over the whole run" in done.stdout
+    assert "bare round trip over the whole run" in out
 
 
 def test_startup_benchmark_smoke_run_prints_its_table() -> None:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(ROOT), str(ROOT / "kernel_ext"), env.get("PYTHONPATH", "")) if p
-    )
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "bench_startup.py"),
-            "--runs",
-            "1",
-            "--providers",
-            "openai",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-    assert done.returncode == 0, done.stdout + done.stderr
-    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("openai ")]
+    out = run_bench("bench_startup.py", "--runs", "1", "--providers", "openai", timeout=120)
+    rows = [line.split() for line in out.splitlines() if line.startswith("openai ")]
     assert len(rows) == 1 and len(rows[0]) == 6
     python, sdk_import, floor, cli, ours = map(float, rows[0][1:])
     assert min(python, sdk_import, floor, cli) > 0  # it must run, not meet a time

@@ -3,31 +3,13 @@ time): every table it prints is there and its figures are measured, not missing.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from .bench_runs import run_bench
 
 
 def test_subagent_benchmark_smoke_run_prints_all_four_measurements() -> None:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(ROOT), str(ROOT / "kernel_ext"), env.get("PYTHONPATH", "")) if p
-    )
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bench_subagents.py"), "--smoke"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-
-    assert done.returncode == 0, done.stdout + done.stderr
-    out = done.stdout
+    out = run_bench("bench_subagents.py", "--smoke", timeout=240)
     assert re.search(r"\(a\) admission .* n=2\n    median [\d.]+ ms", out), out
     rows = {line[:22].strip(): line.split() for line in out.splitlines()}
     assert rows["spawn, warm pool"][3] == "2" and len(rows["spawn, warm pool"]) == 11

@@ -7,8 +7,6 @@ import dataclasses
 import json
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ from prime_agent_lab.core.snapshots import (
 )
 from prime_agent_lab.providers import make_provider
 
+from .bench_runs import run_bench
 from .conftest import local_kernel, next_event, run_turn, use_script, wait_for
 from .test_session_resume import restarted_host
 
@@ -480,16 +479,8 @@ async def test_a_kernel_that_dies_under_an_agent_cell_comes_back_with_its_variab
 
 
 def test_the_snapshot_benchmark_runs_at_small_size() -> None:
-    root = Path(__file__).resolve().parent.parent
-    done = subprocess.run(
-        [sys.executable, str(root / "bench" / "bench_snapshots.py"), "--smoke"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-    assert done.returncode == 0, done.stdout + done.stderr
-    rows = [line.split()[0] for line in done.stdout.splitlines()[2:]]
+    out = run_bench("bench_snapshots.py", "--smoke", timeout=120)
+    rows = [line.split()[0] for line in out.splitlines()[2:]]
     assert rows == ["small", "arrays", "mixed"]
 
 
