@@ -1,0 +1,273 @@
+"""The live harness panel (`prime_agent_kernel.harness_panel`, docs/harness.md "The panel").
+
+The first tests drive the widget against a small in-process stand-in for the host's
+`harness.watch` long poll; the kernel test below builds it in a real kernel against the real host.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+import ipywidgets as widgets
+import pytest
+from prime_agent_kernel.harness_panel import HarnessPanel, build_panel, edit_diff
+
+
+def entry(kind: str, id_: str, title: str, content: str, version: int = 1, **extra: Any) -> dict:
+    return {
+        "id": id_,
+        "kind": kind,
+        "title": title,
+        "content": content,
+        "path": "general",
+        "scope": extra.pop("scope", "local"),
+        "reference": None,
+        "arguments": None,
+        "metadata": {},
+        "source": "agent",
+        "created_at": "2026-11-30T10:00:00+00:00",
+        "updated_at": f"2026-11-30T10:0{version}:00+00:00",
+        "version": version,
+        **extra,
+    }
+
+
+REFINEMENT = {
+    "id": "r1",
+    "trigger": "user",
+    "scope": "local",
+    "instructions": "promote the retry pattern",
+    "summary": "Retry flaky tests",
+    "rationale": "three failures in a row were flaky",
+    "expected_outcome": "fewer reruns",
+    "harness_version": {"local": 3, "global": 0},
+    "created_at": "2026-11-30T11:00:00+00:00",
+    "rollback_of": None,
+    "edits": [
+        {
+            "action": "update",
+            "kind": "memory",
+            "id": "flaky_test",
+            "applied": True,
+            "error": None,
+            "before": entry("memory", "flaky_test", "flaky test", "retry three times"),
+            "after": entry("memory", "flaky_test", "flaky test", "retry five times", 2),
+        },
+        {
+            "action": "update",
+            "kind": "prompt",
+            "id": "base_system_prompt",
+            "applied": False,
+            "error": "the base system prompt is not editable",
+            "before": None,
+            "after": None,
+        },
+    ],
+}
+
+
+class FakeHost:
+    """`harness.watch` as the host answers it: at once when the caller's stamp is old, else
+    when the state changes or the timeout passes. Records every other call."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self._state = state
+        self._stamp = 1
+        self._changed = threading.Condition()
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.answers: dict[str, Any] = {}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        with self._changed:
+            self._state = state
+            self._stamp += 1
+            self._changed.notify_all()
+
+    def call(self, op: str, payload: dict[str, Any]) -> Any:
+        if op != "harness.watch":
+            self.calls.append((op, payload))
+            answer = self.answers.get(op, {"note": "applied"})
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        with self._changed:
+            self._changed.wait_for(lambda: payload["stamp"] != self._stamp, payload["timeout"])
+            changed = payload["stamp"] != self._stamp
+            return {"stamp": self._stamp, "changed": changed, "state": copy.deepcopy(self._state)}
+
+
+def state(entries: list[dict], refinements: list[dict] | None = None, local: int = 1) -> dict:
+    return {
+        "version": {"local": local, "global": 0},
+        "entries": entries,
+        "refinements": refinements or [],
+        "problems": [],
+    }
+
+
+def tab_html(panel: HarnessPanel, index: int) -> str:
+    """All the HTML text shown in one tab."""
+    texts: list[str] = []
+
+    def walk(widget: widgets.Widget) -> None:
+        if isinstance(widget, widgets.HTML):
+            texts.append(widget.value)
+        for child in getattr(widget, "children", ()):
+            walk(child)
+
+    walk(panel._tabs.children[index])
+    return "\n".join(texts)
+
+
+def buttons(panel: HarnessPanel, index: int, description: str) -> list[widgets.Button]:
+    found: list[widgets.Button] = []
+
+    def walk(widget: widgets.Widget) -> None:
+        if isinstance(widget, widgets.Button) and widget.description == description:
+            found.append(widget)
+        for child in getattr(widget, "children", ()):
+            walk(child)
+
+    walk(panel._tabs.children[index])
+    return found
+
+
+@pytest.fixture
+def fake_panel() -> Any:
+    host = FakeHost(state([entry("memory", "flaky_test", "flaky test", "retry three times")]))
+    panel = build_panel(host.call, watch_timeout=5)
+    assert panel.wait_for_render(1, timeout=10)
+    yield host, panel
+    panel.close()
+
+
+def test_panel_lists_entries_by_kind_with_version_scope_and_time(fake_panel: Any) -> None:
+    _, panel = fake_panel
+    memories = tab_html(panel, 1)
+    assert "flaky test" in memories and "retry three times" in memories
+    assert 'data-version="1"' in memories and 'data-scope="local"' in memories
+    assert "2026-11-30 10:01 UTC" in memories
+    assert panel._tabs.titles == (
+        "Prompt notes (0)",
+        "Memories (1)",
+        "Skills (0)",
+        "Sub-agents (0)",
+        "History (0)",
+    )
+
+
+def test_panel_follows_a_change_made_by_another_writer(fake_panel: Any) -> None:
+    host, panel = fake_panel
+    old_row = panel._tabs.children[1].children[0]
+    skill = entry(
+        "skill",
+        "fit_curve",
+        "fit curve",
+        "Fit a polynomial.",
+        reference={"type": "python", "import": "fit_tools", "callable": "fit"},
+        arguments={"x": "list[float]", "y": "list[float]"},
+        scope="global",
+    )
+    host.set_state(
+        state([entry("memory", "flaky_test", "flaky test", "retry five times", 2), skill], local=2)
+    )
+    assert panel.wait_for_render(2, timeout=10)
+    memories = tab_html(panel, 1)
+    assert "retry five times" in memories and 'data-version="2"' in memories
+    assert "retry three times" not in memories
+    assert old_row.comm is None, "the replaced row's widgets are closed"
+    skills = tab_html(panel, 2)
+    assert "fit_tools.fit(x, y)" in skills and 'data-scope="global"' in skills
+    assert 'data-local="2"' in panel._header.value
+
+
+def test_history_shows_each_edit_with_its_diff_and_rejection(fake_panel: Any) -> None:
+    host, panel = fake_panel
+    host.set_state(state([], [REFINEMENT], local=3))
+    assert panel.wait_for_render(2, timeout=10)
+    history = tab_html(panel, 4)
+    for text in (
+        "Retry flaky tests",
+        "trigger user",
+        "three failures in a row were flaky",
+        "fewer reruns",
+        "produced version local 3 · global 0",
+        "1 applied, 1 rejected",
+        "rejected: the base system prompt is not editable",
+        "-content: retry three times",
+        "+content: retry five times",
+    ):
+        assert text in history, text
+    assert panel._tabs.titles[4] == "History (1)"
+
+
+def test_rollback_button_asks_the_host_and_shows_its_answer(fake_panel: Any) -> None:
+    host, panel = fake_panel
+    host.answers["refine.rollback"] = {"note": "queued: applies at the next turn boundary"}
+    host.set_state(state([], [REFINEMENT]))
+    assert panel.wait_for_render(2, timeout=10)
+    [rollback] = buttons(panel, 4, "Rollback")
+    rollback.click()
+    assert panel.wait_for_answer("queued: applies at the next turn boundary", timeout=10)
+    assert host.calls == [("refine.rollback", {"id": "r1"})]
+    assert "Rollback of r1" in panel.last_answer
+
+
+def test_delete_asks_first_then_calls_the_host_and_shows_an_error(fake_panel: Any) -> None:
+    host, panel = fake_panel
+    host.answers["harness.delete"] = RuntimeError("host refused the call (404): no such entry")
+    [delete] = buttons(panel, 1, "Delete")
+    delete.click()
+    assert host.calls == [] and delete.description == "Confirm delete"
+    delete.click()
+    assert panel.wait_for_answer("no such entry", timeout=10)
+    assert host.calls == [
+        ("harness.delete", {"kind": "memory", "id": "flaky_test", "global": False})
+    ]
+    assert 'data-tone="error"' in panel._answer.value
+
+
+def test_closing_the_panel_stops_its_watcher() -> None:
+    host = FakeHost(state([]))
+    panel = build_panel(host.call, watch_timeout=0.2)
+    assert panel.wait_for_render(1, timeout=10)
+    thread = panel._thread
+    assert thread is not None and thread.is_alive()
+    panel.close()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    host.set_state(state([entry("memory", "late", "late", "after close")]))
+    assert panel.renders == 1
+
+
+def test_watch_errors_show_in_the_panel_and_it_keeps_trying(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    attempts: list[int] = []
+    host = FakeHost(state([entry("memory", "m", "m", "back again")]))
+
+    def flaky(op: str, payload: dict[str, Any]) -> Any:
+        if op == "harness.watch" and not attempts:
+            attempts.append(1)
+            raise RuntimeError("cannot reach the Prime Agent Lab host")
+        return host.call(op, payload)
+
+    monkeypatch.setattr("prime_agent_kernel.harness_panel.RETRY_DELAY", 0.05)
+    panel = HarnessPanel(flaky, watch_timeout=5)
+    panel.start()
+    assert panel.wait_for_answer("Cannot follow the harness", timeout=10)
+    assert panel.wait_for_render(1, timeout=10)
+    assert "back again" in tab_html(panel, 1)
+    panel.close()
+
+
+def test_edit_diff_covers_create_update_and_delete() -> None:
+    before = entry("memory", "m", "m", "line one\nline two")
+    after = entry("memory", "m", "m", "line one\nline 2", 2, metadata={"why": "typo"})
+    diff = edit_diff(before, after)
+    assert "-    line two" in diff and "+    line 2" in diff
+    assert '+metadata: {"why": "typo"}' in diff
+    assert edit_diff(None, after)[0] == "--- (none)"
+    assert edit_diff(before, None)[1] == "+++ (deleted)"
