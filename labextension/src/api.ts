@@ -126,6 +126,39 @@ export class AgentApiClient {
     );
   }
 
+  // ------------------------------------------------ refine (README "Refine")
+
+  /** Schedule a refinement of the session's harness (planned in the background). */
+  refine(sessionId: string, instructions: string | null, global: boolean): Promise<unknown> {
+    const body: Record<string, string | boolean> = { global };
+    if (instructions) {
+      body.instructions = instructions;
+    }
+    return this._request<unknown>(
+      `sessions/${encodeURIComponent(sessionId)}/refine`,
+      'POST',
+      body
+    );
+  }
+
+  /** The refinements the session sees (local and global), newest last. */
+  async listRefinements(sessionId: string): Promise<unknown[]> {
+    const answer = await this._request<{ refinements?: unknown }>(
+      `sessions/${encodeURIComponent(sessionId)}/refinements`
+    );
+    return Array.isArray(answer?.refinements) ? answer.refinements : [];
+  }
+
+  /** Roll a refinement back (applied at the next turn boundary, recorded as a refinement). */
+  rollbackRefinement(sessionId: string, refinementId: string, global: boolean): Promise<unknown> {
+    return this._request<unknown>(
+      `sessions/${encodeURIComponent(sessionId)}/refinements/` +
+        `${encodeURIComponent(refinementId)}/rollback`,
+      'POST',
+      global ? { global } : {}
+    );
+  }
+
   async postBinding(options: IBindingOptions): Promise<void> {
     const body: Record<string, string> = {
       path: options.path,

@@ -11,6 +11,12 @@ import { linkButton, renderEntry, type IEntryViewContext } from './entryViews';
 import { primeAgentIcon } from './icons';
 import { describe, type NotebookAgent } from './notebookAgent';
 import {
+  describeRefineAnswer,
+  parseRefineCommand,
+  renderRefineForm,
+  type RefineCommand
+} from './refine';
+import {
   WAITING_TEXT,
   type IMessageOrigin,
   type TranscriptChange,
@@ -34,6 +40,8 @@ export interface IChatPanelOptions {
   renderMarkdown?: IEntryViewContext['renderMarkdown'];
   /** The "follow the agent's cells in the notebook" switch. */
   followCells: FollowCellsSetting;
+  /** Shows the live harness panel for the notebook (the "Harness" button). */
+  openHarness?: (agent: NotebookAgent) => Promise<string>;
 }
 
 /** Distance from the bottom (px) within which the transcript keeps following. */
@@ -57,7 +65,12 @@ export class ChatPanel extends Widget {
     this._newSessionButton.addEventListener('click', () => {
       void this._agent?.startNewSession();
     });
-    titleRow.append(title, this._newSessionButton);
+    this._harnessButton = button('pal-harness', 'Harness', 'pal-harness');
+    this._harnessButton.title =
+      'Show the agent’s harness (notes, memories, skills, sub-agents, refinements) live; ' +
+      'it works while the agent runs a cell';
+    this._harnessButton.addEventListener('click', () => void this._openHarness());
+    titleRow.append(title, this._harnessButton, this._newSessionButton);
     this._notebookLabel = div('pal-notebook', 'pal-notebook-path');
     this._familyLine = div('pal-family', 'pal-family');
     this._statusLine = div('pal-status', 'pal-status');
@@ -83,7 +96,7 @@ export class ChatPanel extends Widget {
     this._input.dataset.testid = 'pal-chat-input';
     this._input.rows = 3;
     this._input.placeholder =
-      'Ask the agent… (Enter sends, Shift+Enter for a new line; /tree, /fork, /clone)';
+      'Ask the agent… (Enter sends, Shift+Enter for a new line; /tree, /fork, /clone, /refine)';
     this._input.addEventListener('keydown', event => this._onInputKey(event));
     this._input.addEventListener('input', () => this._updateControls());
     const actions = div('pal-actions');
@@ -300,11 +313,14 @@ export class ChatPanel extends Widget {
     const ready = agent !== null && agent.session !== null;
     const running = agent?.transcript.status === 'running';
     this._input.disabled = !agent;
-    const command = parseChatCommand(this._input.value) !== null;
+    const command =
+      parseChatCommand(this._input.value) !== null ||
+      parseRefineCommand(this._input.value) !== null;
     this._sendButton.disabled =
       !ready || (running && !command) || this._sending || this._input.value.trim() === '';
     this._stopButton.disabled = !ready || !running;
     this._newSessionButton.disabled = !ready || running;
+    this._harnessButton.disabled = !ready || !this._options.openHarness;
   }
 
   private _renderTranscript(): void {
@@ -378,6 +394,13 @@ export class ChatPanel extends Widget {
     const agent = this._agent;
     const text = this._input.value.trim();
     if (!agent || !text || this._sendButton.disabled) {
+      return;
+    }
+    const refine = parseRefineCommand(text);
+    if (refine) {
+      this._input.value = '';
+      this._updateControls();
+      await this._runRefine(agent, refine);
       return;
     }
     const command = parseChatCommand(text);
@@ -497,6 +520,83 @@ export class ChatPanel extends Widget {
     }
   }
 
+  // ---------------------------------------------------------------- /refine, Harness
+
+  private async _runRefine(agent: NotebookAgent, command: RefineCommand): Promise<void> {
+    const sessionId = agent.session?.session_id;
+    if (!sessionId) {
+      agent.transcript.addError('No agent session yet: is the kernel running?');
+      return;
+    }
+    try {
+      switch (command.action) {
+        case 'usage':
+          agent.transcript.addError(command.error);
+          return;
+        case 'history':
+          await this._showRefinements(agent, sessionId);
+          return;
+        case 'run': {
+          const answer = await agent.api.refine(sessionId, command.instructions, command.global);
+          agent.transcript.addNote(
+            `/refine${command.global ? ' --global' : ''}: ` +
+              describeRefineAnswer(answer, 'scheduled')
+          );
+          return;
+        }
+        case 'rollback':
+          await this._rollback(agent, sessionId, command.id, command.global);
+          return;
+      }
+    } catch (error) {
+      agent.transcript.addError(`/refine failed: ${describe(error)}`);
+    }
+  }
+
+  private async _rollback(
+    agent: NotebookAgent,
+    sessionId: string,
+    refinementId: string,
+    global: boolean
+  ): Promise<void> {
+    const answer = await agent.api.rollbackRefinement(sessionId, refinementId, global);
+    agent.transcript.addNote(
+      `Rollback of ${refinementId}: ${describeRefineAnswer(answer, 'requested')}`
+    );
+  }
+
+  /** The rollback form: recent refinements with a Rollback button each. */
+  private async _showRefinements(agent: NotebookAgent, sessionId: string): Promise<void> {
+    const records = await agent.api.listRefinements(sessionId);
+    if (this._agent !== agent) {
+      return;
+    }
+    const form = renderRefineForm(records, {
+      rollback: record =>
+        void this._rollback(agent, sessionId, record.id, record.scope === 'global').catch(
+          error => agent.transcript.addError(`Rollback failed: ${describe(error)}`)
+        ),
+      close: () => this._closeTree()
+    });
+    this._treeNode.replaceChildren(form);
+    this._treeNode.hidden = false;
+  }
+
+  private async _openHarness(): Promise<void> {
+    const agent = this._agent;
+    if (!agent || !this._options.openHarness) {
+      return;
+    }
+    this._harnessButton.disabled = true;
+    try {
+      await this._options.openHarness(agent);
+    } catch (error) {
+      agent.transcript.addError(`Could not show the harness: ${describe(error)}`);
+    } finally {
+      this._updateControls();
+    }
+  }
+
   private readonly _entryContext: IEntryViewContext = {
     cellFirstLine: cellId =>
       this._agent ? cellFirstLine(this._agent.panel.content, cellId) : null,
@@ -519,7 +619,16 @@ export class ChatPanel extends Widget {
     parentAgent: () => this._agent?.parent ?? null,
     senderNotebookPath: origin => this._agent?.knownSenderNotebookPath(origin) ?? null,
     openNotebook: path => void this._openNotebook(path),
-    openSender: origin => void this._openSender(origin)
+    openSender: origin => void this._openSender(origin),
+    showRefinements: () => {
+      const agent = this._agent;
+      const sessionId = agent?.session?.session_id;
+      if (agent && sessionId) {
+        void this._showRefinements(agent, sessionId).catch(error =>
+          agent.transcript.addError(`Could not list the refinements: ${describe(error)}`)
+        );
+      }
+    }
   };
 
   private _agent: NotebookAgent | null = null;
@@ -536,6 +645,7 @@ export class ChatPanel extends Widget {
   private readonly _sendButton: HTMLButtonElement;
   private readonly _stopButton: HTMLButtonElement;
   private readonly _newSessionButton: HTMLButtonElement;
+  private readonly _harnessButton: HTMLButtonElement;
 }
 
 function div(className: string, testId?: string): HTMLDivElement {

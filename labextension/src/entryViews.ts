@@ -15,6 +15,7 @@ import type {
 } from './transcript';
 import { firstLine } from './cellNavigation';
 import { formatComposed, senderLabel, type IParentAgent } from './family';
+import { renderRefinementLine } from './refine';
 import type { ChildStatus } from './wire';
 
 export interface IEntryViewContext {
@@ -39,6 +40,8 @@ export interface IEntryViewContext {
   openNotebook(path: string): void;
   /** Open the notebook of the agent that sent a message. */
   openSender(origin: IMessageOrigin): void;
+  /** Show the rollback form (recent refinements); absent: no way to it from a line. */
+  showRefinements?: () => void;
 }
 
 const CHILD_STATUS_LABELS: Record<ChildStatus, string> = {
@@ -100,6 +103,8 @@ export function renderEntry(
       return element('div', 'pal-error', 'pal-error', entry.message);
     case 'notice':
       return renderNotice(entry);
+    case 'refinement':
+      return renderRefinementLine(entry.record, context.showRefinements ?? null);
     default:
       // Every kind is handled above; a neutral line if a new one slips through.
       return element('div', 'pal-notice', 'pal-notice', '');

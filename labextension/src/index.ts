@@ -14,6 +14,7 @@ import { IRenderMimeRegistry, renderMarkdown } from '@jupyterlab/rendermime';
 import { AgentCellMarker } from './agentCellMarker';
 import { AgentApiClient } from './api';
 import { FollowCellsSetting } from './cellFollower';
+import { openHarnessView } from './harnessView';
 import { ChatPanel } from './chatPanel';
 import { SessionDirectory } from './family';
 import { primeAgentIcon } from './icons';
@@ -64,6 +65,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     const chat = new ChatPanel({
       followCells,
+      openHarness: agent =>
+        openHarnessView((id, args) => app.commands.execute(id, args), agent.panel),
       activateNotebook: agent => app.shell.activateById(agent.panel.id),
       openNotebook: path => app.commands.execute('docmanager:open', { path }),
       renderMarkdown: rendermime

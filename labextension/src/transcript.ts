@@ -18,6 +18,7 @@ import {
   type Relationship,
   type SessionStatus
 } from './wire';
+import { refinementSummary, type IRefinementSummary } from './refine';
 
 interface IEntryBase {
   /** Stable id for the view's DOM bookkeeping. */
@@ -122,7 +123,14 @@ export interface INoticeEntry extends IEntryBase {
   noticeKind: NoticeKind | 'stop' | null;
 }
 
+/** A refinement of the harness was applied, rolled back or failed (`refinement`). */
+export interface IRefinementEntry extends IEntryBase {
+  kind: 'refinement';
+  record: IRefinementSummary;
+}
+
 export type TranscriptEntry =
+  | IRefinementEntry
   | IUserEntry
   | IAgentMessageEntry
   | IChildEntry
@@ -165,6 +173,10 @@ const CHILD_STATUSES = new Set<string>([
 ]);
 
 type LooseRecord = Record<string, unknown>;
+
+function refinementEntry(id: number, turn: number | null, raw: unknown): IRefinementEntry {
+  return { kind: 'refinement', id, turn, record: refinementSummary(raw) };
+}
 
 export class TranscriptModel {
   get changed(): ISignal<this, TranscriptChange> {
@@ -295,6 +307,11 @@ export class TranscriptModel {
     this._add({ kind: 'error', id: this._nextId++, turn: null, message });
   }
 
+  /** A neutral line from the panel itself (the answer to `/refine`, say). */
+  addNote(text: string): void {
+    this._addNotice(null, text, null);
+  }
+
   /** The line of a sub-agent this session spawned, by its id. */
   findChildEntry(childId: string): IChildEntry | undefined {
     return this._entries.find(
@@ -421,7 +438,10 @@ export class TranscriptModel {
         this.status = 'idle';
         break;
       default:
-        // An event this panel does not know (a newer server): nothing to show.
+        if ((event as unknown as LooseRecord).type === 'refinement') {
+          this._add(refinementEntry(this._nextId++, turn, event));
+        }
+        // Any other event this panel does not know (a newer server): nothing to show.
         break;
     }
   }
@@ -805,6 +825,9 @@ export class TranscriptModel {
         // An item this panel does not know (a newer server): a neutral line
         // when it says something, nothing otherwise.
         const loose = item as unknown as LooseRecord;
+        if (loose.type === 'refinement') {
+          return refinementEntry(id, turn, item);
+        }
         const said = text(loose.text) || text(loose.message);
         return said
           ? { kind: 'notice', id, turn, text: said, tone: 'info', noticeKind: null }

@@ -47,6 +47,8 @@ function summary(model: TranscriptModel): string[] {
         return `notice(${entry.tone},${entry.noticeKind ?? '-'}):${entry.text}`;
       case 'error':
         return `error:${entry.message}`;
+      case 'refinement':
+        return `refinement:${entry.record.id}`;
       case 'retry':
         return `retry:${entry.attempt}`;
     }

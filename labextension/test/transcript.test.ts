@@ -23,6 +23,8 @@ function summary(model: TranscriptModel): string[] {
         return `notice(${entry.tone}):${entry.text}`;
       case 'error':
         return `error:${entry.message}`;
+      case 'refinement':
+        return `refinement:${entry.record.id}`;
       case 'retry':
         return `retry:${entry.attempt}`;
       case 'agent_message':

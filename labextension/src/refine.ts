@@ -1,0 +1,255 @@
+/**
+ * The `/refine` chat command (README "Refine"): schedule a refinement of
+ * the agent's harness, roll one back, or list the recent ones with a
+ * Rollback button each; and the transcript line of a `refinement` event.
+ */
+
+/** What `/refine ...` asks for. */
+export type RefineCommand =
+  | { command: 'refine'; action: 'run'; instructions: string | null; global: boolean }
+  | { command: 'refine'; action: 'rollback'; id: string; global: boolean }
+  | { command: 'refine'; action: 'history' }
+  | { command: 'refine'; action: 'usage'; error: string };
+
+export const REFINE_USAGE =
+  'Usage: /refine [--global] [instructions] · /refine rollback <id> [--global] · ' +
+  '/refine history';
+
+/**
+ * The `/refine` command typed into the chat input, or null when the text is
+ * not one (an ordinary message). `--global` may come before the
+ * instructions (or anywhere in a rollback); `--` ends the options, so
+ * instructions may start with "rollback", "history" or "--global".
+ */
+export function parseRefineCommand(text: string): RefineCommand | null {
+  const match = /^\/refine(?:\s+([\s\S]*))?$/.exec(text.trim());
+  if (!match) {
+    return null;
+  }
+  let rest = (match[1] ?? '').trim();
+  let global = false;
+  for (;;) {
+    const option = /^(--global|--)(?:\s+|$)/.exec(rest);
+    if (!option) {
+      break;
+    }
+    rest = rest.slice(option[0].length).trim();
+    if (option[1] === '--') {
+      return { command: 'refine', action: 'run', instructions: rest || null, global };
+    }
+    global = true;
+  }
+  const words = rest.split(/\s+/).filter(word => word !== '');
+  if (words[0] === 'rollback') {
+    const args = words.slice(1);
+    const globalHere = args.includes('--global');
+    const ids = args.filter(word => word !== '--global');
+    if (ids.length !== 1) {
+      return {
+        command: 'refine',
+        action: 'usage',
+        error:
+          ids.length === 0
+            ? 'Which refinement? Usage: /refine rollback <id> [--global] ' +
+              '(/refine history lists them with a Rollback button each).'
+            : 'A rollback takes one refinement id: /refine rollback <id> [--global] ' +
+              '(instructions that start with "rollback": /refine -- rollback …).'
+      };
+    }
+    return { command: 'refine', action: 'rollback', id: ids[0], global: global || globalHere };
+  }
+  if (words.length === 1 && words[0] === 'history') {
+    return global
+      ? { command: 'refine', action: 'usage', error: '/refine history takes no --global.' }
+      : { command: 'refine', action: 'history' };
+  }
+  if (words[0]?.startsWith('--') && words[0] !== '--') {
+    return {
+      command: 'refine',
+      action: 'usage',
+      error: `Unknown option ${words[0]}. ${REFINE_USAGE}`
+    };
+  }
+  return { command: 'refine', action: 'run', instructions: rest || null, global };
+}
+
+/** What the chat shows of one refinement record (the `refinement` event). */
+export interface IRefinementSummary {
+  id: string;
+  summary: string;
+  scope: string;
+  trigger: string;
+  applied: number;
+  rejected: number;
+  error: string;
+  rollbackOf: string;
+  createdAt: string;
+  /** The rejected edits' reasons, "update memory x: why". */
+  rejections: string[];
+}
+
+type Loose = Record<string, unknown>;
+
+function str(value: unknown): string {
+  return typeof value === 'string' ? value : '';
+}
+
+/**
+ * The record in a `refinement` event (flat, or under `refinement`/`record`)
+ * or in GET refinements; anything malformed gives empty fields, never a throw.
+ */
+export function refinementSummary(raw: unknown): IRefinementSummary {
+  let record: Loose = raw && typeof raw === 'object' ? (raw as Loose) : {};
+  for (const key of ['refinement', 'record']) {
+    const inner = record[key];
+    if (inner && typeof inner === 'object') {
+      record = inner as Loose;
+    }
+  }
+  const edits = Array.isArray(record.edits) ? (record.edits as unknown[]) : [];
+  let applied = 0;
+  const rejections: string[] = [];
+  for (const edit of edits) {
+    const e = edit && typeof edit === 'object' ? (edit as Loose) : {};
+    if (e.applied) {
+      applied += 1;
+    } else {
+      const what = [str(e.action), str(e.kind), str(e.id)].filter(Boolean).join(' ');
+      rejections.push(`${what || 'an edit'}: ${str(e.error) || 'rejected'}`);
+    }
+  }
+  return {
+    id: str(record.id),
+    summary: str(record.summary),
+    scope: str(record.scope) || 'local',
+    trigger: str(record.trigger),
+    applied,
+    rejected: edits.length - applied,
+    error: str(record.error),
+    rollbackOf: str(record.rollback_of),
+    createdAt: str(record.created_at),
+    rejections
+  };
+}
+
+/** The one-line text of a refinement in the transcript. */
+export function refinementLineText(record: IRefinementSummary): string {
+  const what = record.rollbackOf
+    ? `rollback of ${record.rollbackOf}`
+    : record.summary || 'no summary';
+  const counts = `${record.applied} applied, ${record.rejected} rejected`;
+  const error = record.error ? ` · error: ${record.error}` : '';
+  const scope = record.scope === 'global' ? ' (global)' : '';
+  return `refinement ${record.id}${scope}: ${what} · ${counts}${error}`;
+}
+
+/** The transcript line of a `refinement` event, with a way to the rollback form. */
+export function renderRefinementLine(
+  record: IRefinementSummary,
+  showRefinements: (() => void) | null
+): HTMLElement {
+  const node = element('div', 'pal-refinement', 'pal-refinement');
+  node.dataset.refinementId = record.id;
+  node.dataset.applied = String(record.applied);
+  node.dataset.rejected = String(record.rejected);
+  node.classList.toggle('pal-mod-error', record.error !== '');
+  const label = element('span', 'pal-refinement-text');
+  label.textContent = refinementLineText(record);
+  label.title = record.rejections.length
+    ? `Rejected:\n${record.rejections.join('\n')}`
+    : label.textContent;
+  node.append(label);
+  if (showRefinements) {
+    const open = button('Rollback…', 'pal-refinement-open');
+    open.title = 'Show the recent refinements, each with a Rollback button';
+    open.addEventListener('click', showRefinements);
+    node.append(open);
+  }
+  return node;
+}
+
+export interface IRefineFormActions {
+  rollback: (record: IRefinementSummary) => void;
+  close: () => void;
+}
+
+/** How many refinements the form lists (newest first). */
+export const FORM_LIMIT = 12;
+
+/** The rollback form above the composer: recent refinements, newest first. */
+export function renderRefineForm(
+  records: readonly unknown[],
+  actions: IRefineFormActions
+): HTMLElement {
+  const view = element('div', 'pal-tree pal-refine-form', 'pal-refine-form');
+  const header = element('div', 'pal-tree-header');
+  const title = element('span', 'pal-tree-title');
+  title.textContent = 'Refinements';
+  const close = button('Close', 'pal-refine-close');
+  close.addEventListener('click', actions.close);
+  header.append(title, close);
+  const list = element('ol', 'pal-tree-list', 'pal-refine-list');
+  const recent = records.map(refinementSummary).reverse().slice(0, FORM_LIMIT);
+  if (recent.length === 0) {
+    const empty = element('li', 'pal-tree-empty');
+    empty.textContent = 'No refinements yet: /refine [instructions] plans one.';
+    list.append(empty);
+  }
+  for (const record of recent) {
+    const row = element('li', 'pal-tree-row pal-refine-row', 'pal-refine-row');
+    row.dataset.refinementId = record.id;
+    const label = element('span', 'pal-tree-label');
+    label.textContent = refinementLineText(record);
+    label.title = [record.createdAt, record.trigger && `trigger ${record.trigger}`, ...record.rejections]
+      .filter(Boolean)
+      .join('\n');
+    row.append(label);
+    const rollback = button('Rollback', 'pal-refine-rollback');
+    rollback.disabled = record.applied === 0 || record.id === '';
+    rollback.title = rollback.disabled
+      ? 'Nothing was applied: nothing to roll back'
+      : 'Revert this refinement’s edits (recorded as a new refinement)';
+    rollback.addEventListener('click', () => {
+      rollback.disabled = true;
+      actions.rollback(record);
+    });
+    row.append(rollback);
+    list.append(row);
+  }
+  view.append(header, list);
+  return view;
+}
+
+/** The server's answer to a refine request, in words for the transcript. */
+export function describeRefineAnswer(answer: unknown, fallback: string): string {
+  if (answer && typeof answer === 'object') {
+    const loose = answer as Loose;
+    for (const key of ['note', 'message', 'reason', 'status']) {
+      const value = str(loose[key]);
+      if (value) {
+        return value;
+      }
+    }
+  }
+  return typeof answer === 'string' && answer ? answer : fallback;
+}
+
+function element<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className: string,
+  testId?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  node.className = className;
+  if (testId) {
+    node.dataset.testid = testId;
+  }
+  return node;
+}
+
+function button(label: string, testId: string): HTMLButtonElement {
+  const node = element('button', `pal-button ${testId}`, testId);
+  node.type = 'button';
+  node.textContent = label;
+  return node;
+}
