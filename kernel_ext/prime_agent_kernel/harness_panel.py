@@ -8,10 +8,18 @@ Rollback and delete go to the host, which applies them at the next turn boundary
 shows its answer.
 
 Every colour is a JupyterLab theme variable (`--jp-*`), so the panel reads in light and dark.
+
+A busy kernel: ipykernel 7 routes a comm's incoming messages (the browser's clicks) to the
+subshell that last published on that comm, taken from the parent request of the publishing
+thread; a thread the panel starts would otherwise publish as the main shell's current request,
+and every click would then wait behind the agent's running cell. So the panel's threads run in
+a copy of the context it was built in: a panel built in a subshell (the chat panel's Harness
+console) keeps answering clicks while the main shell runs a cell.
 """
 
 from __future__ import annotations
 
+import contextvars
 import difflib
 import html
 import json
@@ -64,6 +72,8 @@ class HarnessPanel(widgets.VBox):
         self._lock = threading.Lock()
         self._rendered = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
+        # The request this panel was built in (its subshell): see the module docstring.
+        self._context = contextvars.copy_context()
         self._stamp: Any = None
         self.state: dict[str, Any] = {}
         self.renders = 0
@@ -86,8 +96,14 @@ class HarnessPanel(widgets.VBox):
         """Show the current state, then follow changes from a daemon thread."""
         if self._thread is not None:
             return
-        self._thread = threading.Thread(target=self._watch, name="harness-panel", daemon=True)
-        self._thread.start()
+        self._thread = self._start_thread(self._watch, "harness-panel")
+
+    def _start_thread(self, target: Callable[[], None], name: str) -> threading.Thread:
+        """A daemon thread that publishes as the request the panel was built in."""
+        context = self._context.copy()
+        thread = threading.Thread(target=context.run, args=(target,), name=name, daemon=True)
+        thread.start()
+        return thread
 
     def close(self) -> None:
         """Stop following the host, then close the widgets."""
@@ -239,7 +255,7 @@ class HarnessPanel(widgets.VBox):
                 return
             self._show_answer(f"{what}: {describe_answer(answer)}")
 
-        threading.Thread(target=run, name="harness-panel-action", daemon=True).start()
+        self._start_thread(run, "harness-panel-action")
 
     def _show_answer(self, text: str, tone: str = "info") -> None:
         with self._rendered:
