@@ -7,7 +7,9 @@ The first tests drive the widget against a small in-process stand-in for the hos
 from __future__ import annotations
 
 import copy
+import queue
 import threading
+import time
 from typing import Any
 
 import ipywidgets as widgets
@@ -271,3 +273,135 @@ def test_edit_diff_covers_create_update_and_delete() -> None:
     assert '+metadata: {"why": "typo"}' in diff
     assert edit_diff(None, after)[0] == "--- (none)"
     assert edit_diff(before, None)[1] == "+++ (deleted)"
+
+
+# ---------------------------------------------------------------------- a busy kernel
+
+STAND_IN_HOST = """
+import os, threading, time
+from prime_agent_kernel.harness_panel import build_panel
+
+def stand_in_call(op, payload, answers=[0]):
+    # harness.watch: a first state at once, a second once the test releases it, then quiet
+    if op != "harness.watch":
+        return {"note": "applied"}
+    answers[0] += 1
+    if answers[0] == 2:
+        while not os.path.exists(RELEASE):
+            time.sleep(0.02)
+    elif answers[0] > 2:
+        threading.Event().wait(payload["timeout"])
+    entry = {"id": f"m{answers[0]}", "kind": "memory", "title": "t", "content": "c",
+             "scope": "local", "version": 1}
+    state = {"version": {"local": answers[0], "global": 0}, "entries": [entry],
+             "refinements": [], "problems": []}
+    return {"stamp": answers[0], "changed": True, "state": state}
+
+panel = build_panel(stand_in_call, watch_timeout=60)
+assert panel.wait_for_render(1, timeout=30)
+"""
+
+
+class KernelWire:
+    """A blocking client on a real ipykernel 7 kernel, speaking to its subshells."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def control(self, msg_type: str, content: dict[str, Any]) -> dict[str, Any]:
+        msg = self.client.session.msg(msg_type, content)
+        self.client.control_channel.send(msg)
+        while True:
+            reply = self.client.get_control_msg(timeout=30)
+            if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+                return dict(reply["content"])
+
+    def shell(self, msg_type: str, content: dict[str, Any], subshell: str | None = None) -> str:
+        msg = self.client.session.msg(msg_type, content)
+        if subshell:
+            msg["header"]["subshell_id"] = subshell
+        self.client.shell_channel.send(msg)
+        return str(msg["header"]["msg_id"])
+
+    def iopub_until(self, done: Any, timeout: float = 30.0) -> dict[str, Any]:
+        """Read IOPub until `done(msg)`; fails on an error output or the deadline."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, "the kernel did not send the awaited message in time"
+            try:
+                msg = self.client.get_iopub_msg(timeout=remaining)
+            except queue.Empty:
+                continue
+            assert msg["header"]["msg_type"] != "error", msg["content"]
+            if done(msg):
+                return dict(msg)
+
+
+@pytest.fixture
+def kernel_wire() -> Any:
+    from jupyter_client.manager import start_new_kernel
+
+    manager, client = start_new_kernel()
+    try:
+        yield KernelWire(client)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+def _idle_after(msg_id: str) -> Any:
+    return lambda msg: (
+        msg["header"]["msg_type"] == "status"
+        and msg["parent_header"].get("msg_id") == msg_id
+        and msg["content"]["execution_state"] == "idle"
+    )
+
+
+def _delete_button_opened(msg: dict[str, Any]) -> bool:
+    state = msg["content"].get("data", {}).get("state", {})
+    return msg["header"]["msg_type"] == "comm_open" and state.get("description") == "Delete"
+
+
+def test_a_panel_built_in_a_subshell_answers_clicks_while_the_main_shell_runs_a_cell(
+    kernel_wire: KernelWire, tmp_path: Any
+) -> None:
+    """The Harness console's panel: built in a subshell, re-rendered by its watcher while the
+    agent's cell runs, and a click on a row drawn then is handled before that cell ends."""
+    release, cell_may_end = tmp_path / "release", tmp_path / "cell-may-end"
+    subshell = kernel_wire.control("create_subshell_request", {})["subshell_id"]
+    setup = f"RELEASE = {str(release)!r}\n{STAND_IN_HOST}"
+    built = kernel_wire.shell("execute_request", {"code": setup, "silent": False}, subshell)
+    kernel_wire.iopub_until(_idle_after(built), timeout=60)
+
+    busy_cell = (
+        f"import os, time\nwhile not os.path.exists({str(cell_may_end)!r}):\n    time.sleep(0.02)\n"
+    )
+    agent_cell = kernel_wire.shell("execute_request", {"code": busy_cell, "silent": False})
+    kernel_wire.iopub_until(
+        lambda msg: (
+            msg["header"]["msg_type"] == "execute_input"
+            and msg["parent_header"].get("msg_id") == agent_cell
+        )
+    )
+    release.touch()  # the watcher re-renders now, while the main shell is busy
+    button = kernel_wire.iopub_until(_delete_button_opened)["content"]["comm_id"]
+
+    click = {"comm_id": button, "data": {"method": "custom", "content": {"event": "click"}}}
+    kernel_wire.shell("comm_msg", click)
+    seen_cell_end: list[bool] = []
+
+    def answered(msg: dict[str, Any]) -> bool:
+        if _idle_after(agent_cell)(msg):
+            seen_cell_end.append(True)
+        state = msg["content"].get("data", {}).get("state") or {}
+        return (
+            msg["header"]["msg_type"] == "comm_msg"
+            and msg["content"].get("comm_id") == button
+            and state.get("description") == "Confirm delete"
+        )
+
+    kernel_wire.iopub_until(answered, timeout=30)
+    assert not seen_cell_end, "the click was handled only after the agent's cell"
+    cell_may_end.touch()
+    kernel_wire.iopub_until(_idle_after(agent_cell))
