@@ -16,6 +16,7 @@ from prime_agent_lab.core.agent import Agent, AgentConfig
 from prime_agent_lab.core.harness.store import HarnessStore
 from prime_agent_lab.headless import HeadlessRun
 
+from .conftest import run_turn, use_script
 from .test_compaction import RecordingProvider
 from .test_harness_store import WRITES, write_many
 from .test_messaging import run_in_kernel
@@ -263,3 +264,28 @@ print("WROTE")
         assert (counter.version, counter.content) == (WRITES // 2 + 1, str(WRITES - 1))
         assert len([e for e in state.all("memory") if e.id.startswith(f"{writer}-")]) == 100
     assert state.revision == 3 * (WRITES + 1)
+
+
+async def test_fork_and_clone_carry_the_local_harness_and_its_skill_modules(
+    host: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    make = (
+        'rlm.harness.create_memory("units", "metres")\n'
+        'rlm.harness.create_skill("twice", "x times two", reference={"type": "python", '
+        '"import": "twice_tools", "callable": "twice"}, arguments={"x": "number"}, '
+        'source="def twice(x):\\n    return 2 * x\\n")\nprint("made")'
+    )
+    use_script(host, write_script(tmp_path, [{"code": make}, {"text": "done"}]))
+    agent = await host.attach(make_notebook("learn.ipynb"))
+    await run_turn(host, agent.session_id, "learn")
+    first = next(e for e in agent.session.path() if e["type"] == "user_message")
+    for copy in (
+        await host.fork(agent.session_id, first["id"]),
+        await host.clone(agent.session_id),
+    ):
+        store = HarnessStore(host.repository.directory(copy["session_id"]) / "harness", "local")
+        assert store.get("memory", "units").content == "metres"  # type: ignore[union-attr]
+        assert (store.skills_dir / "twice_tools.py").read_text().startswith("def twice")
+        store.update("memory", "units", {"content": "feet"})  # the copy is its own
+    original = HarnessStore(agent.session.directory / "harness", "local")
+    assert original.get("memory", "units").content == "metres"  # type: ignore[union-attr]

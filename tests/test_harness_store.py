@@ -165,7 +165,7 @@ def test_a_damaged_file_is_never_overwritten_and_the_error_names_it(tmp_path: Pa
     store = HarnessStore(tmp_path, "local")
     store.create("memory", {"title": "a", "content": "b"})
     (tmp_path / "harness.json").write_text('{"schema": 1, "entries": {"memory": {')
-    with pytest.raises(HarnessError, match="harness.json is damaged") as error:
+    with pytest.raises(HarnessError, match=r"harness\.json is damaged") as error:
         store.create("memory", {"title": "c", "content": "d"})
     assert error.value.status == 500
     assert (tmp_path / "harness.json").read_text() == '{"schema": 1, "entries": {"memory": {'

@@ -114,17 +114,17 @@ class SkillFinder(importlib.abc.MetaPathFinder):
         self._asking = False
 
     def paths(self) -> list[str]:
-        if self._paths is None and not self._asking:
-            if time.monotonic() - self._failed_at > self.RETRY_AFTER:
-                # The request itself may import optional modules nobody has: those misses
-                # come back here and must not ask again.
-                self._asking = True
-                try:
-                    self._paths = list(self._call("harness.paths", {})["skill_paths"])
-                except Exception:  # no host yet: imports go on as if the finder were not there
-                    self._failed_at = time.monotonic()
-                finally:
-                    self._asking = False
+        due = time.monotonic() - self._failed_at > self.RETRY_AFTER
+        if self._paths is None and not self._asking and due:
+            # The request itself may import optional modules nobody has: those misses come
+            # back here and must not ask again.
+            self._asking = True
+            try:
+                self._paths = list(self._call("harness.paths", {})["skill_paths"])
+            except Exception:  # no host yet: imports go on as if the finder were not there
+                self._failed_at = time.monotonic()
+            finally:
+                self._asking = False
         return self._paths or []
 
     def find_spec(
