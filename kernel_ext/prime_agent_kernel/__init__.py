@@ -11,6 +11,7 @@ from typing import Any
 
 from .bridge import BridgeClient, BridgeError
 from .compact import Compact, track
+from .harness import Harness, HarnessEntry, HarnessError, install_finder
 from .history import Entry, History
 from .messaging import AgentMessage, AgentObserve, Record
 from .rlm import RLM, Subagent, SubagentHandle, show_link
@@ -23,6 +24,9 @@ __all__ = [
     "BridgeError",
     "Compact",
     "Entry",
+    "Harness",
+    "HarnessEntry",
+    "HarnessError",
     "History",
     "Record",
     "Subagent",
@@ -67,6 +71,10 @@ async def _call(op: str, payload: dict[str, Any]) -> Any:
     return await client().acall(op, payload)
 
 
+def _sync_call(op: str, payload: dict[str, Any]) -> Any:
+    return client().call(op, payload)
+
+
 def _kernel_key(shell: Any) -> bytes:
     return bytes(shell.kernel.session.key)
 
@@ -80,7 +88,7 @@ def _bind_names(shell: Any) -> None:
         "history": record,
         "agent_message": AgentMessage(_call),
         "agent_observe": AgentObserve(_call),
-        "rlm": RLM(_call, show_link),
+        "rlm": RLM(_call, show_link, harness=Harness(_sync_call)),
         "compact": Compact(_call),
     }
     for name, value in ours.items():
@@ -99,6 +107,7 @@ def configure(bridge_url: str, kernel_id: str, shell: Any = None) -> None:
 
         shell = get_ipython()
     _client = BridgeClient(bridge_url, kernel_id, _kernel_key(shell))
+    install_finder(_sync_call)  # skill modules import from the harness stores
     _bind_names(shell)
 
 

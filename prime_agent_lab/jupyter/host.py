@@ -13,6 +13,7 @@ import logging
 import posixpath
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tornado import web
@@ -68,6 +69,7 @@ class HostSettings:
     snapshot_total_cap: int = 256 * 2**20
     subagent_models: tuple[str, ...] = ()
     provider_for: Callable[[str, str], ModelProvider] | None = None
+    harness_dir: Path | None = None  # the global harness store; read once at start
 
 
 def normalize_notebook_path(path: str) -> str:
@@ -99,7 +101,9 @@ class AgentHost:
         self._provider_factory = provider_factory
         self._environment = _ServerEnvironment(self, settings.kernel_pool_size)
         self.runtime = AgentRuntime(
-            repository, self._environment, RuntimeSettings(agent=settings.agent)
+            repository,
+            self._environment,
+            RuntimeSettings(agent=settings.agent, harness_dir=settings.harness_dir),
         )
         self.settings = settings
         self.bindings: dict[str, str] = {}  # notebook path -> kernel id, reported by the UI
