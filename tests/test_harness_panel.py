@@ -10,11 +10,16 @@ import copy
 import queue
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
 import pytest
 from prime_agent_kernel.harness_panel import HarnessPanel, build_panel, edit_diff
+
+from prime_agent_lab.core.harness.store import HarnessStore
+
+from .test_harness_crud import attached, kernel
 
 
 def entry(kind: str, id_: str, title: str, content: str, version: int = 1, **extra: Any) -> dict:
@@ -97,7 +102,8 @@ class FakeHost:
         with self._changed:
             self._changed.wait_for(lambda: payload["stamp"] != self._stamp, payload["timeout"])
             changed = payload["stamp"] != self._stamp
-            return {"stamp": self._stamp, "changed": changed, "state": copy.deepcopy(self._state)}
+            # flat, as the host sends it: the state's fields beside `changed`
+            return {**copy.deepcopy(self._state), "stamp": self._stamp, "changed": changed}
 
 
 def state(entries: list[dict], refinements: list[dict] | None = None, local: int = 1) -> dict:
@@ -405,3 +411,62 @@ def test_a_panel_built_in_a_subshell_answers_clicks_while_the_main_shell_runs_a_
     assert not seen_cell_end, "the click was handled only after the agent's cell"
     cell_may_end.touch()
     kernel_wire.iopub_until(_idle_after(agent_cell))
+
+
+# ---------------------------------------------------------------------- the real host
+
+PANEL_IN_KERNEL = """
+from prime_agent_kernel.harness_panel import HarnessPanel
+import ipywidgets as widgets
+
+def html_values(widget):
+    found = [widget.value] if isinstance(widget, widgets.HTML) else []
+    for child in getattr(widget, "children", ()):
+        found.extend(html_values(child))
+    return found
+
+def texts(widget):
+    return "\\n".join(html_values(widget))
+
+panel = rlm.harness.panel()
+assert isinstance(panel, HarnessPanel) and panel.watching
+assert panel.wait_for_render(1, timeout=30)
+print("FIRST", panel._tabs.titles[1], "flaky test" in texts(panel._tabs.children[1]))
+"""
+
+
+async def test_a_panel_in_the_kernel_follows_another_writer_and_deletes_through_the_host(
+    tmp_path: Path,
+) -> None:
+    async with attached(tmp_path) as run:
+        out = await kernel(run.agent, PANEL_IN_KERNEL)
+        assert "FIRST Memories (0) False" in out
+        local = HarnessStore(run.agent.session.directory / "harness", "local")
+        local.create("memory", {"title": "flaky test", "content": "retry three times"}, "user")
+        out = await kernel(
+            run.agent,
+            "assert panel.wait_for_render(2, timeout=30)\n"
+            "memories = texts(panel._tabs.children[1])\n"
+            "print('SECOND', panel._tabs.titles[1], 'retry three times' in memories,"
+            " 'data-version=\"1\"' in memories)\n",
+        )
+        assert "SECOND Memories (1) True True" in out
+        out = await kernel(
+            run.agent,
+            "[row] = panel._tabs.children[1].children\n"
+            "delete = row.children[1]\n"
+            "delete.click(); delete.click()\n"
+            "assert panel.wait_for_answer('flaky_test: applied', timeout=30), panel.last_answer\n"
+            "assert panel.wait_for_render(3, timeout=30)\n"
+            "print('THIRD', panel._tabs.titles[1], panel.last_answer)\n"
+            "panel.close()\n",
+        )
+        assert "THIRD Memories (0) Delete memory flaky_test: applied" in out
+        assert local.get("memory", "flaky_test") is None
+        # A write after closing wakes the watcher's long poll: it ends without rendering.
+        local.create("memory", {"title": "late", "content": "after close"}, "user")
+        out = await kernel(
+            run.agent,
+            "panel._thread.join(timeout=30); print('STOPPED', panel.watching, panel.renders)\n",
+        )
+        assert "STOPPED False 3" in out

@@ -134,7 +134,8 @@ class HarnessPanel(widgets.VBox):
             if self._stop.is_set():
                 return
             if answer.get("changed", True) or self._stamp is None:
-                self.show(answer.get("state") or {})
+                # The host sends the state's fields beside `changed` (or under `state`).
+                self.show(answer.get("state") or answer)
             self._stamp = answer.get("stamp")
 
     def show(self, state: dict[str, Any]) -> None:
@@ -284,15 +285,15 @@ def close_tree(widget: widgets.Widget) -> None:
 
 
 def describe_answer(answer: Any) -> str:
-    """The host's answer to an action in words ("queued: applies at the next turn boundary")."""
+    """The host's answer to an action in words: its note ("queued: applies at the next turn
+    boundary"), or "applied" for an answer that is the result itself (a deleted entry)."""
     if isinstance(answer, dict):
         for key in ("note", "message", "status", "detail"):
             if isinstance(answer.get(key), str) and answer[key]:
                 return str(answer[key])
-        return json.dumps(answer, default=str)
-    if answer is None:
-        return "done"
-    return str(answer)
+    if isinstance(answer, str) and answer:
+        return answer
+    return "applied"
 
 
 # ---------------------------------------------------------------------- HTML
