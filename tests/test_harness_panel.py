@@ -470,3 +470,34 @@ async def test_a_panel_in_the_kernel_follows_another_writer_and_deletes_through_
             "panel._thread.join(timeout=30); print('STOPPED', panel.watching, panel.renders)\n",
         )
         assert "STOPPED False 3" in out
+
+
+def test_the_harness_view_waits_for_the_host_to_attach_the_kernel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import prime_agent_kernel
+    from prime_agent_kernel.harness_panel import harness_view
+
+    monkeypatch.setattr(prime_agent_kernel, "_client", None)
+    with pytest.raises(prime_agent_kernel.BridgeError, match="not attached"):
+        harness_view(timeout=0.3)
+
+    host = FakeHost(state([entry("memory", "m", "m", "attached now")]))
+    polls: list[int] = []
+
+    class Client:
+        call = staticmethod(host.call)
+
+    def client() -> Any:
+        polls.append(1)
+        if len(polls) < 3:  # the host attaches the kernel a moment after the view opened
+            raise prime_agent_kernel.BridgeError("this kernel is not attached yet")
+        return Client()
+
+    monkeypatch.setattr(prime_agent_kernel, "client", client)
+    panel = harness_view(timeout=30)
+    try:
+        assert panel.wait_for_render(1, timeout=10)
+        assert len(polls) == 3 and "attached now" in tab_html(panel, 1)
+    finally:
+        panel.close()

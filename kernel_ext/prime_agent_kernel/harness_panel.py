@@ -24,6 +24,7 @@ import difflib
 import html
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -275,6 +276,45 @@ def build_panel(call: Call, watch_timeout: float = WATCH_TIMEOUT) -> HarnessPane
     panel = HarnessPanel(call, watch_timeout=watch_timeout)
     panel.start()
     return panel
+
+
+ATTACH_WAIT = 60.0
+"""Seconds the Harness view waits for the host to attach a kernel it opened on early."""
+
+
+_views: dict[str, HarnessPanel] = {}
+"""The panels of open Harness views, by view id (closed with the view)."""
+
+
+def harness_view(view_id: str | None = None, timeout: float = ATTACH_WAIT) -> HarnessPanel:
+    """The chat panel's Harness view: the panel over this kernel's bridge, once the host has
+    attached the kernel (it does that right after the notebook opens, in the main shell; the
+    view runs in a subshell and may come first). `close_view(view_id)` stops it."""
+    import prime_agent_kernel
+
+    if view_id is not None:
+        close_view(view_id)
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client = prime_agent_kernel.client()
+            break
+        except prime_agent_kernel.BridgeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    panel = build_panel(client.call)
+    if view_id is not None:
+        _views[view_id] = panel
+    return panel
+
+
+def close_view(view_id: str) -> None:
+    """Close the panel of a Harness view (the view was closed); unknown ids are ignored."""
+    panel = _views.pop(view_id, None)
+    if panel is not None:
+        panel.close()
 
 
 def close_tree(widget: widgets.Widget) -> None:

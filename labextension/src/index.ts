@@ -66,7 +66,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const chat = new ChatPanel({
       followCells,
       openHarness: agent =>
-        openHarnessView((id, args) => app.commands.execute(id, args), agent.panel),
+        openHarnessView(agent.panel, view =>
+          app.shell.add(view, 'main', { ref: agent.panel.id, mode: 'split-bottom' })
+        ),
       activateNotebook: agent => app.shell.activateById(agent.panel.id),
       openNotebook: path => app.commands.execute('docmanager:open', { path }),
       renderMarkdown: rendermime
