@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import fcntl
+import functools
 import json
 import os
 import re
@@ -124,7 +125,12 @@ class Entry:
 
     def plain(self) -> dict[str, Any]:
         """The fields as a dict that shares this entry's dicts (for serialising, not editing)."""
-        return {f.name: getattr(self, f.name) for f in dataclass_fields(self)}
+        return {name: getattr(self, name) for name in ENTRY_FIELDS}
+
+    @functools.cached_property
+    def encoded(self) -> str:
+        """The entry as JSON, encoded once: a write re-encodes only the entries it changed."""
+        return json.dumps(self.plain(), ensure_ascii=False)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Entry:
@@ -156,6 +162,9 @@ class Entry:
         ref = self.reference
         args = ", ".join(str(name) for name in self.arguments)
         return f"{ref.get('import', '?')}.{ref.get('callable', '?')}({args})"
+
+
+ENTRY_FIELDS = tuple(f.name for f in dataclass_fields(Entry))
 
 
 @dataclass
@@ -316,8 +325,7 @@ def encode(state: State) -> bytes:
         items = sorted(state.entries[kind].items())
         lines.append(f"  {json.dumps(kind)}: {{")
         lines.extend(
-            f"    {json.dumps(key)}: {json.dumps(entry.plain(), ensure_ascii=False)}"
-            + ("," if i < len(items) - 1 else "")
+            f"    {json.dumps(key)}: {entry.encoded}" + ("," if i < len(items) - 1 else "")
             for i, (key, entry) in enumerate(items)
         )
         lines.append("  }" + ("," if k < len(KINDS) - 1 else ""))
