@@ -501,3 +501,21 @@ def test_the_harness_view_waits_for_the_host_to_attach_the_kernel(
         assert len(polls) == 3 and "attached now" in tab_html(panel, 1)
     finally:
         panel.close()
+
+
+def test_closing_a_harness_view_stops_its_panel(monkeypatch: pytest.MonkeyPatch) -> None:
+    import prime_agent_kernel
+    from prime_agent_kernel.harness_panel import close_view, harness_view
+
+    host = FakeHost(state([]))
+
+    class Client:
+        call = staticmethod(host.call)
+
+    monkeypatch.setattr(prime_agent_kernel, "client", lambda: Client())
+    first = harness_view(view_id="view-1")
+    again = harness_view(view_id="view-1")  # the same view re-run: the old panel goes
+    assert first._stop.is_set() and not again._stop.is_set()
+    close_view("view-1")
+    assert again._stop.is_set()
+    close_view("view-1")  # unknown by now: nothing happens
