@@ -85,6 +85,7 @@ class FakeHost:
         self._changed = threading.Condition()
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.answers: dict[str, Any] = {}
+        self.unknown: set[str] = set()
 
     def set_state(self, state: dict[str, Any]) -> None:
         with self._changed:
@@ -93,6 +94,8 @@ class FakeHost:
             self._changed.notify_all()
 
     def call(self, op: str, payload: dict[str, Any]) -> Any:
+        if op in self.unknown:
+            raise RuntimeError(f"host refused the call (404): unknown bridge operation {op}")
         if op != "harness.watch":
             self.calls.append((op, payload))
             answer = self.answers.get(op, {"note": "applied"})
@@ -223,17 +226,32 @@ def test_rollback_button_asks_the_host_and_shows_its_answer(fake_panel: Any) -> 
     assert "Rollback of r1" in panel.last_answer
 
 
-def test_delete_asks_first_then_calls_the_host_and_shows_an_error(fake_panel: Any) -> None:
+def test_delete_asks_first_then_asks_the_host_to_delete_at_the_turn_boundary(
+    fake_panel: Any,
+) -> None:
     host, panel = fake_panel
-    host.answers["harness.delete"] = RuntimeError("host refused the call (404): no such entry")
+    host.answers["refine.delete"] = {"note": "queued: applies at the next turn boundary"}
     [delete] = buttons(panel, 1, "Delete")
     delete.click()
     assert host.calls == [] and delete.description == "Confirm delete"
     delete.click()
+    assert panel.wait_for_answer("queued: applies at the next turn boundary", timeout=10)
+    payload = {"kind": "memory", "id": "flaky_test", "global": False}
+    assert host.calls == [("refine.delete", payload)]
+
+
+def test_delete_on_a_host_without_refine_deletes_at_once_and_shows_errors(
+    fake_panel: Any,
+) -> None:
+    host, panel = fake_panel
+    host.unknown.add("refine.delete")
+    host.answers["harness.delete"] = RuntimeError("host refused the call (404): no such entry")
+    [delete] = buttons(panel, 1, "Delete")
+    delete.click()
+    delete.click()
     assert panel.wait_for_answer("no such entry", timeout=10)
-    assert host.calls == [
-        ("harness.delete", {"kind": "memory", "id": "flaky_test", "global": False})
-    ]
+    payload = {"kind": "memory", "id": "flaky_test", "global": False}
+    assert host.calls == [("harness.delete", payload)]
     assert 'data-tone="error"' in panel._answer.value
 
 

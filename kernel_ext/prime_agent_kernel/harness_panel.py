@@ -42,6 +42,8 @@ DIFF_FIELDS = ("title", "content", "path", "reference", "arguments", "metadata")
 WATCH_TIMEOUT = 25.0
 """Seconds one `harness.watch` call may wait for a change (the host answers sooner on one)."""
 NONE = "-"
+UNKNOWN_OPERATION = "unknown bridge operation"
+"""How the host refuses an op it does not offer (core/bridge.py)."""
 RETRY_DELAY = 5.0
 """Seconds between watch attempts after an error (the host restarting, say)."""
 
@@ -222,7 +224,8 @@ class HarnessPanel(widgets.VBox):
             "id": entry.get("id"),
             "global": entry.get("scope") == "global",
         }
-        self._act(f"Delete {entry.get('kind')} {entry.get('id')}", "harness.delete", payload)
+        what = f"Delete {entry.get('kind')} {entry.get('id')}"
+        self._act(what, ("refine.delete", "harness.delete"), payload)
 
     def _refinement_row(self, record: dict[str, Any]) -> widgets.Widget:
         card = widgets.HTML(_refinement_html(record))
@@ -245,19 +248,30 @@ class HarnessPanel(widgets.VBox):
         button.disabled = True
         self._act(f"Rollback of {record.get('id')}", "refine.rollback", {"id": record.get("id")})
 
-    def _act(self, what: str, op: str, payload: dict[str, Any]) -> None:
-        """Ask the host in a thread of its own (the click handler returns at once)."""
+    def _act(self, what: str, ops: str | tuple[str, ...], payload: dict[str, Any]) -> None:
+        """Ask the host in a thread of its own (the click handler returns at once). With
+        several ops, the first one the host offers: `refine.delete` records a delete as a
+        refinement applied at the turn boundary; a host without refine deletes at once."""
         self._show_answer(f"{what}: asking the host…")
 
         def run() -> None:
             try:
-                answer = self._call(op, payload)
+                answer = self._call_first_offered((ops,) if isinstance(ops, str) else ops, payload)
             except Exception as exc:
                 self._show_answer(f"{what} failed: {exc}", tone="error")
                 return
             self._show_answer(f"{what}: {describe_answer(answer)}")
 
         self._start_thread(run, "harness-panel-action")
+
+    def _call_first_offered(self, ops: tuple[str, ...], payload: dict[str, Any]) -> Any:
+        for op in ops[:-1]:
+            try:
+                return self._call(op, payload)
+            except Exception as exc:
+                if UNKNOWN_OPERATION not in str(exc):
+                    raise
+        return self._call(ops[-1], payload)
 
     def _show_answer(self, text: str, tone: str = "info") -> None:
         with self._rendered:
