@@ -224,6 +224,9 @@ export function renderRefineForm(
 export function describeRefineAnswer(answer: unknown, fallback: string): string {
   if (answer && typeof answer === 'object') {
     const loose = answer as Loose;
+    if (loose.scheduled === false) {
+      return `not scheduled: ${str(loose.reason) || str(loose.note) || 'no reason given'}`;
+    }
     for (const key of ['note', 'message', 'reason', 'status']) {
       const value = str(loose[key]);
       if (value) {

@@ -3,6 +3,7 @@ import { describe, expect, it, vi } from 'vitest';
 
 import { renderEntry, type IEntryViewContext } from '../src/entryViews';
 import {
+  describeRefineAnswer,
   parseRefineCommand,
   refinementLineText,
   refinementSummary,
@@ -160,7 +161,9 @@ describe('refinement records in the chat', () => {
   it('folds a live refinement event into a transcript line', () => {
     const model = new TranscriptModel();
     model.load([], 0);
-    model.apply({ seq: 1, session_id: 's', type: 'refinement', ...RECORD } as unknown as AgentEvent);
+    const text = 'Refinement ref_1 applied 1 edit, rejected 1.';
+    const event = { seq: 1, session_id: 's', type: 'refinement', refinement: RECORD, text };
+    model.apply(event as unknown as AgentEvent);
     const [entry] = model.entries;
     expect(entry.kind).toBe('refinement');
     const showRefinements = vi.fn();
@@ -175,8 +178,11 @@ describe('refinement records in the chat', () => {
 
   it('shows a refinement item of a reloaded transcript', () => {
     const model = new TranscriptModel();
-    model.load([{ type: 'refinement', ...RECORD } as never], 5);
+    const item = { type: 'refinement', turn: 2, text: 'Refinement ref_1 …', refinement: RECORD };
+    model.load([item as never], 5);
     expect(model.entries.map(e => e.kind)).toEqual(['refinement']);
+    const [entry] = model.entries;
+    expect(entry.kind === 'refinement' && entry.record.id).toBe('ref_1');
   });
 });
 
@@ -202,5 +208,23 @@ describe('the rollback form', () => {
   it('says how to plan one when there are none', () => {
     const form = renderRefineForm([], { rollback: vi.fn(), close: vi.fn() });
     expect(form.textContent).toContain('No refinements yet');
+  });
+});
+
+describe('the server’s answers', () => {
+  it('says what was scheduled, queued or refused', () => {
+    expect(describeRefineAnswer({ scheduled: true, note: 'planning in the background' }, 'x')).toBe(
+      'planning in the background'
+    );
+    expect(describeRefineAnswer({ scheduled: true }, 'scheduled')).toBe('scheduled');
+    expect(describeRefineAnswer({ scheduled: false, reason: 'a plan is in flight' }, 'x')).toBe(
+      'not scheduled: a plan is in flight'
+    );
+    expect(
+      describeRefineAnswer(
+        { queued: true, applied: false, note: 'queued: applies at the next turn boundary' },
+        'x'
+      )
+    ).toBe('queued: applies at the next turn boundary');
   });
 });
