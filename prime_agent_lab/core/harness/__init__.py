@@ -1,0 +1,1 @@
+"""The continual harness: stores, the prompt section, refine (docs/harness.md)."""
