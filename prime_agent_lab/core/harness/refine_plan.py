@@ -203,7 +203,7 @@ def parse_proposal(text: str, stop_reason: str | None = None) -> Proposal:
     brackets or an open string where the JSON should end) raises PlanError(CUT_OFF)."""
     if stop_reason in CUT_OFF_STOP_REASONS:
         raise PlanError(CUT_OFF)
-    value = _first_json(text)
+    value = first_json(text)
     if value is None:
         if looks_cut_off(text):
             raise PlanError(CUT_OFF)
@@ -214,7 +214,7 @@ def parse_proposal(text: str, stop_reason: str | None = None) -> Proposal:
     return proposal_from(value)
 
 
-def _first_json(text: str) -> Any:
+def first_json(text: str) -> Any:
     candidates = [text.strip()]
     candidates += [m.group(1).strip() for m in _FENCE.finditer(text)]
     start, end = text.find("{"), text.rfind("}")
