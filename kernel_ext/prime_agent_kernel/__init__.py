@@ -13,6 +13,7 @@ from .bridge import BridgeClient, BridgeError
 from .compact import Compact, track
 from .history import Entry, History
 from .messaging import AgentMessage, AgentObserve, Record
+from .refine import Refine
 from .rlm import RLM, Subagent, SubagentHandle, show_link
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "Entry",
     "History",
     "Record",
+    "Refine",
     "Subagent",
     "SubagentHandle",
     "configure",
@@ -82,6 +84,7 @@ def _bind_names(shell: Any) -> None:
         "agent_observe": AgentObserve(_call),
         "rlm": RLM(_call, show_link),
         "compact": Compact(_call),
+        "refine": Refine(_call),
     }
     for name, value in ours.items():
         existing = shell.user_ns.get(name)
