@@ -63,6 +63,7 @@ class HeadlessRun:
         kernel_env_strip: Sequence[str] = SECRET_ENV_VARS,
         max_depth: int = 1,
         kernel_pool_size: int = 2,
+        auto_refine_every: int = 25,
     ) -> None:
         self.cwd = cwd
         self.notebook_path = cwd / notebook
@@ -86,7 +87,9 @@ class HeadlessRun:
         self.recovered_turn: int | None = None  # a turn cut by a crash, closed on start
         self._environment = _LocalEnvironment(self, kernel_pool_size)
         self.runtime = AgentRuntime(
-            self.repository, self._environment, RuntimeSettings(agent=config, max_depth=max_depth)
+            self.repository,
+            self._environment,
+            RuntimeSettings(agent=config, max_depth=max_depth, auto_refine_every=auto_refine_every),
         )
         self.bridge_url = ""
         self.runtime.mailbox.recover()  # messages queued by an earlier run wait again

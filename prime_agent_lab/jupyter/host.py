@@ -68,6 +68,9 @@ class HostSettings:
     snapshot_total_cap: int = 256 * 2**20
     subagent_models: tuple[str, ...] = ()
     provider_for: Callable[[str, str], ModelProvider] | None = None
+    auto_refine_every: int = 25  # assistant turns between reviews; 0: off
+    auto_refine_after_compaction: bool = True
+    auto_refine_cooldown_minutes: float = 20.0
 
 
 def normalize_notebook_path(path: str) -> str:
@@ -187,6 +190,9 @@ class AgentHost:
             evict_after=settings.evict_after,
             snapshot_variable_cap=settings.snapshot_variable_cap,
             snapshot_total_cap=settings.snapshot_total_cap,
+            auto_refine_every=settings.auto_refine_every,
+            auto_refine_after_compaction=settings.auto_refine_after_compaction,
+            auto_refine_cooldown_minutes=settings.auto_refine_cooldown_minutes,
         )
 
     @property

@@ -217,8 +217,8 @@ class Refiner:
 
     async def at_boundary(self) -> None:
         """Before a model call of a running turn: apply what is ready."""
-        if self._ready is not None or self._rollbacks:
-            await self.apply_ready()
+        if self._ready is not None or self._rollbacks or self._apply_lock.locked():
+            await self.apply_ready()  # an apply begun while idle finishes first
 
     def turn_ended(self) -> None:
         """The agent is idle: apply what became ready while its turn ran."""
