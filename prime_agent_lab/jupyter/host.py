@@ -24,6 +24,7 @@ from ..core import branching
 from ..core.agent import Agent, AgentConfig, TurnInProgress
 from ..core.bridge import BridgeService
 from ..core.events import EventBus
+from ..core.harness.refiner import RefineError, Refiner
 from ..core.pending_kernel import PendingKernel
 from ..core.ports import KernelPort, ModelProvider, NotebookPort, NotebookUnavailable
 from ..core.redaction import SECRET_ENV_VARS, kernel_environment
@@ -594,6 +595,28 @@ class AgentHost:
             self.repository, plan, cells, self._environment.create_child_notebook
         )
 
+    # ------------------------------------------------------------ refine (docs/harness.md)
+
+    def _refiner(self, session_id: str) -> Refiner:
+        agent = self.agent(session_id)
+        refiner = self.runtime.refiners.get(agent.session_id)
+        if refiner is None:
+            raise HostError(409, f"session {shorten(session_id)} cannot refine its harness")
+        return refiner
+
+    def refine(self, session_id: str, instructions: str | None, global_: bool) -> dict[str, Any]:
+        """`/refine`: plan a refinement in the background; it applies at a turn boundary."""
+        with _refine_errors():
+            return self._refiner(session_id).schedule(instructions, global_, trigger="user")
+
+    async def refinements(self, session_id: str) -> list[dict[str, Any]]:
+        """The refinement records of the session's local and the global store, oldest first."""
+        return await asyncio.to_thread(self._refiner(session_id).history)
+
+    async def rollback_refinement(self, session_id: str, refinement_id: str) -> dict[str, Any]:
+        with _refine_errors():
+            return await self._refiner(session_id).rollback(refinement_id)
+
     # ------------------------------------------------------------ shutdown
 
     async def shutdown(self) -> None:
@@ -782,6 +805,14 @@ def _branch_errors() -> Iterator[None]:
     try:
         yield
     except branching.BranchError as exc:
+        raise HostError(exc.status, exc.message) from None
+
+
+@contextlib.contextmanager
+def _refine_errors() -> Iterator[None]:
+    try:
+        yield
+    except RefineError as exc:
         raise HostError(exc.status, exc.message) from None
 
 
