@@ -197,9 +197,9 @@ def _restored(entry: dict[str, Any] | None, scope: str, current: Entry | None) -
     if entry is None:
         raise EditRejected("nothing recorded to restore")
     previous = max(int(entry.get("version", 1)), current.version if current else 0)
-    restored = Entry.from_dict({**entry, "scope": scope, "version": previous + 1})
-    restored.updated_at = now_iso()
-    return restored
+    return Entry.from_dict(
+        {**entry, "scope": scope, "version": previous + 1, "updated_at": now_iso()}
+    )
 
 
 def _differs(current: Entry | None, planned: dict[str, Any] | None) -> bool:
