@@ -106,6 +106,9 @@ def _describe(edit: Any, scope: str) -> dict[str, Any]:
         return {"action": None, "kind": None, "id": None}
     raw_id = edit.get("id")
     bare = split_scope(raw_id)[1] if isinstance(raw_id, str) else raw_id
+    title = edit.get("title")
+    if bare is None and edit.get("action") == "create" and isinstance(title, str):
+        bare = slug(title, str(edit.get("kind")))  # the id the create would have made
     record = {"action": edit.get("action"), "kind": edit.get("kind"), "id": bare}
     if isinstance(edit.get("reason"), str) and edit["reason"]:
         record["reason"] = edit["reason"]
