@@ -122,7 +122,7 @@ async def test_refine_run_plans_in_the_background_and_applies_at_the_next_model_
         assert [e["id"] for e in record["edits"]] == [
             "flaky_test",
             "base_system_prompt",
-            None,
+            "t",
             "mean",
             "average",
         ]
