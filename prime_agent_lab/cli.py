@@ -101,6 +101,13 @@ def _parser() -> argparse.ArgumentParser:
         "--max-iterations", type=_positive_int, default=40, help="model calls per turn"
     )
     run.add_argument(
+        "--harness-dir",
+        type=Path,
+        default=None,
+        help="the global harness store (entries every session shares); default: "
+        "$PRIME_AGENT_LAB_HARNESS_DIR or <jupyter data dir>/prime_agent_lab/harness",
+    )
+    run.add_argument(
         "--context-window",
         type=_positive_int,
         default=None,
@@ -336,6 +343,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         resume=args.resume,
         fenced_code=args.fenced_code,
         auto_refine_every=args.auto_refine_every,
+        harness_dir=args.harness_dir,
     )
     outcome = None
     error: str | None = None

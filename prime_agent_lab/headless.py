@@ -64,6 +64,7 @@ class HeadlessRun:
         max_depth: int = 1,
         kernel_pool_size: int = 2,
         auto_refine_every: int = 25,
+        harness_dir: Path | None = None,
     ) -> None:
         self.cwd = cwd
         self.notebook_path = cwd / notebook
@@ -89,7 +90,12 @@ class HeadlessRun:
         self.runtime = AgentRuntime(
             self.repository,
             self._environment,
-            RuntimeSettings(agent=config, max_depth=max_depth, auto_refine_every=auto_refine_every),
+            RuntimeSettings(
+                agent=config,
+                max_depth=max_depth,
+                harness_dir=harness_dir,
+                auto_refine_every=auto_refine_every,
+            ),
         )
         self.bridge_url = ""
         self.runtime.mailbox.recover()  # messages queued by an earlier run wait again

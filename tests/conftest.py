@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -23,6 +24,20 @@ pytest_plugins = [
 ]
 
 TESTS = Path(__file__).parent
+
+
+@pytest.fixture(autouse=True, scope="session")
+def global_harness_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every test's global harness store is a temporary one, never the developer's own (kernels,
+    servers and CLI runs started by tests inherit the variable)."""
+    directory = tmp_path_factory.mktemp("global-harness")
+    previous = os.environ.get("PRIME_AGENT_LAB_HARNESS_DIR")
+    os.environ["PRIME_AGENT_LAB_HARNESS_DIR"] = str(directory)
+    yield directory
+    if previous is None:
+        os.environ.pop("PRIME_AGENT_LAB_HARNESS_DIR", None)
+    else:
+        os.environ["PRIME_AGENT_LAB_HARNESS_DIR"] = previous
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from typing import Any
 
 from .bridge import BridgeClient, BridgeError
 from .compact import Compact, track
+from .harness import Harness, HarnessEntry, HarnessError, install_finder
 from .history import Entry, History
 from .messaging import AgentMessage, AgentObserve, Record
 from .refine import Refine
@@ -24,6 +25,9 @@ __all__ = [
     "BridgeError",
     "Compact",
     "Entry",
+    "Harness",
+    "HarnessEntry",
+    "HarnessError",
     "History",
     "Record",
     "Refine",
@@ -69,6 +73,10 @@ async def _call(op: str, payload: dict[str, Any]) -> Any:
     return await client().acall(op, payload)
 
 
+def _sync_call(op: str, payload: dict[str, Any]) -> Any:
+    return client().call(op, payload)
+
+
 def _kernel_key(shell: Any) -> bytes:
     return bytes(shell.kernel.session.key)
 
@@ -82,7 +90,7 @@ def _bind_names(shell: Any) -> None:
         "history": record,
         "agent_message": AgentMessage(_call),
         "agent_observe": AgentObserve(_call),
-        "rlm": RLM(_call, show_link),
+        "rlm": RLM(_call, show_link, harness=Harness(_sync_call)),
         "compact": Compact(_call),
         "refine": Refine(_call),
     }
@@ -102,6 +110,7 @@ def configure(bridge_url: str, kernel_id: str, shell: Any = None) -> None:
 
         shell = get_ipython()
     _client = BridgeClient(bridge_url, kernel_id, _kernel_key(shell))
+    install_finder(_sync_call)  # skill modules import from the harness stores
     _bind_names(shell)
 
 

@@ -62,9 +62,12 @@ def _child_ref(child: Any) -> str:
 class RLM:
     """Bound as `rlm` in an agent's kernel."""
 
-    def __init__(self, call: Call, show: Callable[[str, str], None] | None = None) -> None:
+    def __init__(
+        self, call: Call, show: Callable[[str, str], None] | None = None, harness: Any = None
+    ) -> None:
         self._call = call
         self._show = show
+        self.harness = harness  # `rlm.harness` (prime_agent_kernel.harness.Harness)
 
     async def __call__(
         self, prompt: str, name: str | None = None, model: str | None = None

@@ -74,6 +74,10 @@ def _nothing(agent: Agent, outcome: TurnOutcome) -> None:
     return None
 
 
+def _no_version() -> Any:
+    return None
+
+
 async def _ready(agent: Agent) -> None:
     return None
 
@@ -99,6 +103,8 @@ class AgentHooks:
       same turn);
     - `transform_context`: the conversation as the model will see it (compaction);
     - `system_prompt`: the system prompt of each model call (None: the base prompt);
+    - `prompt_version`: the harness version that prompt was built from, recorded on each
+      `assistant_message` (None: not recorded);
     - `should_continue`: after an answer without tool calls and an empty inbox, whether the turn
       goes on (goals); the hook puts what the model should read next into the inbox;
     - `turn_ended`: called once the turn's task is done (the agent is no longer running), for
@@ -116,6 +122,7 @@ class AgentHooks:
     inbox: Callable[[], list[InboxMessage]] = _no_messages
     transform_context: Callable[[list[Message]], list[Message]] = _same_context
     system_prompt: Callable[[], str] | None = None
+    prompt_version: Callable[[], Any] = _no_version
     should_continue: Callable[[TurnOutcome], bool] = _stop_at_answer
     turn_ended: Callable[[Agent, TurnOutcome], None] = _nothing
     before_turn: Callable[[Agent], Awaitable[None]] = _ready
@@ -369,8 +376,10 @@ class Agent:
         return bool(messages)
 
     async def _call_model(self, turn: int) -> ModelResponse:
+        system = self.system_prompt
+        harness = self.hooks.prompt_version()
         request = ModelRequest(
-            system=self.system_prompt,
+            system=system,
             messages=self.hooks.transform_context(self.session.context_messages()),
             tools=[PYTHON_TOOL],
             max_tokens=self.config.max_tokens,
@@ -388,6 +397,7 @@ class Agent:
             provider=self.provider.name,
             model=response.model or self.provider.model,
             stop_reason=response.stop_reason,
+            **({"harness": harness} if harness is not None else {}),
         )
         self.events.emit(
             "assistant_message",

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .harness.keeper import LOCAL_DIR
 from .sessions import BLOBS, SessionLog, SessionRepository, new_session_id
 from .text import json_type, shorten
 
@@ -21,6 +22,7 @@ BRANCH_POINTS = ("user_message", "turn_end")
 OTHER_BRANCH = "other"
 """`metadata.prime_agent.branch` of an agent cell written by entries off the current path."""
 KERNEL_STATE_DIR = "kernel-state"
+HARNESS_DIR = LOCAL_DIR
 PREVIEW_CHARS = 120
 FORK_NOTICE_KIND = "forked"
 
@@ -351,6 +353,7 @@ async def write_copy(
     session = SessionLog.create(repository.directory(session_id), header)
     session.adopt(plan.entries)
     _copy_blobs(plan, session)
+    _copy_harness(plan, session)
     restored = _copy_kernel_state(plan, session) if plan.kind == "clone" else False
     if not restored:
         session.append("notice", kind=FORK_NOTICE_KIND, text=fresh_kernel_notice(plan))
@@ -388,6 +391,15 @@ def _copy_blobs(plan: CopyPlan, session: SessionLog) -> None:
         if (source / name).is_file():
             target.mkdir(exist_ok=True)
             shutil.copyfile(source / name, target / name)
+
+
+def _copy_harness(plan: CopyPlan, session: SessionLog) -> None:
+    """The local harness store goes with the copy (its entries, records and skill modules)."""
+    source = plan.source.directory / HARNESS_DIR
+    if source.is_dir():
+        shutil.copytree(
+            source, session.directory / HARNESS_DIR, ignore=shutil.ignore_patterns(".*")
+        )
 
 
 def _copy_kernel_state(plan: CopyPlan, session: SessionLog) -> bool:

@@ -25,6 +25,7 @@ class TreeRuntime(Protocol):
     settings: Any
     environment: Any
     mailbox: Any
+    harnesses: Any
 
     async def spawn_child(
         self, parent: Agent, task: object, name: object = None, model: object = None

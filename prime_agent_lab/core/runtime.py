@@ -33,8 +33,10 @@ from .family import (
     default_name,
 )
 from .harness.auto_refine import settings_of
+from .harness.keeper import HarnessKeeper
 from .harness.refine_ops import register_refine_operations
 from .harness.refiners import Refiners
+from .harness_ops import register_harness_operations
 from .lifecycle import Lifecycle
 from .mailbox import Mailbox
 from .message_ops import register_message_operations
@@ -114,6 +116,7 @@ class RuntimeSettings:
     auto_refine_every: int = 25
     auto_refine_after_compaction: bool = True
     auto_refine_cooldown_minutes: float = 20.0
+    harness_dir: Path | None = None  # the global harness store (None: default_global_dir())
 
 
 TASK_LABEL = "[task from parent]"
@@ -146,6 +149,8 @@ class AgentRuntime:
         self.mailbox = Mailbox(self)
         register_message_operations(self.operation)
         register_compact_operations(self.operation)
+        self.harnesses = HarnessKeeper(repository.directory, settings.harness_dir)
+        register_harness_operations(self.operation)
         self.snapshots = SnapshotKeeper(repository.directory, self._snapshot_settings, self.spawn)
         self.lifecycle = Lifecycle(self)
         self.refiners = Refiners(
@@ -285,6 +290,7 @@ class AgentRuntime:
         return AgentHooks(
             inbox=self._inbox_for(session.session_id),
             system_prompt=lambda: self.system_prompt(session.session_id),
+            prompt_version=lambda: self.harnesses.section(session.session_id)[0],
             turn_ended=self._turn_ended,
             before_turn=self.snapshots.before_turn,
             after_restart=self.snapshots.after_restart,
@@ -304,13 +310,12 @@ class AgentRuntime:
         return take
 
     def system_prompt(self, session_id: str) -> str:
-        """The base prompt, what this agent may spawn, and a sub-agent's doctrine."""
+        """The base prompt, what this agent may spawn, a sub-agent's doctrine, and the
+        summaries of its harness as the stores are now."""
         cached = self._prompts.get(session_id)
-        if cached is not None and cached[0] is self.settings:
-            return cached[1]
-        prompt = self._build_prompt(session_id)
-        self._prompts[session_id] = (self.settings, prompt)
-        return prompt
+        if cached is None or cached[0] is not self.settings:
+            cached = self._prompts[session_id] = (self.settings, self._build_prompt(session_id))
+        return cached[1] + self.harnesses.section(session_id)[1]
 
     def _build_prompt(self, session_id: str) -> str:
         config = self.settings.agent

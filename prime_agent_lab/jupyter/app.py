@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float, Integer, List, Unicode
 
 from ..core.agent import AgentConfig
+from ..core.harness.keeper import ENV_GLOBAL_DIR, default_global_dir
 from ..core.redaction import SECRET_ENV_VARS
 from ..core.sessions import SessionRepository
 from ..providers import make_provider
@@ -176,6 +179,14 @@ class PrimeAgentLab(ExtensionApp):
         when it is next addressed. 0 never evicts.""",
     ).tag(config=True)
 
+    harness_dir = Unicode(
+        "",
+        help="""Directory of the global harness store: the prompt notes, memories, skills and
+        sub-agent specs every session shares (`rlm.harness.create_memory(..., global_=True)`).
+        Empty: $PRIME_AGENT_LAB_HARNESS_DIR, else prime_agent_lab/harness in the Jupyter data
+        directory. Read once when the server starts.""",
+    ).tag(config=True)
+
     snapshot_variable_cap = Integer(
         16 * 2**20,
         help="""Bytes one kernel variable may take in a snapshot (pickled); bigger ones are
@@ -224,6 +235,13 @@ class PrimeAgentLab(ExtensionApp):
 
     def _make_provider(self) -> Any:
         return self._provider_for(self.provider, self.model)
+
+    def _global_harness_dir(self) -> Path:
+        if self.harness_dir:
+            return Path(self.harness_dir).expanduser()
+        if os.environ.get(ENV_GLOBAL_DIR):
+            return default_global_dir()
+        return Path(jupyter_data_dir()) / "prime_agent_lab" / "harness"
 
     def _provider_for(self, provider: str, model: str | None) -> Any:
         return make_provider(
@@ -288,6 +306,7 @@ class PrimeAgentLab(ExtensionApp):
             auto_refine_every=self.auto_refine_every,
             auto_refine_after_compaction=self.auto_refine_after_compaction,
             auto_refine_cooldown_minutes=self.auto_refine_cooldown_minutes,
+            harness_dir=self._global_harness_dir(),
         )
         self.host = AgentHost(
             self.serverapp, SessionRepository(sessions_dir), settings, self._make_provider

@@ -13,6 +13,7 @@ import logging
 import posixpath
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tornado import web
@@ -72,6 +73,7 @@ class HostSettings:
     auto_refine_every: int = 25  # assistant turns between reviews; 0: off
     auto_refine_after_compaction: bool = True
     auto_refine_cooldown_minutes: float = 20.0
+    harness_dir: Path | None = None  # the global harness store; read once at start
 
 
 def normalize_notebook_path(path: str) -> str:
@@ -103,7 +105,9 @@ class AgentHost:
         self._provider_factory = provider_factory
         self._environment = _ServerEnvironment(self, settings.kernel_pool_size)
         self.runtime = AgentRuntime(
-            repository, self._environment, RuntimeSettings(agent=settings.agent)
+            repository,
+            self._environment,
+            RuntimeSettings(agent=settings.agent, harness_dir=settings.harness_dir),
         )
         self.settings = settings
         self.bindings: dict[str, str] = {}  # notebook path -> kernel id, reported by the UI

@@ -1,0 +1,291 @@
+"""`rlm.harness` from a real kernel (headless host, real bridge): CRUD for the four kinds,
+scopes, skills importable at once, the prompt rebuilt after a change and the harness version on
+each assistant message, and the host writing while other processes write the same store."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from prime_agent_lab.core.agent import Agent, AgentConfig
+from prime_agent_lab.core.harness.store import HarnessStore
+from prime_agent_lab.headless import HeadlessRun
+
+from .conftest import run_turn, use_script
+from .test_compaction import RecordingProvider
+from .test_harness_store import WRITES, write_many
+from .test_messaging import run_in_kernel
+
+
+def write_script(tmp_path: Path, turns: list[dict[str, Any]]) -> str:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({"turns": turns}))
+    return str(path)
+
+
+@contextlib.asynccontextmanager
+async def attached(tmp_path: Path) -> AsyncIterator[HeadlessRun]:
+    """A headless agent whose kernel is attached (its `rlm.harness` talks to this host); the
+    global store is `tmp_path / "global"`."""
+    work = tmp_path / "work"
+    work.mkdir()
+    script = write_script(work, [{"code": "print('ready')"}, {"text": "ok"}])
+    headless = HeadlessRun(
+        cwd=work,
+        notebook="analysis.ipynb",
+        provider="scripted",
+        model=None,
+        script=script,
+        stream=False,
+        kernel_name="python3",
+        config=AgentConfig(cell_timeout=120),
+        kernel_pool_size=0,
+        harness_dir=tmp_path / "global",
+    )
+    await headless.start(lambda event: None)
+    try:
+        await headless.settle(await headless.agent.run_turn("attach"))
+        yield headless
+    finally:
+        await headless.close()
+
+
+async def kernel(agent: Agent, code: str) -> str:
+    out = await run_in_kernel(agent, code)
+    assert "Error" not in out or "HarnessError" in out, out
+    return out
+
+
+async def test_the_kernel_creates_updates_lists_gets_and_deletes_every_kind(tmp_path: Path) -> None:
+    code = """
+h = rlm.harness
+m = h.create_memory("flaky test", "retry three times before failing")
+p = h.create_prompt_note("units", "report lengths in metres")
+s = h.create_subagent("reviewer", "You review a diff for off-by-one errors")
+k = h.create_skill("mean", "Average of numbers", reference={"type": "python",
+    "import": "statistics", "callable": "mean"}, arguments={"data": "numbers"})
+print("CREATED", [(e.kind, e.id, e.version, e.scope) for e in (m, p, s, k)])
+m2 = h.update_memory("flaky_test", content="retry five times")
+print("UPDATED", m2.version, m2.content, m2.title)
+print("PATHS", p.path, m.path)
+print("LIST", [(e.kind, e.id) for e in h.list()])
+print("GET", h.get("memory", "flaky_test").content, h.get("memory", "nope"))
+print("SKILL", h.skill("mean")([1, 2, 3]))
+print("DELETED", h.delete_subagent("reviewer").id, [e.id for e in h.list("subagent")])
+"""
+    async with attached(tmp_path) as run:
+        out = await kernel(run.agent, code)
+    assert (
+        "CREATED [('memory', 'flaky_test', 1, 'local'), ('prompt', 'units', 1, 'local'), "
+        "('subagent', 'reviewer', 1, 'local'), ('skill', 'mean', 1, 'local')]"
+    ) in out
+    assert "UPDATED 2 retry five times flaky test" in out
+    assert "PATHS policy general" in out
+    assert (
+        "LIST [('prompt', 'units'), ('memory', 'flaky_test'), ('skill', 'mean'), "
+        "('subagent', 'reviewer')]"
+    ) in out
+    assert "GET retry five times None" in out
+    assert "SKILL 2" in out
+    assert "DELETED reviewer []" in out
+    local = HarnessStore(run.agent.session.directory / "harness", "local")
+    assert local.get("memory", "flaky_test").version == 2  # type: ignore[union-attr]
+
+
+async def test_errors_are_clear_and_change_nothing(tmp_path: Path) -> None:
+    code = """
+import prime_agent_kernel
+h = rlm.harness
+h.create_memory("units", "metres")
+def attempt(f):
+    try:
+        f()
+    except prime_agent_kernel.HarnessError as exc:
+        print("ERR", exc)
+attempt(lambda: h.create_memory("units", "feet"))
+attempt(lambda: h.update_memory("missing", content="x"))
+attempt(lambda: h.delete_memory("missing"))
+attempt(lambda: h.create_prompt_note("x", "y", id="base_system_prompt"))
+attempt(lambda: h.create("colour", "x", "y"))
+attempt(lambda: h.create_skill("bad", "no contract", reference={"import": "m", "callable": "f"},
+    arguments={}))
+print("STILL", h.get("memory", "units").content, h.get("memory", "units").version)
+"""
+    async with attached(tmp_path) as run:
+        out = await kernel(run.agent, code)
+    assert "ERR a memory with id 'units' already exists (local)" in out
+    assert "ERR no memory with id 'missing' in the local store" in out
+    assert "ERR the base system prompt is not editable" in out
+    assert "ERR unknown kind 'colour'" in out
+    assert 'type must be "python"' in out
+    assert out.count("ERR") == 6
+    assert "STILL metres 1" in out
+
+
+async def test_global_entries_go_to_the_shared_store_and_prefixes_pick_the_scope(
+    tmp_path: Path,
+) -> None:
+    code = """
+h = rlm.harness
+h.create_memory("style", "global style", global_=True)
+h.create_memory("style", "local style")
+h.update_memory("global:style", content="global style v2")
+print("BARE", h.get("memory", "style").content)
+print("GLOBAL", h.get("memory", "global:style").content, h.get("memory", "global:style").version)
+print("SCOPES", sorted(e.scope for e in h.list("memory")))
+"""
+    async with attached(tmp_path) as run:
+        out = await kernel(run.agent, code)
+    assert "BARE local style" in out
+    assert "GLOBAL global style v2 2" in out
+    assert "SCOPES ['global', 'local']" in out
+    shared = HarnessStore(tmp_path / "global", "global")
+    assert shared.get("memory", "style").content == "global style v2"  # type: ignore[union-attr]
+
+
+async def test_a_skill_that_brings_its_module_is_importable_at_once_and_reloads_on_update(
+    tmp_path: Path,
+) -> None:
+    helper = tmp_path / "helpers_src.py"
+    helper.write_text("def triple(x):\n    return 3 * x\n")
+    code = f"""
+h = rlm.harness
+h.create_skill("fit curve", "Fit a line; returns slope and intercept.",
+    reference={{"type": "python", "import": "fit_tools", "callable": "fit"}},
+    arguments={{"x": "list", "y": "list"}},
+    source="def fit(x, y):\\n    return ('v1', len(x))\\n")
+import fit_tools
+print("CALL", fit_tools.fit([1, 2], [3, 4]), h.skill("fit_curve")([1], [2]))
+h.update_skill("fit_curve", source="def fit(x, y):\\n    return ('v2', len(y))\\n")
+print("RELOADED", fit_tools.fit([1], [2, 3]))
+h.create_skill("triple", "x times three", module_file={str(helper)!r},
+    reference={{"type": "python", "import": "triple_tools", "callable": "triple"}}, arguments={{}})
+import triple_tools
+print("FILE", triple_tools.triple(5))
+"""
+    async with attached(tmp_path) as run:
+        out = await kernel(run.agent, code)
+    assert "CALL ('v1', 2) ('v1', 1)" in out
+    assert "RELOADED ('v2', 2)" in out
+    assert "FILE 15" in out
+
+
+async def test_the_prompt_is_rebuilt_after_a_change_and_each_answer_names_its_harness_version(
+    tmp_path: Path,
+) -> None:
+    turns = [
+        {"code": 'rlm.harness.create_memory("units", "UNITS-ARE-METRES")\nprint("made")'},
+        {"text": "noted"},
+    ]
+    run = HeadlessRun(
+        cwd=tmp_path,
+        notebook="analysis.ipynb",
+        provider="scripted",
+        model=None,
+        script=write_script(tmp_path, turns),
+        stream=False,
+        kernel_name="python3",
+        config=AgentConfig(cell_timeout=60),
+        kernel_pool_size=0,
+        harness_dir=tmp_path / "global",
+    )
+    await run.start(lambda event: None)
+    recorder = RecordingProvider(run.agent.provider)
+    run.agent.provider = recorder
+    try:
+        await run.settle(await run.agent.run_turn("remember the units"))
+    finally:
+        await run.close()
+    first, second = (r.system for r in recorder.requests if r.purpose == "turn")
+    assert "UNITS-ARE-METRES" not in first and "No harness entries yet." in first
+    assert "[local:units] units: UNITS-ARE-METRES" in second
+    answers = [e for e in run.agent.session.entries if e["type"] == "assistant_message"]
+    assert [a["harness"] for a in answers] == [
+        {"local": 0, "global": 0},
+        {"local": 1, "global": 0},
+    ]
+
+
+async def test_the_host_and_two_processes_writing_200_updates_each_lose_nothing(
+    tmp_path: Path,
+) -> None:
+    """The host writes for the kernel (every call a bridge request), two other processes write
+    the same global store directly, and a reader never sees a torn file."""
+    directory = tmp_path / "global"
+    path = directory / "harness.json"
+    torn: list[str] = []
+    done = threading.Event()
+
+    def read_loop() -> None:
+        while not done.is_set():
+            try:
+                json.loads(path.read_bytes())
+            except FileNotFoundError:
+                continue
+            except ValueError as exc:
+                torn.append(str(exc))
+
+    reader = threading.Thread(target=read_loop)
+    reader.start()
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=write_many, args=(str(directory), n)) for n in ("p1", "p2")]
+    for process in processes:
+        process.start()
+    code = f"""
+h = rlm.harness
+h.create_memory("kernel", "start", id="kernel", global_=True)
+for i in range({WRITES}):
+    if i % 2 == 0:
+        h.create_memory("n", str(i), id=f"kernel-{{i}}", global_=True)
+    else:
+        h.update_memory("kernel", content=str(i), global_=True)
+print("WROTE")
+"""
+    try:
+        async with attached(tmp_path) as run:
+            out = await kernel(run.agent, code)
+    finally:
+        for process in processes:
+            process.join(120)
+        done.set()
+        reader.join()
+    assert "WROTE" in out
+    assert [p.exitcode for p in processes] == [0, 0]
+    assert torn == []
+    state = HarnessStore(directory, "global").read()
+    for writer in ("kernel", "p1", "p2"):
+        counter = state.get("memory", writer)
+        assert counter is not None
+        assert (counter.version, counter.content) == (WRITES // 2 + 1, str(WRITES - 1))
+        assert len([e for e in state.all("memory") if e.id.startswith(f"{writer}-")]) == 100
+    assert state.revision == 3 * (WRITES + 1)
+
+
+async def test_fork_and_clone_carry_the_local_harness_and_its_skill_modules(
+    host: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    make = (
+        'rlm.harness.create_memory("units", "metres")\n'
+        'rlm.harness.create_skill("twice", "x times two", reference={"type": "python", '
+        '"import": "twice_tools", "callable": "twice"}, arguments={"x": "number"}, '
+        'source="def twice(x):\\n    return 2 * x\\n")\nprint("made")'
+    )
+    use_script(host, write_script(tmp_path, [{"code": make}, {"text": "done"}]))
+    agent = await host.attach(make_notebook("learn.ipynb"))
+    await run_turn(host, agent.session_id, "learn")
+    first = next(e for e in agent.session.path() if e["type"] == "user_message")
+    for copy in (
+        await host.fork(agent.session_id, first["id"]),
+        await host.clone(agent.session_id),
+    ):
+        store = HarnessStore(host.repository.directory(copy["session_id"]) / "harness", "local")
+        assert store.get("memory", "units").content == "metres"  # type: ignore[union-attr]
+        assert (store.skills_dir / "twice_tools.py").read_text().startswith("def twice")
+        store.update("memory", "units", {"content": "feet"})  # the copy is its own
+    original = HarnessStore(agent.session.directory / "harness", "local")
+    assert original.get("memory", "units").content == "metres"  # type: ignore[union-attr]
