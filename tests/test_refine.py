@@ -4,6 +4,7 @@ planning in the background, applying at the turn boundary, the records, rollback
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -297,22 +298,34 @@ async def test_the_kernel_sees_history_with_attributes_and_a_rollback_is_queued_
         assert local_store(run).get("memory", "fact") is None
 
 
-async def test_auto_refine_reviews_every_n_turns_with_a_cooldown(tmp_path: Path) -> None:
-    turns = [{"code": f"print({n})"} for n in range(7)] + [{"text": "done"}]
+@pytest.mark.parametrize(("cooldown_minutes", "reviews"), [(20.0, 1), (0.0, 2)])
+async def test_auto_refine_reviews_when_a_turn_passed_n_calls_at_most_once_per_cooldown(
+    tmp_path: Path, cooldown_minutes: float, reviews: int
+) -> None:
+    calls = [{"code": f"print({n})"} for n in range(3)]
+    turns = [*calls, {"text": "first"}, *calls, {"text": "second"}]
+    approve = '{"should_refine": true, "rationale": "a pattern", "instructions": "x"}'
     side = {
-        "refine_review": [
-            {"text": '{"should_refine": true, "rationale": "a pattern", "instructions": "x"}'}
-        ],
+        "refine_review": [{"text": approve}, {"text": '{"should_refine": false}'}],
         "refine": [{"text": json.dumps({"summary": "nothing clear", "edits": []})}],
     }
     async with started(tmp_path, turns, side, auto_refine_every=3) as (run, events):
-        await run.agent.run_turn("go")
+        run.runtime.settings = dataclasses.replace(
+            run.runtime.settings, auto_refine_cooldown_minutes=cooldown_minutes
+        )
+        auto = run.runtime.refiners.auto(run.agent.session_id)
+        assert (await run.agent.run_turn("one")).final_text == "first"
         record = (await next_refinement(events, 1))["refinement"]
         assert record["trigger"] == "auto:turns"
         assert "prefer an empty edits list" in record["instructions"]
-        reviews = [e for e in run.agent.session.entries if e["type"] == "refine_review"]
-        # 8 model calls passed 3 twice, but the 20-minute cooldown allows one review.
-        assert len(reviews) == 1 and reviews[0]["should_refine"] is True
+        assert "The review suggests: x" in record["instructions"]
+        assert (await run.agent.run_turn("two")).final_text == "second"
+        async with asyncio.timeout(30):
+            while auto.reviewing:
+                await asyncio.sleep(0.02)
+        logged = [e for e in run.agent.session.entries if e["type"] == "refine_review"]
+        assert [e["should_refine"] for e in logged] == [True, False][:reviews]
+        assert auto.reviews == reviews
 
 
 async def test_auto_refine_off_never_reviews(tmp_path: Path) -> None:

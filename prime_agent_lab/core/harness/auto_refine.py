@@ -1,10 +1,11 @@
 """Auto-refine: a cheap review call decides whether a refinement is worth planning.
 
-It runs every `every` assistant messages (model calls) and after a compaction, at most once per
-cooldown, for root agents only; it listens to the agent's events (`assistant_message`, the
-`compacted` notice), so neither the loop nor compaction knows about it. An approved review
-schedules a refinement with trigger `auto:turns` or `auto:compaction` and instructions that
-prefer no edits without clear evidence. The review never blocks the turn.
+It is due every `every` assistant messages (model calls) and after a compaction, and runs when
+the turn that made it due ends (so it reads the whole turn and never competes with the turn's
+own model calls), at most once per cooldown, for root agents only. It listens to the agent's
+events (`assistant_message`, the `compacted` notice, `turn_ended`), so neither the loop nor
+compaction knows about it. An approved review schedules a refinement with trigger `auto:turns`
+or `auto:compaction` and instructions that prefer no edits without clear evidence.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class AutoRefiner:
         self.settings = settings
         self.clock = clock
         self.messages = 0  # assistant messages since the last review
+        self.due: tuple[str, str] | None = None  # (trigger, why), reviewed when the turn ends
         self.last_review: float | None = None
         self.reviewing = False
         self.reviews = 0
@@ -81,15 +83,19 @@ class AutoRefiner:
         settings = self.settings()
         if event["type"] == "assistant_message":
             self.messages += 1
-            if settings.every > 0 and self.messages >= settings.every:
-                self._review("turns", f"{self.messages} assistant turns since the last review")
+            if settings.every > 0 and self.messages >= settings.every and self.due is None:
+                self.due = ("turns", f"{self.messages} assistant turns since the last review")
         elif _is_compaction(event) and settings.after_compaction and settings.every > 0:
-            self._review("compaction", "the context was just compacted")
+            self.due = ("compaction", "the context was just compacted")
+        elif event["type"] == "turn_ended" and self.due is not None:
+            trigger, why = self.due
+            self.due = None
+            self._review(trigger, why)
 
     def _review(self, trigger: str, why: str) -> None:
         settings = self.settings()
         now = self.clock()
-        if self.reviewing:
+        if self.reviewing or settings.every <= 0:
             return
         if self.last_review is not None and now - self.last_review < settings.cooldown_seconds:
             return
