@@ -173,6 +173,7 @@ async def test_planning_does_not_block_a_turn_and_applies_at_once_when_idle(tmp_
             "in_flight": False,
             "waiting_to_apply": False,
             "queued_rollbacks": [],
+            "queued_deletes": [],
         }
         # The model reads the note with the next message.
         await run.agent.run_turn("and now?")
@@ -359,3 +360,24 @@ async def test_auto_refine_reviews_after_a_compaction(tmp_path: Path) -> None:
         (review,) = [e for e in run.agent.session.entries if e["type"] == "refine_review"]
         assert review["trigger"] == "auto:compaction" and review["should_refine"] is False
         assert not refinements(events)
+
+
+async def test_a_users_delete_is_recorded_as_a_refinement_and_rolls_back(tmp_path: Path) -> None:
+    async with started(tmp_path, [{"text": "ok"}], {}) as (run, events):
+        store = local_store(run)
+        store.create("memory", {"title": "fact", "content": "keep me", "metadata": {"n": 1}})
+        before = store.get("memory", "fact").to_dict()
+        refiner = run.runtime.refiners.get(run.agent.session_id)
+        answer = await refiner.delete("memory", "fact")
+        assert answer["applied"] is True and answer["refinement"]["trigger"] == "delete"
+        assert store.get("memory", "fact") is None
+        with pytest.raises(Exception, match="no memory 'fact'"):
+            await refiner.delete("memory", "fact")
+        await refiner.rollback(answer["refinement"]["id"])
+        back = store.get("memory", "fact").to_dict()
+        assert {k: back[k] for k in ("content", "metadata")} == {
+            "content": "keep me",
+            "metadata": {"n": 1},
+        }
+        assert back["version"] == before["version"] + 1
+        assert [e["refinement"]["trigger"] for e in refinements(events)] == ["delete", "rollback"]

@@ -208,7 +208,7 @@ export interface IRefinementEdit {
   reason?: string;
 }
 
-/** A refinement as recorded (the store's refinements.jsonl, the session log, the event). `trigger`: `user` (chat or REST), `agent` (refine.run), `rollback`, `auto:turns`, `auto:compaction`. `harness_version`: the stores' revisions after it was applied. */
+/** A refinement as recorded (the store's refinements.jsonl, the session log, the event). `trigger`: `user` (chat or REST), `agent` (refine.run), `rollback`, `delete` (a user's delete from the panel), `auto:turns`, `auto:compaction`. `harness_version`: the stores' revisions after it was applied. */
 export interface IRefinementRecord {
   id: string;
   trigger: string;

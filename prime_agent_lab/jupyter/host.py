@@ -621,6 +621,14 @@ class AgentHost:
         with _refine_errors():
             return await self._refiner(session_id).rollback(refinement_id)
 
+    async def delete_harness_entry(
+        self, session_id: str, kind: str, entry_id: str, global_: bool = False
+    ) -> dict[str, Any]:
+        """A delete from the panel: applied at the next turn boundary (at once when idle) and
+        recorded as a refinement, so it can be rolled back."""
+        with _refine_errors():
+            return await self._refiner(session_id).delete(kind, entry_id, global_)
+
     # ------------------------------------------------------------ shutdown
 
     async def shutdown(self) -> None:

@@ -15,8 +15,9 @@ from .refiner import RefineError, Refiner
 def register_refine_operations(
     register: Register, refiner_of: Callable[[str], Refiner | None]
 ) -> None:
-    """Offer `refine.run`, `refine.status`, `refine.history` and `refine.rollback` through
-    `register` (`AgentRuntime.operation`)."""
+    """Offer `refine.run`, `refine.status`, `refine.history`, `refine.rollback` and
+    `refine.delete` (a user's delete from a panel, recorded as a refinement) through `register`
+    (`AgentRuntime.operation`)."""
 
     def refiner(ctx: CallerContext) -> Refiner:
         found = refiner_of(ctx.agent.session_id)
@@ -44,10 +45,20 @@ def register_refine_operations(
         with _errors():
             return await refiner(ctx).rollback(payload.get("id"))
 
+    async def delete(ctx: CallerContext, payload: dict[str, Any]) -> dict[str, Any]:
+        kind, entry_id, global_ = payload.get("kind"), payload.get("id"), payload.get("global")
+        if not isinstance(kind, str) or not isinstance(entry_id, str):
+            raise BridgeError(400, "kind and id must be strings")
+        if not isinstance(global_, bool):
+            raise BridgeError(400, "global_ must be True or False")
+        with _errors():
+            return await refiner(ctx).delete(kind, entry_id, global_)
+
     register("refine.run", run)
     register("refine.status", status)
     register("refine.history", history)
     register("refine.rollback", rollback)
+    register("refine.delete", delete)
 
 
 @contextmanager

@@ -37,6 +37,7 @@ PLAN_MAX_TOKENS = 8_192
 PLAN_MAX_TOKENS_CAP = 32_000
 QUEUED = "queued: applies at the next turn boundary"
 CHANGED_SINCE = "entry changed since refinement {0} was applied; not rolled back"
+CHANGED_SINCE_ASKED = "entry changed after the delete was asked for; not deleted"
 NOTE_EDITS = 6  # edits named in the model's note; the rest are counted
 
 
@@ -76,6 +77,17 @@ class Rollback:
     store: HarnessStore
 
 
+@dataclass(frozen=True)
+class Removal:
+    """A delete asked for by the user (the panel): applied at the boundary, recorded as a
+    refinement (so it can be rolled back), not over a change made after it was asked for."""
+
+    kind: str
+    entry_id: str
+    store: HarnessStore
+    baseline: Baseline
+
+
 class Refiner:
     """The refinements of one agent (`Refiners` keeps one per loaded agent)."""
 
@@ -85,7 +97,7 @@ class Refiner:
         self._waiting: deque[RefineRequest] = deque()  # not planned yet
         self._planning: RefineRequest | None = None  # its planner call runs now
         self._ready: Planned | None = None  # planned, waiting for the boundary
-        self._rollbacks: list[Rollback] = []
+        self._rollbacks: list[Rollback | Removal] = []  # user operations, in order
         self._applied = asyncio.Event()
         self._apply_lock = asyncio.Lock()
         self._planner: asyncio.Task[None] | None = None
@@ -120,7 +132,14 @@ class Refiner:
             "pending": len(self._waiting) + (self._ready is not None) + len(self._rollbacks),
             "in_flight": self._planning is not None,
             "waiting_to_apply": self._ready is not None,
-            "queued_rollbacks": [r.record.get("id") for r in self._rollbacks],
+            "queued_rollbacks": [
+                r.record.get("id") for r in self._rollbacks if isinstance(r, Rollback)
+            ],
+            "queued_deletes": [
+                f"{r.store.scope}:{r.kind}:{r.entry_id}"
+                for r in self._rollbacks
+                if isinstance(r, Removal)
+            ],
         }
 
     def history(self) -> list[dict[str, Any]]:
@@ -140,7 +159,7 @@ class Refiner:
         later = [r for r in self.history() if r.get("rollback_of") == record["id"]]
         if later:
             raise RefineError(409, f"{record['id']} was already rolled back by {later[-1]['id']}")
-        if any(r.record.get("id") == record["id"] for r in self._rollbacks):
+        if any(isinstance(r, Rollback) and r.record["id"] == record["id"] for r in self._rollbacks):
             raise RefineError(409, f"a rollback of {record['id']} is already queued")
         self._rollbacks.append(Rollback(record, store))
         if self.agent.running:
@@ -148,6 +167,23 @@ class Refiner:
         done = await self.apply_ready()
         mine = next(r for r in done if r.get("rollback_of") == record["id"])
         return {"queued": False, "applied": True, "note": "applied", "refinement": mine}
+
+    async def delete(self, kind: str, entry_id: str, global_: bool = False) -> dict[str, Any]:
+        """Delete an entry for the user (the panel): like a rollback, at once when the agent is
+        idle, else queued for the next turn boundary; recorded as a refinement (`trigger`
+        `delete`), so it can be rolled back."""
+        try:
+            store = self.harness.store(global_)
+            baseline = baseline_of(await asyncio.to_thread(store.read))
+        except HarnessError as exc:
+            raise RefineError(exc.status, str(exc)) from None
+        if (kind, entry_id) not in baseline:
+            raise RefineError(404, f"no {kind} {entry_id!r} in the {store.scope} store")
+        self._rollbacks.append(Removal(kind, entry_id, store, baseline))
+        if self.agent.running:
+            return {"queued": True, "applied": False, "note": QUEUED}
+        done = await self.apply_ready()
+        return {"queued": False, "applied": True, "note": "applied", "refinement": done[-1]}
 
     def _find(self, refinement_id: object) -> tuple[dict[str, Any], HarnessStore]:
         if not isinstance(refinement_id, str) or not refinement_id:
@@ -234,7 +270,11 @@ class Refiner:
                 done.append(await self._apply_planned(planned))
                 self._applied.set()
             while self._rollbacks:
-                done.append(await self._apply_rollback(self._rollbacks.pop(0)))
+                operation = self._rollbacks.pop(0)
+                if isinstance(operation, Rollback):
+                    done.append(await self._apply_rollback(operation))
+                else:
+                    done.append(await self._apply_removal(operation))
             return done
 
     async def _apply_planned(self, planned: Planned) -> dict[str, Any]:
@@ -275,6 +315,24 @@ class Refiner:
         )
         return await self._record(
             "rollback", store.scope, None, proposal, applied, rollback_of=record["id"], error=error
+        )
+
+    async def _apply_removal(self, removal: Removal) -> dict[str, Any]:
+        edit = {"action": "delete", "kind": removal.kind, "id": removal.entry_id}
+        error = None
+        try:
+            applied = await asyncio.to_thread(
+                apply_edits, removal.store, [edit], removal.baseline, CHANGED_SINCE_ASKED
+            )
+        except HarnessError as exc:
+            applied, error = [], f"the {removal.store.scope} store could not be changed: {exc}"
+        proposal = Proposal(
+            summary=f"Delete {removal.kind} {removal.entry_id}",
+            rationale="deleted by the user",
+            expected_outcome="the entry is gone; a rollback of this refinement brings it back",
+        )
+        return await self._record(
+            "delete", removal.store.scope, None, proposal, applied, error=error
         )
 
     async def _record(
