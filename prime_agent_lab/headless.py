@@ -22,7 +22,13 @@ from .adapters.file_notebook import FileNotebook
 from .adapters.kernel_calls import working_directory_code
 from .adapters.kernel_executor import KernelExecutor, bridge_setup_code
 from .adapters.kernel_pool import KernelPool
-from .adapters.local_kernels import LocalKernel, LocalKernels, hand_out
+from .adapters.local_kernels import (
+    LocalKernel,
+    LocalKernels,
+    hand_out,
+    ipc_transport,
+    remove_ipc_directory,
+)
 from .adapters.local_kernels import kernel_spec_manager as _kernel_spec_manager
 from .core.agent import Agent, AgentConfig, TurnOutcome
 from .core.bridge import BridgeService
@@ -197,7 +203,9 @@ class HeadlessRun:
 
     def _kernel_manager(self) -> AsyncKernelManager:
         km = AsyncKernelManager(
-            kernel_name=self._kernel_name, kernel_spec_manager=_kernel_spec_manager()
+            kernel_name=self._kernel_name,
+            kernel_spec_manager=_kernel_spec_manager(),
+            **ipc_transport(),
         )
         try:
             km.kernel_spec  # noqa: B018  (reading it looks the spec up)
@@ -246,8 +254,10 @@ class HeadlessRun:
             await self._kernel.release()
         if self._executor is not None:
             await self._executor.close()
-        if self._km is not None and self._km.has_kernel:
-            await self._km.shutdown_kernel(now=True)
+        if self._km is not None:
+            if self._km.has_kernel:
+                await self._km.shutdown_kernel(now=True)
+            remove_ipc_directory(self._km)
         if self._server is not None:
             self._server.stop()
 

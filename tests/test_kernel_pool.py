@@ -312,3 +312,22 @@ def test_the_kernel_pool_benchmark_runs_both_modes_and_prints_the_ratio() -> Non
     assert [row[0] for row in rows] == ["local", "server"]
     assert all(float(row[3]) > 0 for row in rows)
     assert "local warm: take" in done.stdout and "server cold: start" in done.stdout
+
+
+@pytest.mark.skipif(os.name == "nt", reason="Unix sockets")
+async def test_local_kernels_talk_over_private_unix_sockets_that_go_with_the_kernel(
+    tmp_path: Path,
+) -> None:
+    """No TCP port to race for: a port jupyter_client picked could be taken by another process
+    before the kernel bound it (the kernel then died with "Address already in use")."""
+    kernels = LocalKernels("python3", cwd=tmp_path)
+    kernel = await kernels.start()
+    directory = Path(kernel.manager.ip).parent
+    try:
+        assert kernel.manager.transport == "ipc"
+        assert len(str(kernel.manager.ip)) < 90  # Unix socket paths are limited to ~107 bytes
+        assert any(p.is_socket() for p in directory.iterdir())
+        assert await kernels.alive(kernel)
+    finally:
+        await kernels.discard(kernel)
+    assert not directory.exists()

@@ -6,8 +6,11 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,6 +36,40 @@ def kernel_spec_manager() -> KernelSpecManager:
     return KernelSpecManager(
         kernel_dirs=[*jupyter_path("kernels"), *(os.path.join(d, "kernels") for d in ipython_dirs)]
     )
+
+
+def ipc_transport() -> dict[str, str]:
+    """Manager settings that make a local kernel talk over Unix sockets in a private directory.
+
+    Over TCP, jupyter_client picks free ports and the kernel binds them a moment later; another
+    process can take one in between and the kernel dies at start ("Address already in use").
+    Socket files in a directory of our own cannot clash, and the kernel no longer warns about
+    TCP without encryption. (Windows has no Unix sockets there: it keeps TCP.)
+    """
+    if os.name == "nt":
+        return {}
+    directory = tempfile.mkdtemp(prefix="pal-")  # short: socket paths have a ~107 byte limit
+    if not _ipc_directories:
+        atexit.register(_remove_ipc_directories)  # whatever a kernel that died left behind
+    _ipc_directories.add(directory)
+    return {"transport": "ipc", "ip": os.path.join(directory, "k")}
+
+
+_ipc_directories: set[str] = set()
+
+
+def _remove_ipc_directories() -> None:
+    for directory in list(_ipc_directories):
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def remove_ipc_directory(manager: AsyncKernelManager) -> None:
+    """The private socket directory of a stopped kernel (its socket files are removed by
+    jupyter_client's own clean-up)."""
+    if manager.transport == "ipc":
+        directory = os.path.dirname(manager.ip)
+        shutil.rmtree(directory, ignore_errors=True)
+        _ipc_directories.discard(directory)
 
 
 class LocalKernelStartFailed(RuntimeError):
@@ -65,7 +102,9 @@ class LocalKernels:
         self._specs = kernel_spec_manager()
 
     async def start(self) -> LocalKernel:
-        manager = AsyncKernelManager(kernel_name=self.kernel_name, kernel_spec_manager=self._specs)
+        manager = AsyncKernelManager(
+            kernel_name=self.kernel_name, kernel_spec_manager=self._specs, **ipc_transport()
+        )
         try:
             await manager.start_kernel(cwd=self.cwd, env=kernel_environment(self._env_strip))
             await wait_until_ready(manager, self._ready_timeout)
@@ -83,6 +122,7 @@ class LocalKernels:
     async def discard(self, kernel: LocalKernel) -> None:
         if kernel.manager.has_kernel:
             await kernel.manager.shutdown_kernel(now=True)
+        remove_ipc_directory(kernel.manager)
 
     async def alive(self, kernel: LocalKernel) -> bool:
         return bool(await kernel.manager.is_alive())
@@ -104,3 +144,4 @@ async def _clean_up(manager: AsyncKernelManager) -> None:
             await manager.shutdown_kernel(now=True)
         else:
             await manager.cleanup_resources()
+    remove_ipc_directory(manager)
