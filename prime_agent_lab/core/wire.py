@@ -234,7 +234,8 @@ class RefinementEdit(TypedDict):
 class RefinementRecord(TypedDict):
     """A refinement as recorded (the store's refinements.jsonl, the session log, the event).
     `trigger`: `user` (chat or REST), `agent` (refine.run), `rollback`, `delete` (a user's
-    delete from the panel), `auto:turns`, `auto:compaction`. `harness_version`: the stores' revisions after it was applied."""
+    delete from the panel), `auto:turns`, `auto:compaction`. `harness_version`: the stores'
+    revisions after it was applied."""
 
     id: str
     trigger: str
