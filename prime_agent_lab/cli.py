@@ -38,6 +38,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or a positive whole number, not {text}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -109,6 +119,21 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=100,
         help="turns the whole agent tree may run (agents that keep messaging each other stop)",
+    )
+    run.add_argument(
+        "--auto-refine-every",
+        type=_non_negative_int,
+        default=25,
+        metavar="N",
+        help="review for a refinement of the harness every N assistant turns and after a "
+        "compaction (0: off)",
+    )
+    run.add_argument(
+        "--no-auto-refine",
+        dest="auto_refine_every",
+        action="store_const",
+        const=0,
+        help="no automatic refinement reviews (refine.run() still works)",
     )
     run.add_argument("--no-stream", dest="stream", action="store_false", help="do not stream")
     run.add_argument("--kernel", default="python3", help="kernel spec name")
@@ -317,6 +342,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         session_id=args.session,
         resume=args.resume,
         fenced_code=args.fenced_code,
+        auto_refine_every=args.auto_refine_every,
         harness_dir=args.harness_dir,
     )
     outcome = None

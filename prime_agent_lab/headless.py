@@ -69,6 +69,7 @@ class HeadlessRun:
         kernel_env_strip: Sequence[str] = SECRET_ENV_VARS,
         max_depth: int = 1,
         kernel_pool_size: int = 2,
+        auto_refine_every: int = 25,
         harness_dir: Path | None = None,
     ) -> None:
         self.cwd = cwd
@@ -95,7 +96,12 @@ class HeadlessRun:
         self.runtime = AgentRuntime(
             self.repository,
             self._environment,
-            RuntimeSettings(agent=config, max_depth=max_depth, harness_dir=harness_dir),
+            RuntimeSettings(
+                agent=config,
+                max_depth=max_depth,
+                harness_dir=harness_dir,
+                auto_refine_every=auto_refine_every,
+            ),
         )
         self.bridge_url = ""
         self.runtime.mailbox.recover()  # messages queued by an earlier run wait again

@@ -14,6 +14,7 @@ from .compact import Compact, track
 from .harness import Harness, HarnessEntry, HarnessError, install_finder
 from .history import Entry, History
 from .messaging import AgentMessage, AgentObserve, Record
+from .refine import Refine
 from .rlm import RLM, Subagent, SubagentHandle, show_link
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "HarnessError",
     "History",
     "Record",
+    "Refine",
     "Subagent",
     "SubagentHandle",
     "configure",
@@ -90,6 +92,7 @@ def _bind_names(shell: Any) -> None:
         "agent_observe": AgentObserve(_call),
         "rlm": RLM(_call, show_link, harness=Harness(_sync_call)),
         "compact": Compact(_call),
+        "refine": Refine(_call),
     }
     for name, value in ours.items():
         existing = shell.user_ns.get(name)

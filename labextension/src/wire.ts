@@ -21,6 +21,10 @@ export type ChildStatus = 'running' | 'idle' | 'inactive' | 'replied' | 'complet
 
 export type DeliveryMode = 'auto' | 'steer' | 'follow_up';
 
+export type RefineScope = 'local' | 'global';
+
+export type EditAction = 'create' | 'update' | 'delete';
+
 export interface IServerInfo {
   version: string;
   provider: string;
@@ -173,6 +177,80 @@ export interface ISessionCopy {
   kernel_state_copied: boolean;
   missing_cells: number;
   text?: string;
+}
+
+/** A harness entry as a refinement recorded it, before or after one edit. */
+export interface IRefinedEntry {
+  id: string;
+  kind: string;
+  title: string;
+  content: string;
+  path: string;
+  scope: RefineScope;
+  reference: Record<string, unknown>;
+  arguments: Record<string, unknown>;
+  metadata: Record<string, unknown>;
+  source: string;
+  created_at: string;
+  updated_at: string;
+  version: number;
+}
+
+/** One edit of a refinement: applied, or rejected with the reason in `error`. */
+export interface IRefinementEdit {
+  action: EditAction | string | null;
+  kind: string | null;
+  id: string | null;
+  applied: boolean;
+  error: string | null;
+  before: IRefinedEntry | null;
+  after: IRefinedEntry | null;
+  reason?: string;
+}
+
+/** A refinement as recorded (the store's refinements.jsonl, the session log, the event). `trigger`: `user` (chat or REST), `agent` (refine.run), `rollback`, `delete` (a user's delete from the panel), `auto:turns`, `auto:compaction`. `harness_version`: the stores' revisions after it was applied. */
+export interface IRefinementRecord {
+  id: string;
+  trigger: string;
+  scope: RefineScope;
+  instructions: string | null;
+  summary: string;
+  rationale: string;
+  expected_outcome: string;
+  edits: IRefinementEdit[];
+  rollback_of: string | null;
+  harness_version: Record<string, number>;
+  created_at: string;
+  session_id: string;
+  error?: string;
+}
+
+/** Answer of `POST .../refine`. */
+export interface IRefineScheduled {
+  scheduled: boolean;
+  note?: string;
+  reason?: string;
+}
+
+/** Answer of `GET .../refinements`: both stores' records, oldest first. */
+export interface IRefinementList {
+  refinements: IRefinementRecord[];
+}
+
+/** Answer of `POST .../refinements/<id>/rollback`: `applied` at once (the agent was idle; `refinement` is the new record), or `queued` for the next turn boundary. */
+export interface IRollbackAnswer {
+  queued: boolean;
+  applied: boolean;
+  note: string;
+  refinement?: IRefinementRecord;
+}
+
+/** A refinement in the chat transcript (`text`: the line the model also read). */
+export interface IRefinementItem {
+  type: 'refinement';
+  turn: number | null;
+  text: string;
+  refinement: IRefinementRecord;
 }
 
 export interface IStatusEvent {
@@ -354,6 +432,16 @@ export interface ITurnEndedEvent {
   final_text: string;
 }
 
+/** A refinement was applied, rolled back or failed (docs/harness.md). */
+export interface IRefinementEvent {
+  seq: number;
+  session_id: string;
+  type: 'refinement';
+  turn?: number;
+  refinement: IRefinementRecord;
+  text: string;
+}
+
 export type ChatItem =
   | IUserItem
   | IAssistantItem
@@ -361,7 +449,8 @@ export type ChatItem =
   | IErrorItem
   | INoticeItem
   | IAgentMessageItem
-  | IChildItem;
+  | IChildItem
+  | IRefinementItem;
 
 export type AgentEvent =
   | IStatusEvent
@@ -380,7 +469,8 @@ export type AgentEvent =
   | IChildSpawnedEvent
   | IChildStatusEvent
   | IBranchMovedEvent
-  | ITurnEndedEvent;
+  | ITurnEndedEvent
+  | IRefinementEvent;
 
 /** The notice line for a turn that ended this way. */
 export const STOP_NOTICES: Partial<Record<StopReason, string>> = {

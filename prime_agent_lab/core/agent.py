@@ -90,6 +90,10 @@ async def _nothing_before_cell(agent: Agent) -> tuple[str, str] | None:
     return None
 
 
+async def _nothing_before_call(agent: Agent, turn: int) -> None:
+    return None
+
+
 @dataclass
 class AgentHooks:
     """The loop's named hook points, each a small callable the runtime supplies.
@@ -111,6 +115,8 @@ class AgentHooks:
       joins the cell's observation (what a snapshot restore brought back);
     - `before_cell`: awaited before each agent cell is sent; a (notice kind, text) when it
       restored the kernel first (it died while the model was thinking), told with that cell.
+    - `before_model_call`: awaited at each turn boundary of a running turn, before the inbox
+      and the compaction check (a refinement planned meanwhile is applied there).
     """
 
     inbox: Callable[[], list[InboxMessage]] = _no_messages
@@ -124,6 +130,7 @@ class AgentHooks:
         _nothing_restored
     )
     before_cell: Callable[[Agent], Awaitable[tuple[str, str] | None]] = _nothing_before_cell
+    before_model_call: Callable[[Agent, int], Awaitable[None]] = _nothing_before_call
 
 
 # Replaces the executor's "all variables are gone" once the snapshot is back in the new process.
@@ -312,6 +319,7 @@ class Agent:
         stop_reason, final_text, error = "max_iterations", "", None
         try:
             for _ in range(self.config.max_iterations):
+                await self.hooks.before_model_call(self, turn)
                 self._take_inbox(turn)
                 await self.compactor.before_model_call(turn)
                 response = await self._call_model(turn)

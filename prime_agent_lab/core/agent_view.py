@@ -20,6 +20,7 @@ class AgentView(Protocol):
     provider: ModelProvider
     kernel: KernelPort
     events: EventBus
+    current_turn: int | None
 
     @property
     def config(self) -> AgentConfig: ...

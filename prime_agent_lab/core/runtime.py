@@ -32,7 +32,10 @@ from .family import (
     check_name,
     default_name,
 )
+from .harness.auto_refine import settings_of
 from .harness.keeper import HarnessKeeper
+from .harness.refine_ops import register_refine_operations
+from .harness.refiners import Refiners
 from .harness_ops import register_harness_operations
 from .lifecycle import Lifecycle
 from .mailbox import Mailbox
@@ -108,6 +111,11 @@ class RuntimeSettings:
     snapshot_total_cap: int = DEFAULT_SNAPSHOT_TOTAL_CAP
     snapshot_debounce: float = DEFAULT_SNAPSHOT_DEBOUNCE  # seconds after a turn ends
     evict_after: float = 30 * 60.0  # seconds idle before a sub-agent is evicted; 0: never
+    # auto-refine (core/harness/auto_refine.py): a review call every N assistant turns and after
+    # a compaction, at most once per cooldown, root agents only; 0 turns: off
+    auto_refine_every: int = 25
+    auto_refine_after_compaction: bool = True
+    auto_refine_cooldown_minutes: float = 20.0
     harness_dir: Path | None = None  # the global harness store (None: default_global_dir())
 
 
@@ -145,6 +153,11 @@ class AgentRuntime:
         register_harness_operations(self.operation)
         self.snapshots = SnapshotKeeper(repository.directory, self._snapshot_settings, self.spawn)
         self.lifecycle = Lifecycle(self)
+        self.refiners = Refiners(
+            lambda session_id: self.harnesses.harness_for(session_id),
+            lambda: settings_of(self.settings),
+        )
+        register_refine_operations(self.operation, self.refiners.get)
 
     # ------------------------------------------------------------ sessions and agents
 
@@ -259,6 +272,8 @@ class AgentRuntime:
             self.snapshots.kernel_bound(agent)
         self.mailbox.agent_started(agent)
         agent.events.add_listener(lambda event: self._child_turn_started(agent, event))
+        member = self.family.member(session.session_id)
+        self.refiners.agent_started(agent, root=member is None or member.depth == 0)
         return agent, recovered
 
     def _child_turn_started(self, child: Agent, event: Event) -> None:
@@ -280,7 +295,11 @@ class AgentRuntime:
             before_turn=self.snapshots.before_turn,
             after_restart=self.snapshots.after_restart,
             before_cell=self.snapshots.before_cell,
+            before_model_call=self._before_model_call,
         )
+
+    async def _before_model_call(self, agent: Agent, turn: int) -> None:
+        await self.refiners.at_boundary(agent.session_id)
 
     def _inbox_for(self, session_id: str) -> Callable[[], list[InboxMessage]]:
         messages = self.mailbox.inbox_for(session_id)
@@ -317,6 +336,7 @@ class AgentRuntime:
         """What follows a turn: a sub-agent's parent learns how its task ended; the messages
         that waited for the turn to end start the next."""
         self._report_to_parent(agent, outcome)
+        self.refiners.turn_ended(agent.session_id)
         self.mailbox.turn_ended(agent)
         waiting = self._notices.get(agent.session_id)
         if waiting and not agent.running and not self.mailbox.closed:
@@ -397,6 +417,7 @@ class AgentRuntime:
             self.unbind_kernel(agent.kernel.kernel_id, agent)
         agent.events.emit("status", status="inactive")
         self.snapshots.agent_gone(agent.session_id)
+        self.spawn(self.refiners.agent_gone(agent.session_id))
         self.spawn(close_provider(agent.provider))
 
     # ------------------------------------------------------------ sub-agents
@@ -703,6 +724,7 @@ class AgentRuntime:
         self.mailbox.close()  # stopping a turn must not start one for a waiting message
         await self.lifecycle.close()
         self.snapshots.close()
+        await self.refiners.close()
         for agent in list(self.agents.values()):
             await agent.stop()
             await close_provider(agent.provider)

@@ -457,6 +457,12 @@ class _ContextBuilder:
         elif kind == "kernel_gc":  # the model is told what left its kernel
             self._settle()
             self._user(f"[notice] {entry.get('text', '')}")
+        elif kind == "refinement":  # what a refinement changed in the harness (docs/harness.md)
+            if self.in_turn:
+                self._settle()
+                self._user(f"[notice] {entry.get('text', '')}")
+            else:
+                self.notices.append(str(entry.get("text", "")))
         elif kind == "assistant_message":
             self._settle()
             calls = tuple(

@@ -23,6 +23,7 @@ _HISTORY_TYPES = {
     "child_spawned",
     "compaction",
     "kernel_gc",
+    "refinement",
 }
 
 _ORIGIN_FIELDS = ("from_session_id", "from_name", "relationship", "composed")
@@ -135,6 +136,10 @@ def chat_transcript(
         elif kind == "kernel_gc":
             text = str(entry.get("text", ""))
             items.append({"type": "notice", "turn": turn, "kind": "kernel_gc", "text": text})
+        elif kind == "refinement" and isinstance(entry.get("refinement"), dict):
+            text = str(entry.get("text", ""))
+            record = entry["refinement"]
+            items.append({"type": "refinement", "turn": turn, "text": text, "refinement": record})
         elif kind == "turn_end" and entry.get("stop_reason") in STOP_NOTICES:
             items.append(
                 {

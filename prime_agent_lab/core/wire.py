@@ -13,7 +13,7 @@ import json
 import sys
 import types
 import typing
-from typing import Literal, NotRequired, TypedDict, Union
+from typing import Any, Literal, NotRequired, TypedDict, Union
 
 from .ports import ExecutionStatus
 
@@ -193,8 +193,110 @@ class NoticeItem(TypedDict):
     kind: NotRequired[NoticeKind]
 
 
+# ---------------------------------------------------------------- refine (docs/harness.md)
+
+RefineScope = Literal["local", "global"]
+EditAction = Literal["create", "update", "delete"]
+
+
+class RefinedEntry(TypedDict):
+    """A harness entry as a refinement recorded it, before or after one edit."""
+
+    id: str
+    kind: str
+    title: str
+    content: str
+    path: str
+    scope: RefineScope
+    reference: dict[str, Any]
+    arguments: dict[str, Any]
+    metadata: dict[str, Any]
+    source: str
+    created_at: str
+    updated_at: str
+    version: int
+
+
+class RefinementEdit(TypedDict):
+    """One edit of a refinement: applied, or rejected with the reason in `error`."""
+
+    action: EditAction | str | None
+    kind: str | None
+    id: str | None
+    applied: bool
+    error: str | None
+    before: RefinedEntry | None
+    after: RefinedEntry | None
+    reason: NotRequired[str]
+    """The planner's evidence for this edit, when it gave one."""
+
+
+class RefinementRecord(TypedDict):
+    """A refinement as recorded (the store's refinements.jsonl, the session log, the event).
+    `trigger`: `user` (chat or REST), `agent` (refine.run), `rollback`, `delete` (a user's
+    delete from the panel), `auto:turns`, `auto:compaction`. `harness_version`: the stores'
+    revisions after it was applied."""
+
+    id: str
+    trigger: str
+    scope: RefineScope
+    instructions: str | None
+    summary: str
+    rationale: str
+    expected_outcome: str
+    edits: list[RefinementEdit]
+    rollback_of: str | None
+    harness_version: dict[str, int]
+    created_at: str
+    session_id: str
+    error: NotRequired[str]
+    """Why the refinement failed (the planner call, a cut-off or unreadable reply, a store
+    that could not be written); it then has no edits."""
+
+
+class RefineScheduled(TypedDict):
+    """Answer of `POST .../refine`."""
+
+    scheduled: bool
+    note: NotRequired[str]
+    reason: NotRequired[str]
+    """Why nothing was scheduled."""
+
+
+class RefinementList(TypedDict):
+    """Answer of `GET .../refinements`: both stores' records, oldest first."""
+
+    refinements: list[RefinementRecord]
+
+
+class RollbackAnswer(TypedDict):
+    """Answer of `POST .../refinements/<id>/rollback`: `applied` at once (the agent was idle;
+    `refinement` is the new record), or `queued` for the next turn boundary."""
+
+    queued: bool
+    applied: bool
+    note: str
+    refinement: NotRequired[RefinementRecord]
+
+
+class RefinementItem(TypedDict):
+    """A refinement in the chat transcript (`text`: the line the model also read)."""
+
+    type: Literal["refinement"]
+    turn: int | None
+    text: str
+    refinement: RefinementRecord
+
+
 ChatItem = (
-    UserItem | AssistantItem | CellItem | ErrorItem | NoticeItem | AgentMessageItem | ChildItem
+    UserItem
+    | AssistantItem
+    | CellItem
+    | ErrorItem
+    | NoticeItem
+    | AgentMessageItem
+    | ChildItem
+    | RefinementItem
 )
 
 
@@ -459,6 +561,17 @@ class TurnEndedEvent(TypedDict):
     final_text: str
 
 
+class RefinementEvent(TypedDict):
+    """A refinement was applied, rolled back or failed (docs/harness.md)."""
+
+    seq: int
+    session_id: str
+    type: Literal["refinement"]
+    turn: NotRequired[int]
+    refinement: RefinementRecord
+    text: str
+
+
 AgentEvent = (
     StatusEvent
     | TurnStartedEvent
@@ -477,6 +590,7 @@ AgentEvent = (
     | ChildStatusEvent
     | BranchMovedEvent
     | TurnEndedEvent
+    | RefinementEvent
 )
 
 EVENT_FIELDS_ADDED_BY_BUS = frozenset({"seq", "type", "session_id"})
@@ -510,6 +624,8 @@ _ALIASES: dict[str, object] = {
     "Relationship": Relationship,
     "ChildStatus": ChildStatus,
     "DeliveryMode": DeliveryMode,
+    "RefineScope": RefineScope,
+    "EditAction": EditAction,
 }
 _INTERFACES: list[type] = [
     ServerInfo,
@@ -527,6 +643,13 @@ _INTERFACES: list[type] = [
     SessionTree,
     LeafMoved,
     SessionCopy,
+    RefinedEntry,
+    RefinementEdit,
+    RefinementRecord,
+    RefineScheduled,
+    RefinementList,
+    RollbackAnswer,
+    RefinementItem,
     *typing.get_args(AgentEvent),
 ]
 _UNIONS: dict[str, object] = {"ChatItem": ChatItem, "AgentEvent": AgentEvent}
@@ -544,6 +667,8 @@ def _ts_type(annotation: object) -> str:
 
 
 def _ts_expansion(annotation: object) -> str:
+    if annotation is Any:
+        return "unknown"
     if annotation is type(None):
         return "null"
     if annotation is str:

@@ -204,6 +204,22 @@ class PrimeAgentLab(ExtensionApp):
         (`await rlm(...)`) and sub-agents not; 0 turns sub-agents off.""",
     ).tag(config=True)
 
+    # Auto-refine (docs/harness.md, README "Refine")
+    auto_refine_every = Integer(
+        25,
+        help="""Assistant turns (model calls) between auto-refine reviews: a cheap side call that
+        decides whether a refinement of the harness is worth planning. Root agents only. 0 turns
+        auto-refine off (refine.run() and /refine work either way).""",
+    ).tag(config=True)
+
+    auto_refine_after_compaction = Bool(
+        True, help="Also review for a refinement after each compaction (when auto-refine is on)."
+    ).tag(config=True)
+
+    auto_refine_cooldown_minutes = Float(
+        20.0, help="Minutes after an auto-refine review before the next one may run."
+    ).tag(config=True)
+
     subagent_models = List(
         Unicode(),
         default_value=[],
@@ -287,6 +303,9 @@ class PrimeAgentLab(ExtensionApp):
             snapshot_total_cap=self.snapshot_total_cap,
             subagent_models=tuple(self.subagent_models),
             provider_for=self._provider_for,
+            auto_refine_every=self.auto_refine_every,
+            auto_refine_after_compaction=self.auto_refine_after_compaction,
+            auto_refine_cooldown_minutes=self.auto_refine_cooldown_minutes,
             harness_dir=self._global_harness_dir(),
         )
         self.host = AgentHost(

@@ -221,6 +221,38 @@ class CloneHandler(_Base):
         self.reply(await self.host.clone(self.session_id(session_id)), status=201)
 
 
+class RefineHandler(_Base):
+    """`POST .../refine {instructions?, global?}`: plan a refinement (docs/harness.md)."""
+
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def post(self, session_id: str) -> None:
+        data = self.body()
+        instructions, global_ = text_field(data, "instructions"), bool_field(data, "global")
+        answer = self.host.refine(self.session_id(session_id), instructions, global_)
+        self.reply(answer, status=202 if answer.get("scheduled") else 200)
+
+
+class RefinementsHandler(_Base):
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def get(self, session_id: str) -> None:
+        records = await self.host.refinements(self.session_id(session_id))
+        self.reply({"refinements": records})
+
+
+class RollbackHandler(_Base):
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def post(self, session_id: str, refinement_id: str) -> None:
+        self.body()
+        answer = await self.host.rollback_refinement(self.session_id(session_id), refinement_id)
+        self.reply(answer, status=202 if answer.get("queued") else 200)
+
+
 class BindingsHandler(_Base):
     @web.authenticated
     @authorized
@@ -360,6 +392,7 @@ class BridgeJobHandler(_BridgeHandler):
 
 
 _SESSION = r"(?P<session_id>[A-Za-z0-9][A-Za-z0-9_-]*)"
+_REFINEMENT = r"(?P<refinement_id>[A-Za-z0-9][A-Za-z0-9_-]*)"
 
 
 def handlers() -> list[tuple[str, Any]]:
@@ -374,6 +407,12 @@ def handlers() -> list[tuple[str, Any]]:
         (rf"/prime-agent/api/sessions/{_SESSION}/leaf", LeafHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/fork", ForkHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/clone", CloneHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/refine", RefineHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/refinements", RefinementsHandler),
+        (
+            rf"/prime-agent/api/sessions/{_SESSION}/refinements/{_REFINEMENT}/rollback",
+            RollbackHandler,
+        ),
         (r"/prime-agent/api/bindings", BindingsHandler),
         (r"/prime-agent/api/.*", NotFoundHandler),
         (rf"/prime-agent/bridge/kernels/{KERNEL_ROUTE}/call", BridgeCallHandler),

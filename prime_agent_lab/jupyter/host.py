@@ -25,6 +25,7 @@ from ..core import branching
 from ..core.agent import Agent, AgentConfig, TurnInProgress
 from ..core.bridge import BridgeService
 from ..core.events import EventBus
+from ..core.harness.refiner import RefineError, Refiner
 from ..core.pending_kernel import PendingKernel
 from ..core.ports import KernelPort, ModelProvider, NotebookPort, NotebookUnavailable
 from ..core.redaction import SECRET_ENV_VARS, kernel_environment
@@ -69,6 +70,9 @@ class HostSettings:
     snapshot_total_cap: int = 256 * 2**20
     subagent_models: tuple[str, ...] = ()
     provider_for: Callable[[str, str], ModelProvider] | None = None
+    auto_refine_every: int = 25  # assistant turns between reviews; 0: off
+    auto_refine_after_compaction: bool = True
+    auto_refine_cooldown_minutes: float = 20.0
     harness_dir: Path | None = None  # the global harness store; read once at start
 
 
@@ -191,6 +195,9 @@ class AgentHost:
             evict_after=settings.evict_after,
             snapshot_variable_cap=settings.snapshot_variable_cap,
             snapshot_total_cap=settings.snapshot_total_cap,
+            auto_refine_every=settings.auto_refine_every,
+            auto_refine_after_compaction=settings.auto_refine_after_compaction,
+            auto_refine_cooldown_minutes=settings.auto_refine_cooldown_minutes,
         )
 
     @property
@@ -592,6 +599,36 @@ class AgentHost:
             self.repository, plan, cells, self._environment.create_child_notebook
         )
 
+    # ------------------------------------------------------------ refine (docs/harness.md)
+
+    def _refiner(self, session_id: str) -> Refiner:
+        agent = self.agent(session_id)
+        refiner = self.runtime.refiners.get(agent.session_id)
+        if refiner is None:
+            raise HostError(409, f"session {shorten(session_id)} cannot refine its harness")
+        return refiner
+
+    def refine(self, session_id: str, instructions: str | None, global_: bool) -> dict[str, Any]:
+        """`/refine`: plan a refinement in the background; it applies at a turn boundary."""
+        with _refine_errors():
+            return self._refiner(session_id).schedule(instructions, global_, trigger="user")
+
+    async def refinements(self, session_id: str) -> list[dict[str, Any]]:
+        """The refinement records of the session's local and the global store, oldest first."""
+        return await asyncio.to_thread(self._refiner(session_id).history)
+
+    async def rollback_refinement(self, session_id: str, refinement_id: str) -> dict[str, Any]:
+        with _refine_errors():
+            return await self._refiner(session_id).rollback(refinement_id)
+
+    async def delete_harness_entry(
+        self, session_id: str, kind: str, entry_id: str, global_: bool = False
+    ) -> dict[str, Any]:
+        """A delete from the panel: applied at the next turn boundary (at once when idle) and
+        recorded as a refinement, so it can be rolled back."""
+        with _refine_errors():
+            return await self._refiner(session_id).delete(kind, entry_id, global_)
+
     # ------------------------------------------------------------ shutdown
 
     async def shutdown(self) -> None:
@@ -780,6 +817,14 @@ def _branch_errors() -> Iterator[None]:
     try:
         yield
     except branching.BranchError as exc:
+        raise HostError(exc.status, exc.message) from None
+
+
+@contextlib.contextmanager
+def _refine_errors() -> Iterator[None]:
+    try:
+        yield
+    except RefineError as exc:
         raise HostError(exc.status, exc.message) from None
 
 

@@ -30,11 +30,14 @@ message (including one sent after a Stop) plays the script from its first step; 
 already been played to its end in this conversation.
 
 Side calls of the harness (`request.purpose` other than `turn`: a compaction's `summary`, a
-`kernel_gc` review) never play the turns. `"side": {"summary": [{"text": "..."}, ...],
-"kernel_gc": [...]}` gives their answers in order (error steps too), per provider instance; without
-one, a summary call gets a short generated summary and a `kernel_gc` call `{"actions": []}`. After
-a compaction dropped earlier assistant messages, the position continues from the newest scripted
-tool call id the request still holds.
+`kernel_gc` review, a `refine` plan, a `refine_review`) never play the turns. `"side": {"summary":
+[{"text": "..."}, ...], "kernel_gc": [...]}` gives their answers in order (error steps too), per
+provider instance; without one, a summary call gets a short generated summary, a `kernel_gc` call
+`{"actions": []}`, a `refine` call a proposal without edits and a `refine_review` a "no". A side
+step may also give `"stop_reason"` (e.g. "max_tokens", a reply cut off by the output budget) and
+`"wait_for": "<path>"`: the call answers only once that file exists (a test holds a side call
+pending that way, deterministically). After a compaction dropped earlier assistant messages, the
+position continues from the newest scripted tool call id the request still holds.
 
 `step_delay` (seconds, default 0) paces the playback so a person can watch it: about half of it
 passes before the step's text, the rest while the text streams.
@@ -66,6 +69,16 @@ _WORD_GROUP = re.compile(r"(?:\S+\s*){1,3}|\s+")
 class ScriptTurn:
     text: str = ""
     arguments: tuple[str, ...] = ()  # raw JSON arguments of each `python` tool call
+    stop_reason: str | None = None  # side steps: as the provider reports it
+    wait_for: str | None = None  # side steps: answer once this file exists
+
+
+SIDE_DEFAULTS = {
+    "kernel_gc": '{"actions": []}',
+    "refine": '{"summary": "scripted: no change", "rationale": "", "edits": []}',
+    "refine_review": '{"should_refine": false, "rationale": "scripted"}',
+}
+WAIT_POLL_SECONDS = 0.02
 
 
 @dataclass(frozen=True)
@@ -149,9 +162,19 @@ def _parse_side(data: Any, path: str | Path) -> dict[str, list[ScriptTurn | Scri
             where = f"{path} side {purpose} step {number}"
             if not isinstance(step, dict):
                 raise ValueError(f"{where}: each step must be an object")
-            parsed = _parse_error(step, where) if "error" in step else _parse_turn(step, where)
+            parsed = _parse_error(step, where) if "error" in step else _parse_side_turn(step, where)
             side.setdefault(purpose, []).append(parsed)
     return side
+
+
+def _parse_side_turn(step: dict[str, Any], where: str) -> ScriptTurn:
+    turn = _parse_turn(step, where)
+    stop_reason, wait_for = step.get("stop_reason"), step.get("wait_for")
+    if stop_reason is not None and not isinstance(stop_reason, str):
+        raise ValueError(f'{where}: "stop_reason" must be a string')
+    if wait_for is not None and not isinstance(wait_for, str):
+        raise ValueError(f'{where}: "wait_for" must be a file path (a string)')
+    return ScriptTurn(turn.text, turn.arguments, stop_reason, wait_for)
 
 
 def _parse_turn(step: dict[str, Any], where: str) -> ScriptTurn:
@@ -223,7 +246,10 @@ class ScriptedProvider:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         if request.purpose != "turn":
-            yield ResponseDone(self._side_call(request))
+            response, wait_for = self._side_call(request)
+            while wait_for is not None and not Path(wait_for).exists():
+                await asyncio.sleep(WAIT_POLL_SECONDS)
+            yield ResponseDone(response)
             return
         script = self._script_for(request)
         position = self._position(request, script)
@@ -264,7 +290,8 @@ class ScriptedProvider:
             apply_fenced_fallback(response, id_prefix="scripted_", enabled=self.fenced_code)
         )
 
-    def _side_call(self, request: ModelRequest) -> ModelResponse:
+    def _side_call(self, request: ModelRequest) -> tuple[ModelResponse, str | None]:
+        """The answer of a side call, and the file it waits for (None: answer at once)."""
         steps = self.script.side.get(request.purpose, [])
         played = self._side_played.get(request.purpose, 0)
         self._side_played[request.purpose] = played + 1
@@ -273,16 +300,18 @@ class ScriptedProvider:
             raise step.to_error()
         if step is not None:
             text = step.text
-        elif request.purpose == "kernel_gc":
-            text = '{"actions": []}'
+        elif request.purpose in SIDE_DEFAULTS:
+            text = SIDE_DEFAULTS[request.purpose]
         else:
             chars = _request_chars(request)
             text = f"## Goal\n(scripted summary of {chars:,} characters of earlier work)"
-        return ModelResponse(
+        response = ModelResponse(
             text=text,
             usage=Usage(input_tokens=_request_chars(request) // 4, output_tokens=len(text) // 4),
+            stop_reason=(step.stop_reason if step is not None else None) or "end_turn",
             model=self.model,
         )
+        return response, step.wait_for if step is not None else None
 
     def _script_for(self, request: ModelRequest) -> Script:
         first = request.messages[0] if request.messages else None
