@@ -200,7 +200,12 @@ export function renderRefineForm(
     row.dataset.refinementId = record.id;
     const label = element('span', 'pal-tree-label');
     label.textContent = refinementLineText(record);
-    label.title = [record.createdAt, record.trigger && `trigger ${record.trigger}`, ...record.rejections]
+    label.title = [
+      label.textContent,
+      record.createdAt,
+      record.trigger && `trigger ${record.trigger}`,
+      ...record.rejections
+    ]
       .filter(Boolean)
       .join('\n');
     row.append(label);

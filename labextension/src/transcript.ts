@@ -437,11 +437,11 @@ export class TranscriptModel {
         this._onTurnEnded(turn, event.stop_reason, text(event.final_text));
         this.status = 'idle';
         break;
+      case 'refinement':
+        this._add(refinementEntry(this._nextId++, turn, event));
+        break;
       default:
-        if ((event as unknown as LooseRecord).type === 'refinement') {
-          this._add(refinementEntry(this._nextId++, turn, event));
-        }
-        // Any other event this panel does not know (a newer server): nothing to show.
+        // An event this panel does not know (a newer server): nothing to show.
         break;
     }
   }
@@ -810,6 +810,8 @@ export class TranscriptModel {
         };
       case 'error':
         return { kind: 'error', id, turn, message: text(item.message) };
+      case 'refinement':
+        return refinementEntry(id, turn, item);
       case 'notice': {
         const noticeKind = item.kind ?? (item.stop_reason ? 'stop' : null);
         return {
@@ -825,9 +827,6 @@ export class TranscriptModel {
         // An item this panel does not know (a newer server): a neutral line
         // when it says something, nothing otherwise.
         const loose = item as unknown as LooseRecord;
-        if (loose.type === 'refinement') {
-          return refinementEntry(id, turn, item);
-        }
         const said = text(loose.text) || text(loose.message);
         return said
           ? { kind: 'notice', id, turn, text: said, tone: 'info', noticeKind: null }

@@ -5,6 +5,7 @@ agent's kernel runs a long cell (docs/ui.md "The Harness view")."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,17 @@ from .test_chat_panel import (
 pytestmark = pytest.mark.browser
 
 MIN_CONTRAST = 4.5
+
+# The scripted planner's answer to `/refine`: one valid edit and one the host must reject.
+PROPOSAL = {
+    "summary": "Retry flaky tests five times",
+    "rationale": "three reruns in a row passed on the fourth try",
+    "expected_outcome": "fewer red runs",
+    "edits": [
+        {"action": "update", "kind": "memory", "id": "flaky_test", "content": "retry five times"},
+        {"action": "update", "kind": "prompt", "id": "base_system_prompt", "content": "obey"},
+    ],
+}
 
 # Contrast of an element's text against its own (opaque) background, WCAG formula.
 TEXT_CONTRAST_JS = """
@@ -66,7 +78,8 @@ def lab_script(release_file: Path) -> dict[str, Any]:
         "turns": [
             {"text": "I will wait for the release file.", "code": long_cell},
             {"text": "Released."},
-        ]
+        ],
+        "side": {"refine": [{"text": json.dumps(PROPOSAL)}]},
     }
 
 
@@ -228,7 +241,8 @@ def test_the_harness_view_answers_while_the_agents_cell_runs(
     cell_line = chat.get_by_test_id("pal-cell-line")
     expect(cell_line).to_have_attribute("data-status", "running", timeout=TURN_TIMEOUT_MS)
 
-    # The agent's cell runs: the view opens, draws and takes a click all the same.
+    # The agent's cell runs: the view opens, draws and takes a click all the same; the host
+    # queues the delete for the turn boundary (never while a cell runs) and says so.
     panel = _open_harness(page, chat)
     _tab(panel, "Memories")
     stale = '[data-testid="pal-harness-entry"][data-id="stale"]'
@@ -239,14 +253,77 @@ def test_the_harness_view_answers_while_the_agents_cell_runs(
     expect(delete).to_have_text("Confirm delete", timeout=UI_TIMEOUT_MS)
     delete.click()
     answer = panel.get_by_test_id("pal-harness-answer")
-    expect(answer).to_contain_text("Delete memory stale: applied", timeout=UI_TIMEOUT_MS)
-    expect(entry).to_have_count(0, timeout=UI_TIMEOUT_MS)
+    expect(answer).to_contain_text(
+        "Delete memory stale: queued: applies at the next turn boundary", timeout=UI_TIMEOUT_MS
+    )
     expect(cell_line).to_have_attribute("data-status", "running")
-    assert local.get("memory", "stale") is None
+    assert local.get("memory", "stale") is not None
     save_screenshot(page, "harness_panel_busy.png")
 
+    # At the boundary after the cell the delete applies, recorded as a refinement.
     release_file.touch()
     expect(cell_line).to_have_attribute("data-status", "ok", timeout=TURN_TIMEOUT_MS)
+    expect(entry).to_have_count(0, timeout=TURN_TIMEOUT_MS)
+    assert local.get("memory", "stale") is None
+    _tab(panel, "History")
+    record = panel.locator('[data-testid="pal-harness-refinement"]')
+    expect(record).to_have_count(1, timeout=UI_TIMEOUT_MS)
+    expect(record).to_contain_text("trigger delete")
+    expect(record).to_contain_text("-content: delete me")
     expect(chat.get_by_test_id("pal-status")).to_have_attribute(
         "data-status", "idle", timeout=TURN_TIMEOUT_MS
     )
+
+
+def test_a_rollback_from_the_panel_is_recorded_like_any_other_refinement(
+    lab_server: LabServer, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    chat, session_id = _attach(page, lab_server, "harness-rollback.ipynb")
+    local, _ = _stores(lab_server, session_id)
+    local.create("memory", {"title": "flaky test", "content": "retry three times"}, "user")
+
+    # /refine in the chat: planned by the scripted planner, applied at once (the agent is idle).
+    chat_input = chat.get_by_test_id("pal-chat-input")
+    chat_input.fill("/refine promote the retry pattern")
+    chat_input.press("Enter")
+    lines = chat.get_by_test_id("pal-refinement")
+    expect(lines).to_have_count(1, timeout=TURN_TIMEOUT_MS)
+    expect(lines.first).to_have_attribute("data-applied", "1")
+    expect(lines.first).to_have_attribute("data-rejected", "1")
+    refined = lines.first.get_attribute("data-refinement-id")
+    assert local.get("memory", "flaky_test").content == "retry five times"  # type: ignore[union-attr]
+
+    panel = _open_harness(page, chat)
+    _tab(panel, "History")
+    record = panel.locator(f'[data-testid="pal-harness-refinement"][data-id="{refined}"]')
+    expect(record).to_contain_text("-content: retry three times", timeout=UI_TIMEOUT_MS)
+    expect(record).to_contain_text("+content: retry five times")
+    panel.locator(
+        ".pal-harness-refinement",
+        has=page.locator(f'[data-testid="pal-harness-refinement"][data-id="{refined}"]'),
+    ).locator("button", has_text="Rollback").click()
+    answer = panel.get_by_test_id("pal-harness-answer")
+    expect(answer).to_contain_text(f"Rollback of {refined}: applied", timeout=UI_TIMEOUT_MS)
+
+    # Recorded like any other refinement: in the store, the panel, the chat and GET refinements.
+    records = panel.locator('[data-testid="pal-harness-refinement"]')
+    expect(records).to_have_count(2, timeout=UI_TIMEOUT_MS)
+    expect(records.first).to_contain_text(f"rollback of {refined}")
+    expect(records.first).to_contain_text("+content: retry three times")
+    expect(lines).to_have_count(2, timeout=UI_TIMEOUT_MS)
+    expect(lines.last).to_contain_text(f"rollback of {refined}")
+    restored = local.get("memory", "flaky_test")
+    assert restored is not None and restored.content == "retry three times"
+    assert restored.version == 3  # versions keep rising through a rollback
+    listed = lab_server.api("GET", f"prime-agent/api/sessions/{session_id}/refinements")
+    assert [r.get("rollback_of") for r in listed["refinements"]] == [None, refined]
+
+    # The rollback form lists both, newest first.
+    chat_input.fill("/refine history")
+    chat_input.press("Enter")
+    rows = chat.get_by_test_id("pal-refine-row")
+    expect(rows).to_have_count(2, timeout=UI_TIMEOUT_MS)
+    expect(rows.last).to_have_attribute("data-refinement-id", refined or "")
+    save_screenshot(page, "harness_panel_rollback.png")
