@@ -90,3 +90,95 @@ def test_bad_refine_forms_answer_clearly_and_lines_survive_a_reload(
         1, timeout=UI_TIMEOUT_MS
     )
     save_screenshot(page, "review_refine_after_reload.png")
+
+
+def _run_cell(page: Any, code: str) -> None:
+    """Type `code` into the notebook's last cell and run it (Shift+Enter), as a user would."""
+    cell = page.locator(".jp-NotebookPanel:visible .jp-Cell").last
+    cell.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")  # a new code cell below
+    editor = page.locator(".jp-NotebookPanel:visible .jp-Cell").last.locator(".cm-content")
+    editor.click()
+    editor.fill(code)
+    page.keyboard.press("Shift+Enter")
+
+
+def test_entries_from_cells_and_a_second_notebook_reach_the_view_and_a_restart(
+    lab_server: LabServer, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    from .test_chat_panel import _open_panel
+
+    chat, session_id = _attach(page, lab_server, "harness-cells.ipynb")
+    # The view waits for the server to set the kernel up (`rlm` is bound in the background).
+    panel = _open_harness(page, chat)
+    _run_cell(page, 'rlm.harness.create_memory("cell note", "from a cell")')
+    _tab(panel, "Memories")
+    note = panel.locator('[data-testid="pal-harness-entry"][data-id="cell_note"]')
+    expect(note).to_be_visible(timeout=UI_TIMEOUT_MS)
+
+    # A change from another cell while the view is open.
+    _run_cell(page, 'rlm.harness.create_memory("second note", "later", global_=True)')
+    expect(panel.locator('[data-id="second_note"]')).to_have_count(1, timeout=UI_TIMEOUT_MS)
+
+    # A second notebook (another session) writes a global entry: the first view follows.
+    other = page.context.new_page()
+    chat2, _ = _attach(other, lab_server, "harness-cells-2.ipynb")
+    panel2 = _open_harness(other, chat2)
+    _run_cell(other, 'rlm.harness.create_memory("from nb2", "global", global_=True)')
+    expect(panel.locator('[data-id="from_nb2"]')).to_have_count(1, timeout=UI_TIMEOUT_MS)
+    _tab(panel2, "Memories")
+    expect(panel2.locator('[data-id="from_nb2"]')).to_have_count(1, timeout=UI_TIMEOUT_MS)
+    expect(panel2.locator('[data-id="cell_note"]')).to_have_count(0)  # local to session 1
+    other.close()
+
+    # An ordinary cell's panel.
+    _run_cell(page, "rlm.harness.panel()")
+    cell_panel = page.locator(".jp-NotebookPanel:visible .jp-OutputArea .pal-harness-panel")
+    expect(cell_panel).to_be_visible(timeout=UI_TIMEOUT_MS)
+
+    # Kernel restart (what the Kernel menu's Restart does), then the Harness button again.
+    kernel_id = [
+        s["kernel"]["id"] for s in lab_server.api("GET", "api/sessions")
+        if s["path"] == "harness-cells.ipynb"
+    ][0]
+    lab_server.api("POST", f"api/kernels/{kernel_id}/restart", {})
+    from .test_chat_panel import KERNEL_IDLE_TIMEOUT, _wait_for_idle_kernel
+
+    _wait_for_idle_kernel(lab_server, "harness-cells.ipynb", KERNEL_IDLE_TIMEOUT)
+    chat = _open_panel(page)
+    views_before = page.locator(".pal-HarnessView").count()
+    chat.get_by_test_id("pal-harness").click()
+    panel = page.locator(".pal-HarnessView .pal-harness-panel").last
+    expect(panel).to_be_visible(timeout=UI_TIMEOUT_MS)
+    _tab(panel, "Memories")
+    local, _ = _stores(lab_server, session_id)
+    local.create("memory", {"title": "store after restart", "content": "x"}, "user")
+    expect(panel.locator('[data-id="store_after_restart"]')).to_have_count(
+        1, timeout=UI_TIMEOUT_MS
+    )
+    save_screenshot(page, "review_harness_after_restart.png")
+    print("views before/after the click:", views_before, page.locator(".pal-HarnessView").count())
+
+
+def test_rlm_is_bound_in_a_users_cell_after_a_kernel_restart(
+    lab_server: LabServer, page: Any
+) -> None:
+    """README: "you in a cell of your own" write entries with `rlm.harness`; after Kernel >
+    Restart the user's next cell must still find `rlm` (not only after the agent's next cell)."""
+    from playwright.sync_api import expect
+
+    from .test_chat_panel import KERNEL_IDLE_TIMEOUT, _wait_for_idle_kernel
+
+    chat, session_id = _attach(page, lab_server, "harness-restart.ipynb")
+    _open_harness(page, chat)  # the server has set the kernel up
+    kernel_id = _wait_for_idle_kernel(lab_server, "harness-restart.ipynb", KERNEL_IDLE_TIMEOUT)
+    lab_server.api("POST", f"api/kernels/{kernel_id}/restart", {})
+    _wait_for_idle_kernel(lab_server, "harness-restart.ipynb", KERNEL_IDLE_TIMEOUT)
+    _run_cell(page, 'rlm.harness.create_memory("after restart", "yes")')
+    outputs = page.locator(".jp-NotebookPanel:visible .jp-OutputArea-output")
+    expect(outputs.last).to_contain_text("after_restart", timeout=UI_TIMEOUT_MS)
+    local, _ = _stores(lab_server, session_id)
+    assert local.get("memory", "after_restart") is not None
