@@ -5,6 +5,7 @@ chat's refinement lines survive a page reload and a kernel restart."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,10 +21,19 @@ UNICODE = "naïve café — 日本語 ✓ 🚀"
 
 
 @pytest.fixture(scope="module")
-def lab_script() -> dict[str, Any]:
+def release_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The agent's long cell runs until this file exists."""
+    return tmp_path_factory.mktemp("review-release") / "release"
+
+
+@pytest.fixture(scope="module")
+def lab_script(release_file: Path) -> dict[str, Any]:
+    long_cell = (
+        f"import os, time\nwhile not os.path.exists({str(release_file)!r}):\n    time.sleep(0.1)\n"
+    )
     return {
-        "turns": [{"text": "Nothing to do."}],
-        "side": {"refine": [{"text": json.dumps(PROPOSAL)}]},
+        "turns": [{"text": "Waiting.", "code": long_cell}, {"text": "Released."}],
+        "side": {"refine": [{"text": json.dumps(PROPOSAL)}] * 3},
     }
 
 
@@ -104,14 +114,12 @@ def _run_cell(page: Any, code: str) -> None:
     page.keyboard.press("Shift+Enter")
 
 
-def test_entries_from_cells_and_a_second_notebook_reach_the_view_and_a_restart(
+def test_entries_from_cells_a_second_notebook_and_a_cells_panel_reach_the_view(
     lab_server: LabServer, page: Any
 ) -> None:
     from playwright.sync_api import expect
 
-    from .test_chat_panel import _open_panel
-
-    chat, session_id = _attach(page, lab_server, "harness-cells.ipynb")
+    chat, _ = _attach(page, lab_server, "harness-cells.ipynb")
     # The view waits for the server to set the kernel up (`rlm` is bound in the background).
     panel = _open_harness(page, chat)
     _run_cell(page, 'rlm.harness.create_memory("cell note", "from a cell")')
@@ -139,30 +147,39 @@ def test_entries_from_cells_and_a_second_notebook_reach_the_view_and_a_restart(
     cell_panel = page.locator(".jp-NotebookPanel:visible .jp-OutputArea .pal-harness-panel")
     expect(cell_panel).to_be_visible(timeout=UI_TIMEOUT_MS)
 
-    # Kernel restart (what the Kernel menu's Restart does), then the Harness button again.
-    kernel_id = [
-        s["kernel"]["id"] for s in lab_server.api("GET", "api/sessions")
-        if s["path"] == "harness-cells.ipynb"
-    ][0]
-    lab_server.api("POST", f"api/kernels/{kernel_id}/restart", {})
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect: after Kernel > Restart the server sets the kernel up again only when the "
+    "agent runs its next cell; a new Harness view waits on 'Starting the harness panel…'",
+)
+def test_the_harness_button_gives_a_live_view_after_a_kernel_restart(
+    lab_server: LabServer, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
     from .test_chat_panel import KERNEL_IDLE_TIMEOUT, _wait_for_idle_kernel
 
-    _wait_for_idle_kernel(lab_server, "harness-cells.ipynb", KERNEL_IDLE_TIMEOUT)
-    chat = _open_panel(page)
-    views_before = page.locator(".pal-HarnessView").count()
+    chat, session_id = _attach(page, lab_server, "harness-view-restart.ipynb")
+    _open_harness(page, chat)
+    kernel_id = _wait_for_idle_kernel(lab_server, "harness-view-restart.ipynb", KERNEL_IDLE_TIMEOUT)
+    lab_server.api("POST", f"api/kernels/{kernel_id}/restart", {})
+    _wait_for_idle_kernel(lab_server, "harness-view-restart.ipynb", KERNEL_IDLE_TIMEOUT)
     chat.get_by_test_id("pal-harness").click()
-    panel = page.locator(".pal-HarnessView .pal-harness-panel").last
-    expect(panel).to_be_visible(timeout=UI_TIMEOUT_MS)
-    _tab(panel, "Memories")
+    views = page.locator(".pal-HarnessView")
+    expect(views).to_have_count(2, timeout=UI_TIMEOUT_MS)
+    panel = views.last.locator(".pal-harness-panel")
     local, _ = _stores(lab_server, session_id)
     local.create("memory", {"title": "store after restart", "content": "x"}, "user")
-    expect(panel.locator('[data-id="store_after_restart"]')).to_have_count(
-        1, timeout=UI_TIMEOUT_MS
-    )
-    save_screenshot(page, "review_harness_after_restart.png")
-    print("views before/after the click:", views_before, page.locator(".pal-HarnessView").count())
+    _tab(panel, "Memories")
+    expect(panel.locator('[data-id="store_after_restart"]')).to_have_count(1, timeout=UI_TIMEOUT_MS)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect: after Kernel > Restart `rlm` is unbound in the user's cells until the "
+    "agent runs a cell (the server re-runs its setup only then)",
+)
 def test_rlm_is_bound_in_a_users_cell_after_a_kernel_restart(
     lab_server: LabServer, page: Any
 ) -> None:
@@ -182,3 +199,39 @@ def test_rlm_is_bound_in_a_users_cell_after_a_kernel_restart(
     expect(outputs.last).to_contain_text("after_restart", timeout=UI_TIMEOUT_MS)
     local, _ = _stores(lab_server, session_id)
     assert local.get("memory", "after_restart") is not None
+
+
+def test_a_rollback_from_the_panel_while_the_agents_cell_runs_waits_for_the_boundary(
+    lab_server: LabServer, page: Any, release_file: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    chat, session_id = _attach(page, lab_server, "harness-rollback-busy.ipynb")
+    local, _ = _stores(lab_server, session_id)
+    local.create("memory", {"title": "flaky test", "content": "retry three times"}, "user")
+    chat_input = chat.get_by_test_id("pal-chat-input")
+    chat_input.fill("/refine promote the retry pattern")
+    chat_input.press("Enter")
+    lines = chat.get_by_test_id("pal-refinement")
+    expect(lines).to_have_count(1, timeout=TURN_TIMEOUT_MS)
+    refined = lines.first.get_attribute("data-refinement-id")
+
+    chat_input.fill("Wait for the release file.")
+    chat_input.press("Enter")
+    cell_line = chat.get_by_test_id("pal-cell-line")
+    expect(cell_line).to_have_attribute("data-status", "running", timeout=TURN_TIMEOUT_MS)
+    panel = _open_harness(page, chat)
+    _tab(panel, "History")
+    row = panel.locator(
+        ".pal-harness-refinement",
+        has=page.locator(f'[data-testid="pal-harness-refinement"][data-id="{refined}"]'),
+    )
+    row.locator("button", has_text="Rollback").click()
+    answer = panel.get_by_test_id("pal-harness-answer")
+    expect(answer).to_contain_text(f"Rollback of {refined}: queued", timeout=UI_TIMEOUT_MS)
+    assert local.get("memory", "flaky_test").content == "retry five times"  # type: ignore[union-attr]
+    release_file.touch()
+    expect(cell_line).to_have_attribute("data-status", "ok", timeout=TURN_TIMEOUT_MS)
+    expect(lines).to_have_count(2, timeout=TURN_TIMEOUT_MS)
+    assert local.get("memory", "flaky_test").content == "retry three times"  # type: ignore[union-attr]
+    save_screenshot(page, "review_rollback_busy.png")
