@@ -138,6 +138,11 @@ class AgentHost:
         self._auto_restarting.discard(kernel_id)
         agent = self.runtime.agent_on_kernel(kernel_id)
         executor = self._executors.get(kernel_id)
+        if agent is not None and executor is not None:
+            # The researcher's own cells use `rlm`, `history`, ... and the Harness view waits
+            # for them: load the kernel package into the new process now, not at the next
+            # agent cell (a no-op when that process has it already).
+            self.runtime.spawn(self._prepare_after_restart(executor, kernel_id))
         if agent is None or (executor is not None and executor.executing):
             return
         if executor is not None and executor.knows_current_process():
@@ -161,6 +166,12 @@ class AgentHost:
                 ),
             )
         agent.notice(kind, text)
+
+    async def _prepare_after_restart(self, executor: KernelExecutor, kernel_id: str) -> None:
+        try:
+            await executor.prepare()
+        except Exception as exc:  # the next agent cell tries again and reports it
+            log.warning("kernel %s: setup after a restart failed: %s", kernel_id, exc)
 
     def _death_notice(self, session_id: str) -> str:
         if self.runtime.snapshots.has_snapshot(session_id):
