@@ -221,6 +221,23 @@ except RuntimeError as exc:
     assert "CALLED" not in out and "IMPORT ERROR bad import" in out
 
 
+async def test_refine_run_refuses_a_global_flag_that_is_not_a_bool(tmp_path: Path) -> None:
+    code = """
+for flag in ("no", 0, None):
+    try:
+        await refine.run(global_=flag)
+    except TypeError as exc:
+        print("ERR", repr(flag), exc)
+print("PENDING", (await refine.status()).pending)
+"""
+    async with attached(tmp_path) as run:
+        out = await kernel(run.agent, code)
+    assert "ERR 'no' global_ must be True or False" in out
+    assert "ERR 0 global_ must be True or False" in out
+    assert "ERR None global_ must be True or False" in out
+    assert "PENDING 0" in out
+
+
 async def test_the_prompt_is_rebuilt_after_a_change_and_each_answer_names_its_harness_version(
     tmp_path: Path,
 ) -> None:
