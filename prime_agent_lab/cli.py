@@ -120,7 +120,8 @@ def _parser() -> argparse.ArgumentParser:
         default=100,
         help="turns the whole agent tree may run (agents that keep messaging each other stop)",
     )
-    run.add_argument(
+    auto_refine = run.add_mutually_exclusive_group()
+    auto_refine.add_argument(
         "--auto-refine-every",
         type=_non_negative_int,
         default=25,
@@ -128,7 +129,7 @@ def _parser() -> argparse.ArgumentParser:
         help="review for a refinement of the harness every N assistant turns and after a "
         "compaction (0: off)",
     )
-    run.add_argument(
+    auto_refine.add_argument(
         "--no-auto-refine",
         dest="auto_refine_every",
         action="store_const",

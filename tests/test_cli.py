@@ -128,6 +128,18 @@ def test_unknown_provider_is_refused_before_anything_starts(tmp_path: Path) -> N
     assert not (tmp_path / "agent.ipynb").exists()
 
 
+def test_no_auto_refine_together_with_auto_refine_every_is_refused(tmp_path: Path) -> None:
+    # Before, the last of the two won: `--no-auto-refine --auto-refine-every 1` reviewed.
+    for flags in (
+        ["--no-auto-refine", "--auto-refine-every", "1"],
+        ["--auto-refine-every", "1", "--no-auto-refine"],
+    ):
+        done = cli(tmp_path, "run", *flags, "hi")
+        assert done.returncode == 2, done.stderr
+        assert "not allowed with argument" in done.stderr
+    assert not (tmp_path / "agent.ipynb").exists()
+
+
 def test_missing_script_file_is_a_clear_error(tmp_path: Path) -> None:
     done = cli(tmp_path, "run", "--script", "nope.json", "hi")
     assert done.returncode == 1

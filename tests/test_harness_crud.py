@@ -175,6 +175,69 @@ print("FILE", triple_tools.triple(5))
     assert "FILE 15" in out
 
 
+async def test_a_skill_module_named_like_an_installed_package_is_refused(tmp_path: Path) -> None:
+    code = """
+import prime_agent_kernel
+h = rlm.harness
+try:
+    h.create_skill("shadow", "would never be imported", source="def hello():\\n    return 1\\n",
+        reference={"type": "python", "import": "ipykernel", "callable": "hello"}, arguments={})
+except prime_agent_kernel.HarnessError as exc:
+    print("ERR", exc)
+print("STORED", h.get("skill", "shadow"))
+"""
+    async with attached(tmp_path) as run:
+        out = await kernel(run.agent, code)
+    assert "ERR module name 'ipykernel' is already importable in this kernel" in out
+    assert "STORED None" in out
+
+
+async def test_a_skill_updated_to_a_module_that_fails_to_import_says_so_and_never_runs_old_code(
+    tmp_path: Path,
+) -> None:
+    code = """
+import prime_agent_kernel
+h = rlm.harness
+h.create_skill("boom", "raises later", source="def f():\\n    return 'old'\\n",
+    reference={"type": "python", "import": "boom_tools", "callable": "f"}, arguments={})
+import boom_tools
+print("FIRST", boom_tools.f())
+try:
+    h.update_skill("boom", source="raise RuntimeError('bad import')\\n")
+except prime_agent_kernel.HarnessError as exc:
+    print("ERR", exc)
+print("VERSION", h.get("skill", "boom").version)
+try:
+    print("CALLED", h.skill("boom")())
+except RuntimeError as exc:
+    print("IMPORT ERROR", exc)
+"""
+    async with attached(tmp_path) as run:
+        out = await run_in_kernel(run.agent, code)  # its output names the RuntimeError
+    assert "FIRST old" in out
+    assert "ERR the skill local:boom was saved (version 2), but its module 'boom_tools'" in out
+    assert "RuntimeError: bad import" in out
+    assert "VERSION 2" in out
+    assert "CALLED" not in out and "IMPORT ERROR bad import" in out
+
+
+async def test_refine_run_refuses_a_global_flag_that_is_not_a_bool(tmp_path: Path) -> None:
+    code = """
+for flag in ("no", 0, None):
+    try:
+        await refine.run(global_=flag)
+    except TypeError as exc:
+        print("ERR", repr(flag), exc)
+print("PENDING", (await refine.status()).pending)
+"""
+    async with attached(tmp_path) as run:
+        out = await kernel(run.agent, code)
+    assert "ERR 'no' global_ must be True or False" in out
+    assert "ERR 0 global_ must be True or False" in out
+    assert "ERR None global_ must be True or False" in out
+    assert "PENDING 0" in out
+
+
 async def test_the_prompt_is_rebuilt_after_a_change_and_each_answer_names_its_harness_version(
     tmp_path: Path,
 ) -> None:

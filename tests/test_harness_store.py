@@ -19,6 +19,7 @@ from prime_agent_lab.core.harness.store import (
     check_skill_contract,
 )
 from prime_agent_lab.core.harness.summary import harness_section
+from prime_agent_lab.core.harness_ops import harness_state
 
 SKILL = {
     "reference": {"type": "python", "import": "statistics", "callable": "mean"},
@@ -180,6 +181,17 @@ def test_an_entry_with_a_bad_field_is_dropped_from_reads_and_reported(tmp_path: 
     state = store.read()
     assert [e.id for e in state.all()] == ["good"]
     assert any("'bad' ignored" in p for p in state.problems)
+
+
+def test_malformed_refinement_lines_are_skipped_and_reported(tmp_path: Path) -> None:
+    store = HarnessStore(tmp_path, "local")
+    store.append_refinement({"id": "refine_1", "edits": []})
+    with open(tmp_path / "refinements.jsonl", "a", encoding="utf-8") as handle:
+        handle.write('garbage\n{"half": \n[1, 2]\n')
+    store.append_refinement({"id": "refine_2", "edits": []})
+    assert [r["id"] for r in store.refinements()] == ["refine_1", "refine_2"]
+    problems = harness_state(Harness(store, HarnessStore(tmp_path / "g", "global")))["problems"]
+    assert any("refinements.jsonl" in p and "3 unreadable line" in p for p in problems), problems
 
 
 # ---------------------------------------------------------------- many writers at once

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import fcntl
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -381,3 +382,31 @@ async def test_a_users_delete_is_recorded_as_a_refinement_and_rolls_back(tmp_pat
         }
         assert back["version"] == before["version"] + 1
         assert [e["refinement"]["trigger"] for e in refinements(events)] == ["delete", "rollback"]
+
+
+async def test_closing_while_an_apply_writes_the_store_still_records_the_refinement(
+    tmp_path: Path,
+) -> None:
+    """The store write of an apply runs in a thread a cancel cannot stop: closing the agent
+    then (a headless run ending) must not leave applied edits without their record."""
+    proposal = {"edits": [{"action": "create", "kind": "memory", "title": "kept", "content": "c"}]}
+    side = {"refine": [{"text": json.dumps(proposal)}]}
+    async with started(tmp_path, [{"text": "ok"}], side) as (run, _events):
+        store = local_store(run)
+        refiner = run.runtime.refiners.get(run.agent.session_id)
+        store.directory.mkdir(parents=True, exist_ok=True)
+        with open(store.directory / ".lock", "a+b") as held:
+            fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # the apply's write waits for this
+            refiner.schedule(None)
+            async with asyncio.timeout(30):
+                while not refiner._apply_lock.locked():
+                    await asyncio.sleep(0.02)
+            closing = asyncio.ensure_future(refiner.close())
+            await asyncio.sleep(0)  # close() has cancelled its tasks and awaits them
+            fcntl.flock(held.fileno(), fcntl.LOCK_UN)
+        await closing
+        async with asyncio.timeout(30):
+            while store.get("memory", "kept") is None:
+                await asyncio.sleep(0.02)
+        records = store.refinements()
+        assert [e["id"] for r in records for e in r["edits"] if e["applied"]] == ["kept"]

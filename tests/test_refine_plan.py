@@ -55,6 +55,11 @@ def test_json_inside_prose_without_a_fence_is_sliced_out() -> None:
     assert parse_proposal(text).rationale == "the test failed twice, then passed"
 
 
+def test_json_followed_by_prose_with_braces_is_read() -> None:
+    text = f"{json.dumps(PROPOSAL)}\n\nNote: later edits can name {{id}} placeholders."
+    assert parse_proposal(text).summary == "remember the retry pattern"
+
+
 def test_expected_outcome_in_camel_case_is_accepted() -> None:
     reply = {"summary": "s", "expectedOutcome": "better", "edits": []}
     assert parse_proposal(json.dumps(reply)).expected_outcome == "better"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import os
 import re
 import sys
@@ -94,6 +95,26 @@ def _module_text(source: str | None, module_file: str | os.PathLike[str] | None)
         with open(module_file, encoding="utf-8") as handle:
             return handle.read()
     return source
+
+
+def _check_module_name_free(module: object) -> None:
+    """A skill that brings its module needs a name nothing else in this kernel provides: the
+    skill finder comes last, so an installed package of that name would always win."""
+    if not isinstance(module, str) or "." in module:
+        return  # the host explains what is wrong with it
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return
+    if spec is None or spec.origin is None or _finder is None:
+        return
+    where = os.path.dirname(os.path.abspath(spec.origin))
+    if any(os.path.abspath(p) == where for p in _finder.paths()):
+        return  # a skill's own module (this skill's, being replaced, or another's)
+    raise HarnessError(
+        f"module name {module!r} is already importable in this kernel ({spec.origin}); "
+        "a skill's own module needs a name nothing else provides"
+    )
 
 
 def _method(kind: str) -> str:
@@ -248,6 +269,7 @@ class Harness:
         `module_file=` (a .py file, copied); it is importable at once."""
         text = _module_text(source, module_file)
         if text is not None and isinstance(reference, dict):
+            _check_module_name_free(reference.get("import"))
             reference = {**reference, "source": text}
         return self.create(
             "skill", title, content, reference=reference, arguments=arguments, id=id,
@@ -276,6 +298,7 @@ class Harness:
                 if current is None:
                     raise HarnessError(f"no skill with id {id!r}; rlm.harness.list('skill')")
                 reference = current.reference
+            _check_module_name_free(reference.get("import"))
             fields["reference"] = {**reference, "source": text}
         return self.update("skill", id, **fields)
 
@@ -309,9 +332,19 @@ class Harness:
         if entry.kind != "skill" or "source" not in entry.reference:
             return
         importlib.invalidate_caches()
-        module = sys.modules.get(entry.reference["import"])
-        if module is not None and _finder is not None and _finder.owns(module):
+        name = entry.reference["import"]
+        module = sys.modules.get(name)
+        if module is None or _finder is None or not _finder.owns(module):
+            return
+        try:
             importlib.reload(module)
+        except Exception as exc:
+            sys.modules.pop(name, None)  # the next import raises this again, never the old code
+            raise HarnessError(
+                f"the skill {entry.scope}:{entry.id} was saved (version {entry.version}), but its "
+                f"module {name!r} fails to import: {type(exc).__name__}: {exc}. Fix it with "
+                f"update_skill({entry.id!r}, source=...)"
+            ) from exc
 
     def panel(self) -> Any:
         """A live view of the harness and the refinement history (ipywidgets)."""

@@ -38,7 +38,9 @@ class Refine:
         `global_=True` refines the store every session shares."""
         if instructions is not None and not isinstance(instructions, str):
             raise TypeError("instructions must be a string or None")
-        payload = {"instructions": instructions, "global": bool(global_)}
+        if not isinstance(global_, bool):  # bool("no") would refine the shared store
+            raise TypeError("global_ must be True or False")
+        payload = {"instructions": instructions, "global": global_}
         return Record(**await self._call("refine.run", payload))
 
     async def status(self) -> Record:

@@ -61,7 +61,9 @@ def harness_state(harness: Harness) -> dict[str, Any]:
     entries: list[dict[str, Any]] = []
     version: dict[str, int] = {}
     for store in harness.stores():
-        records.extend({**r, "scope": r.get("scope", store.scope)} for r in store.refinements())
+        found, unreadable = store.read_refinements()
+        records.extend({**r, "scope": r.get("scope", store.scope)} for r in found)
+        problems.extend(f"{store.scope}: {p}" for p in unreadable)
         try:
             state = store.read()
         except HarnessError as exc:

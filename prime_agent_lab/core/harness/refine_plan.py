@@ -197,7 +197,8 @@ _FENCE = re.compile(r"```[a-zA-Z0-9_-]*[ \t]*\n(.*?)```", re.DOTALL)
 
 
 def parse_proposal(text: str, stop_reason: str | None = None) -> Proposal:
-    """Whole text, then a fenced block, then the slice from the first `{` to the last `}`.
+    """Whole text, then a fenced block, then the slice from the first `{` to the last `}`,
+    then the one object that starts at the first `{`.
 
     A reply the output budget cut off (stop reason `max_tokens`/`length`, or unbalanced
     brackets or an open string where the JSON should end) raises PlanError(CUT_OFF)."""
@@ -227,6 +228,11 @@ def first_json(text: str) -> Any:
             return json.loads(candidate)
         except json.JSONDecodeError:
             continue
+    if start >= 0:  # an object followed by prose that has braces of its own
+        try:
+            return json.JSONDecoder().raw_decode(text, start)[0]
+        except json.JSONDecodeError:
+            pass
     return None
 
 

@@ -101,6 +101,7 @@ class Refiner:
         self._applied = asyncio.Event()
         self._apply_lock = asyncio.Lock()
         self._planner: asyncio.Task[None] | None = None
+        self._applying: asyncio.Future[list[dict[str, Any]]] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------ asking
@@ -264,18 +265,24 @@ class Refiner:
     async def apply_ready(self) -> list[dict[str, Any]]:
         """Apply the planned proposal and the queued rollbacks; their records, in order."""
         async with self._apply_lock:
-            done: list[dict[str, Any]] = []
-            planned, self._ready = self._ready, None
-            if planned is not None:
-                done.append(await self._apply_planned(planned))
-                self._applied.set()
-            while self._rollbacks:
-                operation = self._rollbacks.pop(0)
-                if isinstance(operation, Rollback):
-                    done.append(await self._apply_rollback(operation))
-                else:
-                    done.append(await self._apply_removal(operation))
-            return done
+            # Once begun, an apply runs to its record even if its caller is cancelled (the
+            # agent closing): the store write runs in a thread that a cancel cannot stop.
+            self._applying = asyncio.ensure_future(self._apply_all())
+            return await asyncio.shield(self._applying)
+
+    async def _apply_all(self) -> list[dict[str, Any]]:
+        done: list[dict[str, Any]] = []
+        planned, self._ready = self._ready, None
+        if planned is not None:
+            done.append(await self._apply_planned(planned))
+            self._applied.set()
+        while self._rollbacks:
+            operation = self._rollbacks.pop(0)
+            if isinstance(operation, Rollback):
+                done.append(await self._apply_rollback(operation))
+            else:
+                done.append(await self._apply_removal(operation))
+        return done
 
     async def _apply_planned(self, planned: Planned) -> dict[str, Any]:
         request, proposal = planned.request, planned.proposal
@@ -409,6 +416,9 @@ class Refiner:
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self._applying is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._applying  # an apply under way finishes with its record
 
 
 def note_for(record: dict[str, Any]) -> str:

@@ -531,19 +531,30 @@ class HarnessStore:
 
     def refinements(self) -> list[dict[str, Any]]:
         """Every refinement recorded in this store, oldest first (unreadable lines skipped)."""
+        return self.read_refinements()[0]
+
+    def read_refinements(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """The refinement records, and what could not be read (a problem per file)."""
         try:
             text = self.history_file.read_text(encoding="utf-8")
         except FileNotFoundError:
-            return []
-        records = []
+            return [], []
+        records, unreadable = [], 0
         for line in text.splitlines():
             try:
                 record = json.loads(line)
             except ValueError:
-                continue
+                record = None
             if isinstance(record, dict):
                 records.append(record)
-        return records
+            elif line.strip():
+                unreadable += 1
+        problems = []
+        if unreadable:
+            problems.append(
+                f"{self.history_file}: {unreadable} unreadable line(s) skipped (not a JSON record)"
+            )
+        return records, problems
 
     def stamp(self) -> str:
         """Changes whenever the entries or the refinement records change (for watchers)."""
