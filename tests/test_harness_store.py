@@ -73,6 +73,7 @@ def test_create_on_an_existing_id_and_update_or_delete_on_a_missing_one_fail_cle
     ("fields", "error"),
     [
         ({"title": "x", "content": "y", "id": "base_system_prompt"}, "not editable"),
+        ({"title": "x", "content": "y", "id": "base-system-prompt"}, "not editable"),
         ({"title": "x", "content": "y", "id": "../../etc"}, "bad id"),
         ({"title": "x", "content": "y", "id": "Upper"}, "bad id"),
         ({"title": "", "content": "y"}, "non-empty title"),

@@ -89,7 +89,7 @@ def check_id(entry_id: object) -> str:
             f"bad id {entry_id!r}: use lowercase letters, digits, '_' and '-' "
             "(at most 80 characters, starting with a letter or digit)"
         )
-    if entry_id in FORBIDDEN_IDS:
+    if entry_id.replace("-", "_") in FORBIDDEN_IDS:
         raise HarnessError("the base system prompt is not editable; add a prompt note instead")
     return entry_id
 
