@@ -21,6 +21,7 @@ from tornado import web
 from ..adapters.kernel_calls import set_working_directory, working_directory_code
 from ..adapters.kernel_executor import KernelExecutor, bridge_setup_code
 from ..adapters.kernel_pool import KernelPool
+from ..adapters.kernel_startup import load_package_at_start
 from ..core import branching
 from ..core.agent import Agent, AgentConfig, TurnInProgress
 from ..core.bridge import BridgeService
@@ -285,9 +286,15 @@ class AgentHost:
             self.runtime.spawn(executor.close())
 
     def _setup_code(self, kernel_id: str) -> str:
+        """The silent cell that sets up this kernel process. Later processes (after any
+        restart) also bind the kernel API as they start, before anyone's first cell."""
         directory = self.kernel_directories.get(kernel_id)
+        bridge_url = self.settings.bridge_url()
+        with contextlib.suppress(KeyError):  # a kernel shut down meanwhile: no next start
+            manager = self._kernel_manager.get_kernel(kernel_id)
+            load_package_at_start(manager, bridge_url, kernel_id, directory)
         chdir = working_directory_code(directory) if directory else ""
-        return bridge_setup_code(self.settings.bridge_url(), kernel_id) + chdir
+        return bridge_setup_code(bridge_url, kernel_id) + chdir
 
     def _forget_dead_executors(self) -> None:
         for kernel_id in [k for k in self._executors if k not in self._kernel_manager]:

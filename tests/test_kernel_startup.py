@@ -1,0 +1,150 @@
+"""A notebook kernel that restarts (Kernel menu, another client, the server's auto-restart)
+comes up with the kernel API already bound, so the user's first cell finds `rlm` without
+waiting for the server's setup cell."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.manager import AsyncKernelManager
+
+from prime_agent_lab.adapters.kernel_startup import EXTENSION_ARGUMENT, load_package_at_start
+
+from .conftest import next_event, use_script
+
+PROBE = (
+    "import json, os, prime_agent_kernel\n"
+    "print(json.dumps({'rlm': type(globals().get('rlm')).__name__, 'cwd': os.getcwd(),"
+    " 'kernel': prime_agent_kernel.client().kernel_id,"
+    " 'at_start': 'prime_agent_kernel.startup' in get_ipython().extension_manager.loaded}))"
+)
+
+
+async def first_cell(manager: Any, code: str) -> dict[str, Any]:
+    """What `code` prints as the first request a new client sends to the kernel."""
+    client = manager.client()
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=60)
+        printed: list[str] = []
+
+        def collect(msg: dict[str, Any]) -> None:
+            if msg["msg_type"] == "stream":
+                printed.append(msg["content"]["text"])
+            elif msg["msg_type"] == "error":
+                printed.append(f"{msg['content']['ename']}: {msg['content']['evalue']}")
+
+        await client.execute_interactive(code, output_hook=collect, timeout=60)
+    finally:
+        client.stop_channels()
+    text = "".join(printed)
+    try:
+        answer: dict[str, Any] = json.loads(text)
+    except json.JSONDecodeError:
+        raise AssertionError(f"the cell printed {text!r}") from None
+    return answer
+
+
+async def test_a_restarted_kernel_binds_the_api_and_returns_to_its_directory_as_it_starts(
+    tmp_path: Path,
+) -> None:
+    manager = AsyncKernelManager(kernel_name="python3")
+    await manager.start_kernel(
+        cwd=str(tmp_path), extra_arguments=["--HistoryManager.enabled=False"]
+    )
+    child_directory = tmp_path / "child"
+    child_directory.mkdir()
+    try:
+        arranged = load_package_at_start(
+            manager, "http://127.0.0.1:9/prime-agent/bridge", "kernel-1", str(child_directory)
+        )
+        load_package_at_start(  # set up again (every setup cell does): one argument, not two
+            manager, "http://127.0.0.1:9/prime-agent/bridge", "kernel-1", str(child_directory)
+        )
+        await manager.restart_kernel()
+        seen = await first_cell(manager, PROBE)
+        arguments = manager._launch_args["extra_arguments"]
+    finally:
+        await manager.shutdown_kernel(now=True)
+
+    assert arranged
+    assert seen == {
+        "rlm": "RLM",
+        "cwd": str(child_directory),
+        "kernel": "kernel-1",
+        "at_start": True,
+    }
+    assert arguments == ["--HistoryManager.enabled=False", EXTENSION_ARGUMENT]
+
+
+def test_a_kernel_that_is_not_ipykernel_is_left_alone() -> None:
+    class OtherKernel:
+        kernel_spec = type("Spec", (), {"argv": ["xpython", "-f", "{connection_file}"]})()
+        _launch_args: dict[str, Any] = {"extra_arguments": ["--x"], "env": {"A": "1"}}
+
+    class GatewayKernel:  # no local launch arguments to restart with
+        kernel_spec = type("Spec", (), {"argv": ["python", "-m", "ipykernel_launcher"]})()
+        _launch_args = None
+
+    other = OtherKernel()
+    assert not load_package_at_start(other, "http://h/b", "k")
+    assert other._launch_args == {"extra_arguments": ["--x"], "env": {"A": "1"}}
+    assert not load_package_at_start(GatewayKernel(), "http://h/b", "k")
+
+
+async def test_a_users_first_cell_after_a_restart_from_the_kernel_menu_finds_rlm(
+    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(host, agent_script([{"code": "x = 1"}, {"text": "set"}]))
+    agent = await host.attach(make_notebook("restart-bound.ipynb"))
+    queue = agent.events.subscribe()
+    await host.send(agent.session_id, "set x")
+    await next_event(queue, "turn_ended")
+    kernel_id = agent.kernel.kernel_id
+
+    await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="{}")
+    manager = host.serverapp.kernel_manager.get_kernel(kernel_id)
+    seen = await first_cell(manager, PROBE)
+
+    assert seen["rlm"] == "RLM" and seen["kernel"] == kernel_id
+    assert seen["at_start"], "the API was bound by the server's setup cell, not at start"
+
+
+async def test_the_api_stays_bound_over_repeated_restarts(
+    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(host, agent_script([{"code": "x = 1"}, {"text": "set"}]))
+    agent = await host.attach(make_notebook("restart-twice.ipynb"))
+    queue = agent.events.subscribe()
+    await host.send(agent.session_id, "set x")
+    await next_event(queue, "turn_ended")
+    kernel_id = agent.kernel.kernel_id
+    manager = host.serverapp.kernel_manager.get_kernel(kernel_id)
+
+    for _ in range(2):
+        await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="{}")
+        seen = await first_cell(manager, PROBE)
+        assert seen["rlm"] == "RLM" and seen["at_start"]
+    assert manager._launch_args["extra_arguments"].count(EXTENSION_ARGUMENT) == 1
+
+
+async def test_a_harness_write_in_the_first_cell_after_a_restart_completes(
+    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(host, agent_script([{"code": "x = 1"}, {"text": "set"}]))
+    agent = await host.attach(make_notebook("restart-write.ipynb"))
+    queue = agent.events.subscribe()
+    await host.send(agent.session_id, "set x")
+    await next_event(queue, "turn_ended")
+    kernel_id = agent.kernel.kernel_id
+
+    await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="{}")
+    manager = host.serverapp.kernel_manager.get_kernel(kernel_id)
+    seen = await first_cell(
+        manager,
+        "import json\nm = rlm.harness.create_memory('after restart', 'yes')\n"
+        "print(json.dumps({'id': m.id}))",
+    )
+    assert seen == {"id": "after_restart"}
