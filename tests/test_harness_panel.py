@@ -253,6 +253,23 @@ def test_delete_on_a_host_without_refine_deletes_at_once_and_shows_errors(
     payload = {"kind": "memory", "id": "flaky_test", "global": False}
     assert host.calls == [("harness.delete", payload)]
     assert 'data-tone="error"' in panel._answer.value
+    # The button is given back, asking first again.
+    assert not delete.disabled and delete.description == "Delete"
+
+
+def test_a_refused_rollback_gives_the_button_back_to_try_again(fake_panel: Any) -> None:
+    host, panel = fake_panel
+    host.answers["refine.rollback"] = RuntimeError("host refused the call (409): r1 changed since")
+    host.set_state(state([], [REFINEMENT]))
+    assert panel.wait_for_render(2, timeout=10)
+    [rollback] = buttons(panel, 4, "Rollback")
+    rollback.click()
+    assert panel.wait_for_answer("changed since", timeout=10)
+    assert not rollback.disabled
+    host.answers["refine.rollback"] = {"note": "queued: applies at the next turn boundary"}
+    rollback.click()
+    assert panel.wait_for_answer("queued", timeout=10)
+    assert host.calls == [("refine.rollback", {"id": "r1"})] * 2
 
 
 def test_closing_the_panel_stops_its_watcher() -> None:

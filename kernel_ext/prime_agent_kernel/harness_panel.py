@@ -225,7 +225,12 @@ class HarnessPanel(widgets.VBox):
             "global": entry.get("scope") == "global",
         }
         what = f"Delete {entry.get('kind')} {entry.get('id')}"
-        self._act(what, ("refine.delete", "harness.delete"), payload)
+
+        def try_again() -> None:
+            button.description, button.button_style = "Delete", ""
+            button.disabled = False
+
+        self._act(what, ("refine.delete", "harness.delete"), payload, on_failure=try_again)
 
     def _refinement_row(self, record: dict[str, Any]) -> widgets.Widget:
         card = widgets.HTML(_refinement_html(record))
@@ -246,18 +251,31 @@ class HarnessPanel(widgets.VBox):
 
     def _on_rollback(self, button: widgets.Button, record: dict[str, Any]) -> None:
         button.disabled = True
-        self._act(f"Rollback of {record.get('id')}", "refine.rollback", {"id": record.get("id")})
+        self._act(
+            f"Rollback of {record.get('id')}",
+            "refine.rollback",
+            {"id": record.get("id")},
+            on_failure=lambda: setattr(button, "disabled", False),
+        )
 
-    def _act(self, what: str, ops: str | tuple[str, ...], payload: dict[str, Any]) -> None:
+    def _act(
+        self,
+        what: str,
+        ops: str | tuple[str, ...],
+        payload: dict[str, Any],
+        on_failure: Callable[[], None],
+    ) -> None:
         """Ask the host in a thread of its own (the click handler returns at once). With
         several ops, the first one the host offers: `refine.delete` records a delete as a
-        refinement applied at the turn boundary; a host without refine deletes at once."""
+        refinement applied at the turn boundary; a host without refine deletes at once. A
+        refused or failed request gives the button back (`on_failure`) to try again."""
         self._show_answer(f"{what}: asking the host…")
 
         def run() -> None:
             try:
                 answer = self._call_first_offered((ops,) if isinstance(ops, str) else ops, payload)
             except Exception as exc:
+                on_failure()
                 self._show_answer(f"{what} failed: {exc}", tone="error")
                 return
             self._show_answer(f"{what}: {describe_answer(answer)}")
