@@ -225,6 +225,33 @@ def test_rollback_leaves_an_entry_changed_since_the_refinement_alone(store: Harn
     assert store.get("memory", "fact").content == "the agent's later edit"
 
 
+def test_rollback_of_an_entry_deleted_since_the_refinement_says_it_changed(
+    store: HarnessStore,
+) -> None:
+    store.create("memory", {"title": "fact", "content": "original"})
+    records = _apply(
+        store, [{"action": "update", "kind": "memory", "id": "fact", "content": "refined"}]
+    )
+    store.delete("memory", "fact")
+    edits, baseline = rollback_edits({"edits": records})
+    (undone,) = apply_edits(store, edits, baseline, "changed since the refinement")
+    assert undone["applied"] is False and "changed since the refinement" in undone["error"]
+    assert store.get("memory", "fact") is None
+
+
+def test_an_entry_deleted_during_planning_is_reported_as_changed(store: HarnessStore) -> None:
+    store.create("memory", {"title": "fact", "content": "planned on this"})
+    baseline = baseline_of(store.read())
+    store.delete("memory", "fact")
+    (record,) = apply_edits(
+        store,
+        [{"action": "update", "kind": "memory", "id": "fact", "content": "refined"}],
+        baseline,
+    )
+    assert record["applied"] is False and "changed during planning" in record["error"]
+    assert store.get("memory", "fact") is None
+
+
 def test_rollback_skips_the_edits_that_were_rejected(store: HarnessStore) -> None:
     records = _apply(
         store,

@@ -139,6 +139,8 @@ def _change(
         if current is not None:
             raise EditRejected(f"entry already exists: {kind} {target!r} in the {scope} store")
     elif current is None:
+        if key not in touched and baseline.get(key) is not None:
+            raise EditRejected(changed_message)  # deleted by another writer since
         raise EditRejected(f"entry not found: no {kind} {target!r} in the {scope} store")
     if key not in touched and _differs(current, baseline.get(key)):
         raise EditRejected(changed_message)
