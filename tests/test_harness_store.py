@@ -263,6 +263,19 @@ def test_two_processes_and_a_thread_writing_200_times_each_lose_nothing_and_neve
 # ---------------------------------------------------------------- the prompt section
 
 
+@pytest.fixture
+def ticking_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each write a second after the one before (writes in a loop share a millisecond)."""
+    ticks = iter(range(3600))
+
+    def now() -> str:
+        tick = next(ticks)
+        return f"2026-12-01T00:{tick // 60:02d}:{tick % 60:02d}.000Z"
+
+    monkeypatch.setattr("prime_agent_lab.core.harness.store.now_iso", now)
+
+
+@pytest.mark.usefixtures("ticking_clock")
 def test_the_prompt_shows_6_of_8_long_memories_cut_short_with_plus_2_more(tmp_path: Path) -> None:
     harness = Harness(HarnessStore(tmp_path / "l", "local"), HarnessStore(tmp_path / "g", "global"))
     bodies = [f"memory number {i} " + "detail " * 80 for i in range(8)]
@@ -275,7 +288,25 @@ def test_the_prompt_shows_6_of_8_long_memories_cut_short_with_plus_2_more(tmp_pa
     assert all(len(line) <= 182 for line in lines)
     assert '+2 more: rlm.harness.list("memory")' in section
     assert not any(body.strip() in section for body in bodies)
-    assert "memory number 6" not in section and "memory number 7" not in section
+    # the six written last are shown, newest first
+    assert "memory number 0" not in section and "memory number 1" not in section
+    assert lines[0].startswith("- [local:m7]") and lines[-1].startswith("- [local:m2]")
+
+
+@pytest.mark.usefixtures("ticking_clock")
+def test_the_prompt_shows_local_entries_first_then_the_most_recently_updated(
+    tmp_path: Path,
+) -> None:
+    harness = Harness(HarnessStore(tmp_path / "l", "local"), HarnessStore(tmp_path / "g", "global"))
+    for i in range(8):
+        harness.store().create("memory", {"title": f"m{i}", "content": f"local {i}"})
+    for i in range(3):  # newer than every local entry, but another session's
+        harness.store(global_=True).create("memory", {"title": f"g{i}", "content": f"global {i}"})
+    harness.store().update("memory", "m0", {"content": "local 0, revised"})
+    section = harness_section(harness)
+    shown = [line.split("]")[0][3:] for line in section.splitlines() if line.startswith("- [")]
+    assert shown == ["local:m0", "local:m7", "local:m6", "local:m5", "local:m4", "local:m3"]
+    assert '+5 more: rlm.harness.list("memory")' in section
 
 
 def test_a_skill_shows_its_call_and_first_line_never_its_module(tmp_path: Path) -> None:

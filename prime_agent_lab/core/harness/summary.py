@@ -1,8 +1,9 @@
 """The harness as the system prompt shows it: short summaries, never whole entries.
 
-At most `PER_KIND` entries of each kind (sorted by path, title, id), each cut to about
-`LINE_CHARS` characters, then "+N more" with the call that lists the rest. Skills show their
-call, never their module text. The full entry is one call away (`rlm.harness.get`).
+At most `PER_KIND` entries of each kind (local before global, most recently updated first),
+each cut to about `LINE_CHARS` characters, then "+N more" with the call that lists the rest.
+Skills show their call, never their module text. The full entry is one call away
+(`rlm.harness.get`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,15 @@ def entry_line(entry: Entry) -> str:
     return "- " + clip(f"{head}: {body}")
 
 
+def shown_first(entries: list[Entry]) -> list[Entry]:
+    """This session's entries before the global ones (other sessions' lessons must not crowd
+    out its own), each scope's most recently updated first."""
+    ordered = sorted(entries, key=lambda e: (e.path, e.title, e.id))
+    ordered.sort(key=lambda e: e.updated_at, reverse=True)
+    ordered.sort(key=lambda e: e.scope != "local")
+    return ordered
+
+
 def harness_section(harness: Harness) -> str:
     """The prompt section for `harness` as it is now."""
     version = harness.version()
@@ -62,9 +72,7 @@ def harness_section(harness: Harness) -> str:
         parts.append("No harness entries yet.\n")
         return "".join(parts)
     for kind in KINDS:
-        found = sorted(
-            (e for e in entries if e.kind == kind), key=lambda e: (e.path, e.title, e.id)
-        )
+        found = shown_first([e for e in entries if e.kind == kind])
         if not found:
             continue
         parts.append(f"\n## {HEADINGS[kind]}: {len(found)}\n")
