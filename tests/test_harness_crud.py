@@ -127,6 +127,29 @@ print("STILL", h.get("memory", "units").content, h.get("memory", "units").versio
     assert "STILL metres 1" in out
 
 
+async def test_a_damaged_global_store_leaves_local_entries_listed_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    code = """
+import warnings
+h = rlm.harness
+h.create_memory("units", "metres")
+h.create_memory("style", "terse", global_=True)
+open(GLOBAL_FILE, "w").write("{not json")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    print("LIST", [e.id for e in h.list()])
+print("WARNED", [str(w.message) for w in caught])
+print("GET", h.get("memory", "local:units").content)
+"""
+    async with attached(tmp_path) as run:
+        global_file = tmp_path / "global" / "harness.json"
+        out = await kernel(run.agent, f"GLOBAL_FILE = {str(global_file)!r}\n" + code)
+    assert "LIST ['units']" in out
+    assert "WARNED ['rlm.harness: the harness file" in out and "is damaged" in out
+    assert "GET metres" in out
+
+
 async def test_global_entries_go_to_the_shared_store_and_prefixes_pick_the_scope(
     tmp_path: Path,
 ) -> None:

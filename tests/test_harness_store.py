@@ -173,6 +173,21 @@ def test_a_damaged_file_is_never_overwritten_and_the_error_names_it(tmp_path: Pa
     assert (tmp_path / "harness.json").read_text() == '{"schema": 1, "entries": {"memory": {'
 
 
+def test_a_damaged_global_file_hides_neither_local_entries_nor_the_prompt(tmp_path: Path) -> None:
+    harness = Harness(HarnessStore(tmp_path / "l", "local"), HarnessStore(tmp_path / "g", "global"))
+    harness.store().create("memory", {"title": "units", "content": "report metres"})
+    harness.store(global_=True).create("memory", {"title": "style", "content": "terse"})
+    (tmp_path / "g" / "harness.json").write_text("{not json")
+
+    assert [e.id for e in harness.list()] == ["units"]
+    [reason] = harness.unavailable()
+    assert "harness.json is damaged" in reason and str(tmp_path / "g") in reason
+    assert harness.version() == {"local": 1, "global": -1}
+    section = harness_section(harness)
+    assert "[local:units] units: report metres" in section
+    assert "Unavailable: the harness file" in section and "terse" not in section
+
+
 def test_an_entry_with_a_bad_field_is_dropped_from_reads_and_reported(tmp_path: Path) -> None:
     store = HarnessStore(tmp_path, "local")
     store.create("memory", {"title": "good", "content": "kept"})

@@ -23,6 +23,7 @@ import os
 import re
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -119,6 +120,10 @@ def _check_module_name_free(module: object) -> None:
 
 def _method(kind: str) -> str:
     return "prompt_note" if kind == "prompt" else kind
+
+
+class HarnessWarning(UserWarning):
+    """A harness store was skipped (its file is damaged); the message names the file."""
 
 
 class SkillFinder(importlib.abc.MetaPathFinder):
@@ -220,8 +225,12 @@ class Harness:
         return HarnessEntry(found) if found is not None else None
 
     def list(self, kind: str | None = None) -> list[HarnessEntry]:
-        """Entries of both scopes (of one kind, or all), sorted by kind, path, title, id."""
-        return [HarnessEntry(e) for e in self._call("harness.list", {"kind": kind})]
+        """Entries of both scopes (of one kind, or all), sorted by kind, path, title, id. A
+        store whose file is damaged is skipped with a warning that names the file."""
+        answer = self._call("harness.list", {"kind": kind})
+        for reason in answer.get("unavailable") or []:
+            warnings.warn(f"rlm.harness: {reason}", HarnessWarning, stacklevel=2)
+        return [HarnessEntry(e) for e in answer["entries"]]
 
     # ---------------------------------------------------------------- per kind
 
@@ -364,8 +373,10 @@ class Harness:
     def __repr__(self) -> str:
         counts: dict[str, int] = {}
         try:
-            for entry in self.list():
-                counts[entry.kind] = counts.get(entry.kind, 0) + 1
+            with warnings.catch_warnings():  # a summary line; list() itself warns
+                warnings.simplefilter("ignore", HarnessWarning)
+                for entry in self.list():
+                    counts[entry.kind] = counts.get(entry.kind, 0) + 1
         except BridgeError:
             pass
         summary = ", ".join(f"{counts.get(k, 0)} {k}" for k in KINDS)

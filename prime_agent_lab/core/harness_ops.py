@@ -111,12 +111,14 @@ def register_harness_operations(register: Register) -> None:
         entry = await _run(harness(ctx).get, kind, _text(payload, "id"))
         return entry.to_dict() if entry is not None else None
 
-    async def list_entries(ctx: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
+    async def list_entries(ctx: CallerContext, payload: dict[str, Any]) -> dict[str, Any]:
+        """The entries of the stores that can be read, and why any other cannot."""
         kind = payload.get("kind")
         if kind is not None:
             kind = _kind(payload)
-        entries = await _run(harness(ctx).list, kind)
-        return [e.to_dict() for e in entries]
+        stores = harness(ctx)
+        entries, unavailable = await _run(lambda: (stores.list(kind), stores.unavailable()))
+        return {"entries": [e.to_dict() for e in entries], "unavailable": unavailable}
 
     async def paths(ctx: CallerContext, payload: dict[str, Any]) -> dict[str, Any]:
         return {"skill_paths": harness(ctx).skill_paths()}

@@ -595,16 +595,36 @@ class Harness:
         return self.store(scope == "global" if scope else global_), bare
 
     def version(self) -> dict[str, int]:
-        return {
-            "local": self.local.revision() if self.local is not None else 0,
-            "global": self.global_.revision(),
-        }
+        """Each store's revision: 0 without a local store, -1 for a store that cannot be read."""
+        version = {"local": 0, "global": 0}
+        for store in self.stores():
+            try:
+                version[store.scope] = store.revision()
+            except HarnessError:
+                version[store.scope] = -1
+        return version
 
     def stores(self) -> list[HarnessStore]:
         return [s for s in (self.local, self.global_) if s is not None]
 
     def list(self, kind: str | None = None) -> list[Entry]:
-        return [entry for store in self.stores() for entry in store.list(kind)]
+        """The entries of every store that can be read: a damaged global file must not hide
+        the session's own entries (`unavailable()` says what was skipped, and why)."""
+        entries: list[Entry] = []
+        for store in self.stores():
+            with contextlib.suppress(HarnessError):
+                entries.extend(store.list(kind))
+        return entries
+
+    def unavailable(self) -> list[str]:
+        """Why each store that cannot be read cannot be (its file is damaged)."""
+        reasons: list[str] = []
+        for store in self.stores():
+            try:
+                store.revision()
+            except HarnessError as exc:
+                reasons.append(str(exc))
+        return reasons
 
     def get(self, kind: str, ref: str) -> Entry | None:
         """`ref` in its scope; a bare id looks in the local store first, then the global one."""

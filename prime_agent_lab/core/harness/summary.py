@@ -68,6 +68,7 @@ def harness_section(harness: Harness) -> str:
     version = harness.version()
     parts = [GUIDANCE.format(local=version["local"], global_=version["global"])]
     entries = harness.list()
+    parts.extend(f"Unavailable: {reason}\n" for reason in harness.unavailable())
     if not entries:
         parts.append("No harness entries yet.\n")
         return "".join(parts)
