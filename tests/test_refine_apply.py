@@ -87,6 +87,22 @@ def test_valid_edits_of_every_action_are_applied_with_before_and_after(
             },
             'type must be "python"',
         ),
+        (
+            {  # an installed package of that name would always win over the skill's module
+                "action": "create",
+                "kind": "skill",
+                "title": "s",
+                "content": "c",
+                "reference": {
+                    "type": "python",
+                    "import": "pytest",
+                    "callable": "f",
+                    "source": "def f():\n    return 1\n",
+                },
+                "arguments": {},
+            },
+            "module name 'pytest' is already importable",
+        ),
         ({"action": "update", "kind": "memory", "id": "nobody", "content": "c"}, "not found"),
         ({"action": "delete", "kind": "memory", "id": "nobody"}, "not found"),
         (

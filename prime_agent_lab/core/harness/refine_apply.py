@@ -13,6 +13,7 @@ recorded `after` values as its baseline: an entry changed since the refinement i
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -151,6 +152,7 @@ def _change(
     if isinstance(restore, Restore):
         entry = _restored(restore.entry, scope, current)
     else:
+        _check_module_free(edit)
         entry = _built(edit, kind, target, scope, current)
     state.put(entry)
     return key, before, entry.to_dict()
@@ -195,6 +197,28 @@ def _built(
     if not fields:
         raise EditRejected("an update needs at least one field to change")
     return build_entry(kind, fields, scope, SOURCE, current)
+
+
+def _check_module_free(edit: dict[str, Any]) -> None:
+    """A skill that brings its module needs a name no installed package has: the kernel's
+    skill finder comes last, so the package would always win and the skill never run. The
+    kernel checks its own environment when it writes a skill; a refinement is applied by the
+    host, which checks its own (the same Python for local kernels)."""
+    reference = edit.get("reference")
+    if not isinstance(reference, dict) or "source" not in reference:
+        return
+    module = reference.get("import")
+    if not isinstance(module, str) or not module.isidentifier():
+        return  # the skill contract says what is wrong with it
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return
+    if spec is not None and spec.origin is not None:
+        raise EditRejected(
+            f"module name {module!r} is already importable ({spec.origin}); a skill's own "
+            "module needs a name nothing else provides"
+        )
 
 
 def _restored(entry: dict[str, Any] | None, scope: str, current: Entry | None) -> Entry:
