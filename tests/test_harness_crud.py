@@ -198,6 +198,41 @@ print("FILE", triple_tools.triple(5))
     assert "FILE 15" in out
 
 
+async def test_a_skill_module_another_session_replaces_is_reloaded_before_the_next_cell(
+    tmp_path: Path,
+) -> None:
+    """Session B updates a global skill; session A's kernel, which imported it, runs the new
+    code from its next cell on (same size, same second: no stale bytecode either)."""
+    reference = {"type": "python", "import": "shared_tool", "callable": "f"}
+    first = """
+h = rlm.harness
+h.create_skill("shared tool", "f", reference=REFERENCE, arguments={}, global_=True,
+    source="def f():\\n    return 'one'\\n")
+import shared_tool
+print("BEFORE", shared_tool.f())
+"""
+    async with attached(tmp_path) as run:
+        out = await kernel(run.agent, f"REFERENCE = {reference!r}\n" + first)
+        other_session = HarnessStore(tmp_path / "global", "global")
+        other_session.update(
+            "skill",
+            "shared_tool",
+            {"reference": {**reference, "source": "def f():\n    return 'two'\n"}},
+        )
+        after = await kernel(run.agent, "print('AFTER', shared_tool.f())")
+        other_session.update(
+            "skill",
+            "shared_tool",
+            {"reference": {**reference, "source": "raise RuntimeError('boom')\n"}},
+        )
+        broken = await run_in_kernel(
+            run.agent, "import sys\nprint('GONE', 'shared_tool' in sys.modules)"
+        )
+    assert "BEFORE one" in out
+    assert "AFTER two" in after
+    assert "GONE False" in broken and "no longer imports (RuntimeError: boom)" in broken
+
+
 async def test_a_skill_module_named_like_an_installed_package_is_refused(tmp_path: Path) -> None:
     code = """
 import prime_agent_kernel

@@ -11,7 +11,13 @@ from typing import Any
 
 from .bridge import BridgeClient, BridgeError
 from .compact import Compact, track
-from .harness import Harness, HarnessEntry, HarnessError, install_finder
+from .harness import (
+    Harness,
+    HarnessEntry,
+    HarnessError,
+    install_finder,
+    watch_skill_modules,
+)
 from .history import Entry, History
 from .messaging import AgentMessage, AgentObserve, Record
 from .refine import Refine
@@ -111,6 +117,7 @@ def configure(bridge_url: str, kernel_id: str, shell: Any = None) -> None:
         shell = get_ipython()
     _client = BridgeClient(bridge_url, kernel_id, _kernel_key(shell))
     install_finder(_sync_call)  # skill modules import from the harness stores
+    watch_skill_modules(shell)  # and are reloaded when another writer replaces them
     _bind_names(shell)
 
 

@@ -123,7 +123,26 @@ def _method(kind: str) -> str:
 
 
 class HarnessWarning(UserWarning):
-    """A harness store was skipped (its file is damaged); the message names the file."""
+    """A harness store was skipped (its file is damaged), or a skill module replaced by another
+    writer failed to reload; the message says which."""
+
+
+class SkillLoader(importlib.machinery.SourceFileLoader):
+    """Compiles a skill module from its source every time: bytecode caches are keyed on the
+    source's mtime in whole seconds and its size, so a module replaced within the same second
+    by one of the same size would otherwise run the old code."""
+
+    def get_code(self, fullname: str) -> Any:
+        path = self.get_filename(fullname)
+        return compile(self.get_data(path), path, "exec", dont_inherit=True)
+
+
+def _signature(path: str) -> tuple[int, int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
 
 
 class SkillFinder(importlib.abc.MetaPathFinder):
@@ -138,6 +157,8 @@ class SkillFinder(importlib.abc.MetaPathFinder):
         self._paths: list[str] | None = None
         self._failed_at = -self.RETRY_AFTER
         self._asking = False
+        # module name -> (its file, the file's signature when it was loaded)
+        self.loaded: dict[str, tuple[str, tuple[int, int, int] | None]] = {}
 
     def paths(self) -> list[str]:
         due = time.monotonic() - self._failed_at > self.RETRY_AFTER
@@ -158,7 +179,40 @@ class SkillFinder(importlib.abc.MetaPathFinder):
     ) -> importlib.machinery.ModuleSpec | None:
         if path is not None or "." in fullname:
             return None
-        return importlib.machinery.PathFinder.find_spec(fullname, self.paths())
+        spec = importlib.machinery.PathFinder.find_spec(fullname, self.paths())
+        if spec is not None and spec.origin is not None and spec.origin.endswith(".py"):
+            spec.loader = SkillLoader(fullname, spec.origin)
+            spec.cached = None
+            self.loaded[fullname] = (spec.origin, _signature(spec.origin))
+        return spec
+
+    def refresh(self) -> list[str]:
+        """Reload the imported skill modules whose file was replaced since they were loaded
+        (another session updated a global skill, a refinement changed one); the names. A module
+        that no longer imports is dropped, so the next import raises its error, with a
+        warning; a module whose file was deleted keeps running as it is."""
+        reloaded: list[str] = []
+        for name, (origin, signature) in list(self.loaded.items()):
+            module = sys.modules.get(name)
+            if module is None or getattr(module, "__file__", None) != origin:
+                continue
+            now = _signature(origin)
+            if now is None or now == signature:
+                continue
+            try:
+                importlib.reload(module)
+            except Exception as exc:
+                sys.modules.pop(name, None)
+                self.loaded[name] = (origin, now)
+                warnings.warn(
+                    f"skill module {name!r} was replaced by another writer and no longer "
+                    f"imports ({type(exc).__name__}: {exc}); fix it with update_skill",
+                    HarnessWarning,
+                    stacklevel=2,
+                )
+                continue
+            reloaded.append(name)
+        return reloaded
 
     def owns(self, module: Any) -> bool:
         where = os.path.dirname(os.path.abspath(getattr(module, "__file__", "") or ""))
@@ -171,11 +225,26 @@ _finder: SkillFinder | None = None
 def install_finder(call: SyncCall) -> SkillFinder:
     """One finder per kernel (replaced when the kernel is configured again)."""
     global _finder
-    if _finder is not None and _finder in sys.meta_path:
-        sys.meta_path.remove(_finder)
-    _finder = SkillFinder(call)
-    sys.meta_path.append(_finder)
-    return _finder
+    finder = SkillFinder(call)
+    if _finder is not None:
+        finder.loaded.update(_finder.loaded)
+        if _finder in sys.meta_path:
+            sys.meta_path.remove(_finder)
+    _finder = finder
+    sys.meta_path.append(finder)
+    return finder
+
+
+def watch_skill_modules(shell: Any) -> None:
+    """Before each cell, reload the skill modules another writer replaced (one `stat` per
+    imported skill module)."""
+    if _refresh_before_cell not in shell.events.callbacks["pre_run_cell"]:
+        shell.events.register("pre_run_cell", _refresh_before_cell)
+
+
+def _refresh_before_cell(info: Any = None) -> None:
+    if _finder is not None:
+        _finder.refresh()
 
 
 class Harness:
