@@ -7,6 +7,7 @@ import { Widget } from '@lumino/widgets';
 
 import type { FollowCellsSetting } from './cellFollower';
 import { cellExecutionCount, cellFirstLine, revealCell } from './cellNavigation';
+import { button } from './dom';
 import { linkButton, renderEntry, type IEntryViewContext } from './entryViews';
 import { primeAgentIcon } from './icons';
 import { describe, type NotebookAgent } from './notebookAgent';
@@ -60,12 +61,12 @@ export class ChatPanel extends Widget {
     const titleRow = div('pal-title-row');
     const title = div('pal-title');
     title.textContent = 'Prime Agent';
-    this._newSessionButton = button('pal-new-session', 'New session', 'pal-new-session');
+    this._newSessionButton = button('New session', 'pal-new-session');
     this._newSessionButton.title = 'Start a new agent session for this notebook';
     this._newSessionButton.addEventListener('click', () => {
       void this._agent?.startNewSession();
     });
-    this._harnessButton = button('pal-harness', 'Harness', 'pal-harness');
+    this._harnessButton = button('Harness', 'pal-harness');
     this._harnessButton.title =
       'Show the agent’s harness (notes, memories, skills, sub-agents, refinements) live; ' +
       'it works while the agent runs a cell';
@@ -100,10 +101,10 @@ export class ChatPanel extends Widget {
     this._input.addEventListener('keydown', event => this._onInputKey(event));
     this._input.addEventListener('input', () => this._updateControls());
     const actions = div('pal-actions');
-    this._stopButton = button('pal-stop', 'Stop', 'pal-stop');
+    this._stopButton = button('Stop', 'pal-stop');
     this._stopButton.title = 'Stop the running turn and interrupt its cell';
     this._stopButton.addEventListener('click', () => void this._stop());
-    this._sendButton = button('pal-send', 'Send', 'pal-send');
+    this._sendButton = button('Send', 'pal-send');
     this._sendButton.classList.add('pal-mod-primary');
     this._sendButton.addEventListener('click', () => void this._send());
     actions.append(this._stopButton, this._sendButton);
@@ -279,7 +280,7 @@ export class ChatPanel extends Widget {
           break;
         case 'failed': {
           text.textContent = `Error: ${agent.lastError ?? 'unknown'}`;
-          const retry = button('pal-retry-connect', 'Retry', 'pal-retry-connect');
+          const retry = button('Retry', 'pal-retry-connect');
           retry.addEventListener('click', () => agent.retry());
           this._statusLine.append(retry);
           break;
@@ -663,11 +664,3 @@ function span(className: string): HTMLSpanElement {
   return node;
 }
 
-function button(className: string, label: string, testId: string): HTMLButtonElement {
-  const node = document.createElement('button');
-  node.type = 'button';
-  node.className = `pal-button ${className}`;
-  node.textContent = label;
-  node.dataset.testid = testId;
-  return node;
-}

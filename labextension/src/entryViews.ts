@@ -13,6 +13,7 @@ import type {
   IUserEntry,
   TranscriptEntry
 } from './transcript';
+import { element } from './dom';
 import { firstLine } from './cellNavigation';
 import { formatComposed, senderLabel, type IParentAgent } from './family';
 import { renderRefinementLine } from './refine';
@@ -323,22 +324,6 @@ function renderCellLine(
   return line;
 }
 
-function element<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  testId?: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (testId) {
-    node.dataset.testid = testId;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 /** A button that looks like a link (it opens a notebook, it does not navigate). */
 export function linkButton(className: string, testId: string, label: string): HTMLButtonElement {

@@ -3,6 +3,7 @@
  * the agent's harness, roll one back, or list the recent ones with a
  * Rollback button each; and the transcript line of a `refinement` event.
  */
+import { button, element } from './dom';
 
 /** What `/refine ...` asks for. */
 export type RefineCommand =
@@ -242,22 +243,4 @@ export function describeRefineAnswer(answer: unknown, fallback: string): string 
   return typeof answer === 'string' && answer ? answer : fallback;
 }
 
-function element<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  testId?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (testId) {
-    node.dataset.testid = testId;
-  }
-  return node;
-}
 
-function button(label: string, testId: string): HTMLButtonElement {
-  const node = element('button', `pal-button ${testId}`, testId);
-  node.type = 'button';
-  node.textContent = label;
-  return node;
-}

@@ -4,6 +4,7 @@
  * highlighted, with actions to branch to an entry, fork from a message or
  * clone the current branch.
  */
+import { button, element } from './dom';
 import type { ISessionTree, ITreeNode } from './wire';
 
 export type ChatCommand =
@@ -164,22 +165,4 @@ function renderRow(row: ITreeRow, actions: ITreeActions, enabled: boolean): HTML
   return item;
 }
 
-function element<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  testId?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (testId) {
-    node.dataset.testid = testId;
-  }
-  return node;
-}
 
-function button(label: string, testId: string): HTMLButtonElement {
-  const node = element('button', `pal-button ${testId}`, testId);
-  node.type = 'button';
-  node.textContent = label;
-  return node;
-}
