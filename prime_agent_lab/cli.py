@@ -306,6 +306,22 @@ class _TurnStopper:
             future.add_done_callback(self._stopping.discard)
 
 
+async def _finish_refinements(run: Any, stopper: _TurnStopper) -> None:
+    """A review or refinement the agent asked for is applied and recorded before the run ends
+    (it waits for its model call); Ctrl-C drops it, and the run still counts as done."""
+    if not run.runtime.refiners.pending():
+        return
+    print("prime-agent-lab: finishing a harness refinement (Ctrl-C drops it)", file=sys.stderr)
+    finishing = asyncio.ensure_future(run.runtime.refiners.finish())
+
+    async def drop() -> None:
+        finishing.cancel()
+
+    stopper.watch(drop)
+    with contextlib.suppress(asyncio.CancelledError):
+        await finishing
+
+
 def _build_config(args: argparse.Namespace) -> Any:
     from .core.agent import AgentConfig
 
@@ -348,6 +364,8 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     )
     outcome = None
     error: str | None = None
+    settled = False
+    stopped: str | None = None  # why the turns were stopped (a later signal drops refinements)
     try:
         await run.start(printer)
         if run.recovered_turn is not None:
@@ -355,6 +373,9 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         turn = asyncio.ensure_future(run.agent.run_turn(args.prompt))
         stopper.watch(run.runtime.stop_all)
         outcome = await run.settle(await turn, args.max_turns)
+        settled, stopped = True, stopper.reason
+        if stopped is None:
+            await _finish_refinements(run, stopper)
     except Exception as exc:  # reported as a clear message and a non-zero exit
         error = f"{type(exc).__name__}: {exc}" if not str(exc).startswith("cannot") else str(exc)
     finally:
@@ -362,12 +383,14 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             loop.remove_signal_handler(signum)
         await run.close()
     printer.finish()
+    if not settled:
+        stopped = stopper.reason
     # A run stopped by a signal is not a success even when the root had already answered:
     # the sub-agents still working were cut.
-    ok = outcome is not None and outcome.stop_reason == "end_turn" and stopper.reason is None
+    ok = outcome is not None and outcome.stop_reason == "end_turn" and stopped is None
     if error is None and not ok:
-        if stopper.reason is not None:
-            error = stopper.reason
+        if stopped is not None:
+            error = stopped
         elif outcome is not None:
             error = outcome.error or f"the turn ended with {outcome.stop_reason}"
     record = {

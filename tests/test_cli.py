@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import nbformat
+
+from prime_agent_lab.core.harness.store import HarnessStore
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -126,6 +130,87 @@ def test_unknown_provider_is_refused_before_anything_starts(tmp_path: Path) -> N
     assert done.returncode == 2
     assert "invalid choice: 'bogus'" in done.stderr
     assert not (tmp_path / "agent.ipynb").exists()
+
+
+def start_run_whose_planner_waits(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+    """A CLI run whose agent asks for a refinement; the planner's side call answers only once
+    the returned file exists. Returns once the session log has the turn's end."""
+    release = tmp_path / "release-planner"
+    proposal = {
+        "summary": "remember the units",
+        "rationale": "asked",
+        "expected_outcome": "metres",
+        "edits": [{"action": "create", "kind": "memory", "title": "units", "content": "metres"}],
+    }
+    script = tmp_path / "s.json"
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"code": "print(await refine.run('remember the units'))"},
+                    {"text": "Asked for a refinement."},
+                ],
+                "side": {"refine": [{"text": json.dumps(proposal), "wait_for": str(release)}]},
+            }
+        )
+    )
+    env = {**os.environ, "PRIME_AGENT_LAB_HARNESS_DIR": str(tmp_path / "global")}
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT), str(ROOT / "kernel_ext"), env.get("PYTHONPATH", "")]
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "prime_agent_lab.cli", "run", "--mode", "json",
+         "--script", str(script), "refine"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    logs = tmp_path / ".prime-agent" / "sessions"
+    deadline = time.monotonic() + 120
+    while not any('"turn_end"' in log.read_text() for log in logs.glob("*/session.jsonl")):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(process.communicate())
+        time.sleep(0.05)
+    return process, release
+
+
+def test_a_refinement_still_planning_when_the_turn_ends_is_applied_before_the_run_exits(
+    tmp_path: Path,
+) -> None:
+    process, release = start_run_whose_planner_waits(tmp_path)
+    try:
+        release.touch()
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    assert "finishing a harness refinement" in stderr
+    end = json_lines(stdout)[-1]
+    assert end["ok"] is True
+    harness = tmp_path / end["session_dir"] / "harness"
+    local = HarnessStore(harness, "local")
+    assert local.get("memory", "units").content == "metres"  # type: ignore[union-attr]
+    [record] = [
+        json.loads(line) for line in (harness / "refinements.jsonl").read_text().splitlines()
+    ]
+    assert record["summary"] == "remember the units" and record["edits"][0]["applied"] is True
+
+
+def test_ctrl_c_while_a_refinement_finishes_drops_it_and_the_run_still_succeeds(
+    tmp_path: Path,
+) -> None:
+    process, _ = start_run_whose_planner_waits(tmp_path)
+    try:
+        assert process.stderr is not None
+        assert "finishing a harness refinement" in process.stderr.readline()
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    end = json_lines(stdout)[-1]
+    assert end["ok"] is True and end["final_text"] == "Asked for a refinement."
+    harness = tmp_path / end["session_dir"] / "harness"
+    assert HarnessStore(harness, "local").get("memory", "units") is None
 
 
 def test_no_auto_refine_together_with_auto_refine_every_is_refused(tmp_path: Path) -> None:

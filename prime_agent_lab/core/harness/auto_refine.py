@@ -159,6 +159,11 @@ class AutoRefiner:
             ]
         )
 
+    async def finish(self) -> None:
+        """Let a review under way decide (it may ask for a refinement)."""
+        if self._task is not None and not self._task.done():
+            await asyncio.wait({self._task})
+
     def close(self) -> None:
         if self._task is not None:
             self._task.cancel()

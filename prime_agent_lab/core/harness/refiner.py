@@ -409,6 +409,21 @@ class Refiner:
             error = task.exception()
             log.error("a refinement task of %s failed", self.agent.session_id, exc_info=error)
 
+    def pending(self) -> bool:
+        """A refinement, rollback or delete asked for and not yet applied."""
+        planning = self._planner is not None and not self._planner.done()
+        return planning or self._ready is not None or bool(self._rollbacks)
+
+    async def finish(self) -> None:
+        """Plan and apply everything asked for (a headless run ending): waits for the planner
+        call. The agent is idle, so each plan applies as soon as it is ready."""
+        while self._planner is not None and not self._planner.done():
+            await asyncio.wait({self._planner})
+        if self._ready is not None or self._rollbacks:
+            await self.apply_ready()
+        if self._applying is not None:
+            await asyncio.wait({self._applying})
+
     async def close(self) -> None:
         """Cancel planning (the agent leaves memory); what was applied stays recorded."""
         for task in list(self._tasks):

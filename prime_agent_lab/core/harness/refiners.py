@@ -56,6 +56,18 @@ class Refiners:
         if refiner is not None:
             await refiner.close()
 
+    def pending(self) -> bool:
+        """A review, refinement, rollback or delete is still to be decided or applied."""
+        reviewing = any(auto.reviewing for auto in self._auto.values())
+        return reviewing or any(refiner.pending() for refiner in self._refiners.values())
+
+    async def finish(self) -> None:
+        """Finish every review and refinement asked for (a headless run ending)."""
+        for auto in list(self._auto.values()):
+            await auto.finish()
+        for refiner in list(self._refiners.values()):
+            await refiner.finish()
+
     async def close(self) -> None:
         for session_id in list(self._refiners):
             await self.agent_gone(session_id)
