@@ -94,19 +94,27 @@ def test_a_kernel_that_is_not_ipykernel_is_left_alone() -> None:
     assert not load_package_at_start(GatewayKernel(), "http://h/b", "k")
 
 
-async def test_a_users_first_cell_after_a_restart_from_the_kernel_menu_finds_rlm(
-    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
-) -> None:
+async def agents_kernel(host: Any, make_notebook: Any, agent_script: Any, name: str) -> str:
+    """The kernel id of an agent attached to a new notebook, after one turn set it up."""
     use_script(host, agent_script([{"code": "x = 1"}, {"text": "set"}]))
-    agent = await host.attach(make_notebook("restart-bound.ipynb"))
+    agent = await host.attach(make_notebook(name))
     queue = agent.events.subscribe()
     await host.send(agent.session_id, "set x")
     await next_event(queue, "turn_ended")
-    kernel_id = agent.kernel.kernel_id
+    return str(agent.kernel.kernel_id)
 
+
+async def restart(jp_fetch: Any, host: Any, kernel_id: str) -> Any:
+    """Restart as another client does (REST), and the kernel's manager."""
     await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="{}")
-    manager = host.serverapp.kernel_manager.get_kernel(kernel_id)
-    seen = await first_cell(manager, PROBE)
+    return host.serverapp.kernel_manager.get_kernel(kernel_id)
+
+
+async def test_a_users_first_cell_after_a_restart_from_the_kernel_menu_finds_rlm(
+    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    kernel_id = await agents_kernel(host, make_notebook, agent_script, "restart-bound.ipynb")
+    seen = await first_cell(await restart(jp_fetch, host, kernel_id), PROBE)
 
     assert seen["rlm"] == "RLM" and seen["kernel"] == kernel_id
     assert seen["at_start"], "the API was bound by the server's setup cell, not at start"
@@ -115,16 +123,9 @@ async def test_a_users_first_cell_after_a_restart_from_the_kernel_menu_finds_rlm
 async def test_the_api_stays_bound_over_repeated_restarts(
     jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
 ) -> None:
-    use_script(host, agent_script([{"code": "x = 1"}, {"text": "set"}]))
-    agent = await host.attach(make_notebook("restart-twice.ipynb"))
-    queue = agent.events.subscribe()
-    await host.send(agent.session_id, "set x")
-    await next_event(queue, "turn_ended")
-    kernel_id = agent.kernel.kernel_id
-    manager = host.serverapp.kernel_manager.get_kernel(kernel_id)
-
+    kernel_id = await agents_kernel(host, make_notebook, agent_script, "restart-twice.ipynb")
     for _ in range(2):
-        await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="{}")
+        manager = await restart(jp_fetch, host, kernel_id)
         seen = await first_cell(manager, PROBE)
         assert seen["rlm"] == "RLM" and seen["at_start"]
     assert manager._launch_args["extra_arguments"].count(EXTENSION_ARGUMENT) == 1
@@ -133,17 +134,9 @@ async def test_the_api_stays_bound_over_repeated_restarts(
 async def test_a_harness_write_in_the_first_cell_after_a_restart_completes(
     jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
 ) -> None:
-    use_script(host, agent_script([{"code": "x = 1"}, {"text": "set"}]))
-    agent = await host.attach(make_notebook("restart-write.ipynb"))
-    queue = agent.events.subscribe()
-    await host.send(agent.session_id, "set x")
-    await next_event(queue, "turn_ended")
-    kernel_id = agent.kernel.kernel_id
-
-    await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="{}")
-    manager = host.serverapp.kernel_manager.get_kernel(kernel_id)
+    kernel_id = await agents_kernel(host, make_notebook, agent_script, "restart-write.ipynb")
     seen = await first_cell(
-        manager,
+        await restart(jp_fetch, host, kernel_id),
         "import json\nm = rlm.harness.create_memory('after restart', 'yes')\n"
         "print(json.dumps({'id': m.id}))",
     )
