@@ -150,6 +150,36 @@ print("GET", h.get("memory", "local:units").content)
     assert "GET metres" in out
 
 
+async def test_an_entry_written_in_the_users_own_cell_is_recorded_as_the_users(
+    tmp_path: Path,
+) -> None:
+    async with attached(tmp_path) as run:
+        await kernel(
+            run.agent,
+            "rlm.harness.create_memory('from the agent', 'a')\n"
+            "rlm.harness.create_memory('shared', 'b')",
+        )
+        user = run._km.client()  # another client of the same kernel, as the notebook tab is
+        user.start_channels()
+        try:
+            await user.wait_for_ready(timeout=60)
+            reply = await user.execute_interactive(
+                "rlm.harness.create_memory('from the user', 'u')\n"
+                "rlm.harness.update_memory('shared', content='edited by the user')",
+                timeout=60,
+            )
+        finally:
+            user.stop_channels()
+        assert reply["content"]["status"] == "ok", reply["content"]
+        local = HarnessStore(run.agent.session.directory / "harness", "local")
+    sources = {e.id: (e.source, e.version) for e in local.list("memory")}
+    assert sources == {
+        "from_the_agent": ("agent", 1),
+        "from_the_user": ("user", 1),
+        "shared": ("user", 2),
+    }
+
+
 async def test_global_entries_go_to_the_shared_store_and_prefixes_pick_the_scope(
     tmp_path: Path,
 ) -> None:

@@ -118,6 +118,17 @@ def _check_module_name_free(module: object) -> None:
     )
 
 
+def _current_request() -> str | None:
+    """The id of the execute request running this code: the host knows whether it sent it
+    (the agent's cell) or another client did (the user's), and records the entry's source."""
+    try:
+        from IPython import get_ipython
+
+        return str(get_ipython().kernel.get_parent()["header"]["msg_id"])
+    except Exception:  # not in a kernel, or no request: the host assumes the agent
+        return None
+
+
 def _method(kind: str) -> str:
     return "prompt_note" if kind == "prompt" else kind
 
@@ -270,7 +281,8 @@ class Harness:
         """A new entry (its id: `id=` or a slug of the title); fails if the id exists."""
         scope = _global(global_, {k: fields.pop(k) for k in list(fields) if k == "global"})
         payload = {"kind": kind, "fields": {"title": title, "content": content, **fields}}
-        entry = HarnessEntry(self._call("harness.create", {**payload, "global": scope}))
+        payload.update({"global": scope, "request": _current_request()})
+        entry = HarnessEntry(self._call("harness.create", payload))
         self._reload_skill(entry)
         return entry
 
@@ -279,6 +291,7 @@ class Harness:
         scope = _global(global_, {k: fields.pop(k) for k in list(fields) if k == "global"})
         fields = {k: v for k, v in fields.items() if v is not None}
         payload = {"kind": kind, "id": id, "fields": fields, "global": scope}
+        payload["request"] = _current_request()
         entry = HarnessEntry(self._call("harness.update", payload))
         self._reload_skill(entry)
         return entry

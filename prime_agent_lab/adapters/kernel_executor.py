@@ -201,6 +201,10 @@ class KernelExecutor:
         """Which kernel process this is (changes with every restart)."""
         return self._generation()
 
+    def owns_request(self, msg_id: str) -> bool:
+        """Whether `msg_id` is an execution of ours still in the kernel (the agent's cell)."""
+        return msg_id in self._own
+
     def knows_current_process(self) -> bool:
         """Whether the agent already heard of the kernel process running now: an agent cell
         ran on it (and reported the restart that started it) or a notice told of it."""

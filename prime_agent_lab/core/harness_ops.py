@@ -12,6 +12,7 @@ from typing import Any
 from .bridge import BridgeError
 from .caller import CallerContext, Register
 from .harness.store import Harness, HarnessError, check_kind
+from .ports import RequestOwner
 
 WATCH_POLL_SECONDS = 0.2
 WATCH_MAX_SECONDS = 25.0
@@ -39,11 +40,18 @@ def _fields(payload: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _source(payload: dict[str, Any]) -> str:
-    source = payload.get("source", "agent")
-    if source not in SOURCES:
-        raise BridgeError(400, f"source must be one of {', '.join(SOURCES)}")
-    return str(source)
+def _source(ctx: CallerContext, payload: dict[str, Any]) -> str:
+    """Who wrote the entry: named in the call, or told by the cell that made the call (the
+    kernel sends its execute request's id): the agent's own cell, else the user's."""
+    if "source" in payload:
+        source = payload["source"]
+        if source not in SOURCES:
+            raise BridgeError(400, f"source must be one of {', '.join(SOURCES)}")
+        return str(source)
+    request, kernel = payload.get("request"), ctx.agent.kernel
+    if isinstance(request, str) and isinstance(kernel, RequestOwner):
+        return "agent" if kernel.owns_request(request) else "user"
+    return "agent"
 
 
 async def _run(call: Any, *args: Any) -> Any:
@@ -91,13 +99,13 @@ def register_harness_operations(register: Register) -> None:
     async def create(ctx: CallerContext, payload: dict[str, Any]) -> dict[str, Any]:
         kind = _kind(payload)
         store = harness(ctx).store(_flag(payload))
-        entry = await _run(store.create, kind, _fields(payload), _source(payload))
+        entry = await _run(store.create, kind, _fields(payload), _source(ctx, payload))
         return dict(entry.to_dict())
 
     async def update(ctx: CallerContext, payload: dict[str, Any]) -> dict[str, Any]:
         kind = _kind(payload)
         store, entry_id = harness(ctx).route(_text(payload, "id"), _flag(payload))
-        entry = await _run(store.update, kind, entry_id, _fields(payload), _source(payload))
+        entry = await _run(store.update, kind, entry_id, _fields(payload), _source(ctx, payload))
         return dict(entry.to_dict())
 
     async def delete(ctx: CallerContext, payload: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,14 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from .ports import CellState, ExecutionResult, KernelPort, KernelUnavailable, OutputEvent
+from .ports import (
+    CellState,
+    ExecutionResult,
+    KernelPort,
+    KernelUnavailable,
+    OutputEvent,
+    RequestOwner,
+)
 
 
 class PendingKernel:
@@ -79,6 +86,10 @@ class PendingKernel:
                 )
         kernel = await self.ready()
         return await kernel.execute(code, on_event, timeout, on_state)
+
+    def owns_request(self, msg_id: str) -> bool:
+        kernel = self.kernel
+        return isinstance(kernel, RequestOwner) and kernel.owns_request(msg_id)
 
     def stop_cell(self) -> None:
         if self._stop_while_waiting is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from .messages import ModelRequest, ModelResponse
 
@@ -132,6 +132,15 @@ class KernelPort(Protocol):
 
     def stop_cell(self) -> None:
         """Ask the running `execute` to stop the agent's cell; it returns soon after."""
+        ...
+
+
+@runtime_checkable
+class RequestOwner(Protocol):
+    """A kernel port that can tell its own executions from the other clients' (the user's)."""
+
+    def owns_request(self, msg_id: str) -> bool:
+        """Whether the execute request `msg_id` is one this port sent (an agent cell)."""
         ...
 
 
