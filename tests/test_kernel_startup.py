@@ -12,7 +12,8 @@ from jupyter_client.manager import AsyncKernelManager
 
 from prime_agent_lab.adapters.kernel_startup import EXTENSION_ARGUMENT, load_package_at_start
 
-from .conftest import next_event, use_script
+from .conftest import next_event, run_turn, use_script
+from .test_subagents import CHILD, WAIT_FOR_CHILDREN
 
 PROBE = (
     "import json, os, prime_agent_kernel\n"
@@ -148,3 +149,30 @@ async def test_a_harness_write_in_the_first_cell_after_a_restart_completes(
         "print(json.dumps({'id': m.id}))",
     )
     assert seen == {"id": "after_restart"}
+
+
+async def test_a_childs_kernel_restarted_once_starts_in_the_parent_notebooks_folder_as_the_child(
+    jp_fetch: Any, host: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    """The child's kernel came from the pool (set up before it had a folder): its first
+    restart already starts in the parent notebook's folder, bound as the child."""
+    script = tmp_path / "tree-script.json"
+    turns = [
+        {"code": 'a = await rlm("alpha words", name="alpha")'},
+        {"code": WAIT_FOR_CHILDREN},
+        {"text": "{last_output_line}"},
+    ]
+    script.write_text(json.dumps({"turns": turns, "child": CHILD}), encoding="utf-8")
+    use_script(host, str(script))
+    parent = await host.attach(make_notebook("work/analysis.ipynb"))
+    await run_turn(host, parent.session_id, "fan out")
+    child = next(a for a in host.agents.values() if a.session.header.get("parent_session_id"))
+    kernel_id = child.kernel.kernel_id
+    manager = host.serverapp.kernel_manager.get_kernel(kernel_id)
+
+    await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="{}")
+    seen = await first_cell(manager, PROBE.replace("}))", ", 'cells': len(history.cells())}))"))
+
+    assert Path(seen["cwd"]).name == "work"
+    assert seen["kernel"] == kernel_id and seen["at_start"]
+    assert seen["cells"] == 1  # the child's own history, not the parent's (two cells)
