@@ -5,12 +5,19 @@ waiting for the server's setup cell."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from jupyter_client.manager import AsyncKernelManager
 
-from prime_agent_lab.adapters.kernel_startup import EXTENSION_ARGUMENT, load_package_at_start
+from prime_agent_lab.adapters.kernel_startup import (
+    CONFIG_ARGUMENT,
+    EXTENSION_ARGUMENT,
+    STARTUP_EXTENSION,
+    load_package_at_start,
+)
 
 from .conftest import next_event, run_turn, use_script
 from .test_subagents import CHILD, WAIT_FOR_CHILDREN
@@ -77,7 +84,61 @@ async def test_a_restarted_kernel_binds_the_api_and_returns_to_its_directory_as_
         "kernel": "kernel-1",
         "at_start": True,
     }
-    assert arguments == ["--HistoryManager.enabled=False", EXTENSION_ARGUMENT]
+    assert arguments == ["--HistoryManager.enabled=False", CONFIG_ARGUMENT]
+
+
+USER_CONFIG_PROBE = (
+    "import json\n"
+    "print(json.dumps({'exec_lines': globals().get('FROM_EXEC_LINES'),"
+    " 'extensions': sorted(get_ipython().extension_manager.loaded),"
+    " 'rlm': type(globals().get('rlm')).__name__}))"
+)
+
+
+@pytest.mark.parametrize(
+    ("config_lines", "command_line"),
+    [
+        (["c.IPKernelApp.extra_extensions = ['user_extra']"], []),
+        (["c.InteractiveShellApp.extra_extensions = ['user_extra']"], []),
+        ([], ["--IPKernelApp.extra_extensions=user_extra"]),
+        ([], ["--ext=user_extra"]),
+    ],
+    ids=["config-IPKernelApp", "config-InteractiveShellApp", "command-line", "command-line-ext"],
+)
+async def test_the_users_own_ipython_configuration_still_applies_after_a_restart(
+    tmp_path: Path, config_lines: list[str], command_line: list[str]
+) -> None:
+    """The startup extension is added to the user's extensions, wherever they are set; it
+    never replaces them."""
+    profile = tmp_path / "ipython" / "profile_default"
+    profile.mkdir(parents=True)
+    settings = [
+        "c.IPKernelApp.exec_lines = ['FROM_EXEC_LINES = 42']",
+        "c.IPKernelApp.extensions = ['user_ext']",
+        *config_lines,
+    ]
+    (profile / "ipython_kernel_config.py").write_text("\n".join(settings) + "\n")
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    for name in ("user_ext", "user_extra"):
+        (modules / f"{name}.py").write_text("def load_ipython_extension(shell):\n    pass\n")
+    env = {
+        **os.environ,
+        "IPYTHONDIR": str(tmp_path / "ipython"),
+        "PYTHONPATH": os.pathsep.join([str(modules), os.environ.get("PYTHONPATH", "")]),
+    }
+    manager = AsyncKernelManager(kernel_name="python3")
+    await manager.start_kernel(env=env, extra_arguments=command_line)
+    try:
+        load_package_at_start(manager, "http://127.0.0.1:9/prime-agent/bridge", "kernel-1")
+        await manager.restart_kernel()
+        seen = await first_cell(manager, USER_CONFIG_PROBE)
+    finally:
+        await manager.shutdown_kernel(now=True)
+
+    assert seen["exec_lines"] == 42
+    assert {"user_ext", "user_extra", STARTUP_EXTENSION} <= set(seen["extensions"])
+    assert seen["rlm"] == "RLM"
 
 
 def test_a_kernel_that_is_not_ipykernel_is_left_alone() -> None:
@@ -128,7 +189,8 @@ async def test_the_api_stays_bound_over_repeated_restarts(
         await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="{}")
         seen = await first_cell(manager, PROBE)
         assert seen["rlm"] == "RLM" and seen["at_start"]
-    assert manager._launch_args["extra_arguments"].count(EXTENSION_ARGUMENT) == 1
+    arguments = manager._launch_args["extra_arguments"]
+    assert [a for a in arguments if a in (CONFIG_ARGUMENT, EXTENSION_ARGUMENT)] == [CONFIG_ARGUMENT]
 
 
 async def test_a_harness_write_in_the_first_cell_after_a_restart_completes(
