@@ -5,14 +5,22 @@ waiting for the server's setup cell."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from jupyter_client.manager import AsyncKernelManager
 
-from prime_agent_lab.adapters.kernel_startup import EXTENSION_ARGUMENT, load_package_at_start
+from prime_agent_lab.adapters.kernel_startup import (
+    CONFIG_ARGUMENT,
+    EXTENSION_ARGUMENT,
+    STARTUP_EXTENSION,
+    load_package_at_start,
+)
 
-from .conftest import next_event, use_script
+from .conftest import next_event, run_turn, use_script
+from .test_subagents import CHILD, WAIT_FOR_CHILDREN
 
 PROBE = (
     "import json, os, prime_agent_kernel\n"
@@ -76,7 +84,61 @@ async def test_a_restarted_kernel_binds_the_api_and_returns_to_its_directory_as_
         "kernel": "kernel-1",
         "at_start": True,
     }
-    assert arguments == ["--HistoryManager.enabled=False", EXTENSION_ARGUMENT]
+    assert arguments == ["--HistoryManager.enabled=False", CONFIG_ARGUMENT]
+
+
+USER_CONFIG_PROBE = (
+    "import json\n"
+    "print(json.dumps({'exec_lines': globals().get('FROM_EXEC_LINES'),"
+    " 'extensions': sorted(get_ipython().extension_manager.loaded),"
+    " 'rlm': type(globals().get('rlm')).__name__}))"
+)
+
+
+@pytest.mark.parametrize(
+    ("config_lines", "command_line"),
+    [
+        (["c.IPKernelApp.extra_extensions = ['user_extra']"], []),
+        (["c.InteractiveShellApp.extra_extensions = ['user_extra']"], []),
+        ([], ["--IPKernelApp.extra_extensions=user_extra"]),
+        ([], ["--ext=user_extra"]),
+    ],
+    ids=["config-IPKernelApp", "config-InteractiveShellApp", "command-line", "command-line-ext"],
+)
+async def test_the_users_own_ipython_configuration_still_applies_after_a_restart(
+    tmp_path: Path, config_lines: list[str], command_line: list[str]
+) -> None:
+    """The startup extension is added to the user's extensions, wherever they are set; it
+    never replaces them."""
+    profile = tmp_path / "ipython" / "profile_default"
+    profile.mkdir(parents=True)
+    settings = [
+        "c.IPKernelApp.exec_lines = ['FROM_EXEC_LINES = 42']",
+        "c.IPKernelApp.extensions = ['user_ext']",
+        *config_lines,
+    ]
+    (profile / "ipython_kernel_config.py").write_text("\n".join(settings) + "\n")
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    for name in ("user_ext", "user_extra"):
+        (modules / f"{name}.py").write_text("def load_ipython_extension(shell):\n    pass\n")
+    env = {
+        **os.environ,
+        "IPYTHONDIR": str(tmp_path / "ipython"),
+        "PYTHONPATH": os.pathsep.join([str(modules), os.environ.get("PYTHONPATH", "")]),
+    }
+    manager = AsyncKernelManager(kernel_name="python3")
+    await manager.start_kernel(env=env, extra_arguments=command_line)
+    try:
+        load_package_at_start(manager, "http://127.0.0.1:9/prime-agent/bridge", "kernel-1")
+        await manager.restart_kernel()
+        seen = await first_cell(manager, USER_CONFIG_PROBE)
+    finally:
+        await manager.shutdown_kernel(now=True)
+
+    assert seen["exec_lines"] == 42
+    assert {"user_ext", "user_extra", STARTUP_EXTENSION} <= set(seen["extensions"])
+    assert seen["rlm"] == "RLM"
 
 
 def test_a_kernel_that_is_not_ipykernel_is_left_alone() -> None:
@@ -128,7 +190,8 @@ async def test_the_api_stays_bound_over_repeated_restarts(
         manager = await restart(jp_fetch, host, kernel_id)
         seen = await first_cell(manager, PROBE)
         assert seen["rlm"] == "RLM" and seen["at_start"]
-    assert manager._launch_args["extra_arguments"].count(EXTENSION_ARGUMENT) == 1
+    arguments = manager._launch_args["extra_arguments"]
+    assert [a for a in arguments if a in (CONFIG_ARGUMENT, EXTENSION_ARGUMENT)] == [CONFIG_ARGUMENT]
 
 
 async def test_a_harness_write_in_the_first_cell_after_a_restart_completes(
@@ -141,3 +204,30 @@ async def test_a_harness_write_in_the_first_cell_after_a_restart_completes(
         "print(json.dumps({'id': m.id}))",
     )
     assert seen == {"id": "after_restart"}
+
+
+async def test_a_childs_kernel_restarted_once_starts_in_the_parent_notebooks_folder_as_the_child(
+    jp_fetch: Any, host: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    """The child's kernel came from the pool (set up before it had a folder): its first
+    restart already starts in the parent notebook's folder, bound as the child."""
+    script = tmp_path / "tree-script.json"
+    turns = [
+        {"code": 'a = await rlm("alpha words", name="alpha")'},
+        {"code": WAIT_FOR_CHILDREN},
+        {"text": "{last_output_line}"},
+    ]
+    script.write_text(json.dumps({"turns": turns, "child": CHILD}), encoding="utf-8")
+    use_script(host, str(script))
+    parent = await host.attach(make_notebook("work/analysis.ipynb"))
+    await run_turn(host, parent.session_id, "fan out")
+    child = next(a for a in host.agents.values() if a.session.header.get("parent_session_id"))
+    kernel_id = child.kernel.kernel_id
+    manager = host.serverapp.kernel_manager.get_kernel(kernel_id)
+
+    await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="{}")
+    seen = await first_cell(manager, PROBE.replace("}))", ", 'cells': len(history.cells())}))"))
+
+    assert Path(seen["cwd"]).name == "work"
+    assert seen["kernel"] == kernel_id and seen["at_start"]
+    assert seen["cells"] == 1  # the child's own history, not the parent's (two cells)

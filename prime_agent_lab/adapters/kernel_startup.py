@@ -11,10 +11,15 @@ turning idle and that cell, in which a user's cell would find no `rlm`.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 STARTUP_EXTENSION = "prime_agent_kernel.startup"
 EXTENSION_ARGUMENT = f"--IPKernelApp.extra_extensions={STARTUP_EXTENSION}"
+CONFIG_ARGUMENT = f"--config={Path(__file__).with_name('ipython_startup_config.py')}"
+# Command-line settings an added `--config` file could not add to (the command line wins).
+_COMMAND_LINE_EXTENSIONS = ("--ext", "--IPKernelApp.extra_extensions", "--config")
+_COMMAND_LINE_EXTENSIONS += ("--InteractiveShellApp.extra_extensions",)
 # Must match prime_agent_kernel.startup (the kernel package never imports the host's).
 BRIDGE_URL_VARIABLE = "PRIME_AGENT_LAB_BRIDGE_URL"
 KERNEL_ID_VARIABLE = "PRIME_AGENT_LAB_KERNEL_ID"
@@ -29,8 +34,9 @@ def load_package_at_start(
     launch = getattr(manager, "_launch_args", None)
     if not isinstance(launch, dict) or not _is_ipykernel(manager):
         return False
-    extra = [a for a in launch.get("extra_arguments") or [] if a != EXTENSION_ARGUMENT]
-    launch["extra_arguments"] = [*extra, EXTENSION_ARGUMENT]
+    ours = (EXTENSION_ARGUMENT, CONFIG_ARGUMENT)
+    extra = [a for a in launch.get("extra_arguments") or [] if a not in ours]
+    launch["extra_arguments"] = [*extra, _startup_argument([*manager.kernel_spec.argv, *extra])]
     env = launch.get("env")
     # jupyter_client starts a kernel without `env` in the server's environment: keep it.
     env = dict(os.environ) if env is None else dict(env)
@@ -40,6 +46,15 @@ def load_package_at_start(
     if directory:
         launch["cwd"] = directory
     return True
+
+
+def _startup_argument(command_line: list[str]) -> str:
+    """How the kernel is told to load the startup extension, adding to the user's own extra
+    extensions: a configuration file that appends to those set in configuration files, or,
+    when the command line sets them already (which beats any file), one more of the same."""
+    if any(str(part).startswith(_COMMAND_LINE_EXTENSIONS) for part in command_line):
+        return EXTENSION_ARGUMENT
+    return CONFIG_ARGUMENT
 
 
 def _is_ipykernel(manager: Any) -> bool:

@@ -288,13 +288,22 @@ class AgentHost:
     def _setup_code(self, kernel_id: str) -> str:
         """The silent cell that sets up this kernel process. Later processes (after any
         restart) also bind the kernel API as they start, before anyone's first cell."""
+        self._arrange_next_start(kernel_id)
         directory = self.kernel_directories.get(kernel_id)
-        bridge_url = self.settings.bridge_url()
+        chdir = working_directory_code(directory) if directory else ""
+        return bridge_setup_code(self.settings.bridge_url(), kernel_id) + chdir
+
+    def set_kernel_directory(self, kernel_id: str, directory: str) -> None:
+        """A child's kernel works in `directory`, in this process (the caller moves it) and in
+        every later one: a pooled kernel was set up before it had a folder."""
+        self.kernel_directories[kernel_id] = directory
+        self._arrange_next_start(kernel_id)
+
+    def _arrange_next_start(self, kernel_id: str) -> None:
+        directory = self.kernel_directories.get(kernel_id)
         with contextlib.suppress(KeyError):  # a kernel shut down meanwhile: no next start
             manager = self._kernel_manager.get_kernel(kernel_id)
-            load_package_at_start(manager, bridge_url, kernel_id, directory)
-        chdir = working_directory_code(directory) if directory else ""
-        return bridge_setup_code(bridge_url, kernel_id) + chdir
+            load_package_at_start(manager, self.settings.bridge_url(), kernel_id, directory)
 
     def _forget_dead_executors(self) -> None:
         for kernel_id in [k for k in self._executors if k not in self._kernel_manager]:
@@ -727,7 +736,7 @@ class _ServerEnvironment:
         kernel_id = await self._kernel_pool().take()
         self._children.add(kernel_id)
         try:
-            self._host.kernel_directories[kernel_id] = directory
+            self._host.set_kernel_directory(kernel_id, directory)
             executor = self._host.executor(kernel_id)
             await hand_to_notebook(
                 serverapp, kernel_id, notebook_path, directory, run=executor.run_silently
@@ -755,7 +764,7 @@ class _ServerEnvironment:
         model = await sessions.get_session(path=notebook_path)
         kernel_id = model["kernel"]["id"]
         manager = self._host.serverapp.kernel_manager.get_kernel(kernel_id)
-        self._host.kernel_directories[kernel_id] = directory
+        self._host.set_kernel_directory(kernel_id, directory)
         try:
             await set_working_directory(manager, directory)
         except Exception as exc:  # the user's kernel still serves; relative paths differ
