@@ -291,6 +291,24 @@ async def test_a_handed_out_server_kernel_is_the_jupyter_session_kernel_of_its_n
     assert seen == f"{jp_root_dir / 'analysis.agents'}\nFalse\n"
 
 
+async def test_a_handed_out_kernel_keeps_its_notebooks_name_after_a_restart(
+    jp_serverapp: Any, make_notebook: Any
+) -> None:
+    path = make_notebook("analysis.agents/part-b.ipynb")
+    source = ServerKernels(jp_serverapp, "python3")
+    pool = KernelPool(source.start, source.discard, size=1, alive=source.alive)
+    try:
+        kernel_id = await pool.take()
+        await hand_to_notebook(jp_serverapp, kernel_id, path)
+        manager = jp_serverapp.kernel_manager.get_kernel(kernel_id)
+        await manager.restart_kernel()
+        seen = await run_in(manager, "import os; print(os.environ.get('JPY_SESSION_NAME'))")
+    finally:
+        await pool.close()
+        await jp_serverapp.kernel_manager.shutdown_kernel(kernel_id, now=True)
+    assert seen.strip().endswith("analysis.agents/part-b.ipynb")
+
+
 def test_the_kernel_pool_benchmark_runs_both_modes_and_prints_the_ratio() -> None:
     root = Path(__file__).resolve().parent.parent
     env = dict(os.environ)

@@ -124,6 +124,8 @@ async def hand_to_notebook(
         raise HandOutFailed(f"cannot prepare the kernel for {path}: {exc}") from exc
     if kernel_id not in kernels:  # checked again: create_session would start a fresh one
         raise HandOutFailed(f"the kernel {kernel_id} stopped while it was prepared for {path}")
+    # A restart starts a new process from the launch arguments: give it the notebook's name too.
+    kernels.get_kernel(kernel_id).update_env(env={"JPY_SESSION_NAME": session_name})
     model = await sessions.create_session(
         path=path, name=name, type="notebook", kernel_id=kernel_id
     )
