@@ -8,6 +8,7 @@ Skills show their call, never their module text. The full entry is one call away
 
 from __future__ import annotations
 
+import heapq
 import json
 
 from .store import KINDS, Entry, Harness
@@ -54,13 +55,10 @@ def entry_line(entry: Entry) -> str:
     return "- " + clip(f"{head}: {body}")
 
 
-def shown_first(entries: list[Entry]) -> list[Entry]:
-    """This session's entries before the global ones (other sessions' lessons must not crowd
-    out its own), each scope's most recently updated first."""
-    ordered = sorted(entries, key=lambda e: (e.path, e.title, e.id))
-    ordered.sort(key=lambda e: e.updated_at, reverse=True)
-    ordered.sort(key=lambda e: e.scope != "local")
-    return ordered
+def shown_first(entries: list[Entry], count: int = PER_KIND) -> list[Entry]:
+    """The `count` entries the prompt shows: this session's before the global ones (other
+    sessions' lessons must not crowd out its own), each scope's most recently updated first."""
+    return heapq.nlargest(count, entries, key=lambda e: (e.scope == "local", e.updated_at))
 
 
 def harness_section(harness: Harness) -> str:
@@ -73,11 +71,11 @@ def harness_section(harness: Harness) -> str:
         parts.append("No harness entries yet.\n")
         return "".join(parts)
     for kind in KINDS:
-        found = shown_first([e for e in entries if e.kind == kind])
+        found = [e for e in entries if e.kind == kind]
         if not found:
             continue
         parts.append(f"\n## {HEADINGS[kind]}: {len(found)}\n")
-        parts.extend(entry_line(entry) + "\n" for entry in found[:PER_KIND])
+        parts.extend(entry_line(entry) + "\n" for entry in shown_first(found))
         if len(found) > PER_KIND:
             parts.append(f"+{len(found) - PER_KIND} more: rlm.harness.list({json.dumps(kind)})\n")
     return "".join(parts)
