@@ -180,7 +180,7 @@ def test_a_damaged_global_file_hides_neither_local_entries_nor_the_prompt(tmp_pa
     (tmp_path / "g" / "harness.json").write_text("{not json")
 
     assert [e.id for e in harness.list()] == ["units"]
-    [reason] = harness.unavailable()
+    [reason] = harness.read_all()[1]
     assert "harness.json is damaged" in reason and str(tmp_path / "g") in reason
     assert harness.version() == {"local": 1, "global": -1}
     section = harness_section(harness)

@@ -280,8 +280,12 @@ class Harness:
     ) -> HarnessEntry:
         """A new entry (its id: `id=` or a slug of the title); fails if the id exists."""
         scope = _global(global_, {k: fields.pop(k) for k in list(fields) if k == "global"})
-        payload = {"kind": kind, "fields": {"title": title, "content": content, **fields}}
-        payload.update({"global": scope, "request": _current_request()})
+        payload = {
+            "kind": kind,
+            "fields": {"title": title, "content": content, **fields},
+            "global": scope,
+            "request": _current_request(),
+        }
         entry = HarnessEntry(self._call("harness.create", payload))
         self._reload_skill(entry)
         return entry
@@ -290,8 +294,13 @@ class Harness:
         """Change some fields of an existing entry (the others stay); its version rises."""
         scope = _global(global_, {k: fields.pop(k) for k in list(fields) if k == "global"})
         fields = {k: v for k, v in fields.items() if v is not None}
-        payload = {"kind": kind, "id": id, "fields": fields, "global": scope}
-        payload["request"] = _current_request()
+        payload = {
+            "kind": kind,
+            "id": id,
+            "fields": fields,
+            "global": scope,
+            "request": _current_request(),
+        }
         entry = HarnessEntry(self._call("harness.update", payload))
         self._reload_skill(entry)
         return entry

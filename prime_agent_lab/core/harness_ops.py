@@ -124,8 +124,7 @@ def register_harness_operations(register: Register) -> None:
         kind = payload.get("kind")
         if kind is not None:
             kind = _kind(payload)
-        stores = harness(ctx)
-        entries, unavailable = await _run(lambda: (stores.list(kind), stores.unavailable()))
+        entries, unavailable = await _run(harness(ctx).read_all, kind)
         return {"entries": [e.to_dict() for e in entries], "unavailable": unavailable}
 
     async def paths(ctx: CallerContext, payload: dict[str, Any]) -> dict[str, Any]:

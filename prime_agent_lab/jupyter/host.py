@@ -143,7 +143,7 @@ class AgentHost:
             # The researcher's own cells use `rlm`, `history`, ... and the Harness view waits
             # for them: load the kernel package into the new process now, not at the next
             # agent cell (a no-op when that process has it already).
-            self.runtime.spawn(self._prepare_after_restart(executor, kernel_id))
+            self.runtime.spawn(self._prepare(executor))
         if agent is None or (executor is not None and executor.executing):
             return
         if executor is not None and executor.knows_current_process():
@@ -167,12 +167,6 @@ class AgentHost:
                 ),
             )
         agent.notice(kind, text)
-
-    async def _prepare_after_restart(self, executor: KernelExecutor, kernel_id: str) -> None:
-        try:
-            await executor.prepare()
-        except Exception as exc:  # the next agent cell tries again and reports it
-            log.warning("kernel %s: setup after a restart failed: %s", kernel_id, exc)
 
     def _death_notice(self, session_id: str) -> str:
         if self.runtime.snapshots.has_snapshot(session_id):

@@ -607,24 +607,21 @@ class Harness:
     def stores(self) -> list[HarnessStore]:
         return [s for s in (self.local, self.global_) if s is not None]
 
-    def list(self, kind: str | None = None) -> list[Entry]:
-        """The entries of every store that can be read: a damaged global file must not hide
-        the session's own entries (`unavailable()` says what was skipped, and why)."""
+    def read_all(self, kind: str | None = None) -> tuple[list[Entry], list[str]]:
+        """The entries of every store that can be read, and why each other one cannot (its
+        file is damaged): a damaged global file must not hide the session's own entries."""
         entries: list[Entry] = []
-        for store in self.stores():
-            with contextlib.suppress(HarnessError):
-                entries.extend(store.list(kind))
-        return entries
-
-    def unavailable(self) -> list[str]:
-        """Why each store that cannot be read cannot be (its file is damaged)."""
-        reasons: list[str] = []
+        unavailable: list[str] = []
         for store in self.stores():
             try:
-                store.revision()
+                entries.extend(store.list(kind))
             except HarnessError as exc:
-                reasons.append(str(exc))
-        return reasons
+                unavailable.append(str(exc))
+        return entries, unavailable
+
+    def list(self, kind: str | None = None) -> list[Entry]:
+        """The entries of every store that can be read (`read_all` also says why not)."""
+        return self.read_all(kind)[0]
 
     def get(self, kind: str, ref: str) -> Entry | None:
         """`ref` in its scope; a bare id looks in the local store first, then the global one."""

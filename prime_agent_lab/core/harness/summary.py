@@ -65,8 +65,8 @@ def harness_section(harness: Harness) -> str:
     """The prompt section for `harness` as it is now."""
     version = harness.version()
     parts = [GUIDANCE.format(local=version["local"], global_=version["global"])]
-    entries = harness.list()
-    parts.extend(f"Unavailable: {reason}\n" for reason in harness.unavailable())
+    entries, unavailable = harness.read_all()
+    parts.extend(f"Unavailable: {reason}\n" for reason in unavailable)
     if not entries:
         parts.append("No harness entries yet.\n")
         return "".join(parts)
