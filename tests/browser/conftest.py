@@ -195,3 +195,10 @@ def copy_to_docs(path: Path, name: str) -> None:
     """Refresh the README screenshot only when asked (keeps `docs/` stable in CI)."""
     if os.environ.get("PAL_UPDATE_DOCS_SCREENSHOT") == "1":
         shutil.copyfile(path, REPO / "docs" / name)
+
+
+def send_to_chat(chat: Any, text: str) -> None:
+    """Type `text` into the chat panel's input and press Enter, as a user does."""
+    chat_input = chat.get_by_test_id("pal-chat-input")
+    chat_input.fill(text)
+    chat_input.press("Enter")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import LabServer, save_screenshot
+from .conftest import LabServer, save_screenshot, send_to_chat
 from .test_chat_panel import (
     KERNEL_IDLE_TIMEOUT,
     TURN_TIMEOUT_MS,
@@ -75,12 +75,6 @@ def lab_script() -> dict[str, Any]:
     return SCRIPT
 
 
-def _send(panel: Any, text: str) -> None:
-    chat_input = panel.get_by_test_id("pal-chat-input")
-    chat_input.fill(text)
-    chat_input.press("Enter")
-
-
 def _session(server: LabServer, notebook: str) -> dict[str, Any]:
     sessions = server.api("GET", "prime-agent/api/sessions")["sessions"]
     (found,) = [s for s in sessions if s["notebook_path"] == notebook and s["status"] != "inactive"]
@@ -127,7 +121,7 @@ def _ask_in_a_new_notebook(page: Any, server: LabServer, notebook: str, message:
     expect(panel.get_by_test_id("pal-status")).to_have_attribute(
         "data-connection", "connected", timeout=UI_TIMEOUT_MS
     )
-    _send(panel, message)
+    send_to_chat(panel, message)
     return panel
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import LabServer
+from .conftest import LabServer, send_to_chat
 from .test_chat_panel import (
     KERNEL_IDLE_TIMEOUT,
     TURN_TIMEOUT_MS,
@@ -17,7 +17,7 @@ from .test_chat_panel import (
     _open_notebook,
     _wait_for_idle_kernel,
 )
-from .test_stop_and_sessions import _connected_panel, _send
+from .test_stop_and_sessions import _connected_panel
 
 pytestmark = pytest.mark.browser
 
@@ -44,14 +44,14 @@ def test_tree_branches_back_and_the_transcript_shows_the_branch(
     panel = _connected_panel(page, lab_server, name)
     status = panel.get_by_test_id("pal-status")
     for turn, text in enumerate(("first", "second", "third"), start=1):
-        _send(panel, text)
+        send_to_chat(panel, text)
         expect(panel.get_by_test_id("pal-user")).to_have_count(turn, timeout=UI_TIMEOUT_MS)
         expect(panel.get_by_test_id("pal-assistant").filter(has_text="Done.")).to_have_count(
             turn, timeout=TURN_TIMEOUT_MS
         )
         expect(status).to_have_attribute("data-status", "idle", timeout=TURN_TIMEOUT_MS)
 
-    _send(panel, "/tree")
+    send_to_chat(panel, "/tree")
     rows = panel.get_by_test_id("pal-tree-row")
     expect(rows).to_have_count(6, timeout=UI_TIMEOUT_MS)
     expect(rows.last).to_contain_text("you are here")
@@ -68,7 +68,7 @@ def test_tree_branches_back_and_the_transcript_shows_the_branch(
     expect(other.first).to_have_attribute("data-pal-badge", re.compile("other branch"))
 
     # The next message continues the branch: turn 2 again.
-    _send(panel, "fourth")
+    send_to_chat(panel, "fourth")
     expect(panel.get_by_test_id("pal-user")).to_have_text(
         ["first", "fourth"], timeout=UI_TIMEOUT_MS
     )

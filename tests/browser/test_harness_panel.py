@@ -15,7 +15,7 @@ import pytest
 from prime_agent_lab.core.harness.keeper import ENV_GLOBAL_DIR
 from prime_agent_lab.core.harness.store import HarnessStore
 
-from .conftest import LabServer, save_screenshot
+from .conftest import LabServer, save_screenshot, send_to_chat
 from .test_branch_badge import _switch_theme
 from .test_chat_panel import (
     KERNEL_IDLE_TIMEOUT,
@@ -30,6 +30,9 @@ from .test_chat_panel import (
 pytestmark = pytest.mark.browser
 
 MIN_CONTRAST = 4.5
+
+# The memory the refine tests start from (PROPOSAL updates it).
+FLAKY_TEST = {"title": "flaky test", "content": "retry three times"}
 
 # The scripted planner's answer to `/refine`: one valid edit and one the host must reject.
 PROPOSAL = {
@@ -96,7 +99,7 @@ def _stores(server: LabServer, session_id: str) -> tuple[HarnessStore, HarnessSt
 
 
 def _seed(local: HarnessStore, global_: HarnessStore) -> None:
-    local.create("memory", {"title": "flaky test", "content": "retry three times"}, "user")
+    local.create("memory", FLAKY_TEST, "user")
     local.create(
         "prompt", {"title": "units", "content": "report lengths in metres", "path": "style"}
     )
@@ -235,9 +238,7 @@ def test_the_harness_view_answers_while_the_agents_cell_runs(
     local, _ = _stores(lab_server, session_id)
     local.create("memory", {"title": "stale", "content": "delete me"}, "user")
 
-    chat_input = chat.get_by_test_id("pal-chat-input")
-    chat_input.fill("Wait for the release file.")
-    chat_input.press("Enter")
+    send_to_chat(chat, "Wait for the release file.")
     cell_line = chat.get_by_test_id("pal-cell-line")
     expect(cell_line).to_have_attribute("data-status", "running", timeout=TURN_TIMEOUT_MS)
 
@@ -282,12 +283,10 @@ def test_a_rollback_from_the_panel_is_recorded_like_any_other_refinement(
 
     chat, session_id = _attach(page, lab_server, "harness-rollback.ipynb")
     local, _ = _stores(lab_server, session_id)
-    local.create("memory", {"title": "flaky test", "content": "retry three times"}, "user")
+    local.create("memory", FLAKY_TEST, "user")
 
     # /refine in the chat: planned by the scripted planner, applied at once (the agent is idle).
-    chat_input = chat.get_by_test_id("pal-chat-input")
-    chat_input.fill("/refine promote the retry pattern")
-    chat_input.press("Enter")
+    send_to_chat(chat, "/refine promote the retry pattern")
     lines = chat.get_by_test_id("pal-refinement")
     expect(lines).to_have_count(1, timeout=TURN_TIMEOUT_MS)
     expect(lines.first).to_have_attribute("data-applied", "1")
@@ -321,8 +320,7 @@ def test_a_rollback_from_the_panel_is_recorded_like_any_other_refinement(
     assert [r.get("rollback_of") for r in listed["refinements"]] == [None, refined]
 
     # The rollback form lists both, newest first.
-    chat_input.fill("/refine history")
-    chat_input.press("Enter")
+    send_to_chat(chat, "/refine history")
     rows = chat.get_by_test_id("pal-refine-row")
     expect(rows).to_have_count(2, timeout=UI_TIMEOUT_MS)
     expect(rows.last).to_have_attribute("data-refinement-id", refined or "")

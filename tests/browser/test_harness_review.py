@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from .conftest import LabServer, save_screenshot
+from .conftest import LabServer, save_screenshot, send_to_chat
 from .test_chat_panel import TURN_TIMEOUT_MS, UI_TIMEOUT_MS
-from .test_harness_panel import PROPOSAL, _attach, _open_harness, _stores, _tab
+from .test_harness_panel import FLAKY_TEST, PROPOSAL, _attach, _open_harness, _stores, _tab
 
 pytestmark = pytest.mark.browser
 
@@ -69,22 +69,18 @@ def test_bad_refine_forms_answer_clearly_and_lines_survive_a_reload(
 
     chat, session_id = _attach(page, lab_server, "harness-refine-forms.ipynb")
     local, _ = _stores(lab_server, session_id)
-    local.create("memory", {"title": "flaky test", "content": "retry three times"}, "user")
-    chat_input = chat.get_by_test_id("pal-chat-input")
+    local.create("memory", FLAKY_TEST, "user")
 
-    chat_input.fill("/refine rollback")
-    chat_input.press("Enter")
+    send_to_chat(chat, "/refine rollback")
     errors = chat.get_by_test_id("pal-error")
     expect(errors.last).to_contain_text("Which refinement?", timeout=UI_TIMEOUT_MS)
 
     # The unknown id's 404 is the answer under test; Chromium logs every failed fetch.
     page.expected_errors.append(("404 (Not Found)", "/refinements/ref_nope/rollback"))
-    chat_input.fill("/refine rollback ref_nope")
-    chat_input.press("Enter")
+    send_to_chat(chat, "/refine rollback ref_nope")
     expect(errors.last).to_contain_text("ref_nope", timeout=UI_TIMEOUT_MS)
 
-    chat_input.fill("/refine promote the retry pattern")
-    chat_input.press("Enter")
+    send_to_chat(chat, "/refine promote the retry pattern")
     lines = chat.get_by_test_id("pal-refinement")
     expect(lines).to_have_count(1, timeout=TURN_TIMEOUT_MS)
 
@@ -207,16 +203,13 @@ def test_a_rollback_from_the_panel_while_the_agents_cell_runs_waits_for_the_boun
 
     chat, session_id = _attach(page, lab_server, "harness-rollback-busy.ipynb")
     local, _ = _stores(lab_server, session_id)
-    local.create("memory", {"title": "flaky test", "content": "retry three times"}, "user")
-    chat_input = chat.get_by_test_id("pal-chat-input")
-    chat_input.fill("/refine promote the retry pattern")
-    chat_input.press("Enter")
+    local.create("memory", FLAKY_TEST, "user")
+    send_to_chat(chat, "/refine promote the retry pattern")
     lines = chat.get_by_test_id("pal-refinement")
     expect(lines).to_have_count(1, timeout=TURN_TIMEOUT_MS)
     refined = lines.first.get_attribute("data-refinement-id")
 
-    chat_input.fill("Wait for the release file.")
-    chat_input.press("Enter")
+    send_to_chat(chat, "Wait for the release file.")
     cell_line = chat.get_by_test_id("pal-cell-line")
     expect(cell_line).to_have_attribute("data-status", "running", timeout=TURN_TIMEOUT_MS)
     panel = _open_harness(page, chat)

@@ -11,7 +11,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from .conftest import LabServer
+from .conftest import LabServer, send_to_chat
 from .test_chat_panel import (
     KERNEL_IDLE_TIMEOUT,
     TURN_TIMEOUT_MS,
@@ -60,12 +60,6 @@ def _connected_panel(page: Any, server: LabServer, name: str) -> Any:
     return panel
 
 
-def _send(panel: Any, text: str) -> None:
-    chat_input = panel.get_by_test_id("pal-chat-input")
-    chat_input.fill(text)
-    chat_input.press("Enter")
-
-
 def _in_viewport(page: Any, cell: Any) -> bool:
     """Whether `cell` overlaps the notebook's scrolled viewport."""
     scroller = page.locator(".jp-NotebookPanel .jp-WindowedPanel-outer").first.bounding_box()
@@ -96,7 +90,7 @@ def test_stopped_turn_survives_a_reload(lab_server: LabServer, page: Any) -> Non
     _wait_for_idle_kernel(lab_server, name, KERNEL_IDLE_TIMEOUT)
     panel = _connected_panel(page, lab_server, name)
     prompt = "Sleep for a while, please."
-    _send(panel, prompt)
+    send_to_chat(panel, prompt)
 
     # The agent's cell runs; the notebook followed it to the end of the long notebook.
     agent_cell = page.locator(".jp-NotebookPanel .jp-Cell.pal-agent-cell")
@@ -159,7 +153,7 @@ def test_second_browser_new_session_is_followed(lab_server: LabServer, new_page:
     expect(status_a).to_have_attribute("data-session", second["session_id"], timeout=UI_TIMEOUT_MS)
     expect(status_a).to_have_attribute("data-connection", "connected", timeout=UI_TIMEOUT_MS)
 
-    _send(panel_a, "Hello from browser A.")
+    send_to_chat(panel_a, "Hello from browser A.")
     expect(panel_a.get_by_test_id("pal-error")).to_have_count(0)
     for panel in (panel_a, panel_b):
         expect(panel.get_by_test_id("pal-user")).to_have_text(
@@ -186,7 +180,7 @@ def test_follow_switch_leaves_the_notebook_where_it_is(lab_server: LabServer, pa
     switch = panel.get_by_test_id("pal-follow-cells")
     expect(switch).to_be_checked()
     switch.uncheck()
-    _send(panel, "Sleep, but leave my notebook alone.")
+    send_to_chat(panel, "Sleep, but leave my notebook alone.")
     agent_cell = page.locator(".jp-NotebookPanel .jp-Cell.pal-agent-cell")
     expect(panel.get_by_test_id("pal-cell-line")).to_have_attribute(
         "data-status", "running", timeout=TURN_TIMEOUT_MS
@@ -237,7 +231,7 @@ def test_send_to_a_session_no_longer_attached_goes_to_the_current_one(
     second = _session_of(lab_server, name)["session_id"]
     expect(panel_a.get_by_test_id("pal-status")).to_have_attribute("data-session", first)
 
-    _send(panel_a, "Sent after the switch.")
+    send_to_chat(panel_a, "Sent after the switch.")
     expect(panel_a.get_by_test_id("pal-status")).to_have_attribute(
         "data-session", second, timeout=UI_TIMEOUT_MS
     )
