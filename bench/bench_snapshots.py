@@ -32,6 +32,11 @@ import dill  # noqa: E402
 import numpy as np  # noqa: E402
 from prime_agent_kernel import snapshot  # noqa: E402
 
+from prime_agent_lab.core.snapshots import commit_snapshot  # noqa: E402
+from prime_agent_lab.core.trust import Signer, sha256  # noqa: E402
+
+SIGNER = Signer(b"a benchmark's signing secret, not the user's")
+
 
 class Shell:
     """What `save` / `restore` read of an IPython shell."""
@@ -81,11 +86,13 @@ def measure(
         with tempfile.TemporaryDirectory() as directory:
             shell = Shell(dict(namespace))
             started = time.perf_counter()
-            manifest = snapshot.save(directory, 2**30, 2**32, shell=shell, force=True)
+            snapshot.save(directory, 2**30, 2**32, shell=shell, force=True)
+            manifest = commit_snapshot(Path(directory), SIGNER)  # the host checks and signs
             saved = time.perf_counter() - started
             fresh = Shell({})
             started = time.perf_counter()
-            report = snapshot.restore(directory, shell=fresh)
+            digest = sha256((Path(directory) / "manifest.json").read_bytes())
+            report = snapshot.restore(directory, shell=fresh, expect=digest)
             restored = time.perf_counter() - started
             assert not report["failed"] and set(fresh.user_ns) == set(namespace), report
             return saved, restored, manifest["total_bytes"]

@@ -93,6 +93,12 @@ def _parser() -> argparse.ArgumentParser:
         help="continue SESSION (a session directory or id) in its own notebook, with its "
         "kernel variables restored from its last snapshot",
     )
+    run.add_argument(
+        "--trust",
+        action="store_true",
+        help="trust the continued session's folder and its sub-agents' (a kernel snapshot, local "
+        "harness or queued mail this user did not sign) and load it; see docs/trust.md",
+    )
     run.add_argument("--cell-timeout", type=_positive_float, default=600.0, help="seconds per cell")
     run.add_argument(
         "--output-cap", type=_positive_int, default=20_000, help="characters per output part"
@@ -361,6 +367,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         fenced_code=args.fenced_code,
         auto_refine_every=args.auto_refine_every,
         harness_dir=args.harness_dir,
+        trust=args.trust,
     )
     outcome = None
     error: str | None = None

@@ -41,6 +41,7 @@ from .core.ports import (
 )
 from .core.redaction import SECRET_ENV_VARS, kernel_environment
 from .core.runtime import AgentRuntime, RuntimeSettings, choose_model
+from .core.session_trust import sign_session
 from .core.sessions import SessionLog, SessionRepository
 from .providers import make_provider
 
@@ -71,8 +72,11 @@ class HeadlessRun:
         kernel_pool_size: int = 2,
         auto_refine_every: int = 25,
         harness_dir: Path | None = None,
+        trust: bool = False,
     ) -> None:
+        """`trust`: the user trusts the continued session's folder (docs/trust.md)."""
         self.cwd = cwd
+        self._trust = trust
         self.notebook_path = cwd / notebook
         self.repository = SessionRepository(cwd / ".prime-agent" / "sessions")
         self._provider_args = (provider, model, script, stream)
@@ -133,6 +137,8 @@ class HeadlessRun:
         )
         session = self._open_session(provider)
         self.session_dir = session.directory
+        if self._trust:
+            await asyncio.to_thread(sign_session, self.runtime, session.session_id)
         # The kernel boots while the model writes its first answer.
         bridge_url = self.bridge_url = self._start_bridge_server(self.runtime.bridge)
         setup = bridge_setup_code(bridge_url, self.kernel_id)

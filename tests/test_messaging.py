@@ -602,7 +602,7 @@ async def test_a_message_for_an_agent_whose_session_cannot_be_read_tells_its_sen
 
     # A message queued on disk by an earlier run, for the same damaged session.
     queued = json.loads(kid_record_line(kid.directory, live.message_id))
-    record = {**queued, "message_id": "msg_old"}
+    record = runtime.signer.sign_object("mail", {**queued, "message_id": "msg_old"})
     with (kid.directory / MAILBOX_FILE).open("a") as file:
         file.write(json.dumps(record) + "\n")
     again = restarted_host(host, agent_script(IDLE_SCRIPT))

@@ -25,11 +25,14 @@ from prime_agent_lab.core.snapshots import (
     state_directory,
     take_snapshot,
 )
+from prime_agent_lab.core.trust import Signer
 from prime_agent_lab.providers import make_provider
 
 from .bench_runs import run_bench
 from .conftest import local_kernel, next_event, run_turn, use_script, wait_for
 from .test_session_resume import restarted_host
+
+SIGNER = Signer(b"the secret of the user running these tests")
 
 SETUP = """
 import numpy as np
@@ -108,7 +111,7 @@ async def test_a_snapshot_round_trip_brings_every_picklable_variable_back_equal(
     first, second = executors
     await run_cell(first, f"import os; os.chdir({str(tmp_path)!r})\n{SETUP}")
 
-    manifest = await take_snapshot(first, tmp_path, SnapshotSettings())
+    manifest = await take_snapshot(first, tmp_path, SnapshotSettings(), SIGNER)
 
     saved = {e["name"]: e for e in manifest["saved"]}
     assert set(saved) == {"count", "text", "frame", "array", "make_adder", "adder", "square",
@@ -125,9 +128,11 @@ async def test_a_snapshot_round_trip_brings_every_picklable_variable_back_equal(
     assert saved["count"]["method"] == "pickle" and saved["frame"]["method"] == "pickle"
     assert saved["square"]["method"] == "dill" and saved["point"]["method"] == "dill"
     assert manifest["total_bytes"] == sum(e["bytes"] for e in manifest["saved"])
-    assert manifest["version"] == 1 and manifest["python"] and manifest["time"]
+    assert manifest["version"] == 2 and manifest["python"] and manifest["time"]
+    assert SIGNER.verify_object("snapshot", manifest)
+    assert all(len(e["sha256"]) == 64 for e in manifest["saved"])
 
-    report = await restore_snapshot(second, tmp_path)
+    report = await restore_snapshot(second, tmp_path, SIGNER)
 
     assert report["refused"] is None and report["failed"] == []
     assert await run_cell(second, CHECK) == "all equal\n"
@@ -144,8 +149,8 @@ async def test_helpers_work_when_the_user_shadows_builtins(
     shadow = "list = 3\nopen = None\nlen = 'x'\nsorted = 0\nisinstance = 1\ntype = 2\nx = [1, 2]"
     await run_cell(first, shadow)
 
-    manifest = await take_snapshot(first, tmp_path, SnapshotSettings())
-    report = await restore_snapshot(second, tmp_path)
+    manifest = await take_snapshot(first, tmp_path, SnapshotSettings(), SIGNER)
+    report = await restore_snapshot(second, tmp_path, SIGNER)
 
     assert {e["name"] for e in manifest["saved"]} >= {"list", "open", "x"}
     assert report["failed"] == []
@@ -161,7 +166,7 @@ async def test_a_variable_over_the_cap_is_skipped_with_its_size_and_the_total_ca
     )
 
     manifest = await take_snapshot(
-        first, tmp_path, SnapshotSettings(variable_cap=1_000_000, total_cap=6_000)
+        first, tmp_path, SnapshotSettings(variable_cap=1_000_000, total_cap=6_000), SIGNER
     )
 
     skipped = {e["name"]: e["reason"] for e in manifest["skipped"]}
@@ -186,8 +191,8 @@ async def test_a_name_that_disappears_while_the_snapshot_is_taken_does_not_fail_
         "later = 'still here'\n",
     )
 
-    manifest = await take_snapshot(first, tmp_path, SnapshotSettings())
-    report = await restore_snapshot(second, tmp_path)
+    manifest = await take_snapshot(first, tmp_path, SnapshotSettings(), SIGNER)
+    report = await restore_snapshot(second, tmp_path, SIGNER)
 
     assert {"first_value", "later"} <= {e["name"] for e in manifest["saved"]}
     assert report["failed"] == []
@@ -199,11 +204,11 @@ async def test_nothing_is_written_when_no_cell_ran_since_the_last_snapshot(
 ) -> None:
     first, _ = executors
     await run_cell(first, "a = 1")
-    taken = await take_snapshot(first, tmp_path, SnapshotSettings())
+    taken = await take_snapshot(first, tmp_path, SnapshotSettings(), SIGNER)
 
-    again = await take_snapshot(first, tmp_path, SnapshotSettings())
+    again = await take_snapshot(first, tmp_path, SnapshotSettings(), SIGNER)
     await run_cell(first, "a = 2")
-    changed = await take_snapshot(first, tmp_path, SnapshotSettings())
+    changed = await take_snapshot(first, tmp_path, SnapshotSettings(), SIGNER)
 
     assert "unchanged" not in taken and again.get("unchanged") is True
     assert "unchanged" not in changed and changed["time"] != taken["time"]
@@ -219,10 +224,10 @@ async def test_a_kernel_that_holds_variables_is_not_restored_over_and_is_told_ho
 ) -> None:
     first, second = executors
     await run_cell(first, "a = 1\nb = 2")
-    await take_snapshot(first, tmp_path, SnapshotSettings())
+    await take_snapshot(first, tmp_path, SnapshotSettings(), SIGNER)
     await run_cell(second, "a = 'mine'")
 
-    report = await restore_snapshot(second, tmp_path)
+    report = await restore_snapshot(second, tmp_path, SIGNER)
     kind, text = describe_restore(report, state_directory(tmp_path))
 
     assert report["restored"] == [] and "already holds variables: a" in report["refused"]
@@ -237,12 +242,12 @@ async def test_a_corrupt_variable_file_fails_alone_and_a_corrupt_manifest_is_a_c
 ) -> None:
     first, second = executors
     await run_cell(first, "a = 1\nb = 2")
-    manifest = await take_snapshot(first, tmp_path, SnapshotSettings())
+    manifest = await take_snapshot(first, tmp_path, SnapshotSettings(), SIGNER)
     directory = state_directory(tmp_path)
     broken = next(e for e in manifest["saved"] if e["name"] == "a")
     (directory / broken["file"]).write_bytes(b"not a pickle")
 
-    report = await restore_snapshot(second, tmp_path)
+    report = await restore_snapshot(second, tmp_path, SIGNER)
 
     assert [e["name"] for e in report["restored"]] == ["b"]
     assert [e["name"] for e in report["failed"]] == ["a"]
@@ -251,30 +256,26 @@ async def test_a_corrupt_variable_file_fails_alone_and_a_corrupt_manifest_is_a_c
     (directory / "manifest.json").write_text("{not json")
     assert read_manifest(tmp_path) is None
     await run_cell(second, "del b")
-    report = await restore_snapshot(second, tmp_path)
+    report = await restore_snapshot(second, tmp_path, SIGNER)
     assert report["refused"] == "no snapshot"
     assert "clean start" in describe_restore(report, directory)[1]
 
 
-async def test_a_corrupt_manifest_keeps_the_previous_snapshot_and_the_notice_points_to_it(
+async def test_a_corrupt_manifest_falls_back_to_the_previous_snapshot_and_says_so(
     executors: tuple[KernelExecutor, KernelExecutor], tmp_path: Path
 ) -> None:
     first, second = executors
     await run_cell(first, "a = 1")
-    await take_snapshot(first, tmp_path, SnapshotSettings())
+    await take_snapshot(first, tmp_path, SnapshotSettings(), SIGNER)
     await run_cell(first, "a = 2")
-    await take_snapshot(first, tmp_path, SnapshotSettings())
+    await take_snapshot(first, tmp_path, SnapshotSettings(), SIGNER)
     directory = state_directory(tmp_path)
-    (directory / "manifest.json").write_text('{"version": 1, "sav')  # truncated
+    (directory / "manifest.json").write_text('{"version": 2, "sav')  # truncated
 
-    report = await restore_snapshot(second, tmp_path)
+    report = await restore_snapshot(second, tmp_path, SIGNER)
     kind, text = describe_restore(report, directory)
-    await run_cell(second, "b = 3")
-    await take_snapshot(second, tmp_path, SnapshotSettings())  # the fresh kernel's own
-    await run_cell(second, "del b")
-    await run_cell(second, f"import prime_agent_kernel\n{text.split('`')[1]}")
 
-    assert kind == NOT_RESTORED and "previous=True" in text
+    assert kind == RESTORED and "the snapshot before the latest" in text
     assert await run_cell(second, "print(a)") == "1\n"  # the snapshot before the corrupt one
 
 

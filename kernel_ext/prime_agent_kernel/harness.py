@@ -191,10 +191,13 @@ class SkillFinder(importlib.abc.MetaPathFinder):
         if path is not None or "." in fullname:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, self.paths())
-        if spec is not None and spec.origin is not None and spec.origin.endswith(".py"):
-            spec.loader = SkillLoader(fullname, spec.origin)
-            spec.cached = None
-            self.loaded[fullname] = (spec.origin, _signature(spec.origin))
+        if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+            return None  # a skill module is one .py file: never a package, .so or .pyc
+        if spec.submodule_search_locations is not None:
+            return None
+        spec.loader = SkillLoader(fullname, spec.origin)
+        spec.cached = None
+        self.loaded[fullname] = (spec.origin, _signature(spec.origin))
         return spec
 
     def refresh(self) -> list[str]:
@@ -231,6 +234,13 @@ class SkillFinder(importlib.abc.MetaPathFinder):
 
 
 _finder: SkillFinder | None = None
+
+
+def forget_paths() -> None:
+    """The next import asks the host again where skill modules are (a store was trusted)."""
+    if _finder is not None:
+        _finder._paths = None
+        _finder._failed_at = -SkillFinder.RETRY_AFTER
 
 
 def install_finder(call: SyncCall) -> SkillFinder:

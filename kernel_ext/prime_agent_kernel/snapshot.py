@@ -1,12 +1,17 @@
 """Kernel snapshots: the user namespace saved per variable, and restored into a fresh kernel.
 
 The host runs `save` / `restore` as silent executions (nothing enters the notebook or the
-kernel's history) and reads what they wrote: `manifest.json` after a save, `restore-report.json`
+kernel's history) and reads what they wrote: `manifest.new.json` after a save, which the host
+checks, signs and renames over `manifest.json` (core/snapshots.py), and `restore-report.json`
 after a restore. Each variable is its own file, pickled with the standard pickle first (fast) and
 with dill (recurse) when that fails or when the pickle refers to `__main__` (a function or an
-instance of a class defined in a cell, which only dill carries by value). Modules are recorded
-as imports. Everything is written as a temp file then `os.replace`, the manifest last, so a
-crash mid-save leaves the previous snapshot whole.
+instance of a class defined in a cell, which only dill carries by value); the manifest names
+each file with its SHA-256. Modules are recorded as imports. Everything is written as a temp file
+then `os.replace`, so a crash or a full disk mid-save leaves the previous snapshot whole.
+
+A restore loads nothing whose bytes differ from what the manifest names: the host passes the
+digest of the manifest it verified (`expect`), and each file's digest is checked before it is
+unpickled (pickles run code when loaded).
 
 This module keeps its own references to builtins and never looks names up in the user's
 namespace, so a user who shadows `list` or `open` does not break it.
@@ -17,22 +22,29 @@ from __future__ import annotations
 import builtins as _builtins
 import contextlib as _contextlib
 import datetime as _datetime
+import hashlib as _hashlib
 import io as _io
 import json as _json
 import os as _os
 import pickle as _pickle
+import re as _re
 import secrets as _secrets
 import socket as _socket
+import stat as _stat
 import sys as _sys
 import threading as _threading
 import types as _types
 from importlib import import_module as _import_module
 from typing import Any
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: each saved file carries its sha256, the host signs the manifest
 MANIFEST = "manifest.json"
 PREVIOUS_MANIFEST = "manifest.previous.json"
+NEW_MANIFEST = "manifest.new.json"  # written by `save`, committed by the host
 RESTORE_REPORT = "restore-report.json"
+MAX_MANIFEST_BYTES = 64 * 2**20
+_FILE_NAME = _re.compile(r"[0-9]{5}-[0-9a-f]{8}\.pkl")
+_MODULE_NAME = _re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 DEFAULT_VARIABLE_CAP = 16 * 2**20
 DEFAULT_TOTAL_CAP = 256 * 2**20
 IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit"})
@@ -60,7 +72,9 @@ _str, _len, _isinstance, _type, _sorted, _dict = (
     _builtins.sorted,
     _builtins.dict,
 )
-_last_saved_count: dict[str, int] = {}  # directory -> execution_count at its last snapshot
+# directory -> (execution_count, manifest time) of this kernel's last snapshot there: unchanged
+# only while the host committed that very manifest (a failed commit saves again next time)
+_last_saved: dict[str, tuple[int, Any]] = {}
 
 
 def _shell(shell: Any) -> Any:
@@ -144,25 +158,54 @@ def loads(data: bytes, method: str) -> Any:
 
 
 def _write_atomically(path: str, data: bytes, sync: bool = False) -> None:
-    """Temp file then `os.replace`. Only the manifest is fsynced: a variable file lost to a power
-    cut fails alone at restore (it is reported), and syncing each would dominate a snapshot of
-    many small variables."""
+    """Temp file then `os.replace`; the temp file never stays behind (a full disk). Only the
+    manifest is fsynced: a variable file lost to a power cut fails alone at restore (it is
+    reported), and syncing each would dominate a snapshot of many small variables."""
     temp = f"{path}.{_secrets.token_hex(4)}.tmp"
-    with _builtins.open(temp, "wb") as file:
-        file.write(data)
-        if sync:
-            file.flush()
-            _os.fsync(file.fileno())
-    _os.replace(temp, path)
+    try:
+        with _builtins.open(temp, "wb") as file:
+            file.write(data)
+            if sync:
+                file.flush()
+                _os.fsync(file.fileno())
+        _os.replace(temp, path)
+    except BaseException:
+        with _contextlib.suppress(OSError):
+            _os.remove(temp)
+        raise
+
+
+def _read_bytes(path: str, limit: int) -> bytes | None:
+    """A regular file's bytes, at most `limit` (None: missing, not a regular file, too big)."""
+    try:
+        descriptor = _os.open(path, _os.O_RDONLY | getattr(_os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        info = _os.fstat(descriptor)
+        if not _stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        with _os.fdopen(descriptor, "rb", closefd=False) as file:
+            data = file.read(limit + 1)
+    except OSError:
+        return None
+    finally:
+        _os.close(descriptor)
+    return data if _len(data) <= limit else None
+
+
+def _parse_json(data: bytes | None) -> dict[str, Any] | None:
+    if data is None:
+        return None
+    try:
+        value = _json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return value if _isinstance(value, _dict) else None
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
-    try:
-        with _builtins.open(path, "rb") as file:
-            value = _json.loads(file.read())
-    except (OSError, ValueError):
-        return None
-    return value if _isinstance(value, _dict) else None
+    return _parse_json(_read_bytes(path, MAX_MANIFEST_BYTES))
 
 
 def save(
@@ -172,14 +215,15 @@ def save(
     shell: Any = None,
     force: bool = False,
 ) -> dict[str, Any]:
-    """Snapshot the user namespace into `directory`; the manifest. Nothing is written when no
-    cell ran since this kernel's last snapshot there (unless `force`)."""
+    """Snapshot the user namespace into `directory`: the variable files and `manifest.new.json`,
+    which the host commits. Nothing is written when no cell ran since this kernel's last
+    snapshot there and the host committed it (unless `force`)."""
     shell = _shell(shell)
     count = int(getattr(shell, "execution_count", 0))
-    manifest_path = _os.path.join(directory, MANIFEST)
-    if not force and _last_saved_count.get(directory) == count:
-        existing = _read_json(manifest_path)
-        if existing is not None:
+    last = _last_saved.get(directory)
+    if not force and last is not None and last[0] == count:
+        existing = _read_json(_os.path.join(directory, MANIFEST))
+        if existing is not None and existing.get("time") == last[1]:
             return {**existing, "unchanged": True}
     _os.makedirs(directory, exist_ok=True)
     stamp = _secrets.token_hex(4)
@@ -212,7 +256,15 @@ def save(
         file_name = f"{index:05d}-{stamp}.pkl"
         _write_atomically(_os.path.join(directory, file_name), data)
         total += _len(data)
-        saved.append({**entry, "bytes": _len(data), "method": method, "file": file_name})
+        saved.append(
+            {
+                **entry,
+                "bytes": _len(data),
+                "method": method,
+                "file": file_name,
+                "sha256": _hashlib.sha256(data).hexdigest(),
+            }
+        )
     manifest = {
         "version": FORMAT_VERSION,
         "time": _now(),
@@ -225,34 +277,15 @@ def save(
         "variable_cap": variable_cap,
         "total_cap": total_cap,
     }
-    _rotate_manifest(directory)
-    _write_atomically(manifest_path, _json.dumps(manifest).encode(), sync=True)
-    _remove_unreferenced(directory)
-    _last_saved_count[directory] = count
+    _write_atomically(
+        _os.path.join(directory, NEW_MANIFEST), _json.dumps(manifest).encode(), sync=True
+    )
+    _last_saved[directory] = (count, manifest["time"])
     return manifest
 
 
-def _rotate_manifest(directory: str) -> None:
-    """The snapshot being replaced stays as the previous one (a restore of the state before a
-    kernel restart remains possible after the next save). An unreadable manifest is dropped
-    instead, so it never pushes out a previous snapshot that can still be restored."""
-    current = _os.path.join(directory, MANIFEST)
-    if _read_json(current) is not None:
-        _os.replace(current, _os.path.join(directory, PREVIOUS_MANIFEST))
-    else:
-        with _contextlib.suppress(FileNotFoundError):
-            _os.remove(current)
-
-
-def _remove_unreferenced(directory: str) -> None:
-    keep: set[str] = set()
-    for name in (MANIFEST, PREVIOUS_MANIFEST):
-        manifest = _read_json(_os.path.join(directory, name)) or {}
-        keep.update(str(e.get("file")) for e in manifest.get("saved", []) if _isinstance(e, _dict))
-    for file_name in _os.listdir(directory):
-        if file_name.endswith((".pkl", ".tmp")) and file_name not in keep:
-            with _contextlib.suppress(OSError):
-                _os.remove(_os.path.join(directory, file_name))
+def _digest(data: bytes) -> str:
+    return _hashlib.sha256(data).hexdigest()
 
 
 def restore(
@@ -261,11 +294,14 @@ def restore(
     only_if_fresh: bool = False,
     overwrite: bool = False,
     previous: bool = False,
+    expect: str | None = None,
 ) -> dict[str, Any]:
     """Bring a snapshot back, each name on its own; a report of what came back and what did not
     (also written to `restore-report.json`). A name the kernel already holds is left alone
     unless `overwrite`. `only_if_fresh`: restore nothing into a kernel that holds the user's
-    variables (the host's automatic restore). `previous`: the snapshot before the latest."""
+    variables (the host's automatic restore). `previous`: the snapshot before the latest.
+    `expect`: the SHA-256 of the manifest the host verified; another manifest is refused. Each
+    file is loaded only if its bytes match the digest the manifest names."""
     shell = _shell(shell)
     report: dict[str, Any] = {
         "time": _now(),
@@ -276,14 +312,19 @@ def restore(
         "refused": None,
         "snapshot_time": None,
     }
-    manifest = _read_json(_os.path.join(directory, PREVIOUS_MANIFEST if previous else MANIFEST))
+    raw = _read_bytes(
+        _os.path.join(directory, PREVIOUS_MANIFEST if previous else MANIFEST), MAX_MANIFEST_BYTES
+    )
+    manifest = _parse_json(raw)
     present = set(user_names(shell))
-    if manifest is None or manifest.get("version") != FORMAT_VERSION:
+    if manifest is None or raw is None or manifest.get("version") not in (1, FORMAT_VERSION):
         report["refused"] = (
             "no snapshot"
             if manifest is None
             else f"snapshot format {manifest.get('version')!r} is not {FORMAT_VERSION}"
         )
+    elif expect is not None and _digest(raw) != expect:
+        report["refused"] = "the snapshot changed after the host checked it"
     elif only_if_fresh and present:
         report["refused"] = "the kernel already holds variables: " + ", ".join(
             _sorted(present)[:10]
@@ -292,9 +333,12 @@ def restore(
         report["snapshot_time"] = manifest.get("time")
         report["skipped_at_save"] = manifest.get("skipped", [])
         _restore_imports(shell, manifest, present, overwrite, report)
-        _restore_values(shell, directory, manifest, present, overwrite, report)
-        if not report["failed"]:
-            _last_saved_count[directory] = int(getattr(shell, "execution_count", 0))
+        _restore_values(shell, directory, manifest, present, overwrite, report, expect is not None)
+        if not report["failed"] and not previous:
+            _last_saved[directory] = (
+                int(getattr(shell, "execution_count", 0)),
+                manifest.get("time"),
+            )
     _write_atomically(_os.path.join(directory, RESTORE_REPORT), _json.dumps(report).encode())
     return report
 
@@ -303,7 +347,12 @@ def _restore_imports(
     shell: Any, manifest: dict[str, Any], present: set[str], overwrite: bool, report: dict[str, Any]
 ) -> None:
     for entry in manifest.get("imports", []):
+        if not _isinstance(entry, _dict):
+            continue
         name, module = _str(entry.get("name")), _str(entry.get("module"))
+        if not _MODULE_NAME.fullmatch(module):
+            report["failed"].append({"name": name, "reason": f"not a module name: {module!r}"})
+            continue
         if name in present and not overwrite:
             report["kept"].append(name)
             continue
@@ -322,6 +371,7 @@ def _restore_values(
     present: set[str],
     overwrite: bool,
     report: dict[str, Any],
+    signed: bool,
 ) -> None:
     entries = [e for e in manifest.get("saved", []) if _isinstance(e, _dict)]
     # Classes first: dill finds a cell's class in __main__ when it loads an instance of it, so
@@ -333,10 +383,35 @@ def _restore_values(
             report["kept"].append(name)
             continue
         try:
-            with _builtins.open(_os.path.join(directory, _str(entry.get("file"))), "rb") as file:
-                value = loads(file.read(), _str(entry.get("method")))
+            value = loads(_checked_file(directory, entry, signed), _str(entry.get("method")))
         except Exception as exc:
             report["failed"].append({"name": name, "reason": _reason(exc)})
             continue
         shell.user_ns[name] = value
         report["restored"].append({"name": name, "type": entry.get("type")})
+
+
+def _checked_file(directory: str, entry: dict[str, Any], signed: bool) -> bytes:
+    """A variable file's bytes, only if they are what the manifest names (`signed`: the
+    manifest was verified by the host, so every file must carry a digest)."""
+    file_name = _str(entry.get("file"))
+    if not _FILE_NAME.fullmatch(file_name):
+        raise ValueError(f"not a snapshot file name: {file_name[:80]!r}")
+    path = _os.path.join(directory, file_name)
+    recorded = entry.get("bytes")
+    try:
+        size = _os.stat(path).st_size
+    except OSError:
+        raise FileNotFoundError(f"{file_name} is missing") from None
+    changed = f"{file_name} changed since the snapshot was taken (its digest differs)"
+    if _isinstance(recorded, int) and size != recorded:
+        raise ValueError(changed)
+    data = _read_bytes(path, size)
+    if data is None:
+        raise FileNotFoundError(f"{file_name} is unreadable")
+    expected = entry.get("sha256")
+    if expected is None and not signed:
+        return data
+    if not _isinstance(expected, _str) or _digest(data) != expected:
+        raise ValueError(changed)
+    return data

@@ -10,7 +10,8 @@ import type {
   ISessionCopy,
   ISessionInfo,
   ISessionTree,
-  ISessionWithTranscript
+  ISessionWithTranscript,
+  ITrustState
 } from './wire';
 
 const API_ROOT = 'prime-agent/api';
@@ -156,6 +157,18 @@ export class AgentApiClient {
         `${encodeURIComponent(refinementId)}/rollback`,
       'POST',
       global ? { global } : {}
+    );
+  }
+
+  /**
+   * Trust what the session's folder (and its sub-agents') holds that this
+   * user did not sign, and load it (docs/trust.md).
+   */
+  trustSession(sessionId: string): Promise<ITrustState> {
+    return this._request<ITrustState>(
+      `sessions/${encodeURIComponent(sessionId)}/trust`,
+      'POST',
+      {}
     );
   }
 

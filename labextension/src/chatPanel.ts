@@ -629,6 +629,18 @@ export class ChatPanel extends Widget {
           agent.transcript.addError(`Could not list the refinements: ${describe(error)}`)
         );
       }
+    },
+    trustSession: async () => {
+      const agent = this._agent;
+      const sessionId = agent?.session?.session_id;
+      if (!agent || !sessionId) {
+        throw new Error('no session is open');
+      }
+      const answer = await agent.api.trustSession(sessionId);
+      const signed = answer.signed ?? [];
+      return signed.length
+        ? `Trusted: ${signed.map(part => part.kind).join(', ')}; loading now.`
+        : 'Nothing left to trust.';
     }
   };
 

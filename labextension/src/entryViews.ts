@@ -13,7 +13,7 @@ import type {
   IUserEntry,
   TranscriptEntry
 } from './transcript';
-import { element } from './dom';
+import { button, element } from './dom';
 import { firstLine } from './cellNavigation';
 import { formatComposed, senderLabel, type IParentAgent } from './family';
 import { renderRefinementLine } from './refine';
@@ -43,6 +43,11 @@ export interface IEntryViewContext {
   openSender(origin: IMessageOrigin): void;
   /** Show the rollback form (recent refinements); absent: no way to it from a line. */
   showRefinements?: () => void;
+  /**
+   * Trust what the session holds that this user did not sign and load it;
+   * resolves to the line to show. Absent: no button.
+   */
+  trustSession?: () => Promise<string>;
 }
 
 const CHILD_STATUS_LABELS: Record<ChildStatus, string> = {
@@ -103,7 +108,7 @@ export function renderEntry(
     case 'error':
       return element('div', 'pal-error', 'pal-error', entry.message);
     case 'notice':
-      return renderNotice(entry);
+      return renderNotice(entry, context);
     case 'refinement':
       return renderRefinementLine(entry.record, context.showRefinements ?? null);
     default:
@@ -235,7 +240,7 @@ function renderChild(entry: IChildEntry, context: IEntryViewContext): HTMLElemen
   return line;
 }
 
-function renderNotice(entry: INoticeEntry): HTMLElement {
+function renderNotice(entry: INoticeEntry, context: IEntryViewContext): HTMLElement {
   const node = element('div', 'pal-notice', 'pal-notice', entry.text);
   node.dataset.tone = entry.tone;
   if (entry.noticeKind) {
@@ -245,7 +250,40 @@ function renderNotice(entry: INoticeEntry): HTMLElement {
     node.classList.add('pal-mod-warning');
     node.setAttribute('role', 'alert');
   }
+  if (entry.noticeKind === 'session_untrusted' && context.trustSession) {
+    node.append(trustButton(context.trustSession));
+  }
   return node;
+}
+
+/**
+ * "Trust and restore": one click signs what the notice lists and loads it;
+ * the button says what happened (or why not, and can be pressed again).
+ */
+function trustButton(trust: () => Promise<string>): HTMLElement {
+  const row = element('div', 'pal-trust', 'pal-trust', '');
+  const trustNow = button('Trust and restore', 'pal-trust-button');
+  const result = element('span', 'pal-trust-result', 'pal-trust-result', '');
+  result.setAttribute('role', 'status');
+  trustNow.title =
+    'Sign these files with your secret and load them: the snapshot is unpickled (runs code), ' +
+    'the notes enter the prompt, skill modules become importable, queued mail is delivered.';
+  trustNow.addEventListener('click', () => {
+    trustNow.disabled = true;
+    result.textContent = 'Trusting…';
+    trust().then(
+      text => {
+        result.textContent = text;
+        trustNow.textContent = 'Trusted';
+      },
+      (error: unknown) => {
+        result.textContent = `Could not trust: ${error instanceof Error ? error.message : String(error)}`;
+        trustNow.disabled = false;
+      }
+    );
+  });
+  row.append(trustNow, result);
+  return row;
 }
 
 function renderAssistant(

@@ -159,7 +159,8 @@ const WARNING_NOTICES = new Set<string>([
   'child_error',
   'message_undeliverable',
   'compaction_failed',
-  'kernel_state_not_restored'
+  'kernel_state_not_restored',
+  'session_untrusted'
 ]);
 
 const RELATIONSHIPS = new Set<string>(['parent', 'child', 'sibling']);

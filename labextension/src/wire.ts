@@ -11,7 +11,7 @@ export type CellStatus = 'ok' | 'error' | 'timeout' | 'died' | 'interrupted' | '
 
 export type StopReason = 'end_turn' | 'stopped' | 'error' | 'max_iterations' | 'interrupted';
 
-export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored';
+export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted';
 
 export type ErrorKind = 'provider' | 'kernel' | 'notebook' | 'tool_arguments' | 'internal';
 
@@ -24,6 +24,8 @@ export type DeliveryMode = 'auto' | 'steer' | 'follow_up';
 export type RefineScope = 'local' | 'global';
 
 export type EditAction = 'create' | 'update' | 'delete';
+
+export type UntrustedKind = 'snapshot' | 'harness' | 'mail';
 
 export interface IServerInfo {
   version: string;
@@ -251,6 +253,21 @@ export interface IRefinementItem {
   turn: number | null;
   text: string;
   refinement: IRefinementRecord;
+}
+
+/** Something in a session's folder this user did not sign, held back until trusted. */
+export interface IUntrustedPart {
+  session_id: string;
+  where: string;
+  kind: UntrustedKind;
+  what: string;
+}
+
+/** Answer of `GET .../trust` and `POST .../trust`. */
+export interface ITrustState {
+  trusted: boolean;
+  untrusted: IUntrustedPart[];
+  signed?: IUntrustedPart[];
 }
 
 export interface IStatusEvent {

@@ -12,6 +12,7 @@ from .agent_config import AgentConfig
 from .events import EventBus
 from .messages import ModelRequest, ModelResponse
 from .ports import KernelPort, ModelProvider
+from .redaction import Redactor
 from .sessions import SessionLog
 
 
@@ -21,6 +22,7 @@ class AgentView(Protocol):
     kernel: KernelPort
     events: EventBus
     current_turn: int | None
+    redactor: Redactor
 
     @property
     def config(self) -> AgentConfig: ...

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from .agent import Agent
 from .family import Family
 from .sessions import SessionLog, SessionRepository
+from .trust import Signer
 
 
 class TreeRuntime(Protocol):
@@ -26,6 +27,7 @@ class TreeRuntime(Protocol):
     environment: Any
     mailbox: Any
     harnesses: Any
+    signer: Signer
 
     async def spawn_child(
         self, parent: Agent, task: object, name: object = None, model: object = None

@@ -10,6 +10,9 @@ A message is written to the target's `mailbox.jsonl` before anything else happen
   loop's `inbox` hook takes them; `follow_up` waits until the target's run ends and then starts
   the next turn (all follow-ups waiting then are delivered in that one turn, in order);
 - target not loaded: it waits on disk and in memory until the target is loaded.
+A queued record carries this user's signature (core/trust.py): one that does not (a mailbox in
+someone else's folder) is listed as untrusted and never delivered, so it cannot start a turn or
+load an agent at server start, until the user trusts that session (`trust_queued`).
 A message counts as delivered once its entry (`user_message` or `agent_message`, carrying its
 `message_id`) is in the target's log; the mailbox marks it `taken` only after that entry was
 written, so recovery after a crash re-queues exactly the messages whose entry is missing.
@@ -33,11 +36,13 @@ from .events import Event
 from .family import SESSION_UNREADABLE, Family, FamilyError, Member
 from .sessions import SessionError, now_iso
 from .text import json_type, preview, shorten
+from .trust import Signer
 from .wire import DeliveryMode, Relationship
 
 log = logging.getLogger(__name__)
 
 MAILBOX_FILE = "mailbox.jsonl"
+SIGNED_FOR = "mail"  # the signature purpose of a queued record (core/trust.py)
 REACH = "Agent reach is limited to parent, siblings and children"
 UNREADABLE_REASON = "its session cannot be read (the file is damaged or gone)"
 ROLES: tuple[Relationship, ...] = get_args(Relationship)
@@ -315,6 +320,7 @@ class _Backlog:
 
     queued: dict[str, Mail] = field(default_factory=dict)
     closed: set[str] = field(default_factory=set)
+    untrusted: dict[str, Mail] = field(default_factory=dict)  # queued without our signature
 
     @property
     def open(self) -> list[Mail]:
@@ -439,7 +445,7 @@ class Mailbox:
             body=body,
         )
         try:
-            self._write(target_id, mail.record())
+            self._write(target_id, self._runtime.signer.sign_object(SIGNED_FOR, mail.record()))
             status = self._deliver(mail)
         except Exception:
             bucket.refund(self._runtime.settings.message_rate_burst)
@@ -642,8 +648,32 @@ class Mailbox:
             if waiting and target_id not in self._runtime.agents:
                 self._in_background(self._load_and_deliver(target_id))
 
+    def untrusted_mail(self, session_id: str) -> list[Mail]:
+        """Messages queued for `session_id` that do not carry this user's signature."""
+        backlog = _read_backlog(self._file(session_id), self._runtime.signer)
+        return [m for i, m in backlog.untrusted.items() if i not in backlog.closed]
+
+    def trust_queued(self, session_id: str) -> int:
+        """The user trusts `session_id`: its untrusted queued messages are signed and wait for
+        delivery like any other (the caller delivers them). How many."""
+        untrusted = self.untrusted_mail(session_id)
+        for mail in untrusted:
+            self._write(session_id, self._runtime.signer.sign_object(SIGNED_FOR, mail.record()))
+        if untrusted:
+            self._recover_target(session_id)
+        return len(untrusted)
+
+    def deliver_waiting(self, session_id: str) -> None:
+        """Deliver what waits for `session_id` (loading it if needed), in the background."""
+        if self._pending.get(session_id):
+            agent = self._runtime.agents.get(session_id)
+            if agent is None:
+                self._in_background(self._load_and_deliver(session_id))
+            else:
+                self._start_next_turn(agent)
+
     def _recover_target(self, target_id: str) -> None:
-        backlog = _read_backlog(self._file(target_id))
+        backlog = _read_backlog(self._file(target_id), self._runtime.signer)
         known = {m.message_id for m in self._pending.get(target_id, ())}
         waiting = [m for m in backlog.open if m.message_id not in known]
         if not waiting:
@@ -704,7 +734,7 @@ def _told(entries: list[dict[str, Any]], message_id: str) -> bool:
     )
 
 
-def _read_backlog(file: Path) -> _Backlog:
+def _read_backlog(file: Path, signer: Signer) -> _Backlog:
     backlog = _Backlog()
     for record in _records(file):
         kind, message_id = record.get("type"), record.get("message_id")
@@ -712,8 +742,13 @@ def _read_backlog(file: Path) -> _Backlog:
             continue
         if kind == "queued":
             mail = Mail.from_record(record)
-            if mail is not None:
+            if mail is None:
+                continue
+            if signer.verify_object(SIGNED_FOR, record):
                 backlog.queued[message_id] = mail
+                backlog.untrusted.pop(message_id, None)
+            elif message_id not in backlog.queued:
+                backlog.untrusted[message_id] = mail
         elif kind in ("taken", "dropped"):
             backlog.closed.add(message_id)
     return backlog

@@ -55,6 +55,11 @@ class Redactor:
                     break
         return longest
 
+    def found_in(self, data: bytes) -> bool:
+        """Whether `data` (a pickled variable, say) holds one of the secrets as it is (UTF-8, as
+        pickle stores a `str`)."""
+        return any(secret.encode("utf-8") in data for secret in self._secrets)
+
     def output(self, output: dict[str, Any]) -> dict[str, Any]:
         """A copy of an nbformat output with every string in it redacted."""
         return self._walk(output) if self._secrets else output

@@ -45,6 +45,8 @@ from .ports import KernelPort, ModelProvider, NotebookPort
 from .prompts import PromptSettings, build_system_prompt
 from .recovery import close_interrupted_turn
 from .rlm_ops import register_rlm_operations
+from .session_trust import Untrusted, sign_session, untrusted_items
+from .session_trust import describe as describe_untrusted
 from .sessions import SessionError, SessionLog, SessionRepository, now_iso
 from .snapshots import (
     DEFAULT_SNAPSHOT_DEBOUNCE,
@@ -52,8 +54,10 @@ from .snapshots import (
     DEFAULT_SNAPSHOT_VARIABLE_CAP,
     SnapshotKeeper,
     SnapshotSettings,
+    forget_skill_paths,
 )
 from .text import preview, shorten
+from .trust import Signer
 
 log = logging.getLogger(__name__)
 
@@ -129,10 +133,12 @@ class AgentRuntime:
         repository: SessionRepository,
         environment: AgentEnvironment,
         settings: RuntimeSettings,
+        signer: Signer | None = None,
     ) -> None:
         self.repository = repository
         self.environment = environment
         self.settings = settings
+        self.signer = signer or Signer.load()  # this user's secret: docs/trust.md
         self.agents: dict[str, Agent] = {}
         self.family = Family(repository)
         self._kernel_session: dict[str, str] = {}  # kernel id -> session id
@@ -149,9 +155,11 @@ class AgentRuntime:
         self.mailbox = Mailbox(self)
         register_message_operations(self.operation)
         register_compact_operations(self.operation)
-        self.harnesses = HarnessKeeper(repository.directory, settings.harness_dir)
+        self.harnesses = HarnessKeeper(repository.directory, self.signer, settings.harness_dir)
         register_harness_operations(self.operation)
-        self.snapshots = SnapshotKeeper(repository.directory, self._snapshot_settings, self.spawn)
+        self.snapshots = SnapshotKeeper(
+            repository.directory, self._snapshot_settings, self.spawn, self.signer
+        )
         self.lifecycle = Lifecycle(self)
         self.refiners = Refiners(
             lambda session_id: self.harnesses.harness_for(session_id),
@@ -257,6 +265,9 @@ class AgentRuntime:
         )
         agent.compactor.gc.cap = self.settings.snapshot_variable_cap
         self.snapshots.agent_started(agent)
+        untrusted = await asyncio.to_thread(untrusted_items, self, session.session_id)
+        if untrusted:
+            agent.notice("session_untrusted", describe_untrusted(untrusted))
         self.lifecycle.agent_started(agent)
         recovered = await close_interrupted_turn(
             session,
@@ -275,6 +286,28 @@ class AgentRuntime:
         member = self.family.member(session.session_id)
         self.refiners.agent_started(agent, root=member is None or member.depth == 0)
         return agent, recovered
+
+    def untrusted(self, session_id: str) -> list[Untrusted]:
+        """What in the session's folder (and its sub-agents') this user did not sign."""
+        return untrusted_items(self, session_id)
+
+    async def trust(self, session_id: str) -> list[Untrusted]:
+        """The user trusts the session and its sub-agents as their folders are now: sign them,
+        then load what was held back (skill modules, the snapshot into a kernel without user
+        variables, queued mail). What was untrusted before."""
+        signed = await asyncio.to_thread(sign_session, self, session_id)
+        for sid in dict.fromkeys(item.session_id for item in signed):
+            agent = self.agents.get(sid)
+            if agent is not None:
+                await forget_skill_paths(agent.kernel)
+                kinds = sorted({item.kind for item in signed if item.session_id == sid})
+                agent.notice(
+                    "session_trusted",
+                    f"Trusted by the user: {', '.join(kinds)} of this session now load.",
+                )
+                self.snapshots.trusted(agent)
+            self.mailbox.deliver_waiting(sid)
+        return signed
 
     def _child_turn_started(self, child: Agent, event: Event) -> None:
         """Counts turns; a sub-agent's parent sees it working again (a follow-up, a message)."""

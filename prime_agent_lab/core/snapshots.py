@@ -21,15 +21,20 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .agent_view import AgentView
+from .files import parse_json_object, read_bounded, write_file_atomically
 from .pending_kernel import PendingKernel
 from .ports import KernelPort, KernelRestart
 from .text import preview
+from .trust import Signer
+from .trust import sha256 as trust_sha256
 
 if TYPE_CHECKING:
     from .events import Event
@@ -39,12 +44,22 @@ log = logging.getLogger(__name__)
 STATE_DIRECTORY = "kernel-state"
 MANIFEST = "manifest.json"
 PREVIOUS_MANIFEST = "manifest.previous.json"
+NEW_MANIFEST = "manifest.new.json"  # what the kernel wrote, before the host commits it
 RESTORE_REPORT = "restore-report.json"
+FORMAT_VERSION = 2
+MAX_MANIFEST_BYTES = 64 * 2**20
+MAX_REPORT_BYTES = 16 * 2**20
 DEFAULT_SNAPSHOT_VARIABLE_CAP = 16 * 2**20
 DEFAULT_SNAPSHOT_TOTAL_CAP = 256 * 2**20
 DEFAULT_SNAPSHOT_DEBOUNCE = 1.5  # seconds after a turn ends
 SNAPSHOT_TIMEOUT = 600.0  # a snapshot waits behind a cell the user runs; it never interrupts it
 NAMES_SHOWN = 30
+SIGNED_FOR = "snapshot"  # the signature purpose (core/trust.py)
+HOLDS_A_KEY = (
+    "it holds a provider API key (a `kernel_env_strip` variable's value); keys are never "
+    "written to session files"
+)
+_FILE_NAME = re.compile(r"[0-9]{5}-[0-9a-f]{8}\.pkl")
 
 RESTORED = "kernel_state_restored"
 NOT_RESTORED = "kernel_state_not_restored"
@@ -61,6 +76,10 @@ class SilentRunner(Protocol):
     async def run_silently(self, code: str, timeout: float) -> dict[str, Any]: ...
 
 
+class SecretScanner(Protocol):
+    def found_in(self, data: bytes) -> bool: ...
+
+
 @dataclass(frozen=True)
 class SnapshotSettings:
     variable_cap: int = DEFAULT_SNAPSHOT_VARIABLE_CAP
@@ -72,17 +91,66 @@ def state_directory(session_dir: Path) -> Path:
     return session_dir / STATE_DIRECTORY
 
 
+def _read_manifest_file(path: Path) -> tuple[bytes, dict[str, Any]] | None:
+    """A manifest's exact bytes and value, or None (missing, unreadable, not an object)."""
+    try:
+        raw = read_bounded(path, MAX_MANIFEST_BYTES)
+    except OSError:
+        return None
+    value = parse_json_object(raw)
+    return None if value is None else (raw, value)
+
+
 def read_manifest(session_dir: Path) -> dict[str, Any] | None:
     """The latest snapshot's manifest, or None (none taken, or unreadable)."""
-    return _read_json(state_directory(session_dir) / MANIFEST)
+    found = _read_manifest_file(state_directory(session_dir) / MANIFEST)
+    return None if found is None else found[1]
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
+@dataclass(frozen=True)
+class SnapshotCheck:
+    """What a session's snapshot is, for the host's automatic restore.
+
+    `state`: `none` (no readable manifest, and no readable previous one), `trusted` (signed with
+    this user's secret), `untrusted` (unsigned or signed with another secret: never restored
+    until the user trusts it). `previous`: the latest manifest is unreadable and the usable one
+    is the snapshot before it. `digest`: the SHA-256 of the manifest's bytes, which the kernel
+    checks again before it loads anything."""
+
+    state: str
+    manifest: dict[str, Any] | None = None
+    digest: str | None = None
+    previous: bool = False
+
+
+def check_snapshot(session_dir: Path, signer: Signer) -> SnapshotCheck:
+    directory = state_directory(session_dir)
+    for previous, name in ((False, MANIFEST), (True, PREVIOUS_MANIFEST)):
+        found = _read_manifest_file(directory / name)
+        if found is None:
+            continue  # an unreadable latest manifest: the snapshot before it comes back
+        raw, manifest = found
+        trusted = manifest.get("version") == FORMAT_VERSION and signer.verify_object(
+            SIGNED_FOR, manifest
+        )
+        return SnapshotCheck(
+            "trusted" if trusted else "untrusted", manifest, trust_sha256(raw), previous
+        )
+    return SnapshotCheck("none")
+
+
+def describe_snapshot(manifest: dict[str, Any]) -> str:
+    """What restoring `manifest` would load, in one line."""
+    saved = [e for e in manifest.get("saved", []) if isinstance(e, dict)]
+    imports = [e for e in manifest.get("imports", []) if isinstance(e, dict)]
+    names = [
+        f"{preview(str(e.get('name')), 40)} ({preview(str(e.get('type')), 40)}, "
+        f"{preview(str(e.get('method')), 10)})"
+        for e in saved
+    ]
+    names += [f"import {preview(str(e.get('module')), 60)}" for e in imports]
+    when = preview(str(manifest.get("time") or "an unknown time"), 40)
+    return f"a kernel snapshot of {when}: {_names(names) or 'no variables'}"
 
 
 def save_code(directory: Path, variable_cap: int, total_cap: int) -> str:
@@ -93,10 +161,11 @@ def save_code(directory: Path, variable_cap: int, total_cap: int) -> str:
     )
 
 
-def restore_code(directory: Path) -> str:
+def restore_code(directory: Path, digest: str, previous: bool) -> str:
     return (
         "import prime_agent_kernel.snapshot as _prime_agent_snapshot\n"
-        f"_prime_agent_snapshot.restore({str(directory)!r}, only_if_fresh=True)\n"
+        f"_prime_agent_snapshot.restore({str(directory)!r}, only_if_fresh=True, "
+        f"previous={previous!r}, expect={digest!r})\n"
         "del _prime_agent_snapshot\n"
     )
 
@@ -122,31 +191,178 @@ async def _run(kernel: KernelPort, code: str) -> None:
         raise SnapshotFailed(f"{reply.get('ename', 'error')}: {reply.get('evalue', '')}")
 
 
+async def forget_skill_paths(kernel: KernelPort) -> None:
+    """The kernel asks the host again where skill modules are (a store became trusted)."""
+    code = (
+        "import prime_agent_kernel.harness as _prime_agent_harness\n"
+        "_prime_agent_harness.forget_paths()\n"
+        "del _prime_agent_harness\n"
+    )
+    try:
+        await _run(kernel, code)
+    except Exception as exc:  # no kernel yet: it asks when it first imports a skill
+        log.info("the kernel keeps its skill paths until it asks again: %s", exc)
+
+
 async def take_snapshot(
-    kernel: KernelPort, session_dir: Path, settings: SnapshotSettings
+    kernel: KernelPort,
+    session_dir: Path,
+    settings: SnapshotSettings,
+    signer: Signer,
+    secrets: SecretScanner | None = None,
 ) -> dict[str, Any]:
-    """Snapshot the kernel's variables; the manifest (`unchanged`: nothing ran since the last)."""
+    """Snapshot the kernel's variables; the committed manifest (`unchanged`: nothing ran since
+    the last). The kernel writes the files and a new manifest; the host checks every file
+    (a provider key in one drops that variable), signs the manifest and commits it."""
     directory = state_directory(session_dir)
-    before = read_manifest(session_dir)
+    with contextlib.suppress(OSError):
+        (directory / NEW_MANIFEST).unlink()
     await _run(kernel, save_code(directory, settings.variable_cap, settings.total_cap))
-    manifest = read_manifest(session_dir)
-    if manifest is None:
-        raise SnapshotFailed(f"the kernel wrote no manifest into {directory}")
-    if before is not None and before.get("time") == manifest.get("time"):
-        manifest["unchanged"] = True
-    return manifest
+    if not (directory / NEW_MANIFEST).exists():
+        manifest = read_manifest(session_dir)
+        if manifest is None:
+            raise SnapshotFailed(f"the kernel wrote no manifest into {directory}")
+        return {**manifest, "unchanged": True}
+    return await asyncio.to_thread(commit_snapshot, directory, signer, secrets)
 
 
-async def restore_snapshot(kernel: KernelPort, session_dir: Path) -> dict[str, Any]:
-    """Restore the latest snapshot into a kernel without user variables; the kernel's report."""
+def commit_snapshot(
+    directory: Path, signer: Signer, secrets: SecretScanner | None = None
+) -> dict[str, Any]:
+    """Turn the kernel's `manifest.new.json` into the signed `manifest.json`. The folder never
+    lacks a valid manifest: the one being replaced is copied to `manifest.previous.json` first,
+    the new one is written beside and renamed over. On any failure (a full disk) the previous
+    snapshot stays as it was and the new files go."""
+    new_path = directory / NEW_MANIFEST
+    try:
+        found = _read_manifest_file(new_path)
+        if found is None:
+            raise SnapshotFailed(f"the kernel's new manifest in {directory} is unreadable")
+        manifest = _checked_files(directory, found[1], secrets)
+        signed = signer.sign_object(SIGNED_FOR, {**manifest, "version": FORMAT_VERSION})
+        current = directory / MANIFEST
+        kept = _read_manifest_file(current)
+        if kept is not None:
+            write_file_atomically(directory / PREVIOUS_MANIFEST, kept[0])
+        write_file_atomically(current, json.dumps(signed).encode("utf-8"))
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            new_path.unlink()
+        _remove_unreferenced(directory)
+        if isinstance(exc, OSError):
+            raise SnapshotFailed(
+                f"the snapshot could not be written ({exc.strerror or exc}); the previous "
+                "snapshot is kept"
+            ) from None
+        raise
+    with contextlib.suppress(OSError):
+        new_path.unlink()
+    _remove_unreferenced(directory)
+    return signed
+
+
+def _checked_files(
+    directory: Path, manifest: dict[str, Any], secrets: SecretScanner | None, strict: bool = True
+) -> dict[str, Any]:
+    """`manifest` with each saved file's digest taken from the file itself, and any variable
+    whose bytes hold a provider key moved to `skipped` (its file removed)."""
+    saved: list[dict[str, Any]] = []
+    skipped = [e for e in manifest.get("skipped", []) if isinstance(e, dict)]
+    total = 0
+    for entry in manifest.get("saved", []):
+        if not isinstance(entry, dict) or not _FILE_NAME.fullmatch(str(entry.get("file"))):
+            continue
+        path = directory / str(entry["file"])
+        try:
+            data = read_bounded(path, MAX_MANIFEST_BYTES * 64)
+        except OSError as exc:
+            if strict:
+                raise
+            skipped.append(
+                {
+                    "name": entry.get("name"),
+                    "type": entry.get("type"),
+                    "reason": f"its file is missing or unreadable ({exc})",
+                }
+            )
+            continue
+        if secrets is not None and secrets.found_in(data):
+            path.unlink(missing_ok=True)
+            skipped.append(
+                {"name": entry.get("name"), "type": entry.get("type"), "reason": HOLDS_A_KEY}
+            )
+            continue
+        total += len(data)
+        saved.append({**entry, "bytes": len(data), "sha256": trust_sha256(data)})
+    return {**manifest, "saved": saved, "skipped": skipped, "total_bytes": total}
+
+
+def _remove_unreferenced(directory: Path) -> None:
+    """Variable files no manifest names (a replaced snapshot's, a failed save's) and temp
+    files left by a crash."""
+    keep: set[str] = set()
+    for name in (MANIFEST, PREVIOUS_MANIFEST, NEW_MANIFEST):
+        found = _read_manifest_file(directory / name)
+        if found is not None:
+            keep.update(
+                str(e.get("file")) for e in found[1].get("saved", []) if isinstance(e, dict)
+            )
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for file_name in names:
+        if file_name.endswith((".pkl", ".tmp")) and file_name not in keep:
+            with contextlib.suppress(OSError):
+                (directory / file_name).unlink()
+
+
+def sign_snapshot(session_dir: Path, signer: Signer) -> bool:
+    """The user trusts this session's snapshots as they are now: each readable manifest gets
+    the digest of its files as they are and this user's signature. False: there is none."""
     directory = state_directory(session_dir)
+    signed_any = False
+    for name in (MANIFEST, PREVIOUS_MANIFEST):
+        found = _read_manifest_file(directory / name)
+        if found is None:
+            continue
+        manifest = _checked_files(directory, found[1], None, strict=False)
+        signed = signer.sign_object(SIGNED_FOR, {**manifest, "version": FORMAT_VERSION})
+        write_file_atomically(directory / name, json.dumps(signed).encode("utf-8"))
+        signed_any = True
+    return signed_any
+
+
+async def restore_snapshot(kernel: KernelPort, session_dir: Path, signer: Signer) -> dict[str, Any]:
+    """Restore the session's trusted snapshot (the latest, or the one before it when the latest
+    is unreadable) into a kernel without user variables; the kernel's report. An untrusted
+    snapshot is refused without the kernel reading a byte of it."""
+    directory = state_directory(session_dir)
+    check = await asyncio.to_thread(check_snapshot, session_dir, signer)
+    if check.state == "none":
+        return {"refused": "no snapshot"}
+    if check.state == "untrusted":
+        return {"refused": UNTRUSTED, "snapshot_time": (check.manifest or {}).get("time")}
     with contextlib.suppress(FileNotFoundError):
         (directory / RESTORE_REPORT).unlink()
-    await _run(kernel, restore_code(directory))
-    report = _read_json(directory / RESTORE_REPORT)
+    await _run(kernel, restore_code(directory, str(check.digest), check.previous))
+    try:
+        report = parse_json_object(read_bounded(directory / RESTORE_REPORT, MAX_REPORT_BYTES))
+    except OSError:
+        report = None
     if report is None:
         raise SnapshotFailed(f"the kernel wrote no restore report into {directory}")
+    if check.previous:
+        report["previous"] = True
     return report
+
+
+UNTRUSTED = "untrusted"
+UNTRUSTED_TEXT = (
+    "The kernel snapshot was not restored: it was not made here (it is unsigned, or signed with "
+    "another user's secret), and loading a snapshot runs code. The user can review it and trust "
+    "this session (the chat's Trust and restore, `prime-agent-lab run --trust`)."
+)
 
 
 def _names(items: list[str]) -> str:
@@ -162,14 +378,13 @@ def _reasons(entries: list[dict[str, Any]]) -> str:
 def describe_restore(report: dict[str, Any], directory: Path) -> tuple[str, str]:
     """(notice kind, text) for a restore report."""
     refused = report.get("refused")
+    if refused == UNTRUSTED:
+        return NOT_RESTORED, UNTRUSTED_TEXT
     if refused == "no snapshot":
-        text = "The kernel snapshot is missing or unreadable: this is a clean start."
-        if _read_json(directory / PREVIOUS_MANIFEST) is not None:
-            text += (
-                " The snapshot before it is readable; to bring it back, run "
-                f"`{manual_restore_call(directory, previous=True)}`."
-            )
-        return NOT_RESTORED, text
+        return NOT_RESTORED, (
+            "The kernel snapshot and the one before it are missing or unreadable: this is a "
+            "clean start."
+        )
     if refused and str(refused).startswith("the kernel already holds"):
         return NOT_RESTORED, (
             f"A kernel snapshot ({report.get('snapshot_time') or 'earlier'}) exists but was not "
@@ -180,8 +395,13 @@ def describe_restore(report: dict[str, Any], directory: Path) -> tuple[str, str]
         return NOT_RESTORED, f"The kernel snapshot was not restored ({refused}): a clean start."
     restored = [str(e.get("name")) for e in report.get("restored", [])]
     restored += [f"{e.get('name')} (import {e.get('module')})" for e in report.get("imports", [])]
+    which = (
+        "the snapshot before the latest (the latest is unreadable)"
+        if report.get("previous")
+        else "the snapshot"
+    )
     parts = [
-        "Kernel variables restored from the snapshot of "
+        f"Kernel variables restored from {which} of "
         f"{report.get('snapshot_time')}: {_names(restored) or 'none'}."
     ]
     if report.get("failed"):
@@ -218,8 +438,10 @@ class SnapshotKeeper:
         session_dir: Callable[[str], Path],
         settings: Callable[[], SnapshotSettings],
         spawn: Callable[[Any], None],
+        signer: Signer,
     ) -> None:
         self._session_dir = session_dir
+        self._signer = signer
         self._settings = settings
         self._spawn = spawn
         self._due: dict[str, str] = {}  # session id -> why a restore is due
@@ -234,13 +456,25 @@ class SnapshotKeeper:
     def has_snapshot(self, session_id: str) -> bool:
         return (self.directory(session_id) / MANIFEST).exists()
 
+    def check(self, session_id: str) -> SnapshotCheck:
+        return check_snapshot(self._session_dir(session_id), self._signer)
+
     # ------------------------------------------------------------ agents
 
     def agent_started(self, agent: AgentView) -> None:
-        """An agent on a session: a snapshot of it comes back into its (fresh) kernel."""
-        if (self.directory(agent.session_id) / MANIFEST).exists():
+        """An agent on a session: a trusted snapshot of it comes back into its (fresh) kernel.
+        An untrusted one waits until the user trusts the session (`trusted`)."""
+        if self.check(agent.session_id).state == "trusted":
             self._due[agent.session_id] = "start"
         agent.events.add_listener(lambda event: self._on_event(agent, event))
+
+    def trusted(self, agent: AgentView) -> None:
+        """The user trusted the agent's session: its snapshot comes back now (into a kernel that
+        holds no user variables; the notice says what came back)."""
+        if self.check(agent.session_id).state == "trusted":
+            self._due[agent.session_id] = "trusted"
+            if not agent.running:
+                self._start_restore(agent)
 
     def agent_gone(self, session_id: str) -> None:
         timer = self._timers.pop(session_id, None)
@@ -251,7 +485,7 @@ class SnapshotKeeper:
     def kernel_switched(self, agent: AgentView) -> None:
         """The agent moved to another kernel (the notebook got a new one): its snapshot comes
         back if that kernel holds no user variables yet."""
-        if (self.directory(agent.session_id) / MANIFEST).exists():
+        if self.check(agent.session_id).state == "trusted":
             self._due[agent.session_id] = "switch"
 
     def close(self) -> None:
@@ -367,7 +601,7 @@ class SnapshotKeeper:
     async def _restore(self, agent: AgentView) -> tuple[str, str]:
         session_dir = self._session_dir(agent.session_id)
         try:
-            report = await restore_snapshot(agent.kernel, session_dir)
+            report = await restore_snapshot(agent.kernel, session_dir, self._signer)
             self._restored_in[agent.session_id] = _generation(agent.kernel)
         except Exception as exc:
             log.warning("restoring the snapshot of %s failed", agent.session_id, exc_info=True)
@@ -407,7 +641,9 @@ class SnapshotKeeper:
         restoring = self._restoring.get(agent.session_id)
         if restoring is not None:  # never save over a snapshot that is still coming back
             await asyncio.shield(restoring)
-        task = asyncio.ensure_future(take_snapshot(agent.kernel, session_dir, self._settings()))
+        task = asyncio.ensure_future(
+            take_snapshot(agent.kernel, session_dir, self._settings(), self._signer, agent.redactor)
+        )
         self._saving[agent.session_id] = task
         try:
             return await asyncio.shield(task)

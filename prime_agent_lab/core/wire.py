@@ -46,6 +46,9 @@ NoticeKind = Literal[
     # kernel snapshots (core/snapshots.py)
     "kernel_state_restored",
     "kernel_state_not_restored",
+    # trust (docs/trust.md)
+    "session_untrusted",
+    "session_trusted",
 ]
 """Something the user must know that is not an error. `child_completed`: a sub-agent ended its
 task without replying (the text has a preview of its last answer); `child_error`: a sub-agent's
@@ -57,7 +60,10 @@ turn went on uncompacted; `kernel_gc`: variables the agent no longer needs were 
 replaced by a summary; `kernel_state_restored`: a kernel snapshot came back (the text lists what
 did and what did not); `kernel_state_not_restored`: a snapshot exists but was not restored (the
 kernel holds the user's variables, was restarted from the Kernel menu, or the snapshot is
-unreadable; the text says how to restore it by hand)."""
+unreadable; the text says how to restore it by hand); `session_untrusted`: the session's folder
+(or a sub-agent's) holds a snapshot, a local harness or queued mail this user did not sign, which
+was not loaded (the text lists it; the chat offers Trust and restore); `session_trusted`: the
+user trusted them and they now load."""
 
 ChildStatus = Literal["running", "idle", "inactive", "replied", "completed", "error"]
 """A sub-agent's state as its parent sees it: `replied` (its last task ended after it messaged
@@ -302,6 +308,31 @@ ChatItem = (
 
 class SessionWithTranscript(SessionInfo):
     transcript: list[ChatItem]
+
+
+# ---------------------------------------------------------------- trust (docs/trust.md)
+
+UntrustedKind = Literal["snapshot", "harness", "mail"]
+
+
+class UntrustedPart(TypedDict):
+    """Something in a session's folder this user did not sign, held back until trusted."""
+
+    session_id: str
+    where: str
+    """The agent's notebook (a sub-agent's, for what is in its folder)."""
+    kind: UntrustedKind
+    what: str
+    """What trusting it would load, in one line."""
+
+
+class TrustState(TypedDict):
+    """Answer of `GET .../trust` and `POST .../trust`."""
+
+    trusted: bool
+    untrusted: list[UntrustedPart]
+    signed: NotRequired[list[UntrustedPart]]
+    """`POST`: what was untrusted and is now signed and loading."""
 
 
 # ---------------------------------------------------------------- branching (docs/branching.md)
@@ -626,6 +657,7 @@ _ALIASES: dict[str, object] = {
     "DeliveryMode": DeliveryMode,
     "RefineScope": RefineScope,
     "EditAction": EditAction,
+    "UntrustedKind": UntrustedKind,
 }
 _INTERFACES: list[type] = [
     ServerInfo,
@@ -650,6 +682,8 @@ _INTERFACES: list[type] = [
     RefinementList,
     RollbackAnswer,
     RefinementItem,
+    UntrustedPart,
+    TrustState,
     *typing.get_args(AgentEvent),
 ]
 _UNIONS: dict[str, object] = {"ChatItem": ChatItem, "AgentEvent": AgentEvent}

@@ -253,6 +253,24 @@ class RollbackHandler(_Base):
         self.reply(answer, status=202 if answer.get("queued") else 200)
 
 
+class TrustHandler(_Base):
+    """`GET .../trust`: what in the session's folder (and its sub-agents') this user did not
+    sign; `POST .../trust`: trust it and load it (docs/trust.md)."""
+
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def get(self, session_id: str) -> None:
+        self.reply(await self.host.untrusted(self.session_id(session_id)))
+
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def post(self, session_id: str) -> None:
+        self.body()
+        self.reply(await self.host.trust(self.session_id(session_id)))
+
+
 class BindingsHandler(_Base):
     @web.authenticated
     @authorized
@@ -409,6 +427,7 @@ def handlers() -> list[tuple[str, Any]]:
         (rf"/prime-agent/api/sessions/{_SESSION}/clone", CloneHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/refine", RefineHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/refinements", RefinementsHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/trust", TrustHandler),
         (
             rf"/prime-agent/api/sessions/{_SESSION}/refinements/{_REFINEMENT}/rollback",
             RollbackHandler,

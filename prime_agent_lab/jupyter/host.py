@@ -39,6 +39,7 @@ from ..core.sessions import (
     SessionSummary,
 )
 from ..core.text import shorten
+from ..core.wire import TrustState
 from .live_notebook import LiveNotebook
 from .server_kernels import HandOutFailed, ServerKernels, hand_to_notebook
 
@@ -633,6 +634,22 @@ class AgentHost:
         """`/refine`: plan a refinement in the background; it applies at a turn boundary."""
         with _refine_errors():
             return self._refiner(session_id).schedule(instructions, global_, trigger="user")
+
+    def _known_session(self, session_id: str) -> None:
+        if session_id not in self.runtime.agents and not self.repository.exists(session_id):
+            raise HostError(404, f"no session {shorten(session_id, 80)}")
+
+    async def untrusted(self, session_id: str) -> TrustState:
+        """What in the session's folder (and its sub-agents') this user did not sign."""
+        self._known_session(session_id)
+        items = await asyncio.to_thread(self.runtime.untrusted, session_id)
+        return {"trusted": not items, "untrusted": [item.as_dict() for item in items]}
+
+    async def trust(self, session_id: str) -> TrustState:
+        """Trust the session and its sub-agents as they are now, and load what was held back."""
+        self._known_session(session_id)
+        signed = await self.runtime.trust(session_id)
+        return {"trusted": True, "untrusted": [], "signed": [i.as_dict() for i in signed]}
 
     async def refinements(self, session_id: str) -> list[dict[str, Any]]:
         """The refinement records of the session's local and the global store, oldest first."""

@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from ..trust import Signer
 from .store import Harness, HarnessError, HarnessStore
 from .summary import harness_section
 
@@ -28,9 +29,13 @@ LOCAL_DIR = "harness"  # inside a session's directory
 
 class HarnessKeeper:
     def __init__(
-        self, session_directory: Callable[[str], Path], global_dir: Path | None = None
+        self,
+        session_directory: Callable[[str], Path],
+        signer: Signer,
+        global_dir: Path | None = None,
     ) -> None:
         self.session_directory = session_directory
+        self.signer = signer
         self.global_store = HarnessStore(global_dir or default_global_dir(), "global")
         self._harnesses: dict[str, Harness] = {}
         self._sections: dict[str, tuple[dict[str, int], str]] = {}
@@ -38,7 +43,9 @@ class HarnessKeeper:
     def harness_for(self, session_id: str) -> Harness:
         harness = self._harnesses.get(session_id)
         if harness is None:
-            local = HarnessStore(self.session_directory(session_id) / LOCAL_DIR, "local")
+            local = HarnessStore(
+                self.session_directory(session_id) / LOCAL_DIR, "local", self.signer
+            )
             harness = self._harnesses[session_id] = Harness(local, self.global_store)
         return harness
 

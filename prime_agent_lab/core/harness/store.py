@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..trust import Signer, canonical
+
 KINDS = ("prompt", "memory", "skill", "subagent")
 KIND_NAMES = {
     "prompt": "prompt note",
@@ -44,6 +46,8 @@ MAX_TITLE = 200
 MAX_CONTENT = 100_000
 MAX_SOURCE = 200_000
 STALE_TEMP_SECONDS = 60.0
+SIGNED_FOR = "harness"  # the signature purpose of a local store (core/trust.py)
+IGNORED_IN_SKILLS = ("__pycache__",)
 
 FIELDS = ("id", "title", "content", "path", "reference", "arguments", "metadata")
 _ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,79}")
@@ -317,10 +321,19 @@ def _module_files(state: State) -> dict[str, str]:
     return modules
 
 
-def encode(state: State) -> bytes:
+def encode(state: State, signer: Signer | None = None) -> bytes:
     """The store file: valid JSON with one entry per line, so it stays readable and diffable
-    while each entry is encoded by the fast (C) encoder."""
-    lines = [f'{{"schema": {SCHEMA}, "revision": {state.revision}, "entries": {{']
+    while each entry is encoded by the fast (C) encoder. With `signer`, the first line carries
+    the signature over the rest of the object (a session's local store)."""
+    data = _encode(state, "")
+    if signer is None:
+        return data
+    signature = signer.sign(SIGNED_FOR, canonical(json.loads(data)))
+    return _encode(state, f' "signature": {json.dumps(signature)},')
+
+
+def _encode(state: State, signature: str) -> bytes:
+    lines = [f'{{"schema": {SCHEMA}, "revision": {state.revision},{signature} "entries": {{']
     for k, kind in enumerate(KINDS):
         items = sorted(state.entries[kind].items())
         lines.append(f"  {json.dumps(kind)}: {{")
@@ -351,11 +364,16 @@ def write_atomically(path: Path, data: bytes) -> None:
 class HarnessStore:
     """One store directory (`local`: a session's, `global`: shared by every session)."""
 
-    def __init__(self, directory: str | os.PathLike[str], scope: str) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], scope: str, signer: Signer | None = None
+    ) -> None:
+        """`signer`: the store must carry this user's signature to be read (a session's local
+        store, which may come from someone else's folder: docs/trust.md)."""
         if scope not in SCOPES:
             raise ValueError(f"scope must be one of {SCOPES}")
         self.directory = Path(directory)
         self.scope = scope
+        self.signer = signer
         self.file = self.directory / STATE_FILE
         self.history_file = self.directory / REFINEMENTS_FILE
         self.skills_dir = self.directory / SKILLS_DIR
@@ -396,6 +414,8 @@ class HarnessStore:
             raise HarnessError(self._damaged(f"it is not valid JSON ({exc})"), 500) from None
         if not isinstance(data, dict) or not isinstance(data.get("entries", {}), dict):
             raise HarnessError(self._damaged("it is not a harness object"), 500)
+        if self.signer is not None and not self.signer.verify_object(SIGNED_FOR, data):
+            raise HarnessError(self.untrusted_reason(), 403)
         revision = data.get("revision", 0)
         state = State(revision=revision if isinstance(revision, int) else 0)
         for kind, entries in data.get("entries", {}).items():
@@ -413,6 +433,81 @@ class HarnessStore:
                     continue
                 state.entries[kind][key] = replace(entry, scope=self.scope)
         return state
+
+    def untrusted_reason(self) -> str:
+        return (
+            f"the harness store {self.directory} was not made here (it is unsigned, or signed "
+            "with another user's secret): its notes are not shown to the model and its skill "
+            "modules are not importable until the user trusts this session"
+        )
+
+    def untrusted(self) -> bool:
+        """The store exists and does not carry this user's signature."""
+        try:
+            self._current()
+        except HarnessError as exc:
+            return exc.status == 403
+        return False
+
+    def sign(self) -> None:
+        """The user trusts the store as it is now: sign it and write its skill modules from the
+        signed entries. Files in `skills/` that no skill brings are moved aside (to
+        `skills-set-aside/`), never imported."""
+        if self.signer is None:
+            return
+        with self._locked():
+            if self.file.exists():
+                state = self.read_unverified()
+                write_atomically(self.file, encode(state, self.signer))
+                self._cache = None
+                self._write_modules(_module_files(state), {})
+            stray = self.stray_modules()
+            if stray:
+                aside = self.directory / f"skills-set-aside-{int(time.time())}"
+                aside.mkdir(exist_ok=True)
+                for name in stray:
+                    with contextlib.suppress(OSError):
+                        os.replace(self.skills_dir / name, aside / name)
+
+    def read_unverified(self) -> State:
+        """The store's entries whether or not it carries a signature (to describe it)."""
+        signer, self.signer = self.signer, None
+        try:
+            self._cache = None
+            return self._current().copy()
+        finally:
+            self.signer = signer
+            self._cache = None
+
+    def stray_modules(self) -> list[str]:
+        """Files in `skills/` that are not a module of a skill this store holds, as it holds it:
+        something put there by hand or by someone else. The kernel imports from `skills/`, so a
+        local store with one is not offered to it."""
+        try:
+            names = sorted(os.listdir(self.skills_dir))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            return [f"{self.skills_dir} ({exc.strerror or exc})"]
+        modules = _module_files(self._current())
+        stray = []
+        for name in names:
+            if name in IGNORED_IN_SKILLS or (name.startswith(".") and name.endswith(".tmp")):
+                continue
+            module, _, suffix = name.rpartition(".")
+            path = self.skills_dir / name
+            try:
+                same = (
+                    suffix == "py"
+                    and module in modules
+                    and path.is_file()
+                    and (path.read_bytes() == modules[module].encode("utf-8"))
+                )
+            except OSError:
+                same = False
+            if not same:
+                stray.append(name)
+        return stray
 
     def _damaged(self, why: str) -> str:
         return (
@@ -455,7 +550,7 @@ class HarnessStore:
                 for key, entry in state.entries[kind].items():
                     if entry.scope != self.scope:
                         state.entries[kind][key] = replace(entry, scope=self.scope)
-            write_atomically(self.file, encode(state))
+            write_atomically(self.file, encode(state, self.signer))
             stat = self.file.stat()
             self._cache = ((stat.st_ino, stat.st_mtime_ns, stat.st_size), state.copy())
             self._write_modules(modules, _module_files(before))
@@ -637,4 +732,15 @@ class Harness:
         return "|".join(store.stamp() for store in self.stores())
 
     def skill_paths(self) -> list[str]:
-        return [str(store.skills_dir) for store in self.stores()]
+        """The `skills/` directories the kernel may import from: a local store only when it is
+        trusted and its `skills/` holds nothing but its own modules."""
+        paths = []
+        for store in self.stores():
+            if store.signer is not None:
+                try:
+                    if store.stray_modules():
+                        continue
+                except HarnessError:  # unsigned or damaged
+                    continue
+            paths.append(str(store.skills_dir))
+        return paths
