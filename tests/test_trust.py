@@ -281,9 +281,7 @@ async def test_an_unsigned_local_harness_is_not_prompted_or_imported_until_trust
     marker = tmp_path / "imported"
     script = agent_script(
         [
-            {
-                "code": "try:\n    import evil_mod\nexcept ImportError as e:\n    print('no', e)"
-            },
+            {"code": "try:\n    import evil_mod\nexcept ImportError as e:\n    print('no', e)"},
             {"text": "{last_output_line}"},
             {"code": "import evil_mod\nprint(evil_mod.go())"},
             {"text": "{last_output_line}"},
