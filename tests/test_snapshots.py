@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from prime_agent_lab.adapters.kernel_executor import KernelExecutor
 from prime_agent_lab.core.snapshots import (
     NOT_RESTORED,
     RESTORED,
+    SnapshotFailed,
     SnapshotSettings,
     describe_restore,
     read_manifest,
@@ -542,3 +544,44 @@ async def test_a_kernel_killed_while_the_model_thinks_mid_turn_comes_back_before
     assert "restarted while you were thinking" in cell["observation"]
     assert f"[{RESTORED}] Kernel variables restored from the snapshot" in cell["observation"]
     assert "variables and imports from before are gone" not in cell["observation"]
+
+
+# ---------------------------------------------------------------- a full disk
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 3 MiB tmpfs: a real filesystem that fills up."""
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+async def test_a_snapshot_that_fills_the_disk_keeps_the_previous_one_whole(
+    executors: tuple[KernelExecutor, KernelExecutor], small_disk: Path
+) -> None:
+    first, second = executors
+    await run_cell(first, "a = 1")
+    await take_snapshot(first, small_disk, SnapshotSettings(), SIGNER)
+    directory = state_directory(small_disk)
+    before = {p.name: p.read_bytes() for p in directory.iterdir()}
+    await run_cell(first, "a = 2\nbig = bytes(range(256)) * 16_000")  # 4 MB: does not fit
+
+    with pytest.raises(SnapshotFailed, match="the previous snapshot is kept"):
+        await take_snapshot(first, small_disk, SnapshotSettings(), SIGNER)
+
+    assert {p.name: p.read_bytes() for p in directory.iterdir()} == before  # no temp, no new
+    await run_cell(first, "del big")  # space returns: the next save works
+    saved = await take_snapshot(first, small_disk, SnapshotSettings(), SIGNER)
+    assert "unchanged" not in saved and {e["name"] for e in saved["saved"]} == {"a"}
+    report = await restore_snapshot(second, small_disk, SIGNER)
+    assert [e["name"] for e in report["restored"]] == ["a"]
+    assert await run_cell(second, "print(a)") == "2\n"

@@ -217,7 +217,13 @@ async def take_snapshot(
     directory = state_directory(session_dir)
     with contextlib.suppress(OSError):
         (directory / NEW_MANIFEST).unlink()
-    await _run(kernel, save_code(directory, settings.variable_cap, settings.total_cap))
+    try:
+        await _run(kernel, save_code(directory, settings.variable_cap, settings.total_cap))
+    except SnapshotFailed as exc:  # a full disk while the kernel wrote: nothing of it stays
+        await asyncio.to_thread(_discard_new, directory)
+        raise SnapshotFailed(
+            f"the snapshot could not be written ({exc}); the previous snapshot is kept"
+        ) from None
     if not (directory / NEW_MANIFEST).exists():
         manifest = read_manifest(session_dir)
         if manifest is None:
@@ -246,9 +252,7 @@ def commit_snapshot(
             write_file_atomically(directory / PREVIOUS_MANIFEST, kept[0])
         write_file_atomically(current, json.dumps(signed).encode("utf-8"))
     except BaseException as exc:
-        with contextlib.suppress(OSError):
-            new_path.unlink()
-        _remove_unreferenced(directory)
+        _discard_new(directory)
         if isinstance(exc, OSError):
             raise SnapshotFailed(
                 f"the snapshot could not be written ({exc.strerror or exc}); the previous "
@@ -259,6 +263,13 @@ def commit_snapshot(
         new_path.unlink()
     _remove_unreferenced(directory)
     return signed
+
+
+def _discard_new(directory: Path) -> None:
+    """A save that failed leaves nothing: its manifest and files go, the previous stay."""
+    with contextlib.suppress(OSError):
+        (directory / NEW_MANIFEST).unlink()
+    _remove_unreferenced(directory)
 
 
 def _checked_files(

@@ -17,7 +17,6 @@ import functools
 import json
 import os
 import re
-import secrets
 import sys
 import time
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..files import write_file_atomically
 from ..trust import Signer, canonical
 
 KINDS = ("prompt", "memory", "skill", "subagent")
@@ -346,21 +346,6 @@ def _encode(state: State, signature: str) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write `data` to a fsynced temp file next to `path`, then rename it over `path`."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
-    try:
-        with open(temp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        raise
-
-
 class HarnessStore:
     """One store directory (`local`: a session's, `global`: shared by every session)."""
 
@@ -458,7 +443,7 @@ class HarnessStore:
         with self._locked():
             if self.file.exists():
                 state = self.read_unverified()
-                write_atomically(self.file, encode(state, self.signer))
+                write_file_atomically(self.file, encode(state, self.signer))
                 self._cache = None
                 self._write_modules(_module_files(state), {})
             stray = self.stray_modules()
@@ -550,7 +535,7 @@ class HarnessStore:
                 for key, entry in state.entries[kind].items():
                     if entry.scope != self.scope:
                         state.entries[kind][key] = replace(entry, scope=self.scope)
-            write_atomically(self.file, encode(state, self.signer))
+            write_file_atomically(self.file, encode(state, self.signer))
             stat = self.file.stat()
             self._cache = ((stat.st_ino, stat.st_mtime_ns, stat.st_size), state.copy())
             self._write_modules(modules, _module_files(before))
@@ -562,7 +547,7 @@ class HarnessStore:
         for module, source in modules.items():
             path = self.skills_dir / f"{module}.py"
             if previous.get(module) != source or not path.exists():
-                write_atomically(path, source.encode("utf-8"))
+                write_file_atomically(path, source.encode("utf-8"))
         for module in set(previous) - set(modules):
             with contextlib.suppress(OSError):
                 (self.skills_dir / f"{module}.py").unlink()
