@@ -76,4 +76,56 @@ describe('notices', () => {
     expect(node.classList.contains('pal-mod-warning')).toBe(true);
     expect(node.getAttribute('role')).toBe('alert');
   });
+
+  const untrusted: INoticeEntry = {
+    kind: 'notice',
+    id: 3,
+    turn: null,
+    text: 'This session holds files that were not made here ...',
+    tone: 'warning',
+    noticeKind: 'session_untrusted'
+  };
+
+  it('offers Trust and restore on an untrusted session and says what came of it', async () => {
+    const calls: string[] = [];
+    const node = renderEntry(
+      untrusted,
+      context(null, {
+        trustSession: () => {
+          calls.push('trust');
+          return Promise.resolve('Trusted: snapshot; loading now.');
+        }
+      })
+    );
+    const trust = node.querySelector<HTMLButtonElement>('[data-testid="pal-trust-button"]');
+    expect(trust?.textContent).toBe('Trust and restore');
+    trust?.click();
+    expect(trust?.disabled).toBe(true);
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(calls).toEqual(['trust']);
+    expect(node.querySelector('[data-testid="pal-trust-result"]')?.textContent).toBe(
+      'Trusted: snapshot; loading now.'
+    );
+  });
+
+  it('gives the button back when trusting fails', async () => {
+    const node = renderEntry(
+      untrusted,
+      context(null, { trustSession: () => Promise.reject(new Error('no session')) })
+    );
+    const trust = node.querySelector<HTMLButtonElement>('[data-testid="pal-trust-button"]');
+    trust?.click();
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(trust?.disabled).toBe(false);
+    expect(node.querySelector('[data-testid="pal-trust-result"]')?.textContent).toBe(
+      'Could not trust: no session'
+    );
+  });
+
+  it('has no trust button where the panel cannot trust', () => {
+    const node = renderEntry(untrusted, context());
+    expect(node.querySelector('[data-testid="pal-trust-button"]')).toBeNull();
+  });
 });
