@@ -176,7 +176,18 @@ async def test_a_hostile_snapshot_runs_nothing_on_open_until_the_user_trusts_it(
     again = restarted_host(host)
     host.serverapp.web_app.settings["prime_agent_host"] = again  # REST reaches the new host
     try:
-        agent = await again.attach(path)  # what opening the notebook in JupyterLab does
+        if signer is None:  # the REST attach, by another client
+            attached = await jp_fetch(
+                "prime-agent",
+                "api",
+                "sessions",
+                method="POST",
+                body=json.dumps({"notebook_path": path}),
+            )
+            agent = again.agent(json.loads(attached.body)["session_id"])
+        else:
+            agent = await again.attach(path)  # what opening the notebook in JupyterLab does
+        assert agent.session_id == first.session_id
         await wait_for(lambda: notices(agent, "session_untrusted"))
         await again.runtime.snapshots.before_turn(agent)  # a restore would be under way now
 
