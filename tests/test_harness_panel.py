@@ -476,7 +476,9 @@ async def test_a_panel_in_the_kernel_follows_another_writer_and_deletes_through_
     async with attached(tmp_path) as run:
         out = await kernel(run.agent, PANEL_IN_KERNEL)
         assert "FIRST Memories (0) False" in out
-        local = HarnessStore(run.agent.session.directory / "harness", "local")
+        # another writer of the same user (another server, a CLI run): it signs with the
+        # user's secret, as every writer of a local store does (docs/trust.md)
+        local = HarnessStore(run.agent.session.directory / "harness", "local", run.runtime.signer)
         local.create("memory", {"title": "flaky test", "content": "retry three times"}, "user")
         out = await kernel(
             run.agent,

@@ -14,6 +14,7 @@ import pytest
 
 from prime_agent_lab.core.harness.keeper import ENV_GLOBAL_DIR
 from prime_agent_lab.core.harness.store import HarnessStore
+from prime_agent_lab.core.trust import Signer
 
 from .conftest import LabServer, save_screenshot, send_to_chat
 from .test_branch_badge import _switch_theme
@@ -88,7 +89,11 @@ def lab_script(release_file: Path) -> dict[str, Any]:
 
 def _stores(server: LabServer, session_id: str) -> tuple[HarnessStore, HarnessStore]:
     """The session's local store and the lab's global store, as another writer sees them."""
-    local = HarnessStore(server.base / "sessions" / session_id / "harness", "local")
+    # signed with the lab's secret, as every writer of a local store signs (docs/trust.md)
+    secret = server.base / "data" / "prime_agent_lab" / "signing_secret"
+    local = HarnessStore(
+        server.base / "sessions" / session_id / "harness", "local", Signer.load(secret)
+    )
     # As the server finds it: the tests' temporary global store (tests/conftest.py), else the
     # one in the lab's Jupyter data directory.
     global_dir = (
