@@ -14,6 +14,7 @@ from typing import Any
 
 from prime_agent_lab.core.agent import Agent, AgentConfig
 from prime_agent_lab.core.harness.store import HarnessStore
+from prime_agent_lab.core.harness.summary import harness_section
 from prime_agent_lab.headless import HeadlessRun
 
 from .conftest import run_turn, use_script
@@ -226,6 +227,33 @@ print("FILE", triple_tools.triple(5))
     assert "CALL ('v1', 2) ('v1', 1)" in out
     assert "RELOADED ('v2', 2)" in out
     assert "FILE 15" in out
+
+
+async def test_a_skills_arguments_keep_their_order_from_the_kernel_to_the_prompt_and_back(
+    tmp_path: Path,
+) -> None:
+    """`def fit(x, y, degree=2)`: the order is the call's, so a positional call made from the
+    entry (or from the prompt's summary) must see x, y, degree, never a sorted degree, x, y."""
+    code = """
+h = rlm.harness
+made = h.create_skill("fit curve", "Fit a polynomial.",
+    reference={"type": "python", "import": "fit_tools", "callable": "fit"},
+    arguments={"x": "list", "y": "list", "degree": "int"},
+    source="def fit(x, y, degree=2):\\n    return degree\\n")
+print("MADE", list(made.arguments))
+print("GOT", list(h.get("skill", "fit_curve").arguments))
+print("LISTED", [list(e.arguments) for e in h.list("skill")])
+print("UPDATED", list(h.update_skill("fit_curve", content="Fit it.").arguments))
+"""
+    async with attached(tmp_path) as run:
+        out = await kernel(run.agent, code)
+        section = harness_section(run.runtime.harnesses.harness_for(run.agent.session_id))
+    order = "['x', 'y', 'degree']"
+    assert f"MADE {order}" in out and f"GOT {order}" in out, out
+    assert f"LISTED [{order}]" in out and f"UPDATED {order}" in out, out
+    assert "fit_tools.fit(x, y, degree): Fit it." in section
+    local = HarnessStore(run.agent.session.directory / "harness", "local")
+    assert list(local.get("skill", "fit_curve").arguments) == ["x", "y", "degree"]  # type: ignore[union-attr]
 
 
 async def test_a_skill_module_another_session_replaces_is_reloaded_before_the_next_cell(
