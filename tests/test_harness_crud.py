@@ -15,12 +15,14 @@ from typing import Any
 from prime_agent_lab.core.agent import Agent, AgentConfig
 from prime_agent_lab.core.harness.store import HarnessStore
 from prime_agent_lab.core.harness.summary import harness_section
+from prime_agent_lab.core.snapshots import NOT_RESTORED, RESTORED
 from prime_agent_lab.headless import HeadlessRun
 
-from .conftest import run_turn, use_script
+from .conftest import run_turn, use_script, wait_for
 from .test_compaction import RecordingProvider
 from .test_harness_store import WRITES, write_many
 from .test_messaging import run_in_kernel
+from .test_snapshots import quick_snapshots, saved_names
 
 
 def write_script(tmp_path: Path, turns: list[dict[str, Any]]) -> str:
@@ -468,3 +470,33 @@ async def test_fork_and_clone_carry_the_local_harness_and_its_skill_modules(
         store.update("memory", "units", {"content": "feet"})  # the copy is its own
     original = HarnessStore(agent.session.directory / "harness", "local")
     assert original.get("memory", "units").content == "metres"  # type: ignore[union-attr]
+
+
+async def test_a_clone_restores_an_imported_skill_module_and_says_so(
+    host: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    """The clone's kernel imports its copy of the skill module while the snapshot comes back,
+    so the restore notice names it restored, never "Could not be restored: ... (ModuleNotFound".
+    """
+    make = (
+        'rlm.harness.create_skill("twice", "x times two", reference={"type": "python", '
+        '"import": "twice_tools", "callable": "twice"}, arguments={"x": "number"}, '
+        'source="def twice(x):\\n    return 2 * x\\n")\nimport twice_tools\n'
+        "doubled = twice_tools.twice(21)"
+    )
+    use_script(host, write_script(tmp_path, [{"code": make}, {"text": "done"}]))
+    quick_snapshots(host)
+    agent = await host.attach(make_notebook("learn-clone.ipynb"))
+    await run_turn(host, agent.session_id, "learn")
+    await wait_for(lambda: saved_names(agent.session.directory) == {"doubled"})
+
+    clone = await host.clone(agent.session_id)
+    copy = await host.attach(clone["notebook_path"])
+    told = (RESTORED, NOT_RESTORED)
+    notice = await wait_for(
+        lambda: next((e for e in copy.session.path() if e.get("kind") in told), None), timeout=60
+    )
+
+    assert notice["kind"] == RESTORED, notice
+    assert "Could not be restored" not in notice["text"], notice["text"]
+    assert "twice_tools (import twice_tools)" in notice["text"] and "doubled" in notice["text"]
