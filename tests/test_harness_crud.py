@@ -310,7 +310,59 @@ print("STORED", h.get("skill", "shadow"))
     assert "STORED None" in out
 
 
-async def test_a_skill_updated_to_a_module_that_fails_to_import_says_so_and_never_runs_old_code(
+async def test_a_skill_whose_module_cannot_import_or_lacks_its_callable_is_refused_unsaved(
+    tmp_path: Path,
+) -> None:
+    """A missing dependency, an error at import, the callable missing or not callable, a module
+    the kernel cannot import: refused at create with the reason, and nothing saved."""
+    code = """
+import prime_agent_kernel
+h = rlm.harness
+def attempt(id, source, callable="f", module=None):
+    module = module or id + "_tools"
+    try:
+        h.create_skill(id, "c", id=id, source=source, arguments={},
+            reference={"type": "python", "import": module, "callable": callable})
+    except prime_agent_kernel.HarnessError as exc:
+        print("ERR", id, exc)
+    try:
+        __import__(module)
+        print("IMPORTED", id)
+    except ImportError:
+        pass
+    print("STORED", id, h.get("skill", id))
+attempt("missing_dep", "import no_such_dependency_xyz\\ndef f():\\n    return 1\\n")
+attempt("raises", "def f():\\n    return 1\\nraise RuntimeError('import-time boom')\\n")
+attempt("no_callable", "def g():\\n    return 1\\n")
+attempt("not_callable", "f = 3\\n")
+attempt("syntax", "def f(:\\n")
+attempt("elsewhere", None, module="no_such_module_xyz")
+attempt("method", "class Fit:\\n    pass\\n", callable="Fit.run")
+h.create_skill("fine", "c", source="import json\\ndef f():\\n    return json.dumps(1)\\n",
+    reference={"type": "python", "import": "fine_tools", "callable": "f"}, arguments={})
+import fine_tools
+print("FINE", fine_tools.f(), h.get("skill", "fine").version)
+"""
+    async with attached(tmp_path) as run:
+        out = await run_in_kernel(run.agent, code)
+    assert (
+        "ERR missing_dep the skill's module 'missing_dep_tools' does not import in this kernel "
+        "(ModuleNotFoundError: No module named 'no_such_dependency_xyz'); nothing was saved"
+    ) in out
+    assert "ERR raises the skill's module 'raises_tools' does not import" in out
+    assert "(RuntimeError: import-time boom)" in out
+    assert "ERR no_callable module 'no_callable_tools' has no callable 'f' (it has: g)" in out
+    assert "ERR not_callable no_callable" not in out
+    assert "ERR not_callable not_callable_tools.f is an int, not a callable" in out
+    assert "ERR syntax the skill's module does not compile" in out
+    assert "ERR elsewhere the skill's module 'no_such_module_xyz' does not import" in out
+    assert "ERR method module 'method_tools' has no callable 'Fit.run'" in out
+    assert out.count("ERR ") == 7, out
+    assert "IMPORTED" not in out and out.count(" None\n") == 7, out
+    assert "FINE 1 1" in out
+
+
+async def test_a_skill_update_to_a_module_that_fails_to_import_is_refused_and_the_old_one_runs(
     tmp_path: Path,
 ) -> None:
     code = """
@@ -325,18 +377,50 @@ try:
 except prime_agent_kernel.HarnessError as exc:
     print("ERR", exc)
 print("VERSION", h.get("skill", "boom").version)
-try:
-    print("CALLED", h.skill("boom")())
-except RuntimeError as exc:
-    print("IMPORT ERROR", exc)
+print("CALLED", h.skill("boom")(), boom_tools.f())
 """
     async with attached(tmp_path) as run:
-        out = await run_in_kernel(run.agent, code)  # its output names the RuntimeError
+        out = await run_in_kernel(run.agent, code)
     assert "FIRST old" in out
-    assert "ERR the skill local:boom was saved (version 2), but its module 'boom_tools'" in out
-    assert "RuntimeError: bad import" in out
+    assert (
+        "ERR the skill's module 'boom_tools' does not import in this kernel "
+        "(RuntimeError: bad import); nothing was saved"
+    ) in out
+    assert "VERSION 1" in out
+    assert "CALLED old old" in out
+
+
+async def test_a_saved_skill_module_that_fails_to_reload_says_so_and_never_runs_old_code(
+    tmp_path: Path,
+) -> None:
+    """A module that passes the check but fails when reloaded over the imported one (here: it
+    refuses to run twice in one namespace) is saved, and the call says so; the old module is
+    dropped, so the next import runs the new module afresh, never the old code."""
+    once = (
+        "if 'f' in globals():\\n    raise RuntimeError('no reload')\\n"
+        "def f():\\n    return 'new'\\n"
+    )
+    code = f"""
+import prime_agent_kernel
+h = rlm.harness
+h.create_skill("once", "runs once", source="def f():\\n    return 'old'\\n",
+    reference={{"type": "python", "import": "once_tools", "callable": "f"}}, arguments={{}})
+import once_tools
+print("FIRST", once_tools.f())
+try:
+    h.update_skill("once", source="{once}")
+except prime_agent_kernel.HarnessError as exc:
+    print("ERR", exc)
+print("VERSION", h.get("skill", "once").version)
+print("CALLED", h.skill("once")())
+"""
+    async with attached(tmp_path) as run:
+        out = await run_in_kernel(run.agent, code)
+    assert "FIRST old" in out
+    assert "ERR the skill local:once was saved (version 2), but its module 'once_tools'" in out
+    assert "RuntimeError: no reload" in out
     assert "VERSION 2" in out
-    assert "CALLED" not in out and "IMPORT ERROR bad import" in out
+    assert "CALLED new" in out and "CALLED old" not in out
 
 
 async def test_refine_run_refuses_a_global_flag_that_is_not_a_bool(tmp_path: Path) -> None:
