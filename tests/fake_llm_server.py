@@ -31,6 +31,8 @@ API (all methods thread-safe):
 - `cut_next_stream(after_events=2, error_status=None)`: the next streamed reply stops after that
   many SSE events: the connection is dropped, or, with `error_status`, an in-stream error event
   of that kind is sent and the stream ends.
+- `page_next(content_type="text/html; charset=utf-8", body=WEB_PAGE)`: the next request gets
+  that body with 200, as a web server answers any path (a base URL pointing at a website).
 - `delay_next(seconds)`: the next request waits that long before answering (for timeouts).
 - `keepalive_next(interval=0.1, after_events=1)`: the next streamed reply sends that many SSE
   events, then only SSE keepalive comments (`: keepalive`) every `interval` seconds until the
@@ -72,6 +74,10 @@ CONFIRMED = SECRET * 2  # 205894
 OBSERVATION_MISSING = "OBSERVATION MISSING"
 FAKE_CACHE_READ_TOKENS = 11
 FAKE_CACHE_WRITE_TOKENS = 5
+WEB_PAGE = (
+    "<!DOCTYPE html>\n<html><head><title>Welcome</title></head>\n"
+    "<body><h1>It works!</h1>\n<p>data: this is a web page, not an API</p></body></html>\n"
+)
 
 _ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error",
@@ -204,6 +210,12 @@ class _Failure:
 
 
 @dataclass
+class _Page:
+    content_type: str
+    body: str
+
+
+@dataclass
 class _Cut:
     after_events: int
     error_status: int | None
@@ -217,7 +229,7 @@ class _Keepalive:
 
 @dataclass
 class _State:
-    failures: list[_Failure] = field(default_factory=list)
+    failures: list[_Failure | _Page] = field(default_factory=list)
     cuts: list[_Cut] = field(default_factory=list)
     keepalives: list[_Keepalive] = field(default_factory=list)
     delays: list[float] = field(default_factory=list)
@@ -282,6 +294,10 @@ class FakeLLMServer:
         with self._lock:
             self._state.failures.extend(_Failure(status, message, retry_after) for _ in range(n))
 
+    def page_next(self, content_type: str = "text/html; charset=utf-8", body: str = "") -> None:
+        with self._lock:
+            self._state.failures.append(_Page(content_type, body or WEB_PAGE))
+
     def cut_next_stream(self, after_events: int = 2, error_status: int | None = None) -> None:
         with self._lock:
             self._state.cuts.append(_Cut(after_events, error_status))
@@ -298,7 +314,7 @@ class FakeLLMServer:
 
     def _admit(
         self, recorded: RecordedRequest
-    ) -> tuple[int, float, _Failure | None, _Cut | _Keepalive | None]:
+    ) -> tuple[int, float, _Failure | _Page | None, _Cut | _Keepalive | None]:
         with self._lock:
             self.requests.append(recorded)
             self._state.count += 1
@@ -349,6 +365,9 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if delay:
                 time.sleep(delay)
+            if isinstance(failure, _Page):
+                self._page(failure)
+                return
             if failure is not None:
                 self._error(vendor, failure.status, failure.message, failure.retry_after)
                 return
@@ -389,6 +408,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("request-id", "req_fake")
         for name, value in (headers or {}).items():
             self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _page(self, page: _Page) -> None:
+        data = page.body.encode()
+        self.send_response(200)
+        self.send_header("content-type", page.content_type)
+        self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
 

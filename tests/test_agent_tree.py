@@ -25,7 +25,7 @@ import pytest
 from prime_agent_lab.adapters.file_notebook import FileNotebook
 from prime_agent_lab.core.agent import Agent, AgentConfig
 from prime_agent_lab.core.mailbox import MAILBOX_FILE, REACH
-from prime_agent_lab.core.runtime import AgentRuntime
+from prime_agent_lab.core.runtime import AgentRuntime, last_turn_was_a_task, task_outcome
 from prime_agent_lab.core.sessions import SessionRepository
 from prime_agent_lab.headless import NOTEBOOK_OUTPUT_CAP, HeadlessRun
 from prime_agent_lab.jupyter.host import AgentHost
@@ -784,3 +784,42 @@ def test_a_member_read_from_disk_names_its_model_as_the_live_handle_does(tmp_pat
     )
     from_disk = Family(repository).member(session.session_id)
     assert from_disk is not None and from_disk.model == "scripted/demo"
+
+
+def test_a_childs_task_outcome_counts_only_turns_its_parents_messages_started_or_entered(
+    tmp_path: Path,
+) -> None:
+    """The user's own turns and a sibling's are not the parent's tasks: they leave the outcome
+    as the task ended (a reply sent in one of them still counts), and no completion is told."""
+    log = SessionRepository(tmp_path).create(notebook_path="c.ipynb", parent_session_id="p")
+    parent = {"from_session_id": "p", "relationship": "parent"}
+    sibling = {"from_session_id": "s", "relationship": "sibling"}
+
+    def turn(start: dict[str, Any], *, reply: bool = False, steer: bool = False) -> None:
+        log.append("user_message", text="m", **start)
+        if steer:
+            log.append("agent_message", text="steer", **parent)
+        if reply:
+            log.append("message_sent", relationship="parent", text="r")
+        log.append("turn_end", stop_reason="end_turn", final_text="done")
+
+    seen = []
+    for start, options in [
+        (parent, {"reply": True}),  # a task, replied to
+        ({}, {}),  # the user's own turn
+        (sibling, {}),  # a sibling's
+        (parent, {}),  # the next task, ended without a reply
+        ({}, {"reply": True}),  # the user's turn in which the child replies to its parent
+        ({}, {"steer": True}),  # the parent's steer entered the user's turn: a new task
+    ]:
+        turn(start, **options)
+        seen.append((task_outcome(log), last_turn_was_a_task(log)))
+
+    assert seen == [
+        ("replied", True),
+        ("replied", False),
+        ("replied", False),
+        ("completed", True),
+        ("replied", False),
+        ("completed", True),
+    ]

@@ -14,12 +14,15 @@ from typing import Any
 
 from prime_agent_lab.core.agent import Agent, AgentConfig
 from prime_agent_lab.core.harness.store import HarnessStore
+from prime_agent_lab.core.harness.summary import harness_section
+from prime_agent_lab.core.snapshots import NOT_RESTORED, RESTORED
 from prime_agent_lab.headless import HeadlessRun
 
-from .conftest import run_turn, use_script
+from .conftest import run_turn, use_script, wait_for
 from .test_compaction import RecordingProvider
 from .test_harness_store import WRITES, write_many
 from .test_messaging import run_in_kernel
+from .test_snapshots import quick_snapshots, saved_names
 
 
 def write_script(tmp_path: Path, turns: list[dict[str, Any]]) -> str:
@@ -228,6 +231,33 @@ print("FILE", triple_tools.triple(5))
     assert "FILE 15" in out
 
 
+async def test_a_skills_arguments_keep_their_order_from_the_kernel_to_the_prompt_and_back(
+    tmp_path: Path,
+) -> None:
+    """`def fit(x, y, degree=2)`: the order is the call's, so a positional call made from the
+    entry (or from the prompt's summary) must see x, y, degree, never a sorted degree, x, y."""
+    code = """
+h = rlm.harness
+made = h.create_skill("fit curve", "Fit a polynomial.",
+    reference={"type": "python", "import": "fit_tools", "callable": "fit"},
+    arguments={"x": "list", "y": "list", "degree": "int"},
+    source="def fit(x, y, degree=2):\\n    return degree\\n")
+print("MADE", list(made.arguments))
+print("GOT", list(h.get("skill", "fit_curve").arguments))
+print("LISTED", [list(e.arguments) for e in h.list("skill")])
+print("UPDATED", list(h.update_skill("fit_curve", content="Fit it.").arguments))
+"""
+    async with attached(tmp_path) as run:
+        out = await kernel(run.agent, code)
+        section = harness_section(run.runtime.harnesses.harness_for(run.agent.session_id))
+    order = "['x', 'y', 'degree']"
+    assert f"MADE {order}" in out and f"GOT {order}" in out, out
+    assert f"LISTED [{order}]" in out and f"UPDATED {order}" in out, out
+    assert "fit_tools.fit(x, y, degree): Fit it." in section
+    local = HarnessStore(run.agent.session.directory / "harness", "local")
+    assert list(local.get("skill", "fit_curve").arguments) == ["x", "y", "degree"]  # type: ignore[union-attr]
+
+
 async def test_a_skill_module_another_session_replaces_is_reloaded_before_the_next_cell(
     tmp_path: Path,
 ) -> None:
@@ -280,7 +310,59 @@ print("STORED", h.get("skill", "shadow"))
     assert "STORED None" in out
 
 
-async def test_a_skill_updated_to_a_module_that_fails_to_import_says_so_and_never_runs_old_code(
+async def test_a_skill_whose_module_cannot_import_or_lacks_its_callable_is_refused_unsaved(
+    tmp_path: Path,
+) -> None:
+    """A missing dependency, an error at import, the callable missing or not callable, a module
+    the kernel cannot import: refused at create with the reason, and nothing saved."""
+    code = """
+import prime_agent_kernel
+h = rlm.harness
+def attempt(id, source, callable="f", module=None):
+    module = module or id + "_tools"
+    try:
+        h.create_skill(id, "c", id=id, source=source, arguments={},
+            reference={"type": "python", "import": module, "callable": callable})
+    except prime_agent_kernel.HarnessError as exc:
+        print("ERR", id, exc)
+    try:
+        __import__(module)
+        print("IMPORTED", id)
+    except ImportError:
+        pass
+    print("STORED", id, h.get("skill", id))
+attempt("missing_dep", "import no_such_dependency_xyz\\ndef f():\\n    return 1\\n")
+attempt("raises", "def f():\\n    return 1\\nraise RuntimeError('import-time boom')\\n")
+attempt("no_callable", "def g():\\n    return 1\\n")
+attempt("not_callable", "f = 3\\n")
+attempt("syntax", "def f(:\\n")
+attempt("elsewhere", None, module="no_such_module_xyz")
+attempt("method", "class Fit:\\n    pass\\n", callable="Fit.run")
+h.create_skill("fine", "c", source="import json\\ndef f():\\n    return json.dumps(1)\\n",
+    reference={"type": "python", "import": "fine_tools", "callable": "f"}, arguments={})
+import fine_tools
+print("FINE", fine_tools.f(), h.get("skill", "fine").version)
+"""
+    async with attached(tmp_path) as run:
+        out = await run_in_kernel(run.agent, code)
+    assert (
+        "ERR missing_dep the skill's module 'missing_dep_tools' does not import in this kernel "
+        "(ModuleNotFoundError: No module named 'no_such_dependency_xyz'); nothing was saved"
+    ) in out
+    assert "ERR raises the skill's module 'raises_tools' does not import" in out
+    assert "(RuntimeError: import-time boom)" in out
+    assert "ERR no_callable module 'no_callable_tools' has no callable 'f' (it has: g)" in out
+    assert "ERR not_callable no_callable" not in out
+    assert "ERR not_callable not_callable_tools.f is an int, not a callable" in out
+    assert "ERR syntax the skill's module does not compile" in out
+    assert "ERR elsewhere the skill's module 'no_such_module_xyz' does not import" in out
+    assert "ERR method module 'method_tools' has no callable 'Fit.run'" in out
+    assert out.count("ERR ") == 7, out
+    assert "IMPORTED" not in out and out.count(" None\n") == 7, out
+    assert "FINE 1 1" in out
+
+
+async def test_a_skill_update_to_a_module_that_fails_to_import_is_refused_and_the_old_one_runs(
     tmp_path: Path,
 ) -> None:
     code = """
@@ -295,18 +377,50 @@ try:
 except prime_agent_kernel.HarnessError as exc:
     print("ERR", exc)
 print("VERSION", h.get("skill", "boom").version)
-try:
-    print("CALLED", h.skill("boom")())
-except RuntimeError as exc:
-    print("IMPORT ERROR", exc)
+print("CALLED", h.skill("boom")(), boom_tools.f())
 """
     async with attached(tmp_path) as run:
-        out = await run_in_kernel(run.agent, code)  # its output names the RuntimeError
+        out = await run_in_kernel(run.agent, code)
     assert "FIRST old" in out
-    assert "ERR the skill local:boom was saved (version 2), but its module 'boom_tools'" in out
-    assert "RuntimeError: bad import" in out
+    assert (
+        "ERR the skill's module 'boom_tools' does not import in this kernel "
+        "(RuntimeError: bad import); nothing was saved"
+    ) in out
+    assert "VERSION 1" in out
+    assert "CALLED old old" in out
+
+
+async def test_a_saved_skill_module_that_fails_to_reload_says_so_and_never_runs_old_code(
+    tmp_path: Path,
+) -> None:
+    """A module that passes the check but fails when reloaded over the imported one (here: it
+    refuses to run twice in one namespace) is saved, and the call says so; the old module is
+    dropped, so the next import runs the new module afresh, never the old code."""
+    once = (
+        "if 'f' in globals():\\n    raise RuntimeError('no reload')\\n"
+        "def f():\\n    return 'new'\\n"
+    )
+    code = f"""
+import prime_agent_kernel
+h = rlm.harness
+h.create_skill("once", "runs once", source="def f():\\n    return 'old'\\n",
+    reference={{"type": "python", "import": "once_tools", "callable": "f"}}, arguments={{}})
+import once_tools
+print("FIRST", once_tools.f())
+try:
+    h.update_skill("once", source="{once}")
+except prime_agent_kernel.HarnessError as exc:
+    print("ERR", exc)
+print("VERSION", h.get("skill", "once").version)
+print("CALLED", h.skill("once")())
+"""
+    async with attached(tmp_path) as run:
+        out = await run_in_kernel(run.agent, code)
+    assert "FIRST old" in out
+    assert "ERR the skill local:once was saved (version 2), but its module 'once_tools'" in out
+    assert "RuntimeError: no reload" in out
     assert "VERSION 2" in out
-    assert "CALLED" not in out and "IMPORT ERROR bad import" in out
+    assert "CALLED new" in out and "CALLED old" not in out
 
 
 async def test_refine_run_refuses_a_global_flag_that_is_not_a_bool(tmp_path: Path) -> None:
@@ -440,3 +554,33 @@ async def test_fork_and_clone_carry_the_local_harness_and_its_skill_modules(
         store.update("memory", "units", {"content": "feet"})  # the copy is its own
     original = HarnessStore(agent.session.directory / "harness", "local")
     assert original.get("memory", "units").content == "metres"  # type: ignore[union-attr]
+
+
+async def test_a_clone_restores_an_imported_skill_module_and_says_so(
+    host: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    """The clone's kernel imports its copy of the skill module while the snapshot comes back,
+    so the restore notice names it restored, never "Could not be restored: ... (ModuleNotFound".
+    """
+    make = (
+        'rlm.harness.create_skill("twice", "x times two", reference={"type": "python", '
+        '"import": "twice_tools", "callable": "twice"}, arguments={"x": "number"}, '
+        'source="def twice(x):\\n    return 2 * x\\n")\nimport twice_tools\n'
+        "doubled = twice_tools.twice(21)"
+    )
+    use_script(host, write_script(tmp_path, [{"code": make}, {"text": "done"}]))
+    quick_snapshots(host)
+    agent = await host.attach(make_notebook("learn-clone.ipynb"))
+    await run_turn(host, agent.session_id, "learn")
+    await wait_for(lambda: saved_names(agent.session.directory) == {"doubled"})
+
+    clone = await host.clone(agent.session_id)
+    copy = await host.attach(clone["notebook_path"])
+    told = (RESTORED, NOT_RESTORED)
+    notice = await wait_for(
+        lambda: next((e for e in copy.session.path() if e.get("kind") in told), None), timeout=60
+    )
+
+    assert notice["kind"] == RESTORED, notice
+    assert "Could not be restored" not in notice["text"], notice["text"]
+    assert "twice_tools (import twice_tools)" in notice["text"] and "doubled" in notice["text"]

@@ -316,6 +316,15 @@ def test_edit_diff_covers_create_update_and_delete() -> None:
     assert edit_diff(before, None)[1] == "+++ (deleted)"
 
 
+def test_edit_diff_shows_a_change_of_argument_order() -> None:
+    """A skill's arguments are its call's parameters in order: reordering them is an edit."""
+    before = entry("skill", "fit", "fit", "c", arguments={"x": "list", "degree": "int"})
+    after = entry("skill", "fit", "fit", "c", 2, arguments={"degree": "int", "x": "list"})
+    diff = edit_diff(before, after)
+    assert '-arguments: {"x": "list", "degree": "int"}' in diff
+    assert '+arguments: {"degree": "int", "x": "list"}' in diff
+
+
 # ---------------------------------------------------------------------- a busy kernel
 
 STAND_IN_HOST = """

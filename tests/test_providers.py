@@ -493,6 +493,31 @@ async def test_error_event_inside_a_stream_is_a_provider_error(server, providers
     assert "stream interrupted by fake server" in str(error)
 
 
+BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+API_NAME = {"anthropic": "the Anthropic API", "openai": "the OpenAI-compatible API"}
+ROUTE = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions"}
+
+
+@pytest.mark.parametrize(("vendor", "stream"), BOTH_MODES)
+@pytest.mark.parametrize("content_type", ["text/html; charset=utf-8", "text/plain"])
+async def test_a_web_page_answered_with_200_is_named_as_such_and_not_retried(
+    server, providers, vendor, stream, content_type
+):
+    """A base URL pointing at a web server: any path answers 200 with a page. That is no
+    dropped stream to retry but a wrong address, and the error says which and where."""
+    server.page_next(content_type=content_type)
+    error = await failure(providers(vendor, server.base_url, stream=stream))
+    media = content_type.split(";")[0]
+    assert str(error) == (
+        f"the server at {server.base_url}{ROUTE[vendor]} answered with {media}, not "
+        f"{API_NAME[vendor]}: check the base URL ({BASE_URL_ENV[vendor]} or base_url)"
+    )
+    assert (error.kind, error.retryable) == ("not_api", False)
+    assert len(server.requests) == 1
+    _, response = await collect(providers(vendor, server.base_url, stream=stream), request())
+    assert response.tool_calls  # the next call, answered by the API, works as before
+
+
 @pytest.mark.parametrize("vendor", VENDORS)
 async def test_timeout_is_retryable(server, providers, vendor):
     server.delay_next(1.5)

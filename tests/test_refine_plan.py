@@ -137,8 +137,15 @@ def test_the_state_shows_at_most_40_entries_per_kind_each_cut_to_240_chars() -> 
     assert len(memory_lines) == 40
     assert all(len(line) <= ENTRY_CHARS + 2 for line in memory_lines)
     assert "memory: 45" in state and "+5 more memory entries" in state
-    assert '[global:skill_001] skill 001 (general, v1): c ref={"callable":"f"' in state
+    assert '[global:skill_001] skill 001 (general, v1): c ref={"type":"python"' in state
     assert "<user_refine_instructions>" not in prompt
+
+
+def test_the_planner_sees_a_skills_arguments_in_the_order_of_its_call() -> None:
+    """A planner shown `degree, x, y` for `fit(x, y, degree=2)` would write them back so."""
+    skill = {**_entry("skill", 1), "arguments": {"x": "list", "y": "list", "degree": "int"}}
+    state = planner_prompt([skill], [], [], "local", None)
+    assert 'args={"x":"list","y":"list","degree":"int"}' in state
 
 
 def test_the_history_shows_the_last_20_records_with_rejections() -> None:

@@ -63,3 +63,28 @@ async def test_loop_through_real_sdk_feeds_kernel_output_back_to_the_model(
     assert "".join(deltas).strip(), "text reached the chat as deltas"
     usage = [e["usage"] for e in agent.session.path() if e["type"] == "assistant_message"]
     assert all(u["input_tokens"] > 0 and u["output_tokens"] > 0 for u in usage)
+
+
+async def test_a_base_url_that_answers_with_a_web_page_ends_the_turn_at_once_saying_so(
+    host: Any, make_notebook: Any, fake_llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`OPENAI_BASE_URL` pointing at a web page (200, text/html): one request, no retries, and
+    the chat is told the address is wrong, not that a stream dropped."""
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_llm.openai_base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai")
+    host._provider_factory = lambda: make_provider("openai", "fake-model", stream=True)
+    agent = await host.attach(make_notebook("web-page.ipynb"))
+    seen: list[dict[str, Any]] = []
+    agent.events.add_listener(seen.append)
+    fake_llm.page_next()
+
+    ended = await run_turn(host, agent.session_id, "hello")
+
+    assert ended["stop_reason"] == "error", ended
+    assert len(fake_llm.requests) == 1
+    assert not [e for e in seen if e["type"] == "retry"]
+    (error,) = [e for e in seen if e["type"] == "error"]
+    assert (
+        f"the server at {fake_llm.openai_base_url}/chat/completions answered with text/html, "
+        "not the OpenAI-compatible API: check the base URL (OPENAI_BASE_URL or base_url)"
+    ) in error["message"]

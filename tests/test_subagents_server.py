@@ -9,7 +9,7 @@ from typing import Any
 import nbformat
 
 from prime_agent_lab.core.transcript import chat_transcript
-from tests.conftest import read_saved_notebook, run_turn, use_script, wait_for
+from tests.conftest import next_event, read_saved_notebook, run_turn, use_script, wait_for
 from tests.test_subagents import CHILD, DIES_ONCE_THEN_SAYS_WHERE, WAIT_FOR_CHILDREN
 
 
@@ -184,3 +184,52 @@ async def test_stop_stops_only_that_agent_and_stop_with_tree_stops_its_sub_agent
     await wait_for(lambda: not child.running)
     end = child.session.path()[-1]
     assert end["type"] == "turn_end" and end["stop_reason"] == "stopped"
+
+
+async def test_a_users_own_message_to_a_child_sends_its_parent_no_completion_notice(
+    host: Any, jp_fetch: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    """The user talks to a sub-agent directly (its chat, REST): that turn is not the parent's
+    task, so the parent gets no `child_completed` and starts no (paid) turn, and the child's
+    status still tells how the parent's task ended (it replied)."""
+    spawn = 'a = await rlm("alpha words", name="alpha")\nprint(a.notebook_path)'
+    replies = {
+        "turns": [
+            {"code": 'await agent_message.send("found {task}", receiver_role="parent")'},
+            {"text": "did {task}"},
+        ]
+    }
+    script = tmp_path / "reply-script.json"
+    turns = [{"code": spawn}, {"code": WAIT_FOR_CHILDREN}, {"text": "{last_output_line}"}]
+    script.write_text(json.dumps({"turns": turns, "child": replies}), encoding="utf-8")
+    use_script(host, str(script))
+    parent = await host.attach(make_notebook("direct/analysis.ipynb"))
+    ended = await run_turn(host, parent.session_id, "fan out")
+    assert ended["final_text"] == "[('alpha', 'replied')]"
+    child = next(a for a in host.agents.values() if a.session.header.get("name") == "alpha")
+    parent_turns = parent.session.turns()
+    parent_entries = len(parent.session.entries)
+    events = parent.events.subscribe()
+
+    response = await jp_fetch(
+        "prime-agent", "api", "sessions", child.session_id, "messages",
+        method="POST", body=json.dumps({"text": "a question from the user"}),
+    )  # fmt: skip
+    assert response.code == 202
+    assert (await next_event(events, "child_status", timeout=30))["status"] == "running"
+    status = await next_event(events, "child_status", timeout=60)  # the user's turn ended
+
+    assert status["status"] == "replied", status
+    assert not [e for e in events_so_far(events) if e["type"] == "notice"]
+    assert not [e for e in parent.session.entries[parent_entries:] if e["type"] == "notice"]
+    assert parent.session.turns() == parent_turns and not parent.running
+    assert host.runtime.child_status(child.session_id) == "replied"
+    entries = host.runtime.list_children(parent.session_id)
+    assert [(e["name"], e["status"]) for e in entries] == [("alpha", "replied")]
+
+
+def events_so_far(queue: Any) -> list[Any]:
+    found = []
+    while not queue.empty():
+        found.append(queue.get_nowait())
+    return found

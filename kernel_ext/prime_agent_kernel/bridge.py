@@ -40,7 +40,9 @@ class BridgeClient:
             "ts": time.time(),
             "nonce": secrets.token_hex(12),
         }
-        raw = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+        # The host checks the signature over these exact bytes, so no canonical key order is
+        # needed; and key order is data (a skill's arguments are its call's parameters, in order).
+        raw = json.dumps(body, separators=(",", ":")).encode()
         return raw, hmac.new(self._key, raw, hashlib.sha256).hexdigest()
 
     def _post(self, route: str, fields: dict[str, Any]) -> tuple[int, dict[str, Any]]:

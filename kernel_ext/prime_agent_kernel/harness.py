@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .bridge import BridgeError
+from .skill_check import SkillCheckError, check_skill_module
 
 SyncCall = Callable[[str, dict[str, Any]], Any]
 
@@ -116,6 +117,16 @@ def _check_module_name_free(module: object) -> None:
         f"module name {module!r} is already importable in this kernel ({spec.origin}); "
         "a skill's own module needs a name nothing else provides"
     )
+
+
+def _check_skill(kind: str, fields: dict[str, Any]) -> None:
+    """A skill's module must import here and name a callable before the host saves it."""
+    if kind != "skill" or fields.get("reference") is None:
+        return
+    try:
+        check_skill_module(fields["reference"])
+    except SkillCheckError as exc:
+        raise HarnessError(str(exc)) from None
 
 
 def _current_request() -> str | None:
@@ -290,6 +301,7 @@ class Harness:
     ) -> HarnessEntry:
         """A new entry (its id: `id=` or a slug of the title); fails if the id exists."""
         scope = _global(global_, {k: fields.pop(k) for k in list(fields) if k == "global"})
+        _check_skill(kind, fields)
         payload = {
             "kind": kind,
             "fields": {"title": title, "content": content, **fields},
@@ -304,6 +316,7 @@ class Harness:
         """Change some fields of an existing entry (the others stay); its version rises."""
         scope = _global(global_, {k: fields.pop(k) for k in list(fields) if k == "global"})
         fields = {k: v for k, v in fields.items() if v is not None}
+        _check_skill(kind, fields)
         payload = {
             "kind": kind,
             "id": id,
@@ -376,7 +389,8 @@ class Harness:
         """A repeatable procedure backed by Python: `reference={"type": "python", "import":
         module, "callable": function}` and an `arguments` schema ({} for none). The module is
         one the kernel imports already, or the skill brings it: `source=` (its text) or
-        `module_file=` (a .py file, copied); it is importable at once."""
+        `module_file=` (a .py file, copied); it is importable at once. A module that does not
+        import in this kernel, or has no such callable, is refused and nothing is saved."""
         text = _module_text(source, module_file)
         if text is not None and isinstance(reference, dict):
             _check_module_name_free(reference.get("import"))
@@ -399,7 +413,8 @@ class Harness:
         self, id: str, *, source: str | None = None,
         module_file: str | os.PathLike[str] | None = None, **fields: Any,
     ) -> HarnessEntry:  # fmt: skip
-        """Change a skill; a new `source=`/`module_file=` replaces its module (reloaded)."""
+        """Change a skill; a new `source=`/`module_file=` replaces its module (reloaded). As
+        at create, a module that does not import here is refused and the old one stays."""
         text = _module_text(source, module_file)
         if text is not None:
             reference = fields.get("reference")

@@ -524,7 +524,7 @@ def _field_lines(entry: dict[str, Any] | None) -> Iterable[str]:
         value = entry.get(field)
         if value in (None, "", {}, []):
             continue
-        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
         lines = text.splitlines() or [""]
         yield f"{field}: {lines[0]}"
         for line in lines[1:]:

@@ -180,9 +180,12 @@ class KernelExecutor:
     ) -> dict[str, Any]:
         """Run harness code (not a cell: nothing in the notebook or the history) on this
         executor's own client, so it never counts as another client's cell; the reply content
-        (with the values of `expressions` in its `user_expressions`)."""
+        (with the values of `expressions` in its `user_expressions`). The kernel package is
+        loaded first, as for a cell: a snapshot restore imports skill modules, which only the
+        package's skill finder can find."""
         async with self._lock:
             client = await self._ensure_client()
+            await self._ensure_setup()
             msg_id = client.execute(
                 code,
                 silent=True,

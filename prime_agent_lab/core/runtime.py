@@ -384,8 +384,8 @@ class AgentRuntime:
         status = self.child_status(child.session_id)
         summary = preview(outcome.final_text) if outcome.final_text else None
         self._child_status(parent, child, status, summary)
-        if parent is None:
-            return
+        if parent is None or not last_turn_was_a_task(child.session):
+            return  # a turn the parent did not ask for (the user's own message) is not told
         if status == "completed":
             kind = "child_completed"
             text = (
@@ -838,17 +838,28 @@ def session_usage(session: SessionLog) -> dict[str, int]:
 
 
 def task_outcome(session: SessionLog) -> str | None:
-    """How a sub-agent's latest task ended: `replied` (it messaged its parent during that turn),
-    `completed` (it ended without replying), `error`, or None (no task ended yet, or stopped)."""
+    """How a sub-agent's latest task from its parent ended: `replied` (it messaged its parent
+    since the task arrived), `completed` (the task's turn ended without that), `error`, or None
+    (no task ended yet, or stopped). A task is a turn the parent's message started or entered;
+    the other turns (the user's own messages to the child, a sibling's) are not tasks, and only
+    a message to the parent sent in one of them counts (as a reply to the task before it)."""
     replied = False
     outcome: str | None = None
+    parents = False  # whether the turn under way carries a message from the parent
     for entry in session.path():
         kind = entry["type"]
-        if kind == "user_message":
-            replied, outcome = False, None
+        if kind in ("user_message", "agent_message") and _from_parent(entry):
+            if not parents:
+                replied, outcome = False, None
+            parents = True
+        elif kind == "user_message":
+            parents = False
         elif kind == "message_sent" and entry.get("relationship") == "parent":
             replied = True
-        elif kind == "turn_end":
+            if outcome is not None:
+                outcome = "replied"
+        elif kind == "turn_end" and parents:
+            parents = False
             reason = entry.get("stop_reason")
             if reason in ("error", "interrupted", "max_iterations"):
                 outcome = "error"
@@ -857,6 +868,20 @@ def task_outcome(session: SessionLog) -> str | None:
             else:
                 outcome = "replied" if replied else None
     return outcome
+
+
+def last_turn_was_a_task(session: SessionLog) -> bool:
+    """Whether the latest turn on the path carries a message from the parent (a task)."""
+    for entry in reversed(session.path()):
+        if entry["type"] in ("user_message", "agent_message") and _from_parent(entry):
+            return True
+        if entry["type"] == "user_message":
+            return False
+    return False
+
+
+def _from_parent(entry: dict[str, Any]) -> bool:
+    return entry.get("relationship") == "parent" and isinstance(entry.get("from_session_id"), str)
 
 
 def child_folder(parent_notebook_path: str) -> str:

@@ -14,7 +14,15 @@ import httpx2
 from ..core.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
 from .common import WireMemo, tool_input, within_deadline
-from .errors import ANTHROPIC_KEY_ENV, incomplete_stream, map_sdk_error, stream_error
+from .errors import (
+    ANTHROPIC_BASE_URL_ENV,
+    ANTHROPIC_KEY_ENV,
+    answer_json,
+    map_sdk_error,
+    refuse_a_page,
+    stream_error,
+    unfinished_stream,
+)
 from .fenced import apply_fenced_fallback
 from .sse import server_sent_events
 
@@ -76,9 +84,8 @@ class AnthropicProvider:
                     yield event
             else:
                 answer = await _post(client, params, self._memo, stream=False)
-                response = response_from_message(
-                    answer.json(), self.model, fenced_code=self.fenced_code
-                )
+                body = answer_json(answer, vendor=VENDOR, base_url_env=ANTHROPIC_BASE_URL_ENV)
+                response = response_from_message(body, self.model, fenced_code=self.fenced_code)
                 if response.text:
                     yield TextDelta(response.text)
                 yield ResponseDone(response)
@@ -94,8 +101,11 @@ class AnthropicProvider:
     ) -> AsyncIterator[ProviderEvent]:
         message = _StreamedMessage(self.model)
         answer = await _post(client, params, self._memo, stream=True)
+        seen = False
         try:
+            refuse_a_page(answer, vendor=VENDOR, base_url_env=ANTHROPIC_BASE_URL_ENV)
             async for sse in server_sent_events(answer.aiter_bytes()):
+                seen = True
                 if sse.event not in _STREAM_EVENTS:
                     continue  # ping, and event types newer than this code
                 event = json.loads(sse.data)
@@ -109,7 +119,9 @@ class AnthropicProvider:
         finally:
             await answer.aclose()
         if not message.finished:
-            raise incomplete_stream(VENDOR)
+            raise unfinished_stream(
+                answer, seen, vendor=VENDOR, base_url_env=ANTHROPIC_BASE_URL_ENV
+            )
         yield ResponseDone(
             apply_fenced_fallback(message.response(), id_prefix="toolu_", enabled=self.fenced_code)
         )

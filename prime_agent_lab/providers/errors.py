@@ -19,6 +19,13 @@ from ..core.ports import ProviderError
 
 ANTHROPIC_KEY_ENV = "ANTHROPIC_API_KEY"
 OPENAI_KEY_ENV = "OPENAI_API_KEY"
+ANTHROPIC_BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+OPENAI_BASE_URL_ENV = "OPENAI_BASE_URL"
+
+# What a web server, not a model API, answers: a base URL that points at a website or a proxy's
+# login page gets one of these, with 200, for any path.
+_PAGE_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_EVENT_STREAM = "text/event-stream"
 
 # In-stream errors arrive with HTTP 200; their `error.type` tells what really happened.
 _ERROR_TYPE_STATUS: dict[str, int] = {
@@ -133,6 +140,67 @@ def incomplete_stream(vendor: str) -> ProviderError:
         kind="connection",
         retryable=True,
     )
+
+
+def not_the_api(response: Any, media: str, *, vendor: str, base_url_env: str) -> ProviderError:
+    """A 200 answer that is not the API's (a web page, plain text): a wrong base URL, which no
+    retry can fix."""
+    return ProviderError(
+        f"the server at {_address(response)} answered with {media or 'no content type'}, not "
+        f"the {vendor}: check the base URL ({base_url_env} or base_url)",
+        kind="not_api",
+    )
+
+
+def refuse_a_page(response: Any, *, vendor: str, base_url_env: str) -> None:
+    """Raise `not_the_api` for an answer that is a web page, before its body is read."""
+    media = media_type(response)
+    if media in _PAGE_TYPES:
+        raise not_the_api(response, media, vendor=vendor, base_url_env=base_url_env)
+
+
+def answer_json(response: Any, *, vendor: str, base_url_env: str) -> Any:
+    """The JSON body of a non-streamed answer; a page, or a body in another format that is not
+    JSON either, is `not_the_api`."""
+    refuse_a_page(response, vendor=vendor, base_url_env=base_url_env)
+    try:
+        return response.json()
+    except ValueError:
+        media = media_type(response)
+        if _is_json(media):
+            raise  # the API's own format, broken: reported as an unexpected failure
+        raise not_the_api(response, media, vendor=vendor, base_url_env=base_url_env) from None
+
+
+def unfinished_stream(
+    response: Any, events_seen: bool, *, vendor: str, base_url_env: str
+) -> ProviderError:
+    """Why a streamed answer ended unfinished: a body that held no event at all and is neither
+    an event stream nor JSON is not the API's; anything else is a stream that stopped early."""
+    media = media_type(response)
+    if not events_seen and media and media != _EVENT_STREAM and not _is_json(media):
+        return not_the_api(response, media, vendor=vendor, base_url_env=base_url_env)
+    return incomplete_stream(vendor)
+
+
+def media_type(response: Any) -> str:
+    """`text/html` for `Content-Type: text/html; charset=utf-8`; "" when there is none."""
+    headers = getattr(response, "headers", None) or {}
+    return str(headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+
+
+def _is_json(media: str) -> bool:
+    return media == "application/json" or media.endswith("+json")
+
+
+def _address(response: Any) -> str:
+    """Where the request went, without credentials or query (either may hold a secret)."""
+    try:
+        url = response.request.url
+    except (AttributeError, RuntimeError):  # httpx2 raises RuntimeError when there is no request
+        return "the base URL"
+    port = f":{url.port}" if url.port else ""
+    return f"{url.scheme}://{url.host}{port}{url.path}"
 
 
 def map_sdk_error(

@@ -20,11 +20,14 @@ from ..core.messages import ImagePart, Message, ModelRequest, ModelResponse, Too
 from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
 from .common import WireMemo, tool_arguments_json, within_deadline
 from .errors import (
+    OPENAI_BASE_URL_ENV,
     OPENAI_KEY_ENV,
-    incomplete_stream,
+    answer_json,
     map_sdk_error,
     missing_credentials,
+    refuse_a_page,
     stream_error,
+    unfinished_stream,
 )
 from .fenced import apply_fenced_fallback
 from .sse import drain, server_sent_events
@@ -95,9 +98,8 @@ class OpenAIProvider:
                     yield event
             else:
                 answer = await self._post(client, params, stream=False)
-                response = response_from_completion(
-                    answer.json(), self.model, fenced_code=self.fenced_code
-                )
+                body = answer_json(answer, vendor=VENDOR, base_url_env=OPENAI_BASE_URL_ENV)
+                response = response_from_completion(body, self.model, fenced_code=self.fenced_code)
                 if response.text:
                     yield TextDelta(response.text)
                 yield ResponseDone(response)
@@ -134,8 +136,11 @@ class OpenAIProvider:
         completion = _StreamedCompletion(self.model)
         answer = await self._post(client, params, stream=True)
         chunks = answer.aiter_bytes()
+        seen = False
         try:
+            refuse_a_page(answer, vendor=VENDOR, base_url_env=OPENAI_BASE_URL_ENV)
             async for event in server_sent_events(chunks):
+                seen = True
                 if event.data.startswith("[DONE]"):
                     await drain(chunks)
                     break
@@ -151,7 +156,7 @@ class OpenAIProvider:
         finally:
             await answer.aclose()
         if completion.finish is None:
-            raise incomplete_stream(VENDOR)
+            raise unfinished_stream(answer, seen, vendor=VENDOR, base_url_env=OPENAI_BASE_URL_ENV)
         yield ResponseDone(
             apply_fenced_fallback(
                 completion.response(), id_prefix="call_", enabled=self.fenced_code

@@ -186,7 +186,7 @@ def cut(text: str, limit: int) -> str:
 
 def _compact_json(value: Any) -> str:
     try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+        return json.dumps(value, separators=(",", ":"))
     except (TypeError, ValueError):
         return repr(value)
 
