@@ -33,6 +33,7 @@ from .events import Event
 from .family import SESSION_UNREADABLE, Family, FamilyError, Member
 from .sessions import SessionError, now_iso
 from .text import json_type, preview, shorten
+from .whole_writes import append_whole
 from .wire import DeliveryMode, Relationship
 
 log = logging.getLogger(__name__)
@@ -620,8 +621,8 @@ class Mailbox:
 
     def _write(self, session_id: str, record: dict[str, Any]) -> None:
         record.setdefault("ts", now_iso())
-        with self._file(session_id).open("a", encoding="utf-8") as f:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        append_whole(self._file(session_id), line.encode())
 
     def recover(self) -> int:
         """At runtime start: re-queue every message that was queued and whose entry is not in

@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..whole_writes import append_whole
+
 KINDS = ("prompt", "memory", "skill", "subagent")
 KIND_NAMES = {
     "prompt": "prompt note",
@@ -524,10 +526,8 @@ class HarnessStore:
 
     def append_refinement(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-        with self._locked(), open(self.history_file, "a", encoding="utf-8") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+        with self._locked():
+            append_whole(self.history_file, line.encode(), sync=True)
 
     def refinements(self) -> list[dict[str, Any]]:
         """Every refinement recorded in this store, oldest first (unreadable lines skipped)."""
