@@ -383,6 +383,16 @@ def test_a_cli_run_on_a_disk_that_is_already_full_says_so_in_one_line(
 # ------------------------------------------------------------------ a real small disk: the server
 
 
+def error_events(events: Any) -> list[dict[str, Any]]:
+    """The `error` events waiting in an EventBus subscription (the others are dropped)."""
+    errors = []
+    while not events.empty():
+        event = events.get_nowait()
+        if event["type"] == "error":
+            errors.append(event)
+    return errors
+
+
 @pytest.fixture
 def jp_root_dir(small_disk: Path) -> Path:
     """The server's root (and so its sessions) on the small disk."""
@@ -413,14 +423,18 @@ async def test_a_server_turn_filling_the_disk_ends_with_a_disk_error_and_the_ses
 
     ended = await run_turn(host, session_id, "fill the disk")
 
-    errors = []
-    while not events.empty():
-        event = events.get_nowait()
-        if event["type"] == "error":
-            errors.append(event)
+    errors = error_events(events)
     assert ended["stop_reason"] == "error"
     assert [e["kind"] for e in errors] == ["disk"], errors
     assert "the disk is full" in errors[0]["message"]
+    log_file = host.repository.root / session_id / "session.jsonl"
+    written = log_file.read_bytes()
+
+    still_full = await run_turn(host, session_id, "are you there?")
+
+    assert still_full["stop_reason"] == "error"
+    assert [e["kind"] for e in error_events(events)] == ["disk"]
+    assert log_file.read_bytes() == written  # nothing half-written, nothing pointing nowhere
 
     (jp_root_dir / FILLER).unlink()  # the space comes back
     listed = await list_sessions(jp_fetch)
@@ -452,5 +466,47 @@ async def test_a_server_turn_filling_the_disk_ends_with_a_disk_error_and_the_ses
     finally:
         jp_serverapp.web_app.settings["prime_agent_host"] = host
         await again.shutdown()
-    log_records = assert_whole_tree(host.repository.root / session_id / "session.jsonl")
+    log_records = assert_whole_tree(log_file)
     assert [r["turn"] for r in log_records if r["type"] == "turn_end"] == [1, 2, 3]
+
+
+async def test_a_server_restarted_on_a_full_disk_says_so_at_attach_and_continues_once_freed(
+    host: Any,
+    jp_fetch: Any,
+    jp_serverapp: Any,
+    jp_root_dir: Path,
+    make_notebook: Any,
+    agent_script: Any,
+) -> None:
+    script = agent_script(
+        [{"text": "Filling.", "code": FILL_THE_DISK}, {"text": "Seen: {last_output_line}"}]
+    )
+    use_script(host, script)
+    path = make_notebook("full.ipynb")
+    session_id = (await host.attach(path)).session_id
+    ended = await run_turn(host, session_id, "fill the disk")
+    assert ended["stop_reason"] == "error"
+    await host.shutdown()
+
+    again = restarted_host(host, script=script)
+    jp_serverapp.web_app.settings["prime_agent_host"] = again
+    try:
+        # Reopening closes the cut turn, which needs room: a plain 507, and nothing half-done.
+        full = await attach(jp_fetch, notebook_path=path, session_id=session_id)
+        assert full.code == 507, full.body
+        assert "the disk is full" in json.loads(full.body)["message"]
+
+        (jp_root_dir / FILLER).unlink()
+        resumed = await attach(jp_fetch, notebook_path=path, session_id=session_id)
+        assert resumed.code == 200, resumed.body
+        listed = await list_sessions(jp_fetch)
+        assert listed[session_id]["status"] != "broken", listed[session_id]
+
+        second = await run_turn(again, session_id, "what did you see?")
+
+        assert "[interrupted]" in second["final_text"], second["final_text"][:400]
+    finally:
+        jp_serverapp.web_app.settings["prime_agent_host"] = host
+        await again.shutdown()
+    log_records = assert_whole_tree(again.repository.root / session_id / "session.jsonl")
+    assert [r["turn"] for r in log_records if r["type"] == "turn_end"] == [1, 2]

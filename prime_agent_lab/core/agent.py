@@ -354,7 +354,11 @@ class Agent:
             stop_reason = "stopped"
         except SessionWriteError as exc:
             stop_reason, error, log_failed = "error", str(exc), True
-            self._record_error(turn, f"the turn was stopped: {exc}", "disk")
+            message = f"the turn was stopped: {exc}"
+            if unwritten is None:
+                self._record_error(turn, message, "disk")
+            else:  # no entry for a turn whose message is not in the log
+                self.events.emit("error", turn=turn, message=message, kind="disk")
         except KernelUnavailable as exc:
             stop_reason, error = "error", str(exc)
             self._record_error(turn, f"kernel unavailable: {exc}", "kernel")
