@@ -277,6 +277,24 @@ def test_a_record_glued_after_a_torn_write_is_read_back_and_the_session_continue
     assert (directory / "session.jsonl").read_bytes() == content  # never rewritten
 
 
+def test_a_line_torn_right_after_a_nested_object_is_skipped_like_any_torn_line(
+    tmp_path: Path,
+) -> None:
+    hello = {"id": "e1", "parent_id": None, "ts": "t", "type": "user_message", "text": "hi"}
+    hello["turn"] = 1
+    directory = tmp_path / "torn-after-nested"
+    directory.mkdir()
+    (directory / "session.jsonl").write_bytes(
+        jsonl(header("torn-after-nested"), hello)
+        + b'{"id": "e2", "parent_id": "e1", "type": "assistant_message", "tool_calls": '
+        + b'[{"id": "c1", "name": "python", "arguments": "{}"}'
+    )
+
+    log = SessionLog.load(directory)
+
+    assert [e["id"] for e in log.path()] == ["e1"] and log.skipped_lines == [3]
+
+
 def test_entries_below_a_torn_record_are_skipped_and_the_session_goes_on_from_the_rest(
     tmp_path: Path,
 ) -> None:

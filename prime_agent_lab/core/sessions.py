@@ -50,11 +50,13 @@ class SessionWriteError(SessionError):
     the cause is gone."""
 
     def __init__(self, session_id: str, file: Path, cause: OSError) -> None:
-        what = "the disk is full" if is_disk_full(cause) else "the file could not be written"
+        full = is_disk_full(cause)
+        what = "the disk is full" if full else "the file could not be written"
+        again = "there is room again" if full else "it can be written again"
         super().__init__(
             f"the session log of {session_id} could not be written ({what}: "
             f"{cause.strerror or cause}, {file}); nothing was lost before this, and the "
-            "session continues from its last written entry once there is room again"
+            f"session continues from its last written entry once {again}"
         )
         self.session_id = session_id
         self.cause = cause
@@ -185,8 +187,8 @@ class SessionLog:
             except (UnicodeDecodeError, json.JSONDecodeError):
                 log.skipped_lines.append(number)
                 record = _record_after_a_torn_write(line)
-                if record is None:
-                    continue
+                if record is None or log._problem(record) is not None:
+                    continue  # only a record that fits the tree is taken from a torn line
             problem = log._problem(record)
             if problem is not None and log.skipped_lines and log._hangs_off_unknown(record):
                 log.orphaned_lines.append(number)
@@ -544,6 +546,7 @@ class _ContextBuilder:
 
 
 _GLUED_CANDIDATES = 64
+_RECORD_STARTS = (b'{"id": ', b'{"type": "leaf"')
 
 
 def _record_after_a_torn_write(line: bytes) -> dict[str, Any] | None:
@@ -551,18 +554,21 @@ def _record_after_a_torn_write(line: bytes) -> dict[str, Any] | None:
 
     Before appends were cut back on failure, a write the disk cut short left a partial line, and
     the next record was appended right after it on the same line. In JSON a raw `{"` only opens
-    an object (quotes inside strings are escaped), so the record is the last `{"` from which the
-    rest of the line is one JSON object; nested objects of that record are followed by its
-    closing brace and never parse alone."""
+    an object (quotes inside strings are escaped), so the record is the last `{"` that starts
+    like a record and from which the rest of the line is one JSON object (nested objects of that
+    record are followed by its closing brace and never parse alone). The caller takes it only if
+    it fits the tree: a line cut right after a nested object gives that object, which does not."""
     end = len(line)
     for _ in range(_GLUED_CANDIDATES):
         start = line.rfind(b'{"', 0, end)
         if start <= 0:
             return None
+        end = start
+        if not line.startswith(_RECORD_STARTS, start):  # a nested object, as `append` writes
+            continue
         try:
             record = json.loads(line[start:].decode("utf-8"))
         except (ValueError, RecursionError):
-            end = start
             continue
         return record if isinstance(record, dict) else None
     return None
