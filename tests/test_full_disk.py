@@ -383,6 +383,23 @@ def test_a_cli_run_whose_cell_fills_the_disk_says_so_in_one_line_and_continue_wo
     assert temporary_files(small_disk) == []
 
 
+def test_a_cli_run_in_text_mode_whose_cell_fills_the_disk_says_so_in_one_line(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": [{"code": FILL_THE_DISK}, {"text": "never"}]}))
+
+    done = cli(small_disk, "run", "--script", str(script), "fill the disk")
+
+    assert done.returncode == 1
+    shown = [line for line in done.stdout.splitlines() if line.startswith("  error: ")]
+    assert len(shown) == 1 and "(the disk is full: " in shown[0], done.stdout[-2000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("prime-agent-lab:")]
+    assert len(lines) == 1 and "the disk is full" in lines[0], done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert temporary_files(small_disk) == []
+
+
 def test_a_cli_run_on_a_disk_that_is_already_full_says_so_in_one_line(
     small_disk: Path, tmp_path: Path
 ) -> None:

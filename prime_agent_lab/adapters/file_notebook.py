@@ -30,9 +30,9 @@ class NotebookNotSaved(Exception):
 
     def __init__(self, path: str, cause: OSError) -> None:
         what = "the disk is full" if is_disk_full(cause) else "it could not be written"
+        kept = "its last saved version is kept" if Path(path).exists() else "it was not created"
         super().__init__(
-            f"the notebook {path} could not be saved ({what}: {cause.strerror or cause}); "
-            "its last saved version is kept"
+            f"the notebook {path} could not be saved ({what}: {cause.strerror or cause}); {kept}"
         )
         self.cause = cause
 
