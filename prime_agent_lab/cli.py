@@ -371,6 +371,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     )
     outcome = None
     error: str | None = None
+    unsaved: str | None = None  # a notebook that could not be saved at the end
     settled = False
     stopped: str | None = None  # why the turns were stopped (a later signal drops refinements)
     try:
@@ -384,11 +385,14 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         if stopped is None:
             await _finish_refinements(run, stopper)
     except Exception as exc:  # reported as a clear message and a non-zero exit
-        error = f"{type(exc).__name__}: {exc}" if not str(exc).startswith("cannot") else str(exc)
+        error = _error_text(exc)
     finally:
         for signum in signals:
             loop.remove_signal_handler(signum)
-        await run.close()
+        try:
+            await run.close()
+        except Exception as exc:  # a notebook that cannot be saved (a full disk)
+            unsaved = _error_text(exc)
     printer.finish()
     if not settled:
         stopped = stopper.reason
@@ -400,6 +404,8 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             error = stopped
         elif outcome is not None:
             error = outcome.error or f"the turn ended with {outcome.stop_reason}"
+    if unsaved is not None:
+        ok, error = False, "; ".join(e for e in (error, unsaved) if e)
     record = {
         "type": "run_end",
         "ok": ok,
@@ -417,6 +423,21 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     elif args.mode == "text":
         printer.text(f"\nnotebook: {record['notebook']}\nsession: {record['session_dir']}\n")
     return 0 if ok else 1
+
+
+def _error_text(exc: BaseException) -> str:
+    """One line for the user: the message of our own errors, a plain sentence for a full disk,
+    the exception's type and message for anything else."""
+    from .adapters.file_notebook import NotebookNotSaved
+    from .core.sessions import SessionWriteError
+    from .core.whole_writes import is_disk_full
+
+    if isinstance(exc, (SessionWriteError, NotebookNotSaved)) or str(exc).startswith("cannot"):
+        return str(exc)
+    if isinstance(exc, OSError) and is_disk_full(exc):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"the disk is full: {exc.strerror}{where}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _relative(path: Path, cwd: Path) -> str:

@@ -18,7 +18,7 @@ from tornado.netutil import bind_sockets
 from tornado.web import Application
 
 from .adapters.bridge_http import standalone_routes
-from .adapters.file_notebook import FileNotebook
+from .adapters.file_notebook import FileNotebook, NotebookNotSaved
 from .adapters.kernel_calls import working_directory_code
 from .adapters.kernel_executor import KernelExecutor, bridge_setup_code
 from .adapters.kernel_pool import KernelPool
@@ -250,12 +250,23 @@ class HeadlessRun:
         return f"http://127.0.0.1:{port}/prime-agent/bridge"
 
     async def close(self) -> None:
+        """Everything is closed even when a notebook cannot be saved (a full disk); the first
+        such failure is raised at the end."""
         await self.runtime.flush_snapshots()  # a debounced snapshot would not fire in time
         await self.runtime.shutdown()
         await self._environment.close()
+        unsaved: list[NotebookNotSaved] = []
         for notebook in [self._notebook, *self.notebooks]:
             if notebook is not None:
-                notebook.flush()
+                try:
+                    notebook.flush()
+                except NotebookNotSaved as exc:
+                    unsaved.append(exc)
+        await self._close_processes()
+        if unsaved:
+            raise unsaved[0]
+
+    async def _close_processes(self) -> None:
         if self._kernel is not None:
             await self._kernel.release()
         if self._executor is not None:

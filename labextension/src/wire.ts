@@ -13,7 +13,7 @@ export type StopReason = 'end_turn' | 'stopped' | 'error' | 'max_iterations' | '
 
 export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted';
 
-export type ErrorKind = 'provider' | 'kernel' | 'notebook' | 'tool_arguments' | 'internal';
+export type ErrorKind = 'provider' | 'kernel' | 'notebook' | 'tool_arguments' | 'internal' | 'disk';
 
 export type Relationship = 'parent' | 'child' | 'sibling';
 

@@ -4,6 +4,10 @@ Writes are batched: the file is rewritten at most once per `flush_interval` (and
 that long has passed since the last write), and on `flush()` when the run ends. So a fast loop of
 small cells does not re-serialise the whole notebook per cell, and a process killed mid-cell
 (SIGKILL, power loss) loses at most the last `flush_interval` seconds of output.
+
+A write that fails (a full disk) leaves the previous file as it was and never raises into the
+cell that is running: the notebook stays pending and is written again with the next change;
+`flush()` at the end of the run raises `NotebookNotSaved` if it still cannot be written.
 """
 
 from __future__ import annotations
@@ -14,10 +18,23 @@ from pathlib import Path
 from typing import Any
 
 from ..core.ports import OutputEvent
+from ..core.whole_writes import is_disk_full
 from .nbjson import new_code_cell, new_notebook, read_notebook, write_notebook
 from .output_cap import NotebookOutputCap
 
 FLUSH_INTERVAL = 1.0
+
+
+class NotebookNotSaved(Exception):
+    """The notebook file could not be written; its previous version is still on disk."""
+
+    def __init__(self, path: str, cause: OSError) -> None:
+        what = "the disk is full" if is_disk_full(cause) else "it could not be written"
+        kept = "its last saved version is kept" if Path(path).exists() else "it was not created"
+        super().__init__(
+            f"the notebook {path} could not be saved ({what}: {cause.strerror or cause}); {kept}"
+        )
+        self.cause = cause
 
 
 class FileNotebook:
@@ -37,11 +54,13 @@ class FileNotebook:
         self._written_at = float("-inf")
         self._timer: asyncio.TimerHandle | None = None
         self._dirty = False
+        self.write_error: OSError | None = None  # why the last write failed (None: it did not)
         if self._file.exists():
             self.nb = read_notebook(self._file)
         else:
             self.nb = new_notebook(kernel_name, kernel_display_name, kernel_language)
-            self._write()
+            self._dirty = True
+            self.flush()
 
     async def append_code_cell(self, source: str, metadata: dict[str, Any]) -> FileCellWriter:
         cell = new_code_cell(source, {"trusted": True, **metadata})
@@ -75,17 +94,24 @@ class FileNotebook:
         self._timer = loop.call_later(wait, self._write)
 
     def flush(self) -> None:
-        """Write what is pending now (the run ends)."""
+        """Write what is pending now (the run ends); NotebookNotSaved if that fails."""
         if self._dirty:
             self._write()
+        if self.write_error is not None:
+            raise NotebookNotSaved(self.path, self.write_error)
 
     def _write(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._dirty = False
         self._written_at = time.monotonic()
-        write_notebook(self.nb, self._file)
+        try:
+            write_notebook(self.nb, self._file)
+        except OSError as exc:  # still pending: the next change or flush() tries again
+            self.write_error = exc
+            return
+        self._dirty = False
+        self.write_error = None
 
 
 class FileCellWriter:

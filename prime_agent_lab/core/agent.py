@@ -33,8 +33,9 @@ from .ports import (
     TextDelta,
 )
 from .prompts import PromptSettings, build_system_prompt
+from .recovery import LOG_NOT_WRITTEN, close_interrupted_turn, record_unfinished_cells
 from .redaction import Redactor, StreamRedactor
-from .sessions import SessionLog
+from .sessions import SessionLog, SessionWriteError
 from .snapshots import RESTORED
 
 log = logging.getLogger(__name__)
@@ -313,11 +314,19 @@ class Agent:
         await self.hooks.before_turn(self)
         self._stop_requested = False
         self.current_turn = turn
-        self.session.append("user_message", text=text, turn=turn, **fields)
+        unwritten: SessionWriteError | None = None
+        try:
+            await self._close_unrecorded_turn()
+            self.session.append("user_message", text=text, turn=turn, **fields)
+        except SessionWriteError as exc:
+            unwritten = exc
         self.events.emit("status", status="running")
         self.events.emit("turn_started", turn=turn, text=text, **fields)
         stop_reason, final_text, error = "max_iterations", "", None
+        log_failed = False  # a record of this turn could not be written
         try:
+            if unwritten is not None:
+                raise unwritten
             for _ in range(self.config.max_iterations):
                 await self.hooks.before_model_call(self, turn)
                 self._take_inbox(turn)
@@ -343,6 +352,13 @@ class Agent:
                     raise _Stopped
         except (asyncio.CancelledError, _Stopped):
             stop_reason = "stopped"
+        except SessionWriteError as exc:
+            stop_reason, error, log_failed = "error", str(exc), True
+            message = f"the turn was stopped: {exc}"
+            if unwritten is None:
+                self._record_error(turn, message, "disk")
+            else:  # no entry for a turn whose message is not in the log
+                self.events.emit("error", turn=turn, message=message, kind="disk")
         except KernelUnavailable as exc:
             stop_reason, error = "error", str(exc)
             self._record_error(turn, f"kernel unavailable: {exc}", "kernel")
@@ -362,7 +378,12 @@ class Agent:
                 "(PrimeAgentLab.max_iterations)."
             )
         self.current_turn = None
-        self.session.append("turn_end", turn=turn, stop_reason=stop_reason, final_text=final_text)
+        try:
+            await self._write_turn_end(turn, stop_reason, final_text, log_failed)
+        except SessionWriteError as exc:  # left open: the next turn or a restart closes it
+            if not log_failed:
+                stop_reason, error = "error", f"{error}; {exc}" if error else str(exc)
+                self.events.emit("error", turn=turn, message=str(exc), kind="disk")
         self.events.emit("turn_ended", turn=turn, stop_reason=stop_reason, final_text=final_text)
         self.events.emit("status", status="idle")
         return TurnOutcome(turn, stop_reason, final_text, error)
@@ -642,8 +663,45 @@ class Agent:
             )
 
     def _record_error(self, turn: int, message: str, kind: str) -> None:
-        self.session.append("error", turn=turn, message=message, kind=kind)
+        """Logged and told; told even when the log cannot take it (the turn_end that follows
+        reports that)."""
+        with contextlib.suppress(SessionWriteError):
+            self.session.append("error", turn=turn, message=message, kind=kind)
         self.events.emit("error", turn=turn, message=message, kind=kind)
+
+    async def _write_turn_end(
+        self, turn: int, stop_reason: str, final_text: str, log_failed: bool
+    ) -> None:
+        """The turn's `turn_end`, if its message is in the log (nothing to end otherwise). After
+        a failed write, cells whose result is missing get one from the notebook first: a turn is
+        never closed with a cell the model would then be told was not run."""
+        if self.session.open_turn() != turn:
+            return
+        if log_failed:
+            await record_unfinished_cells(
+                self.session,
+                self.notebook,
+                output_cap=self.config.output_cap,
+                accepts_images=self.config.accepts_images,
+                redactor=self.redactor,
+                cause=LOG_NOT_WRITTEN,
+            )
+        self.session.append("turn_end", turn=turn, stop_reason=stop_reason, final_text=final_text)
+
+    async def _close_unrecorded_turn(self) -> None:
+        """A turn whose end could not be written (the session log failed, a full disk): its
+        cells get their results from the notebook and the turn its `turn_end` before the next
+        turn begins, as after a crash, so the model's history stays whole."""
+        if self.session.open_turn() is None:
+            return
+        await close_interrupted_turn(
+            self.session,
+            self.notebook,
+            output_cap=self.config.output_cap,
+            accepts_images=self.config.accepts_images,
+            redactor=self.redactor,
+            cause=LOG_NOT_WRITTEN,
+        )
 
     def _record_model_if_changed(self) -> None:
         provider, model = self.session.current_model()

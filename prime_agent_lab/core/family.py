@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from .sessions import SESSION_FILE, SessionRepository, now_iso
 from .text import shorten
+from .whole_writes import replace_whole
 
 Relationship = Literal["parent", "child", "sibling"]
 
@@ -204,7 +205,8 @@ class Family:
     def mark_deleted(self, session_id: str, directory: Path) -> None:
         """Take a sub-agent out of the tree; its session and notebook stay on disk."""
         marker = directory / DELETED_MARKER
-        marker.write_text(json.dumps({"deleted": now_iso()}) + "\n", encoding="utf-8")
+        # Whole or absent: the marker's presence is what a restart reads (a full disk fails it).
+        replace_whole(marker, (json.dumps({"deleted": now_iso()}) + "\n").encode())
         with self._lock:
             self._deleted.add(session_id)
 

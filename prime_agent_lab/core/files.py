@@ -1,16 +1,12 @@
-"""Reading and writing the product's own files so that no content and no full disk can hurt.
-
-A reader gets a regular file's bytes up to a cap (a FIFO, a directory or a 1 GB file is refused,
-never blocked on or read whole); a writer replaces a file whole or not at all and never leaves
-its temp file behind.
+"""Reading the product's own files so that no content can hurt: a reader gets a regular file's
+bytes up to a cap (a FIFO, a directory or a 1 GB file is refused, never blocked on or read whole)
+and a JSON object or None. Writes that land whole are in `whole_writes.py`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import secrets
 import stat
 from pathlib import Path
 from typing import Any
@@ -62,19 +58,3 @@ def parse_json_object(raw: bytes) -> dict[str, Any] | None:
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
-
-
-def write_file_atomically(path: Path, data: bytes) -> None:
-    """Write `data` to a fsynced temp file beside `path`, then rename it over `path`: readers see
-    the old file or the new one, and a failure (a full disk) leaves the old one and no temp."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
-    try:
-        with open(temp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        raise

@@ -37,6 +37,7 @@ from .family import SESSION_UNREADABLE, Family, FamilyError, Member
 from .sessions import SessionError, now_iso
 from .text import json_type, preview, shorten
 from .trust import Signer
+from .whole_writes import append_whole
 from .wire import DeliveryMode, Relationship
 
 log = logging.getLogger(__name__)
@@ -626,8 +627,8 @@ class Mailbox:
 
     def _write(self, session_id: str, record: dict[str, Any]) -> None:
         record.setdefault("ts", now_iso())
-        with self._file(session_id).open("a", encoding="utf-8") as f:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        append_whole(self._file(session_id), line.encode())
 
     def recover(self) -> int:
         """At runtime start: re-queue every message that was queued and whose entry is not in

@@ -9,6 +9,7 @@ started gets.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from .observation import build_observation
@@ -25,6 +26,30 @@ INTERRUPTED_NOTE = (
 )
 
 
+@dataclass(frozen=True)
+class Cut:
+    """Why a turn was left without its end: what its running cells' results and its `turn_end`
+    say (`note` takes `{what}`, the part about the cell's output)."""
+
+    note: str
+    preview: str
+    turn_note: str
+
+
+PROCESS_STOPPED = Cut(
+    INTERRUPTED_NOTE,
+    "interrupted: the process stopped while this cell ran",
+    "the server stopped while this turn was running",
+)
+LOG_NOT_WRITTEN = Cut(
+    "[not recorded] The session log could not be written when this cell ended (the disk was "
+    "full), so its result was not recorded and the turn was stopped there. The cell ran: {what}",
+    "not recorded: the session log could not be written",
+    "the session log could not be written (the disk was full); this turn was closed once it "
+    "could be written again",
+)
+
+
 async def close_interrupted_turn(
     session: SessionLog,
     notebook: NotebookPort | None,
@@ -32,12 +57,36 @@ async def close_interrupted_turn(
     output_cap: int,
     accepts_images: bool = True,
     redactor: Redactor | None = None,
+    cause: Cut = PROCESS_STOPPED,
 ) -> int | None:
-    """Mark a turn cut by a crash as interrupted; its running cells get what they printed."""
-    turn = session.open_turn()
-    if turn is None:
+    """Mark a turn cut by a crash (or a log that could not be written: `cause`) as interrupted;
+    its running cells get what they printed."""
+    if session.open_turn() is None:
         return None
+    await record_unfinished_cells(
+        session,
+        notebook,
+        output_cap=output_cap,
+        accepts_images=accepts_images,
+        redactor=redactor,
+        cause=cause,
+    )
+    return session.close_interrupted_turn(cause.turn_note)
+
+
+async def record_unfinished_cells(
+    session: SessionLog,
+    notebook: NotebookPort | None,
+    *,
+    output_cap: int,
+    accepts_images: bool = True,
+    redactor: Redactor | None = None,
+    cause: Cut = PROCESS_STOPPED,
+) -> None:
+    """A `tool_result` with status `interrupted` for each cell of the open turn that started and
+    has none: the output the notebook holds, and `cause` saying why."""
     redactor = redactor or Redactor.from_environ()
+    turn = session.open_turn()
     for started in session.unfinished_cells():
         cell_id = str(started.get("cell_id", ""))
         outputs = await _read_outputs(notebook, cell_id)
@@ -51,7 +100,7 @@ async def close_interrupted_turn(
         else:
             what = "it had printed nothing yet."
         result = ExecutionResult(
-            status="interrupted", outputs=outputs or [], note=INTERRUPTED_NOTE.format(what=what)
+            status="interrupted", outputs=outputs or [], note=cause.note.format(what=what)
         )
         observation = build_observation(
             result,
@@ -67,14 +116,13 @@ async def close_interrupted_turn(
             "status": "interrupted",
             "execution_count": None,
             "observation": observation.text,
-            "preview": "interrupted: the process stopped while this cell ran",
+            "preview": cause.preview,
         }
         if observation.images:
             entry["images"] = [
                 session.store_image(i.media_type, i.data_base64) for i in observation.images
             ]
         session.append("tool_result", **entry)
-    return session.close_interrupted_turn()
 
 
 async def _read_outputs(notebook: NotebookPort | None, cell_id: str) -> list[Output] | None:

@@ -12,9 +12,9 @@ import base64
 import binascii
 import hashlib
 import json
-import os
 import re
 import secrets
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,6 +24,7 @@ from typing import Any
 
 from .messages import ImagePart, Message, ToolCall
 from .text import json_type, shorten
+from .whole_writes import append_whole, is_disk_full, replace_whole
 
 SESSION_FILE = "session.jsonl"
 TOLD_AS_MESSAGES = frozenset({"child_completed", "child_error"})
@@ -41,6 +42,25 @@ _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 
 class SessionError(Exception):
     pass
+
+
+class SessionWriteError(SessionError):
+    """A record could not be written (a full disk, most often). Nothing of it is in the file and
+    the log's position did not move, so the session goes on from its last written entry once
+    the cause is gone."""
+
+    def __init__(self, session_id: str, file: Path, cause: OSError) -> None:
+        full = is_disk_full(cause)
+        what = "the disk is full" if full else "the file could not be written"
+        again = "there is room again" if full else "it can be written again"
+        super().__init__(
+            f"the session log of {session_id} could not be written ({what}: "
+            f"{cause.strerror or cause}, {file}); nothing was lost before this, and the "
+            f"session continues from its last written entry once {again}"
+        )
+        self.session_id = session_id
+        self.cause = cause
+        self.disk_full = is_disk_full(cause)
 
 
 class BrokenSession(SessionError):
@@ -76,8 +96,8 @@ class SessionLog:
         self.by_id: dict[str, dict[str, Any]] = {}
         self.leaf_id: str | None = None
         self.skipped_lines: list[int] = []  # torn records found on load (line numbers)
+        self.orphaned_lines: list[int] = []  # entries below a torn record, skipped on load
         self.damage: str | None = None  # why this log cannot be continued (see `read`)
-        self._needs_newline = False
         self._lock = threading.Lock()
         self._context: _ContextBuilder | None = None
         self.format_version = FORMAT_VERSION  # of the file as written (see `read`)
@@ -106,8 +126,11 @@ class SessionLog:
         directory.mkdir(parents=True, exist_ok=False)
         full = {"type": "session", "version": FORMAT_VERSION, "created": now_iso(), **header}
         log = cls(directory, full)
-        with log.file.open("x", encoding="utf-8") as f:
-            f.write(json.dumps(full, ensure_ascii=False) + "\n")
+        try:
+            append_whole(log.file, (json.dumps(full, ensure_ascii=False) + "\n").encode())
+        except OSError as exc:  # a session without its header would be listed broken forever
+            shutil.rmtree(directory, ignore_errors=True)
+            raise SessionWriteError(log.session_id, log.file, exc) from exc
         return log
 
     @classmethod
@@ -123,9 +146,14 @@ class SessionLog:
         """Everything that can be read, without raising for what the file holds.
 
         Lines that are not UTF-8 JSON are torn writes (a crash mid-write): skipped, as the records
-        around them are intact. Anything else that does not fit (a header that is not this
-        session's, a line that is not an object, an entry without an id or hanging off an unknown
-        one) is damage: `damage` says where and why, and only the entries before it are indexed.
+        around them are intact. A torn line that ends with a whole record (an older version
+        appended the next record right after a write the disk cut short) gives that record back.
+        After a torn line, an entry hanging off an unknown entry (its parent was in the torn
+        line) is skipped with everything below it, and the session goes on from the entries
+        that were read whole. Anything else that does not fit (a header that is not this
+        session's, a line that is not an object, an entry without an id, or hanging off an
+        unknown one with no torn line to explain it) is damage: `damage` says where and why, and
+        only the entries before it are indexed.
         """
         log = cls(directory, {})
         file = directory / SESSION_FILE
@@ -158,13 +186,17 @@ class SessionLog:
                 record = json.loads(line.decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError):
                 log.skipped_lines.append(number)
-                continue
+                record = _record_after_a_torn_write(line)
+                if record is None or log._problem(record) is not None:
+                    continue  # only a record that fits the tree is taken from a torn line
             problem = log._problem(record)
+            if problem is not None and log.skipped_lines and log._hangs_off_unknown(record):
+                log.orphaned_lines.append(number)
+                continue
             if problem is not None:
                 log.damage = f"line {number}: {problem}"
                 break
             log._index(record)
-        log._needs_newline = bool(raw) and not raw.endswith(b"\n")
         return log
 
     def _problem(self, record: Any) -> str | None:
@@ -186,6 +218,13 @@ class SessionLog:
         if parent is not None and parent not in self.by_id:
             return f"entry {shorten(entry_id)} hangs off an unknown entry {shorten(parent)}"
         return _field_problem(record) or self._compaction_problem(record)
+
+    def _hangs_off_unknown(self, record: Any) -> bool:
+        """An entry whose parent, or a leaf record whose entry, this log does not hold."""
+        if not isinstance(record, dict):
+            return False
+        target = record.get("leaf_id" if record.get("type") == "leaf" else "parent_id")
+        return target is not None and target not in self.by_id
 
     def _compaction_problem(self, record: dict[str, Any]) -> str | None:
         """A compaction must keep from an entry on its own branch: otherwise the context
@@ -239,13 +278,13 @@ class SessionLog:
             self._index(record)
 
     def _write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False) + "\n"
-        if self._needs_newline:  # end a torn last line first, so this record stands on its own
-            line = "\n" + line
-            self._needs_newline = False
-        with self.file.open("a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
+        """The record whole, or a SessionWriteError and nothing of it in the file. Callers index
+        the record only after this returns, so no later entry can hang off a missing one."""
+        line = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+        try:
+            append_whole(self.file, line)
+        except OSError as exc:
+            raise SessionWriteError(self.session_id, self.file, exc) from exc
 
     def store_image(self, media_type: str, data_base64: str) -> dict[str, Any]:
         """An image of a tool result as the entry references it: written once to
@@ -257,10 +296,11 @@ class SessionLog:
         name = f"{hashlib.sha256(data).hexdigest()}.{_EXTENSIONS.get(media_type, 'bin')}"
         target = self.directory / BLOBS / name
         if not target.exists():
-            target.parent.mkdir(exist_ok=True)
-            temporary = target.with_name(f".{name}.{secrets.token_hex(4)}.tmp")
-            temporary.write_bytes(data)
-            os.replace(temporary, target)
+            try:
+                target.parent.mkdir(exist_ok=True)
+                replace_whole(target, data)
+            except OSError as exc:
+                raise SessionWriteError(self.session_id, target, exc) from exc
         return {"media_type": media_type, "blob": name, "bytes": len(data)}
 
     def image_data(self, image: dict[str, Any]) -> str | None:
@@ -330,17 +370,13 @@ class SessionLog:
                 started.pop(entry.get("tool_call_id", ""), None)
         return list(started.values())
 
-    def close_interrupted_turn(self) -> int | None:
+    def close_interrupted_turn(
+        self, note: str = "the server stopped while this turn was running"
+    ) -> int | None:
         """Mark a turn cut by a crash as interrupted (never replayed). Returns its number."""
         turn = self.open_turn()
         if turn is not None:
-            self.append(
-                "turn_end",
-                turn=turn,
-                stop_reason="interrupted",
-                final_text="",
-                note="the server stopped while this turn was running",
-            )
+            self.append("turn_end", turn=turn, stop_reason="interrupted", final_text="", note=note)
         return turn
 
     def context_messages(self) -> list[Message]:
@@ -507,6 +543,35 @@ class _ContextBuilder:
     def messages_now(self) -> list[Message]:
         """The messages so far, with the calls still open settled (without changing state)."""
         return [*self.messages, *self._not_run()]
+
+
+_GLUED_CANDIDATES = 64
+_RECORD_STARTS = (b'{"id": ', b'{"type": "leaf"')
+
+
+def _record_after_a_torn_write(line: bytes) -> dict[str, Any] | None:
+    """The whole record at the end of a torn line, if there is one.
+
+    Before appends were cut back on failure, a write the disk cut short left a partial line, and
+    the next record was appended right after it on the same line. In JSON a raw `{"` only opens
+    an object (quotes inside strings are escaped), so the record is the last `{"` that starts
+    like a record and from which the rest of the line is one JSON object (nested objects of that
+    record are followed by its closing brace and never parse alone). The caller takes it only if
+    it fits the tree: a line cut right after a nested object gives that object, which does not."""
+    end = len(line)
+    for _ in range(_GLUED_CANDIDATES):
+        start = line.rfind(b'{"', 0, end)
+        if start <= 0:
+            return None
+        end = start
+        if not line.startswith(_RECORD_STARTS, start):  # a nested object, as `append` writes
+            continue
+        try:
+            record = json.loads(line[start:].decode("utf-8"))
+        except (ValueError, RecursionError):
+            continue
+        return record if isinstance(record, dict) else None
+    return None
 
 
 def _parse_header(line: bytes, directory_name: str) -> tuple[dict[str, Any] | None, str | None]:

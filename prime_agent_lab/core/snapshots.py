@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .agent_view import AgentView
-from .files import parse_json_object, read_bounded, write_file_atomically
+from .files import parse_json_object, read_bounded
 from .pending_kernel import PendingKernel
 from .ports import KernelPort, KernelRestart
 from .text import preview
 from .trust import Signer
 from .trust import sha256 as trust_sha256
+from .whole_writes import replace_whole
 
 if TYPE_CHECKING:
     from .events import Event
@@ -249,8 +250,8 @@ def commit_snapshot(
         current = directory / MANIFEST
         kept = _read_manifest_file(current)
         if kept is not None:
-            write_file_atomically(directory / PREVIOUS_MANIFEST, kept[0])
-        write_file_atomically(current, json.dumps(signed).encode("utf-8"))
+            replace_whole(directory / PREVIOUS_MANIFEST, kept[0], sync=True)
+        replace_whole(current, json.dumps(signed).encode("utf-8"), sync=True)
     except BaseException as exc:
         _discard_new(directory)
         if isinstance(exc, OSError):
@@ -339,7 +340,7 @@ def sign_snapshot(session_dir: Path, signer: Signer) -> bool:
             continue
         manifest = _checked_files(directory, found[1], None, strict=False)
         signed = signer.sign_object(SIGNED_FOR, {**manifest, "version": FORMAT_VERSION})
-        write_file_atomically(directory / name, json.dumps(signed).encode("utf-8"))
+        replace_whole(directory / name, json.dumps(signed).encode("utf-8"), sync=True)
         signed_any = True
     return signed_any
 

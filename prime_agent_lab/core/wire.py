@@ -70,7 +70,7 @@ ChildStatus = Literal["running", "idle", "inactive", "replied", "completed", "er
 the parent), `completed` (ended without replying), `error` (ended with an error), `idle` (loaded,
 no task yet or stopped), `inactive` (on disk, not loaded)."""
 
-ErrorKind = Literal["provider", "kernel", "notebook", "tool_arguments", "internal"]
+ErrorKind = Literal["provider", "kernel", "notebook", "tool_arguments", "internal", "disk"]
 
 Relationship = Literal["parent", "child", "sibling"]
 """Who sent an agent message, from the receiver's point of view."""

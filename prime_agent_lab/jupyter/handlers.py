@@ -14,7 +14,7 @@ from tornado import web, websocket
 
 from ..adapters.bridge_http import KERNEL_ROUTE, BridgeEndpoint
 from ..core.bridge import BridgeService
-from ..core.sessions import SessionError, check_session_id
+from ..core.sessions import SessionError, SessionWriteError, check_session_id
 from ..core.text import json_type, shorten
 from ..core.transcript import chat_transcript
 from ..version import __version__
@@ -114,6 +114,8 @@ def _host_errors(method: Any) -> Any:
             return await method(self, *args, **kwargs)
         except HostError as exc:
             raise web.HTTPError(exc.status, exc.message) from None
+        except SessionWriteError as exc:  # a full disk: 507 Insufficient Storage, said plainly
+            raise web.HTTPError(507, str(exc)) from None
 
     wrapper.__name__ = method.__name__
     wrapper.__doc__ = method.__doc__

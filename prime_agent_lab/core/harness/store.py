@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..files import write_file_atomically
 from ..trust import Signer, canonical
+from ..whole_writes import append_whole, replace_whole
 
 KINDS = ("prompt", "memory", "skill", "subagent")
 KIND_NAMES = {
@@ -443,7 +443,7 @@ class HarnessStore:
         with self._locked():
             if self.file.exists():
                 state = self.read_unverified()
-                write_file_atomically(self.file, encode(state, self.signer))
+                replace_whole(self.file, encode(state, self.signer), sync=True)
                 self._cache = None
                 self._write_modules(_module_files(state), {})
             stray = self.stray_modules()
@@ -535,7 +535,7 @@ class HarnessStore:
                 for key, entry in state.entries[kind].items():
                     if entry.scope != self.scope:
                         state.entries[kind][key] = replace(entry, scope=self.scope)
-            write_file_atomically(self.file, encode(state, self.signer))
+            replace_whole(self.file, encode(state, self.signer), sync=True)
             stat = self.file.stat()
             self._cache = ((stat.st_ino, stat.st_mtime_ns, stat.st_size), state.copy())
             self._write_modules(modules, _module_files(before))
@@ -547,7 +547,7 @@ class HarnessStore:
         for module, source in modules.items():
             path = self.skills_dir / f"{module}.py"
             if previous.get(module) != source or not path.exists():
-                write_file_atomically(path, source.encode("utf-8"))
+                replace_whole(path, source.encode("utf-8"), sync=True)
         for module in set(previous) - set(modules):
             with contextlib.suppress(OSError):
                 (self.skills_dir / f"{module}.py").unlink()
@@ -604,10 +604,8 @@ class HarnessStore:
 
     def append_refinement(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-        with self._locked(), open(self.history_file, "a", encoding="utf-8") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+        with self._locked():
+            append_whole(self.history_file, line.encode(), sync=True)
 
     def refinements(self) -> list[dict[str, Any]]:
         """Every refinement recorded in this store, oldest first (unreadable lines skipped)."""
