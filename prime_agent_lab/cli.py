@@ -406,6 +406,11 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             error = outcome.error or f"the turn ended with {outcome.stop_reason}"
     if unsaved is not None:
         ok, error = False, "; ".join(e for e in (error, unsaved) if e)
+    if error and run.snapshot_failures:  # the same cause, most often: one line says both
+        error = "; ".join([error, *run.snapshot_failures])
+    elif run.snapshot_failures:
+        for failure in run.snapshot_failures:
+            print(f"prime-agent-lab: warning: {failure}", file=sys.stderr)
     record = {
         "type": "run_end",
         "ok": ok,

@@ -87,6 +87,7 @@ class HeadlessRun:
         self._session_id = session_id
         self._resume = resume
         self.session_dir: Path | None = None
+        self.snapshot_failures: list[str] = []  # snapshots that could not be saved at the end
         self.kernel_id = uuid.uuid4().hex
         self._km: AsyncKernelManager | None = None
         self._kernel: PendingKernel | None = None  # the root's kernel, booting at first
@@ -252,7 +253,8 @@ class HeadlessRun:
     async def close(self) -> None:
         """Everything is closed even when a notebook cannot be saved (a full disk); the first
         such failure is raised at the end."""
-        await self.runtime.flush_snapshots()  # a debounced snapshot would not fire in time
+        # a debounced snapshot would not fire in time; what fails is reported by the caller
+        self.snapshot_failures = await self.runtime.flush_snapshots()
         await self.runtime.shutdown()
         await self._environment.close()
         unsaved: list[NotebookNotSaved] = []

@@ -782,8 +782,10 @@ class AgentRuntime:
         log.debug("snapshot of %s (%s)", session_id, reason)
         return await self.snapshots.save(agent)
 
-    async def flush_snapshots(self) -> None:
-        """Snapshot every idle agent now (the CLI's run ends before a debounced one fires)."""
+    async def flush_snapshots(self) -> list[str]:
+        """Snapshot every idle agent now (the CLI's run ends before a debounced one fires);
+        one line per snapshot that failed, for the caller to report."""
+        failed = []
         for agent in list(self.agents.values()):
             if agent.running or (
                 isinstance(agent.kernel, PendingKernel) and not agent.kernel.kernel
@@ -792,7 +794,8 @@ class AgentRuntime:
             try:
                 await self.save_snapshot(agent.session_id, "shutdown")
             except Exception as exc:
-                log.warning("the kernel snapshot of %s failed: %s", agent.session_id, exc)
+                failed.append(f"the kernel snapshot of {agent.session_id} was not saved: {exc}")
+        return failed
 
     # ------------------------------------------------------------ eviction (core/lifecycle.py)
 
