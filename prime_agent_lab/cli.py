@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import io
 import json
+import logging
 import math
 import os
 import shutil
@@ -341,8 +342,13 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     signals = (signal.SIGINT, signal.SIGTERM)
     for signum in signals:
         loop.add_signal_handler(signum, stopper, f"stopped by {signal.Signals(signum).name}")
+    from .adapters.withhold_keys import withhold_keys
+    from .core.redaction import SECRET_ENV_VARS
     from .headless import HeadlessRun
 
+    # Before the kernel starts: it must neither inherit the keys nor read them from this process.
+    withheld = withhold_keys(SECRET_ENV_VARS)
+    logging.getLogger(__name__).info("%s", withheld.summary())
     printer = _Printer(
         args.mode, out, lambda: stopper("the output was closed, so the turn was stopped")
     )
@@ -359,6 +365,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         session_id=args.session,
         resume=args.resume,
         fenced_code=args.fenced_code,
+        keys=withheld.keys,
         auto_refine_every=args.auto_refine_every,
         harness_dir=args.harness_dir,
     )
