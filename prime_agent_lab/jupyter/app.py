@@ -17,6 +17,7 @@ from ..core.harness.keeper import ENV_GLOBAL_DIR, default_global_dir
 from ..core.held_keys import HeldKeys
 from ..core.redaction import SECRET_ENV_VARS
 from ..core.sessions import SessionRepository
+from ..core.shutdown import SHUTDOWN_SECONDS
 from ..providers import held_credentials, make_provider
 from .handlers import handlers
 from .host import AgentHost, HostSettings
@@ -131,6 +132,14 @@ class PrimeAgentLab(ExtensionApp):
         terminal started afterwards inherits them, and on Linux they are wiped from the process's
         initial environment block (`/proc/<pid>/environ`) and the process is made non-dumpable,
         so code the model writes cannot read them (README "Trust model").""",
+    ).tag(config=True)
+
+    shutdown_timeout = Float(
+        SHUTDOWN_SECONDS,
+        help="""Seconds the server may spend, as it shuts down (SIGTERM, Ctrl-C, the File menu),
+        stopping running agent turns (recorded as stopped by the shutdown) and snapshotting the
+        kernel variables of every loaded agent. What is not done by then is left: a turn still
+        running is closed when its session is next opened.""",
     ).tag(config=True)
 
     max_tokens = Integer(4096, help="Maximum tokens the model may write per response.").tag(
@@ -320,6 +329,7 @@ class PrimeAgentLab(ExtensionApp):
             auto_refine_after_compaction=self.auto_refine_after_compaction,
             auto_refine_cooldown_minutes=self.auto_refine_cooldown_minutes,
             harness_dir=self._global_harness_dir(),
+            shutdown_timeout=self.shutdown_timeout,
         )
         self.host = AgentHost(
             self.serverapp, SessionRepository(sessions_dir), settings, self._make_provider
