@@ -662,7 +662,8 @@ class AgentHost:
             self.runtime, SERVER_SHUTDOWN, self.settings.shutdown_timeout
         )
         if report.stopped or report.snapshotted or report.skipped:
-            log.info("Prime Agent Lab shutdown: %s", report.summary())
+            logger = getattr(self.serverapp, "log", log)  # the server's log, shown at INFO
+            logger.info("Prime Agent Lab shutdown: %s", report.summary())
         await self.runtime.shutdown()
         await self._environment.close()
         for executor in self._executors.values():
