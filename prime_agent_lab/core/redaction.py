@@ -27,8 +27,8 @@ def kernel_environment(
     strip: Iterable[str] = SECRET_ENV_VARS, environ: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The environment for a kernel the agent starts itself: this process's, without the
-    provider key variables, so model-written code cannot read them (redaction is the second
-    line, for kernels started by others)."""
+    provider key variables. The host took them out of its environment at start already
+    (adapters/withhold_keys.py); this also drops one set since."""
     source = os.environ if environ is None else environ
     dropped = set(strip)
     return {name: value for name, value in source.items() if name not in dropped}
