@@ -138,8 +138,9 @@ class PrimeAgentLab(ExtensionApp):
         SHUTDOWN_SECONDS,
         help="""Seconds the server may spend, as it shuts down (SIGTERM, Ctrl-C, the File menu),
         stopping running agent turns (recorded as stopped by the shutdown) and snapshotting the
-        kernel variables of every loaded agent. What is not done by then is left: a turn still
-        running is closed when its session is next opened.""",
+        kernel variables of every loaded agent. A turn whose cell ignores the interrupt is
+        cancelled (still recorded as stopped by the shutdown) and its kernel, still busy, is not
+        snapshotted; a snapshot not finished by then is given up.""",
     ).tag(config=True)
 
     max_tokens = Integer(4096, help="Maximum tokens the model may write per response.").tag(
