@@ -16,7 +16,7 @@ import ctypes
 import logging
 import os
 import sys
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,15 +50,12 @@ class Withheld:
         return "; ".join(parts)
 
 
-def withhold_keys(
-    names: Iterable[str], environ: MutableMapping[str, str] | None = None
-) -> Withheld:
-    """Move `names` out of the environment into a holder: unset them (no process started from
-    now on inherits them), overwrite their values in the initial environment block and make the
-    process non-dumpable (Linux). The holder is returned; redaction keeps knowing the values."""
-    source = os.environ if environ is None else environ
+def withhold_keys(names: Iterable[str]) -> Withheld:
+    """Move `names` out of this process's environment into a holder: unset them (no process
+    started from now on inherits them), overwrite their values in the initial environment block
+    and make the process non-dumpable (Linux). Redaction keeps knowing the values."""
     wanted = list(dict.fromkeys(names))
-    values = {name: source.pop(name) for name in wanted if name in source}
+    values = {name: os.environ.pop(name) for name in wanted if name in os.environ}
     keys = HeldKeys(values)
     redact_withheld(keys.values())
     done = Withheld(keys)
