@@ -110,8 +110,6 @@ def test_sigterm_records_the_shutdown_and_snapshots_every_loaded_agent_within_th
     exited_after = time.monotonic() - sent
 
     log = server.log_path.read_text()
-    [cell] = [c for c in nbformat.read(root / "busy.ipynb", as_version=4).cells if c.source]
-    assert [o.get("ename") for o in cell.outputs] == ["KeyboardInterrupt"]  # saved on the way out
     assert turns_ended(base, busy["session_id"]) == [(1, "shutdown")], server.log_tail()
     [result] = [e for e in entries(base, busy["session_id"]) if e["type"] == "tool_result"]
     assert result["status"] == "interrupted"
