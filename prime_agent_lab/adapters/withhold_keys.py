@@ -16,7 +16,7 @@ import ctypes
 import logging
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,7 +116,7 @@ def wipe_initial_environment(names: Iterable[str]) -> tuple[list[str], int]:
     return wiped, total
 
 
-def _prctl() -> ctypes._CFuncPtr:  # type: ignore[name-defined]
+def _prctl() -> Callable[..., int]:
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
     prctl.restype = ctypes.c_int
