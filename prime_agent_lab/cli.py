@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import io
 import json
+import logging
 import math
 import os
 import shutil
@@ -22,6 +23,7 @@ from typing import Any, TextIO
 
 from .core.events import Event
 from .core.sessions import TOLD_AS_MESSAGES
+from .core.stop_cause import USER_STOP, StopCause, terminated
 from .providers import PROVIDER_NAMES
 from .version import __version__
 
@@ -285,29 +287,32 @@ def _indent(code: str) -> str:
 
 class _TurnStopper:
     """Stops the running turn like the chat's Stop button, remembering why (SIGINT, SIGTERM, a
-    closed output). Partial output stays in the notebook and the turn gets its `turn_end`."""
+    closed output). Partial output stays in the notebook and the turn gets its `turn_end`: SIGTERM
+    ends the run (`stop_reason` "shutdown", notes that say the run was terminated), the others
+    are the user's stop."""
 
     def __init__(self) -> None:
         self.reason: str | None = None
-        self._stop: Callable[[], Awaitable[Any]] | None = None
+        self.cause: StopCause = USER_STOP
+        self._stop: Callable[[StopCause], Awaitable[Any]] | None = None
         self._stopping: set[asyncio.Future[Any]] = set()
 
-    def watch(self, stop: Callable[[], Awaitable[Any]]) -> None:
+    def watch(self, stop: Callable[[StopCause], Awaitable[Any]]) -> None:
         """`stop` ends the turn the way the chat's Stop button does (the agent's own cell is
         withdrawn or interrupted, its output and the turn_end recorded)."""
         self._stop = stop
         if self.reason is not None:
             self._request_stop()
 
-    def __call__(self, reason: str) -> None:
+    def __call__(self, reason: str, cause: StopCause = USER_STOP) -> None:
         if self.reason is not None:  # already stopping: a second signal must not cut the cleanup
             return
-        self.reason = reason
+        self.reason, self.cause = reason, cause
         self._request_stop()
 
     def _request_stop(self) -> None:
         if self._stop is not None:
-            future = asyncio.ensure_future(self._stop())
+            future = asyncio.ensure_future(self._stop(self.cause))
             self._stopping.add(future)
             future.add_done_callback(self._stopping.discard)
 
@@ -320,7 +325,7 @@ async def _finish_refinements(run: Any, stopper: _TurnStopper) -> None:
     print("prime-agent-lab: finishing a harness refinement (Ctrl-C drops it)", file=sys.stderr)
     finishing = asyncio.ensure_future(run.runtime.refiners.finish())
 
-    async def drop() -> None:
+    async def drop(cause: StopCause) -> None:
         finishing.cancel()
 
     stopper.watch(drop)
@@ -345,10 +350,15 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     # Catch Ctrl-C from the start: one while the run is still loading stops it like any other.
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM)
-    for signum in signals:
-        loop.add_signal_handler(signum, stopper, f"stopped by {signal.Signals(signum).name}")
+    loop.add_signal_handler(signal.SIGINT, stopper, "stopped by SIGINT")
+    loop.add_signal_handler(signal.SIGTERM, stopper, "terminated by SIGTERM", terminated("SIGTERM"))
+    from .adapters.withhold_keys import withhold_keys
+    from .core.redaction import SECRET_ENV_VARS
     from .headless import HeadlessRun
 
+    # Before the kernel starts: it must neither inherit the keys nor read them from this process.
+    withheld = withhold_keys(SECRET_ENV_VARS)
+    logging.getLogger(__name__).info("%s", withheld.summary())
     printer = _Printer(
         args.mode, out, lambda: stopper("the output was closed, so the turn was stopped")
     )
@@ -365,6 +375,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         session_id=args.session,
         resume=args.resume,
         fenced_code=args.fenced_code,
+        keys=withheld.keys,
         auto_refine_every=args.auto_refine_every,
         harness_dir=args.harness_dir,
         trust=args.trust,

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import socket
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ from .core.redaction import SECRET_ENV_VARS, kernel_environment
 from .core.runtime import AgentRuntime, RuntimeSettings, choose_model
 from .core.session_trust import sign_session
 from .core.sessions import SessionLog, SessionRepository
-from .providers import make_provider
+from .providers import held_credentials, make_provider
 
 NOTEBOOK_OUTPUT_CAP = 10_000_000
 
@@ -68,6 +68,7 @@ class HeadlessRun:
         resume: bool = False,
         fenced_code: bool = False,
         kernel_env_strip: Sequence[str] = SECRET_ENV_VARS,
+        keys: Mapping[str, str] | None = None,
         max_depth: int = 1,
         kernel_pool_size: int = 2,
         auto_refine_every: int = 25,
@@ -82,6 +83,7 @@ class HeadlessRun:
         self._provider_args = (provider, model, script, stream)
         self._fenced_code = fenced_code
         self._kernel_env_strip = tuple(kernel_env_strip)
+        self._keys = keys or {}  # provider keys held outside the environment (cli.py)
         self._kernel_name = kernel_name
         self._config = config
         self._session_id = session_id
@@ -203,6 +205,7 @@ class HeadlessRun:
         return make_provider(
             name,
             model or default_model,
+            **held_credentials(name, self._keys),
             script_path=script,
             stream=stream,
             fenced_code=self._fenced_code,

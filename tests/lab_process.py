@@ -86,9 +86,10 @@ def start_lab(
     script: dict[str, Any],
     user_settings: dict[str, dict[str, Any]] | None = None,
     extra_args: tuple[str, ...] = (),
+    provider: str = "scripted",
 ) -> LabServer:
     """Start `jupyter lab` on `base` (created if new, reused as it is otherwise) and wait until
-    it and the Prime Agent routes answer."""
+    it and the Prime Agent routes answer. `script` is played when `provider` is "scripted"."""
     if not (LABEXTENSION_BUILD / "package.json").exists():
         raise ServerDidNotStart(
             f"The labextension is not built ({LABEXTENSION_BUILD} is missing): "
@@ -134,7 +135,7 @@ def start_lab(
         f"--SQLiteYStore.db_path={base / 'ystore.db'}",
         f"--BaseFileIdManager.db_path={base / 'fileid.db'}",
         f"--BaseFileIdManager.root_dir={root}",
-        "--PrimeAgentLab.provider=scripted",
+        f"--PrimeAgentLab.provider={provider}",
         f"--PrimeAgentLab.script_path={script_path}",
         f"--PrimeAgentLab.sessions_dir={base / 'sessions'}",
         *extra_args,

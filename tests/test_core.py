@@ -239,7 +239,7 @@ class EchoKernel:
         on_event(OutputEvent("output", output=output))
         return ExecutionResult("ok", self.count, [output])
 
-    def stop_cell(self) -> None:
+    def stop_cell(self, cause: object = None) -> None:
         self.stopped = True
         if self.block is not None:
             self.block.set()

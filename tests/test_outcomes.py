@@ -214,7 +214,7 @@ def test_a_closed_stdout_stops_the_turn_cleanly_without_a_traceback(tmp_path: Pa
 SLOW_CELL = "import time\nprint('step 1 done', flush=True)\ntime.sleep(600)\nprint('never')"
 
 
-def test_sigterm_stops_the_turn_like_ctrl_c_and_keeps_the_partial_output(tmp_path: Path) -> None:
+def test_sigterm_stops_the_turn_as_terminated_and_keeps_the_partial_output(tmp_path: Path) -> None:
     script = write_script(tmp_path, [{"code": SLOW_CELL}, {"text": "never"}])
     process = popen_cli(tmp_path, "run", "--mode", "json", "--script", script, "go")
     notebook = tmp_path / "agent.ipynb"
@@ -226,12 +226,14 @@ def test_sigterm_stops_the_turn_like_ctrl_c_and_keeps_the_partial_output(tmp_pat
         process.kill()
     assert process.returncode == 1, (stdout, stderr)
     end = json_lines(stdout)[-1]
-    assert end["type"] == "run_end" and end["error"] == "stopped by SIGTERM"
+    assert end["type"] == "run_end" and end["error"] == "terminated by SIGTERM"
     assert "Traceback" not in stderr
     entries = session_entries(tmp_path)
-    assert entries[-1]["type"] == "turn_end" and entries[-1]["stop_reason"] == "stopped"
+    assert entries[-1]["type"] == "turn_end" and entries[-1]["stop_reason"] == "shutdown"
     [result] = [e for e in entries if e["type"] == "tool_result"]
     assert result["status"] == "interrupted"
+    assert "The run was terminated (SIGTERM), which stopped the turn" in result["observation"]
+    assert "user stopped" not in result["observation"]
     [cell] = nbformat.read(notebook, as_version=4).cells
     assert cell.outputs[0]["text"].startswith("step 1 done")
 

@@ -9,7 +9,7 @@ export type SessionStatus = 'idle' | 'running' | 'inactive' | 'broken';
 
 export type CellStatus = 'ok' | 'error' | 'timeout' | 'died' | 'interrupted' | 'aborted' | 'skipped';
 
-export type StopReason = 'end_turn' | 'stopped' | 'error' | 'max_iterations' | 'interrupted';
+export type StopReason = 'end_turn' | 'stopped' | 'shutdown' | 'error' | 'max_iterations' | 'interrupted';
 
 export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted';
 
@@ -492,6 +492,7 @@ export type AgentEvent =
 /** The notice line for a turn that ended this way. */
 export const STOP_NOTICES: Partial<Record<StopReason, string>> = {
   stopped: "Stopped.",
+  shutdown: "Stopped: the server (or the CLI run) was shut down during this turn.",
   interrupted: "Interrupted: the server stopped while this turn was running.",
   max_iterations: "Stopped at the limit of model calls for one turn.",
 };

@@ -23,6 +23,7 @@ from ..core.ports import (
     KernelUnavailable,
     OutputEvent,
 )
+from ..core.stop_cause import USER_STOP, StopCause
 from .nbjson import output_from_msg
 
 log = logging.getLogger(__name__)
@@ -170,10 +171,11 @@ class KernelExecutor:
             self._reaper.cancel()
         self._close_client()
 
-    def stop_cell(self) -> None:
+    def stop_cell(self, cause: StopCause = USER_STOP) -> None:
         """Stop the agent's cell of the `execute` in progress (see `execute`)."""
         if self._ticket is not None:
             self._ticket.stop_requested = True
+            self._ticket.stop_cause = cause
 
     async def run_silently(
         self, code: str, timeout: float, expressions: dict[str, str] | None = None
@@ -252,13 +254,13 @@ class KernelExecutor:
         self, code: str, on_event: Callable[[OutputEvent], None], timeout: float, ticket: _Ticket
     ) -> ExecutionResult:
         if not await self._acquire(ticket):
-            return _withdrawn()
+            return _withdrawn(ticket.stop_cause)
         hand_off: tuple[Any, _Run] | None = None
         reaping = False
         try:
             notes: list[str] = []
             if not await self._until_stopped(ticket, self._ready_to_submit(ticket, notes)):
-                return _withdrawn()
+                return _withdrawn(ticket.stop_cause)
             client = self._client
             generation = self._client_generation
             msg_id = client.execute(
@@ -406,7 +408,7 @@ class KernelExecutor:
             elif not run.started and self._activity.foreign_busy:
                 ticket.set_state("waiting")  # another client's cell slipped in before ours
             if ticket.stop_requested and run.started:
-                return await self._on_stop(client, run)
+                return await self._on_stop(client, run, ticket.stop_cause)
             remaining = POLL if deadline is None else deadline - time.monotonic()
             if remaining <= 0:
                 return await self._on_timeout(client, run, timeout)
@@ -483,13 +485,13 @@ class KernelExecutor:
             await self._pump(client, run, 0.1)
         return run.finished
 
-    async def _on_stop(self, client: Any, run: _Run) -> ExecutionResult:
+    async def _on_stop(self, client: Any, run: _Run, cause: StopCause) -> ExecutionResult:
         return await self._end_own_cell(
             client,
             run,
             "interrupted",
-            interrupted="[stopped] The user stopped the turn; this cell was interrupted.",
-            restarted="[stopped] The user stopped the turn. This cell ignored the interrupt, so "
+            interrupted=f"[stopped] {cause.sentence}; this cell was interrupted.",
+            restarted=f"[stopped] {cause.sentence}. This cell ignored the interrupt, so "
             "the kernel was restarted: all variables and imports are gone (the user's too).",
         )
 
@@ -588,10 +590,10 @@ class KernelExecutor:
         return self._ticket is not None
 
 
-def _withdrawn() -> ExecutionResult:
+def _withdrawn(cause: StopCause) -> ExecutionResult:
     return ExecutionResult(
         status="skipped",
-        note="[not run] The user stopped the turn while this cell waited for the kernel; it was "
+        note=f"[not run] {cause.sentence} while this cell waited for the kernel; it was "
         "never sent to the kernel, so nothing in it ran.",
     )
 
@@ -602,6 +604,7 @@ class _Ticket:
 
     on_state: Callable[[CellState], None]
     stop_requested: bool = False
+    stop_cause: StopCause = USER_STOP
     state: CellState | None = None
 
     def set_state(self, state: CellState) -> None:

@@ -37,6 +37,7 @@ from .recovery import LOG_NOT_WRITTEN, close_interrupted_turn, record_unfinished
 from .redaction import Redactor, StreamRedactor
 from .sessions import SessionLog, SessionWriteError
 from .snapshots import RESTORED
+from .stop_cause import USER_STOP, StopCause
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class TurnOutcome:
     turn: int
-    stop_reason: str  # end_turn | stopped | error | max_iterations
+    stop_reason: str  # end_turn | stopped | shutdown | error | max_iterations
     final_text: str
     error: str | None = None
 
@@ -152,7 +153,7 @@ class TurnInProgress(Exception):
 
 
 class _Stopped(Exception):
-    """The user stopped the turn at a point where it could end cleanly."""
+    """The turn was stopped (`Agent.stop`) at a point where it could end cleanly."""
 
 
 class ToolArgumentsError(ValueError):
@@ -160,10 +161,20 @@ class ToolArgumentsError(ValueError):
 
 
 WAITING_TEXT = "waiting for your cell to finish"
-NOT_SENT_NOTE = (
-    "[not run] The user stopped the turn while this cell was being written; it was never sent "
-    "to the kernel, so nothing in it ran."
-)
+
+
+def _not_sent_note(cause: StopCause) -> str:
+    return (
+        f"[not run] {cause.sentence} while this cell was being written; it was never sent to "
+        "the kernel, so nothing in it ran."
+    )
+
+
+def _cancelled_note(cause: StopCause) -> str:
+    if cause == USER_STOP:
+        return "[stopped] The turn was cancelled; the cell is interrupted as soon as it runs."
+    return f"[stopped] {cause.sentence}; the cell is interrupted as soon as it runs."
+
 
 RESTART_NOTICE_KINDS: dict[str, str] = {
     "agent": "kernel_restarted",
@@ -228,6 +239,7 @@ class Agent:
         self.events = events or EventBus(session.session_id)
         self._task: asyncio.Task[TurnOutcome] | None = None
         self._stop_requested = False
+        self._stop_cause = USER_STOP  # who asked, once _stop_requested
         self._in_cell = False  # between writing a cell and recording its result
         self.current_cell_id: str | None = None  # the agent cell running now, if any
         self.current_turn: int | None = None  # the turn running now, if any
@@ -284,20 +296,24 @@ class Agent:
         _, task = self.start_turn(text)
         return await task
 
-    async def stop(self) -> bool:
+    async def stop(self, cause: StopCause = USER_STOP) -> bool:
         """Stop the running turn. True if a turn was running.
 
         While the model is answering, the turn is cancelled. While a cell is in the kernel, the
         kernel port stops the agent's own cell (withdrawn if it was still waiting for the user's
         cell, interrupted if it runs) and the turn ends once that cell's result is recorded, so
         its output, its execution count and any kernel restart are reported truthfully.
+        `cause` (the user, or the server shutting down) gives the turn's `stop_reason` and the
+        words of the notes; the first stop of a turn names it.
         """
         task = self._task
         if task is None or task.done():
             return False
+        if not self._stop_requested:
+            self._stop_cause = cause
         self._stop_requested = True
         if self._in_cell:
-            self.kernel.stop_cell()
+            self.kernel.stop_cell(self._stop_cause)
         elif not task.cancelling():  # a second Stop waits for the first
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -313,6 +329,7 @@ class Agent:
     async def _run_turn(self, turn: int, text: str, fields: dict[str, Any]) -> TurnOutcome:
         await self.hooks.before_turn(self)
         self._stop_requested = False
+        self._stop_cause = USER_STOP
         self.current_turn = turn
         unwritten: SessionWriteError | None = None
         try:
@@ -351,7 +368,9 @@ class Agent:
                 if self._stop_requested:
                     raise _Stopped
         except (asyncio.CancelledError, _Stopped):
-            stop_reason = "stopped"
+            stop_reason = self._stop_cause.reason
+            if self._stop_cause != USER_STOP:  # the turn was cut, not ended by choice
+                error = self._stop_cause.sentence
         except SessionWriteError as exc:
             stop_reason, error, log_failed = "error", str(exc), True
             message = f"the turn was stopped: {exc}"
@@ -548,17 +567,13 @@ class Agent:
         came_back: tuple[str, str] | None = None
         try:
             if self._stop_requested:  # Stop arrived while the cell was being written
-                result = ExecutionResult(status="skipped", note=NOT_SENT_NOTE)
+                result = ExecutionResult(status="skipped", note=_not_sent_note(self._stop_cause))
             else:
                 came_back = await self.hooks.before_cell(self)
                 result = await self.kernel.execute(code, write, self.config.cell_timeout, on_state)
         except asyncio.CancelledError:
             await close_cell(None)
-            stopped = ExecutionResult(
-                status="interrupted",
-                note="[stopped] The turn was cancelled; the cell is interrupted as soon as it "
-                "runs.",
-            )
+            stopped = ExecutionResult(status="interrupted", note=_cancelled_note(self._stop_cause))
             self._record_result(turn, call, cell.cell_id, stopped)
             raise
         except KernelUnavailable as exc:
@@ -659,7 +674,7 @@ class Agent:
                 cell_id=None,
                 status="skipped",
                 execution_count=None,
-                observation="(not run: the user stopped the turn)",
+                observation=f"(not run: {self._stop_cause.who})",
             )
 
     def _record_error(self, turn: int, message: str, kind: str) -> None:

@@ -18,6 +18,7 @@ from .ports import (
     OutputEvent,
     RequestOwner,
 )
+from .stop_cause import USER_STOP, StopCause
 
 
 class PendingKernel:
@@ -32,6 +33,7 @@ class PendingKernel:
         self._acquire: asyncio.Future[KernelPort] = asyncio.ensure_future(acquire)
         self._acquire.add_done_callback(self._acquired)
         self._stop_while_waiting: asyncio.Event | None = None
+        self._stop_cause = USER_STOP
 
     def _acquired(self, future: asyncio.Future[KernelPort]) -> None:
         if future.cancelled() or future.exception() is not None or self._on_ready is None:
@@ -82,7 +84,7 @@ class PendingKernel:
             if not self._acquire.done():
                 return ExecutionResult(
                     status="skipped",
-                    note=f"[not run] The user stopped the turn while {self._what} was starting.",
+                    note=f"[not run] {self._stop_cause.sentence} while {self._what} was starting.",
                 )
         kernel = await self.ready()
         return await kernel.execute(code, on_event, timeout, on_state)
@@ -91,12 +93,13 @@ class PendingKernel:
         kernel = self.kernel
         return isinstance(kernel, RequestOwner) and kernel.owns_request(msg_id)
 
-    def stop_cell(self) -> None:
+    def stop_cell(self, cause: StopCause = USER_STOP) -> None:
+        self._stop_cause = cause
         if self._stop_while_waiting is not None:
             self._stop_while_waiting.set()
         kernel = self.kernel
         if kernel is not None:
-            kernel.stop_cell()
+            kernel.stop_cell(cause)
 
     async def release(self) -> KernelPort | None:
         """Stop waiting; the kernel if it had arrived (the caller shuts it down)."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .messages import ModelRequest, ModelResponse
+from .stop_cause import USER_STOP, StopCause
 
 # ---------------------------------------------------------------- provider port
 
@@ -130,8 +131,9 @@ class KernelPort(Protocol):
         on_state: Callable[[CellState], None] | None = None,
     ) -> ExecutionResult: ...
 
-    def stop_cell(self) -> None:
-        """Ask the running `execute` to stop the agent's cell; it returns soon after."""
+    def stop_cell(self, cause: StopCause = USER_STOP) -> None:
+        """Ask the running `execute` to stop the agent's cell; it returns soon after. `cause`
+        words the note of the stopped cell."""
         ...
 
 

@@ -1,7 +1,7 @@
 """Keep provider API keys out of notebooks, session logs and the model's context.
 
-Agent cells run in a kernel that inherits the server's environment, so a cell could print a key.
-Every output of an agent cell passes through a `Redactor` before it is written anywhere.
+A key can still reach a cell (a file, a kernel started with a key on purpose), so a cell could
+print one. Every output of an agent cell passes through a `Redactor` before it is written anywhere.
 """
 
 from __future__ import annotations
@@ -14,13 +14,21 @@ SECRET_ENV_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY"
 MIN_SECRET_LENGTH = 8
 REPLACEMENT = "[redacted]"
 
+_withheld: set[str] = set()
+
+
+def redact_withheld(values: Iterable[str]) -> None:
+    """Keys this process moved out of its environment (adapters/withhold_keys.py): no longer in
+    `os.environ`, still redacted by every `Redactor.from_environ()`."""
+    _withheld.update(value for value in values if value)
+
 
 def kernel_environment(
     strip: Iterable[str] = SECRET_ENV_VARS, environ: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The environment for a kernel the agent starts itself: this process's, without the
-    provider key variables, so model-written code cannot read them (redaction is the second
-    line, for kernels started by others)."""
+    provider key variables. The host took them out of its environment at start already
+    (adapters/withhold_keys.py); this also drops one set since."""
     source = os.environ if environ is None else environ
     dropped = set(strip)
     return {name: value for name, value in source.items() if name not in dropped}
@@ -33,8 +41,10 @@ class Redactor:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Redactor:
+        """The keys in `environ` (default: this process's environment and the keys it withheld)."""
         source = os.environ if environ is None else environ
-        return cls(source.get(name, "") for name in SECRET_ENV_VARS)
+        withheld = _withheld if environ is None else set()
+        return cls([*(source.get(name, "") for name in SECRET_ENV_VARS), *withheld])
 
     def __bool__(self) -> bool:
         return bool(self._secrets)

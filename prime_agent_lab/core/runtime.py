@@ -56,6 +56,7 @@ from .snapshots import (
     SnapshotSettings,
     forget_skill_paths,
 )
+from .stop_cause import USER_STOP, StopCause
 from .text import preview, shorten
 from .trust import Signer
 
@@ -749,9 +750,9 @@ class AgentRuntime:
         stopped = await asyncio.gather(*(a.stop() for a in agents if a is not None))
         return any(stopped)
 
-    async def stop_all(self) -> None:
+    async def stop_all(self, cause: StopCause = USER_STOP) -> None:
         """Stop every running turn of the tree (a root's own Stop leaves its children alone)."""
-        await asyncio.gather(*(agent.stop() for agent in list(self.agents.values())))
+        await asyncio.gather(*(agent.stop(cause) for agent in list(self.agents.values())))
 
     async def shutdown(self) -> None:
         self.mailbox.close()  # stopping a turn must not start one for a waiting message
@@ -787,9 +788,7 @@ class AgentRuntime:
         one line per snapshot that failed, for the caller to report."""
         failed = []
         for agent in list(self.agents.values()):
-            if agent.running or (
-                isinstance(agent.kernel, PendingKernel) and not agent.kernel.kernel
-            ):
+            if agent.running or not kernel_arrived(agent):
                 continue  # busy, or its kernel never came (nothing ran there)
             try:
                 await self.save_snapshot(agent.session_id, "shutdown")
@@ -808,6 +807,13 @@ class AgentRuntime:
         member = self.family.member(child.session_id)
         if member is not None and member.parent_session_id is not None:
             self._child_status(self.agents.get(member.parent_session_id), child, "inactive")
+
+
+def kernel_arrived(agent: Agent) -> bool:
+    """The agent has a kernel that code ran or can run in (one still starting holds nothing)."""
+    if isinstance(agent.kernel, PendingKernel):
+        return agent.kernel.kernel is not None
+    return bool(agent.kernel.kernel_id)
 
 
 async def close_provider(provider: ModelProvider) -> None:
@@ -864,7 +870,7 @@ def task_outcome(session: SessionLog) -> str | None:
         elif kind == "turn_end" and parents:
             parents = False
             reason = entry.get("stop_reason")
-            if reason in ("error", "interrupted", "max_iterations"):
+            if reason in ("error", "interrupted", "shutdown", "max_iterations"):
                 outcome = "error"
             elif reason == "end_turn":
                 outcome = "replied" if replied else "completed"

@@ -26,8 +26,10 @@ SessionStatus = Literal["idle", "running", "inactive", "broken"]
 CellStatus = Literal[ExecutionStatus, "skipped"]
 """How an agent cell ended. `skipped`: withdrawn by Stop before it reached the kernel."""
 
-StopReason = Literal["end_turn", "stopped", "error", "max_iterations", "interrupted"]
-"""Why a turn ended. `interrupted`: the server stopped while the turn was running."""
+StopReason = Literal["end_turn", "stopped", "shutdown", "error", "max_iterations", "interrupted"]
+"""Why a turn ended. `stopped`: the user stopped it; `shutdown`: the server (or a CLI run, by
+SIGTERM) was shut down while it ran, and stopped it; `interrupted`: the process ended without
+stopping it (killed, crashed), and the turn was closed when its session was next opened."""
 
 NoticeKind = Literal[
     "kernel_restarted",
@@ -79,6 +81,7 @@ DeliveryMode = Literal["auto", "steer", "follow_up"]
 
 STOP_NOTICES: dict[StopReason, str] = {
     "stopped": "Stopped.",
+    "shutdown": "Stopped: the server (or the CLI run) was shut down during this turn.",
     "interrupted": "Interrupted: the server stopped while this turn was running.",
     "max_iterations": "Stopped at the limit of model calls for one turn.",
 }

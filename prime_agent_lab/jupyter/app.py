@@ -11,11 +11,14 @@ from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float, Integer, List, Unicode
 
+from ..adapters.withhold_keys import withhold_keys
 from ..core.agent import AgentConfig
 from ..core.harness.keeper import ENV_GLOBAL_DIR, default_global_dir
+from ..core.held_keys import HeldKeys
 from ..core.redaction import SECRET_ENV_VARS
 from ..core.sessions import SessionRepository
-from ..providers import make_provider
+from ..core.shutdown import SHUTDOWN_SECONDS
+from ..providers import held_credentials, make_provider
 from .handlers import handlers
 from .host import AgentHost, HostSettings
 
@@ -27,6 +30,7 @@ class PrimeAgentLab(ExtensionApp):
 
     name = "prime_agent_lab"
     load_other_extensions = True
+    _held_keys = HeldKeys()  # the `kernel_env_strip` variables, taken out of the environment
 
     provider = Unicode(
         "scripted",
@@ -123,9 +127,20 @@ class PrimeAgentLab(ExtensionApp):
     kernel_env_strip = List(
         Unicode(),
         default_value=list(SECRET_ENV_VARS),
-        help="""Environment variables removed from kernels the agent starts itself (provider API
-        keys by default), so code the model writes cannot read them. Kernels started by
-        JupyterLab are the user's and keep the server's environment.""",
+        help="""Environment variables taken out of the server process when the extension loads
+        (provider API keys by default): the providers get them from a holder, no kernel or
+        terminal started afterwards inherits them, and on Linux they are wiped from the process's
+        initial environment block (`/proc/<pid>/environ`) and the process is made non-dumpable,
+        so code the model writes cannot read them (README "Trust model").""",
+    ).tag(config=True)
+
+    shutdown_timeout = Float(
+        SHUTDOWN_SECONDS,
+        help="""Seconds the server may spend, as it shuts down (SIGTERM, Ctrl-C, the File menu),
+        stopping running agent turns (recorded as stopped by the shutdown) and snapshotting the
+        kernel variables of every loaded agent. A turn whose cell ignores the interrupt is
+        cancelled (still recorded as stopped by the shutdown) and its kernel, still busy, is not
+        snapshotted; a snapshot not finished by then is given up.""",
     ).tag(config=True)
 
     max_tokens = Integer(4096, help="Maximum tokens the model may write per response.").tag(
@@ -247,6 +262,7 @@ class PrimeAgentLab(ExtensionApp):
         return make_provider(
             provider,
             model,
+            **held_credentials(provider, self._held_keys),
             script_path=self.script_path,
             stream=self.stream,
             timeout=self.request_timeout,
@@ -264,7 +280,14 @@ class PrimeAgentLab(ExtensionApp):
             host = f"[{host}]"
         return f"{scheme}://{host}:{app.port}{app.base_url}prime-agent/bridge"
 
+    def _withhold_keys(self) -> None:
+        """Before anything can start a kernel: the keys leave the environment for a holder."""
+        withheld = withhold_keys(self.kernel_env_strip)
+        self._held_keys = withheld.keys
+        self.log.info("Prime Agent Lab: %s", withheld.summary())
+
     def initialize_settings(self) -> None:
+        self._withhold_keys()
         try:
             first = self._make_provider()
         except (ValueError, FileNotFoundError) as exc:
@@ -307,6 +330,7 @@ class PrimeAgentLab(ExtensionApp):
             auto_refine_after_compaction=self.auto_refine_after_compaction,
             auto_refine_cooldown_minutes=self.auto_refine_cooldown_minutes,
             harness_dir=self._global_harness_dir(),
+            shutdown_timeout=self.shutdown_timeout,
         )
         self.host = AgentHost(
             self.serverapp, SessionRepository(sessions_dir), settings, self._make_provider

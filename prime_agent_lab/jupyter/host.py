@@ -38,6 +38,8 @@ from ..core.sessions import (
     SessionRepository,
     SessionSummary,
 )
+from ..core.shutdown import SHUTDOWN_SECONDS, stop_and_snapshot
+from ..core.stop_cause import SERVER_SHUTDOWN, USER_STOP, StopCause
 from ..core.text import shorten
 from ..core.wire import TrustState
 from .live_notebook import LiveNotebook
@@ -76,6 +78,7 @@ class HostSettings:
     auto_refine_after_compaction: bool = True
     auto_refine_cooldown_minutes: float = 20.0
     harness_dir: Path | None = None  # the global harness store; read once at start
+    shutdown_timeout: float = SHUTDOWN_SECONDS  # stopping turns and snapshotting at shutdown
 
 
 def normalize_notebook_path(path: str) -> str:
@@ -670,6 +673,14 @@ class AgentHost:
     # ------------------------------------------------------------ shutdown
 
     async def shutdown(self) -> None:
+        """The server stops: running turns end as `shutdown` and every loaded agent's kernel is
+        snapshotted (within `shutdown_timeout`), then the agents and their kernels go."""
+        report = await stop_and_snapshot(
+            self.runtime, SERVER_SHUTDOWN, self.settings.shutdown_timeout
+        )
+        if report.stopped or report.snapshotted or report.skipped:
+            logger = getattr(self.serverapp, "log", log)  # the server's log, shown at INFO
+            logger.info("Prime Agent Lab shutdown: %s", report.summary())
         await self.runtime.shutdown()
         await self._environment.close()
         for executor in self._executors.values():
@@ -846,7 +857,7 @@ class _NoKernelYet:
     async def execute(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("no kernel resolved for this agent yet")
 
-    def stop_cell(self) -> None:
+    def stop_cell(self, cause: StopCause = USER_STOP) -> None:
         return None
 
 

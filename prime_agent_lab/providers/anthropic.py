@@ -40,6 +40,7 @@ class AnthropicProvider:
         stream: bool = True,
         timeout: float = 600.0,
         api_key: str | None = None,
+        auth_token: str | None = None,
         base_url: str | None = None,
         fenced_code: bool = False,
     ) -> None:
@@ -51,9 +52,11 @@ class AnthropicProvider:
         self._memo = WireMemo()
         self._setup_problem = ""
         try:
-            # The SDK reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL itself when these are None.
+            # The SDK reads ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN / ANTHROPIC_BASE_URL itself
+            # when these are None; it takes one credential argument at most.
+            credential = {"api_key": api_key} if api_key else {"auth_token": auth_token}
             self._client = anthropic.AsyncAnthropic(
-                api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+                **credential, base_url=base_url, timeout=timeout, max_retries=0
             )
         except anthropic.AnthropicError as exc:
             # E.g. no key and an unreadable credentials profile. Reported by each call instead,

@@ -379,17 +379,24 @@ def _fill(text: str, request: ModelRequest) -> str:
     )
 
 
+def _message_body(message: Message) -> str | None:
+    """The body of a message from another agent, also when notices from between turns were
+    told with it (they come first, each `[notice] ...`); None for any other message."""
+    if message.role != "user" or not message.text.startswith(("[message from", "[notice] ")):
+        return None
+    header = _MESSAGE_HEADER.search(message.text)
+    if header is None:
+        return None
+    return message.text[header.end() :].strip()
+
+
 def _fill_agents(text: str, request: ModelRequest, in_json: bool = False) -> str:
     """`{task}` and `{messages}` (see the module docstring); JSON-escaped inside arguments."""
     if "{task}" not in text and "{messages}" not in text:
         return text
     first = request.messages[0].text if request.messages else ""
     task = first.split(TASK_LABEL, 1)[1].strip() if TASK_LABEL in first else ""
-    bodies = [
-        _MESSAGE_HEADER.sub("", m.text, count=1).strip()
-        for m in request.messages
-        if m.role == "user" and m.text.startswith("[message from")
-    ]
+    bodies = [body for m in request.messages if (body := _message_body(m)) is not None]
     values = {"{task}": task, "{messages}": "\n".join(bodies)}
     for key, value in values.items():
         text = text.replace(key, json.dumps(value)[1:-1] if in_json else value)
