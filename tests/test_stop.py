@@ -194,6 +194,44 @@ def test_stress_trial_line_says_what_happened() -> None:
     assert trial.ok and trial.line().endswith(": ok")
     assert not stress.Trial(3, 1.0, 0.5, "error", "3", "stopped").ok
     assert json.dumps(trial.cell_statuses) == '["skipped"]'
+    blocked = stress.Trial(4, 1.0, 2.0, "ok", "4", "stopped", 0, ("interrupted",), "await_block")
+    assert not blocked.ok  # the agent's variable from before the turn is missing
+    blocked.agent_var = "1"
+    assert blocked.ok and "agent_var 1" in blocked.line()
+    blocked.restarts = 1
+    assert not blocked.ok  # a cell that awaits and blocks must not cost a restart
+    stubborn = stress.Trial(5, 1.0, 2.0, "ok", "5", "stopped", 1, ("interrupted",), "stubborn")
+    stubborn.agent_var = "1"
+    assert stubborn.ok  # its restart is unavoidable; the snapshot brought everything back
+
+
+async def test_stop_at_random_moments_on_cells_that_await_and_block_keeps_every_variable(
+    tmp_path: Path,
+) -> None:
+    """A short run of `bench/stress_stop.py --kinds await_block,block,stubborn`."""
+    stress = _load_stress()
+    rng = random.Random(7)
+    kinds = ["await_block"] * 4 + ["block", "stubborn"]
+    trials = []
+    for number, kind in enumerate(kinds):
+        sleep = round(rng.uniform(0.5, 2.0), 2)
+        stop_at = round(rng.uniform(sleep + 0.5, sleep + 3.0), 2)  # mostly while the cell runs
+        trials.append(stress.Trial(number, sleep, stop_at, kind=kind))
+
+    async def one(trial: Any) -> Any:
+        directory = tmp_path / f"t{trial.number}"
+        directory.mkdir()
+        return await stress.run_product_trial(trial, directory, 30.0)
+
+    gate = asyncio.Semaphore(3)
+
+    async def gated(trial: Any) -> Any:
+        async with gate:
+            return await one(trial)
+
+    results = await asyncio.gather(*(gated(t) for t in trials))
+    assert all(t.ok for t in results), "\n".join(t.line() for t in results)
+    assert all(t.restarts == 0 for t in results if t.kind != "stubborn")
 
 
 class _SlowToWriteNotebook(FileNotebook):
