@@ -43,7 +43,8 @@ class AgentCellInterrupts:
 
     def __init__(self, shell: Any) -> None:
         self.shell = shell
-        self._run_code = type(shell).run_code.__code__  # the frame that runs a cell's code
+        # The code of the frame that runs a cell's statements (None: an IPython without it).
+        self._run_code = getattr(getattr(type(shell), "run_code", None), "__code__", None)
         self._task: asyncio.Task[Any] | None = None
         self._kernels_handler: Any = None
 
@@ -52,8 +53,8 @@ class AgentCellInterrupts:
         self.shell.events.register("post_run_cell", self.post_run_cell)
 
     def pre_run_cell(self, info: Any = None) -> None:
-        if not self._is_agent_cell() or threading.current_thread() is not threading.main_thread():
-            return
+        if not _main_thread() or self._run_code is None or not self._is_agent_cell():
+            return  # signals belong to the main thread (a subshell's cell runs in another)
         current = signal.getsignal(signal.SIGINT)
         if current is signal.default_int_handler or not callable(current):
             return  # a cell without `await`: the kernel raises KeyboardInterrupt in it already
@@ -64,6 +65,8 @@ class AgentCellInterrupts:
         signal.signal(signal.SIGINT, self._on_sigint)
 
     def post_run_cell(self, result: Any = None) -> None:
+        if not _main_thread():
+            return
         if self._kernels_handler is not None and signal.getsignal(signal.SIGINT) == self._on_sigint:
             signal.signal(signal.SIGINT, self._kernels_handler)
         self._task = self._kernels_handler = None
@@ -118,6 +121,10 @@ class AgentCellInterrupts:
                 return True
             awaited = getattr(awaited, "cr_await", None)
         return False
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def _current_task() -> asyncio.Task[Any] | None:
