@@ -89,6 +89,7 @@ class AgentCellInterrupts:
                 self._kernels_handler(signum, frame)
             return
         if self._running_cell_code(frame):
+            # Stop (or the time limit) interrupts this agent cell, as it would without `await`.
             raise KeyboardInterrupt
         # The loop may sit in its selector: call_soon_threadsafe also wakes it.
         task.get_loop().call_soon_threadsafe(self._cancel, task)
