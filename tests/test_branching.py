@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -227,8 +228,9 @@ async def test_clone_copies_the_whole_branch_and_the_kernel_snapshot(
     host: Any, jp_fetch: Any, jp_root_dir: Path, make_notebook: Any, fake_llm: FakeLLMServer
 ) -> None:
     agent = await three_turns(host, make_notebook("clone.ipynb"))
-    state = agent.session.directory / "kernel-state"
-    state.mkdir()
+    await wait_for(lambda: not host.runtime.snapshots.pending_save(agent.session_id))
+    state = agent.session.directory / "kernel-state"  # each turn's start took a snapshot
+    state.mkdir(exist_ok=True)
     (state / "manifest.json").write_text('{"saved": ["alpha"]}')
 
     status, clone = await fetch_json(jp_fetch, "sessions", agent.session_id, "clone", body={})
@@ -252,6 +254,9 @@ async def test_clone_without_a_snapshot_tells_the_model_its_kernel_is_fresh(
     host: Any, make_notebook: Any, fake_llm: FakeLLMServer
 ) -> None:
     agent = await three_turns(host, make_notebook("fresh.ipynb"))
+    # Each turn's start took a snapshot: a session without one is a session that lost it.
+    await wait_for(lambda: not host.runtime.snapshots.pending_save(agent.session_id))
+    shutil.rmtree(agent.session.directory / "kernel-state")
 
     clone = await host.clone(agent.session_id)
 

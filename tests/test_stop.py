@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from jupyter_client.manager import AsyncKernelManager
 
 from prime_agent_lab.adapters.file_notebook import FileNotebook
@@ -25,8 +26,8 @@ from prime_agent_lab.core.sessions import SessionRepository
 from prime_agent_lab.core.transcript import chat_transcript
 from prime_agent_lab.providers import make_provider
 
-from .conftest import next_event, use_script, wait_for
-from .test_server_e2e import live_agent_cells
+from .conftest import next_event, run_turn, use_script, wait_for
+from .test_server_e2e import live_agent_cells, run_user_cell
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "stress_stop.py"
 
@@ -173,7 +174,12 @@ async def test_a_kernel_restarted_from_the_kernel_menu_is_a_notice_the_model_hea
     notice = await next_event(queue, "notice")
     assert notice["kind"] == "kernel_restarted_externally"
     items = chat_transcript(agent.session)
-    assert items[-1]["type"] == "notice" and items[-1]["kind"] == "kernel_restarted_externally"
+    # The snapshot taken as the turn began exists: the chat says it was not restored over a
+    # restart the user chose, and how to bring it back.
+    assert [(i["type"], i.get("kind")) for i in items[-2:]] == [
+        ("notice", "kernel_restarted_externally"),
+        ("notice", "kernel_state_not_restored"),
+    ]
     next_prompt = [m.text for m in agent.session.context_messages() if m.role == "user"]
     await host.send(agent.session_id, "what now?")
     await next_event(queue, "turn_ended")
@@ -188,6 +194,44 @@ def test_stress_trial_line_says_what_happened() -> None:
     assert trial.ok and trial.line().endswith(": ok")
     assert not stress.Trial(3, 1.0, 0.5, "error", "3", "stopped").ok
     assert json.dumps(trial.cell_statuses) == '["skipped"]'
+    blocked = stress.Trial(4, 1.0, 2.0, "ok", "4", "stopped", 0, ("interrupted",), "await_block")
+    assert not blocked.ok  # the agent's variable from before the turn is missing
+    blocked.agent_var = "1"
+    assert blocked.ok and "agent_var 1" in blocked.line()
+    blocked.restarts = 1
+    assert not blocked.ok  # a cell that awaits and blocks must not cost a restart
+    stubborn = stress.Trial(5, 1.0, 2.0, "ok", "5", "stopped", 1, ("interrupted",), "stubborn")
+    stubborn.agent_var = "1"
+    assert stubborn.ok  # its restart is unavoidable; the snapshot brought everything back
+
+
+async def test_stop_at_random_moments_on_cells_that_await_and_block_keeps_every_variable(
+    tmp_path: Path,
+) -> None:
+    """A short run of `bench/stress_stop.py --kinds await_block,block,stubborn`."""
+    stress = _load_stress()
+    rng = random.Random(7)
+    kinds = ["await_block"] * 4 + ["block", "stubborn"]
+    trials = []
+    for number, kind in enumerate(kinds):
+        sleep = round(rng.uniform(0.5, 2.0), 2)
+        stop_at = round(rng.uniform(sleep + 0.5, sleep + 3.0), 2)  # mostly while the cell runs
+        trials.append(stress.Trial(number, sleep, stop_at, kind=kind))
+
+    async def one(trial: Any) -> Any:
+        directory = tmp_path / f"t{trial.number}"
+        directory.mkdir()
+        return await stress.run_product_trial(trial, directory, 30.0)
+
+    gate = asyncio.Semaphore(3)
+
+    async def gated(trial: Any) -> Any:
+        async with gate:
+            return await one(trial)
+
+    results = await asyncio.gather(*(gated(t) for t in trials))
+    assert all(t.ok for t in results), "\n".join(t.line() for t in results)
+    assert all(t.restarts == 0 for t in results if t.kind != "stubborn")
 
 
 class _SlowToWriteNotebook(FileNotebook):
@@ -237,3 +281,117 @@ async def test_stop_while_the_agent_cell_is_being_written_never_sends_it_to_the_
     result = next(e for e in session.path() if e["type"] == "tool_result")
     assert result["status"] == "skipped"
     assert executor.restarts == 0
+
+
+# Agent cells that use top-level `await` (the product's idiom) and block: ipykernel 7 let them
+# ignore every interrupt, so Stop restarted the kernel and wiped everyone's variables.
+AWAIT_AND_BLOCK = {
+    "await_before_the_block": (
+        "import asyncio, time\nawait asyncio.sleep(0)\nprint('blocking', flush=True)\n"
+        "time.sleep(60)"
+    ),
+    "await_after_the_block": (
+        "import asyncio, time\nprint('blocking', flush=True)\ntime.sleep(60)\n"
+        "await asyncio.sleep(0)"
+    ),
+    "await_of_a_coroutine_that_blocks": (
+        "import time\nasync def slow():\n    print('blocking', flush=True)\n    time.sleep(60)\n"
+        "await slow()"
+    ),
+    "block_then_await_rlm": (
+        "import time\nprint('blocking', flush=True)\ntime.sleep(60)\nawait rlm.list_subagents()"
+    ),
+    "await_that_waits_long": (
+        "import asyncio\nprint('blocking', flush=True)\nawait asyncio.sleep(600)"
+    ),
+}
+
+
+async def _last_agent_cell_shows(jp_serverapp: Any, path: str, text: str) -> None:
+    async def shown() -> bool:
+        cells = await live_agent_cells(jp_serverapp, path)
+        return bool(cells) and text in "".join(o.get("text", "") for o in cells[-1]["outputs"])
+
+    await wait_for(shown, timeout=30)
+
+
+@pytest.mark.parametrize("code", AWAIT_AND_BLOCK.values(), ids=list(AWAIT_AND_BLOCK))
+async def test_stop_ends_an_agent_cell_that_awaits_and_blocks_without_restarting_the_kernel(
+    host: Any, jp_serverapp: Any, make_notebook: Any, agent_script: Any, code: str
+) -> None:
+    use_script(
+        host,
+        agent_script([{"code": "agent_var = 1"}, {"code": code}, {"text": "never reached"}]),
+    )
+    path = make_notebook("await-block.ipynb")
+    agent = await host.attach(path)
+    await wait_for(lambda: agent.kernel.kernel_id, timeout=30)
+    kernel_id = agent.kernel.kernel_id
+    await run_user_cell(jp_serverapp, kernel_id, "user_var = 7")
+    queue = agent.events.subscribe()
+    await host.send(agent.session_id, "go")
+    await next_event(queue, "cell_running")  # the live document exists from here on
+    await _last_agent_cell_shows(jp_serverapp, path, "blocking")
+    await host.stop(agent.session_id)
+
+    results = [e for e in agent.session.path() if e["type"] == "tool_result"]
+    assert [r["status"] for r in results] == ["ok", "interrupted"]
+    observation = results[1]["observation"]
+    assert "KeyboardInterrupt" in observation or "CancelledError" in observation, observation
+    assert "restarted" not in observation
+    assert host.executor(kernel_id).restarts == 0
+    assert not any(
+        i["type"] == "notice" and i.get("kind") == "kernel_restarted"
+        for i in chat_transcript(agent.session)
+    )
+    both = await run_user_cell(jp_serverapp, kernel_id, "print(user_var, agent_var)")
+    assert both.strip() == "7 1"
+    ended = await next_event(queue, "turn_ended")
+    assert ended["stop_reason"] == "stopped"
+
+
+async def test_a_stop_that_needs_a_restart_brings_back_what_the_kernel_held_when_the_turn_began(
+    host: Any, jp_serverapp: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    """A cell that truly ignores SIGINT still costs a restart; the snapshot taken as the turn
+    started comes back, the user's cell run after the last turn's snapshot included."""
+    stubborn = (
+        "import signal, time\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "turn_var = 3\n"
+        "print('ignoring interrupts', flush=True)\n"
+        "time.sleep(60)"
+    )
+    use_script(
+        host,
+        agent_script(
+            [{"code": "agent_var = 1"}, {"text": "set"}, {"code": stubborn}, {"text": "never"}]
+        ),
+    )
+    path = make_notebook("stubborn-restore.ipynb")
+    agent = await host.attach(path)
+    await run_turn(host, agent.session_id, "set a variable")
+    await wait_for(lambda: not host.runtime.snapshots.pending_save(agent.session_id), timeout=30)
+    kernel_id = agent.kernel.kernel_id
+    await run_user_cell(jp_serverapp, kernel_id, "user_var = 7")  # after that snapshot
+    queue = agent.events.subscribe()
+    await host.send(agent.session_id, "block")
+    await _last_agent_cell_shows(jp_serverapp, path, "ignoring")
+    await host.stop(agent.session_id)
+
+    assert host.executor(kernel_id).restarts == 1
+    result = [e for e in agent.session.path() if e["type"] == "tool_result"][-1]
+    observation = result["observation"]
+    assert result["status"] == "interrupted" and "kernel was restarted" in observation
+    assert "all variables and imports are gone" not in observation
+    assert "Kernel variables restored from the snapshot of" in observation
+    assert "agent_var" in observation and "user_var" in observation
+    notices = [i for i in chat_transcript(agent.session) if i["type"] == "notice" and "kind" in i]
+    assert [n["kind"] for n in notices][-2:] == ["kernel_restarted", "kernel_state_restored"]
+    assert "user_var" in notices[-1]["text"] and "agent_var" in notices[-1]["text"]
+    both = await run_user_cell(jp_serverapp, kernel_id, "print(user_var, agent_var)")
+    assert both.strip() == "7 1"
+    gone = await run_user_cell(jp_serverapp, kernel_id, "print('turn_var' in dir())")
+    assert gone.strip() == "False"  # set after the snapshot: said to be gone, and it is
+    ended = await next_event(queue, "turn_ended")
+    assert ended["stop_reason"] == "stopped"

@@ -19,6 +19,7 @@ from .harness import (
     watch_skill_modules,
 )
 from .history import Entry, History
+from .interrupts import install as install_interrupts
 from .messaging import AgentMessage, AgentObserve, Record
 from .refine import Refine
 from .rlm import RLM, Subagent, SubagentHandle, show_link
@@ -118,6 +119,7 @@ def configure(bridge_url: str, kernel_id: str, shell: Any = None) -> None:
     _client = BridgeClient(bridge_url, kernel_id, _kernel_key(shell))
     install_finder(_sync_call)  # skill modules import from the harness stores
     watch_skill_modules(shell)  # and are reloaded when another writer replaces them
+    install_interrupts(shell)  # Stop ends the agent's cells that await and block
     _bind_names(shell)
 
 

@@ -37,6 +37,10 @@ SLOW_CONNECT = 0.5  # seconds a first connect may take before it counts as waiti
 QUIET_AFTER_USER_CELL = 0.03  # a queued run-all starts its next cell within this time
 RESTART_WAIT = 15.0  # seconds to wait for an automatic restart after the kernel died
 READY_TIMEOUT = 3600.0  # a new client's first reply can wait behind a long cell the user runs
+# Marks the agent's own cells in their execute requests, so the kernel package interrupts them even
+# while they await (must match prime_agent_kernel.interrupts.AGENT_CELL_KEY: the kernel package
+# never imports the host's).
+AGENT_CELL_METADATA = {"prime_agent_cell": True}
 
 
 def bridge_setup_code(bridge_url: str, kernel_id: str) -> str:
@@ -184,7 +188,8 @@ class KernelExecutor:
         executor's own client, so it never counts as another client's cell; the reply content
         (with the values of `expressions` in its `user_expressions`). The kernel package is
         loaded first, as for a cell: a snapshot restore imports skill modules, which only the
-        package's skill finder can find."""
+        package's skill finder can find. It asks for the lock in its first step: an agent cell
+        asked for after that step runs after it."""
         async with self._lock:
             client = await self._ensure_client()
             await self._ensure_setup()
@@ -263,9 +268,7 @@ class KernelExecutor:
                 return _withdrawn(ticket.stop_cause)
             client = self._client
             generation = self._client_generation
-            msg_id = client.execute(
-                code, store_history=True, allow_stdin=False, stop_on_error=False
-            )
+            msg_id = _send_agent_cell(client, code)
             self._own.add(msg_id)
             run = _Run(msg_id, on_event)
             hand_off = (client, run)
@@ -327,14 +330,19 @@ class KernelExecutor:
         return task.result()
 
     async def _acquire(self, ticket: _Ticket) -> bool:
-        """Take the lock; False if the cell was stopped while an earlier one still held it."""
+        """Take the lock; False if the cell was stopped while an earlier one still held it.
+
+        Harness runs hold it briefly (the snapshot taken as a turn starts goes just before the
+        turn's first cell), so only a wait that lasts is reported as waiting."""
         if not self._lock.locked():
             await self._lock.acquire()
             return True
-        ticket.set_state("waiting")
         acquiring = asyncio.ensure_future(self._lock.acquire())
+        started = time.monotonic()
         while not acquiring.done():
             await asyncio.wait({acquiring}, timeout=POLL)
+            if not acquiring.done() and time.monotonic() - started > SLOW_CONNECT:
+                ticket.set_state("waiting")
             if ticket.stop_requested and not acquiring.done():
                 acquiring.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -588,6 +596,21 @@ class KernelExecutor:
     def executing(self) -> bool:
         """An agent cell is in `execute` (it reports kernel restarts in its own result)."""
         return self._ticket is not None
+
+
+def _send_agent_cell(client: Any, code: str) -> str:
+    """`client.execute` with the agent-cell mark in the request's metadata; the request's id."""
+    content = {
+        "code": code,
+        "silent": False,
+        "store_history": True,
+        "user_expressions": {},
+        "allow_stdin": False,
+        "stop_on_error": False,
+    }
+    msg = client.session.msg("execute_request", content, metadata=dict(AGENT_CELL_METADATA))
+    client.shell_channel.send(msg)
+    return str(msg["header"]["msg_id"])
 
 
 def _withdrawn(cause: StopCause) -> ExecutionResult:

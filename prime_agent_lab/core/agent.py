@@ -142,6 +142,17 @@ DIED_AND_RESTORED_NOTE = (
     "snapshot, this cell's work included, is gone."
 )
 
+# Replaces the executor's "all variables are gone" after the harness restarted the kernel for
+# the agent's cell that ignored the interrupt (Stop, or its time limit) and the snapshot came back.
+RESTARTED_AND_RESTORED_NOTE = (
+    "{0} This cell ignored the interrupt, so the kernel was restarted and the variables of its "
+    "last snapshot were put back (listed below); what was set after that snapshot is gone."
+)
+RESTART_REASONS = {
+    "interrupted": "[stopped] The user stopped the turn.",
+    "timeout": "[timeout] The cell ran longer than its time limit ({0:g} s).",
+}
+
 RESTORED_BEFORE_NOTE = (
     "[kernel restarted] The kernel restarted while you were thinking, before this cell ran; "
     "what you set after its last snapshot is gone. [{0}] {1}"
@@ -602,6 +613,11 @@ class Agent:
             restored = await self.hooks.after_restart(self, result.restarted)
         if restored is not None and restored[0] == RESTORED and result.restarted == "died":
             result.note = DIED_AND_RESTORED_NOTE
+        elif restored is not None and restored[0] == RESTORED and result.restarted == "agent":
+            reason = RESTART_REASONS.get(result.status, RESTART_REASONS["interrupted"])
+            result.note = RESTARTED_AND_RESTORED_NOTE.format(
+                reason.format(self.config.cell_timeout)
+            )
         await close_cell(result.execution_count, _notebook_note(result))
         restart_note = result.note
         if restored is not None:

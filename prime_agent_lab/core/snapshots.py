@@ -5,8 +5,10 @@ execution on the agent's own kernel client (never a cell, never while a cell run
 executor's lock and the kernel's own queue serialize it) and reads what it wrote into
 `<session_dir>/kernel-state/`. See docs/snapshots.md.
 
-- Taken after a turn ends (debounced; the kernel writes nothing when no cell ran since its last
-  snapshot), before an eviction, and on request (`AgentRuntime.save_snapshot`).
+- Taken when a turn starts (before its first cell: a restart that cell forces brings back what
+  the kernel held before the turn, the user's cells since the last snapshot included), after a
+  turn ends (debounced), before an eviction, and on request (`AgentRuntime.save_snapshot`). The
+  kernel writes nothing when no cell ran since its last snapshot.
 - Restored into a kernel that holds no user variables: when an agent starts on a session that
   has a snapshot (server restart, CLI `--continue`/`--resume`, a sub-agent reopened from disk or
   back from eviction), after the kernel died, and after the harness restarted it. Never after a
@@ -433,6 +435,25 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
     )
 
 
+class _Queued:
+    """The kernel port as one snapshot sees it, telling when that snapshot's silent run has
+    asked for the executor's lock (its first step does): from then on the agent's next cell
+    can only run after it."""
+
+    def __init__(self, kernel: KernelPort) -> None:
+        self._kernel = kernel
+        self.queued = asyncio.Event()
+
+    async def run_silently(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        runner = await _runner(self._kernel)
+        run = asyncio.ensure_future(runner.run_silently(*args, **kwargs))
+        asyncio.get_running_loop().call_soon(self.queued.set)  # after the run's first step
+        return await run
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kernel, name)
+
+
 def _generation(kernel: KernelPort) -> object:
     """The kernel process behind a port (None: unknown)."""
     if isinstance(kernel, PendingKernel):
@@ -460,6 +481,7 @@ class SnapshotKeeper:
         self._restoring: dict[str, asyncio.Future[None]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._saving: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._turn_start: dict[str, asyncio.Event] = {}  # session id -> its snapshot is queued
         self._restored_in: dict[str, object] = {}  # session id -> kernel process restored into
 
     def directory(self, session_id: str) -> Path:
@@ -493,6 +515,7 @@ class SnapshotKeeper:
         if timer is not None:
             timer.cancel()
         self._due.pop(session_id, None)
+        self._turn_start.pop(session_id, None)
 
     def kernel_switched(self, agent: AgentView) -> None:
         """The agent moved to another kernel (the notebook got a new one): its snapshot comes
@@ -516,8 +539,9 @@ class SnapshotKeeper:
         kind = event["type"]
         if kind == "turn_started":
             timer = self._timers.pop(agent.session_id, None)
-            if timer is not None:  # that turn's end takes the snapshot
+            if timer is not None:  # the turn's start takes the snapshot
                 timer.cancel()
+            self._save_at_turn_start(agent)
         elif kind == "turn_ended":
             self._schedule_save(agent)
         elif kind == "notice" and event.get("turn") is None:
@@ -556,7 +580,9 @@ class SnapshotKeeper:
 
     async def before_cell(self, agent: AgentView) -> tuple[str, str] | None:
         """Agent hook: the kernel died while the model was thinking (a restart noticed in a
-        turn): the snapshot comes back before the turn's next cell, which tells the model."""
+        turn): the snapshot comes back before the turn's next cell, which tells the model.
+        The turn's first cell goes after the snapshot taken at the turn's start."""
+        await self._turn_start_queued(agent.session_id)
         if agent.session_id not in self._due:
             return None
         task = self._restoring.get(agent.session_id)
@@ -622,6 +648,32 @@ class SnapshotKeeper:
 
     # ------------------------------------------------------------ save
 
+    def _save_at_turn_start(self, agent: AgentView) -> None:
+        """Snapshot what the kernel holds as a turn starts (overlapping the model's answer), so
+        a restart forced by one of the turn's cells loses nothing from before the turn. Cheap
+        when no cell ran since the last snapshot: the kernel then writes nothing."""
+        if _generation(agent.kernel) is None or agent.session_id in self._due:
+            return  # no kernel yet, or it does not hold the snapshot's state yet
+        port = _Queued(agent.kernel)
+        task = asyncio.ensure_future(self._take_quietly(agent, port))
+        task.add_done_callback(lambda _: port.queued.set())  # also when it never ran
+        self._spawn(task)
+        self._turn_start[agent.session_id] = port.queued
+
+    async def _turn_start_queued(self, session_id: str) -> None:
+        """Until the turn's start snapshot is queued on the executor ahead of the turn's first
+        cell (a few steps of the event loop; the cell then waits for it there, where Stop can
+        withdraw it)."""
+        queued = self._turn_start.pop(session_id, None)
+        if queued is not None:
+            await queued.wait()
+
+    async def _take_quietly(self, agent: AgentView, kernel: KernelPort | _Queued) -> None:
+        try:
+            await self._take(agent, kernel)
+        except Exception as exc:
+            log.warning("the kernel snapshot of %s failed: %s", agent.session_id, exc)
+
     def _schedule_save(self, agent: AgentView) -> None:
         timer = self._timers.pop(agent.session_id, None)
         if timer is not None:
@@ -647,6 +699,9 @@ class SnapshotKeeper:
         running = self._saving.get(agent.session_id)
         if running is not None and not running.done():
             return await asyncio.shield(running)
+        return await self._take(agent, agent.kernel)
+
+    async def _take(self, agent: AgentView, kernel: KernelPort | _Queued) -> dict[str, Any]:
         session_dir = self._session_dir(agent.session_id)
         if agent.session_id in self._due:  # the kernel does not hold the snapshot's state yet
             return {**(read_manifest(session_dir) or {}), "unchanged": True}
@@ -654,7 +709,7 @@ class SnapshotKeeper:
         if restoring is not None:  # never save over a snapshot that is still coming back
             await asyncio.shield(restoring)
         task = asyncio.ensure_future(
-            take_snapshot(agent.kernel, session_dir, self._settings(), self._signer, agent.redactor)
+            take_snapshot(kernel, session_dir, self._settings(), self._signer, agent.redactor)
         )
         self._saving[agent.session_id] = task
         try:

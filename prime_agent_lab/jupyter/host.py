@@ -153,13 +153,7 @@ class AgentHost:
         if executor is not None and executor.knows_current_process():
             return  # the cell that saw the death reported it; this event came in late
         if executor is not None and executor.restarting:
-            kind, text = (
-                "kernel_restarted",
-                (
-                    "The agent restarted the kernel because its stopped cell ignored the "
-                    "interrupt: all variables and imports are gone (yours too)."
-                ),
-            )
+            kind, text = "kernel_restarted", self._stopped_restart_notice(agent.session_id)
         elif auto:
             kind, text = "kernel_died", self._death_notice(agent.session_id)
         else:
@@ -171,6 +165,16 @@ class AgentHost:
                 ),
             )
         agent.notice(kind, text)
+
+    def _stopped_restart_notice(self, session_id: str) -> str:
+        why = "The agent restarted the kernel because its stopped cell ignored the interrupt"
+        if self.runtime.snapshots.has_snapshot(session_id):
+            # the restore notice that follows lists what came back
+            return (
+                f"{why}: its variables and imports are being restored from the last kernel "
+                "snapshot; what was set after it is gone."
+            )
+        return f"{why}: all variables and imports are gone (yours too)."
 
     def _death_notice(self, session_id: str) -> str:
         if self.runtime.snapshots.has_snapshot(session_id):
