@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .core.events import Event
+from .core.jsonfile import UnreadableFile
 from .core.sessions import TOLD_AS_MESSAGES
 from .providers import PROVIDER_NAMES
 from .version import __version__
@@ -377,7 +378,8 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         if stopped is None:
             await _finish_refinements(run, stopper)
     except Exception as exc:  # reported as a clear message and a non-zero exit
-        error = f"{type(exc).__name__}: {exc}" if not str(exc).startswith("cannot") else str(exc)
+        plain = isinstance(exc, UnreadableFile) or str(exc).startswith("cannot")
+        error = str(exc) if plain else f"{type(exc).__name__}: {exc}"
     finally:
         for signum in signals:
             loop.remove_signal_handler(signum)

@@ -29,6 +29,8 @@ import types as _types
 from importlib import import_module as _import_module
 from typing import Any
 
+from . import files as _files
+
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 PREVIOUS_MANIFEST = "manifest.previous.json"
@@ -157,12 +159,25 @@ def _write_atomically(path: str, data: bytes, sync: bool = False) -> None:
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
+    """A manifest that can be used, or None (missing or damaged: `_read_manifest` says why)."""
+    return _read_manifest(path)[0]
+
+
+def _read_manifest(path: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(manifest, None); (None, None) when there is none; (None, why) when it is damaged."""
     try:
-        with _builtins.open(path, "rb") as file:
-            value = _json.loads(file.read())
-    except (OSError, ValueError):
-        return None
-    return value if _isinstance(value, _dict) else None
+        manifest = _files.read_json_object(path, _files.MAX_MANIFEST_BYTES)
+    except _files.UnreadableFile as exc:
+        return None, None if exc.missing else _str(exc)
+    for key in ("saved", "imports", "skipped"):
+        value = manifest.get(key, [])
+        if not _isinstance(value, list) or not all(_isinstance(e, _dict) for e in value):
+            return None, f"{path} is damaged: its {key!r} is not a list of objects"
+    for entry in manifest.get("saved", []):
+        name = entry.get("file")
+        if not _isinstance(name, _str) or _os.path.basename(name) != name or name in ("", ".."):
+            return None, f"{path} is damaged: a saved variable's file is not a file name"
+    return manifest, None
 
 
 def save(
@@ -276,9 +291,12 @@ def restore(
         "refused": None,
         "snapshot_time": None,
     }
-    manifest = _read_json(_os.path.join(directory, PREVIOUS_MANIFEST if previous else MANIFEST))
+    path = _os.path.join(directory, PREVIOUS_MANIFEST if previous else MANIFEST)
+    manifest, damage = _read_manifest(path)
     present = set(user_names(shell))
-    if manifest is None or manifest.get("version") != FORMAT_VERSION:
+    if damage is not None:
+        report["refused"] = damage
+    elif manifest is None or manifest.get("version") != FORMAT_VERSION:
         report["refused"] = (
             "no snapshot"
             if manifest is None
@@ -333,8 +351,10 @@ def _restore_values(
             report["kept"].append(name)
             continue
         try:
-            with _builtins.open(_os.path.join(directory, _str(entry.get("file"))), "rb") as file:
-                value = loads(file.read(), _str(entry.get("method")))
+            size = entry.get("bytes")  # as saved: a file that grew is not read past it
+            cap = size if _isinstance(size, int) and size >= 0 else DEFAULT_VARIABLE_CAP
+            data = _files.read_bytes(_os.path.join(directory, _str(entry.get("file"))), cap)
+            value = loads(data, _str(entry.get("method")))
         except Exception as exc:
             report["failed"].append({"name": name, "reason": _reason(exc)})
             continue

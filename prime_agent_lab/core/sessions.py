@@ -22,6 +22,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .jsonfile import (
+    MAX_BLOB_BYTES,
+    MAX_SESSION_LOG_BYTES,
+    BadJson,
+    UnreadableFile,
+    parse_json,
+    read_bytes,
+)
 from .messages import ImagePart, Message, ToolCall
 from .text import json_type, shorten
 
@@ -58,6 +66,10 @@ def now_iso() -> str:
 
 def new_session_id() -> str:
     return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def is_session_id(name: object) -> bool:
+    return isinstance(name, str) and _SESSION_ID.match(name) is not None
 
 
 def check_session_id(session_id: str) -> str:
@@ -123,22 +135,17 @@ class SessionLog:
         """Everything that can be read, without raising for what the file holds.
 
         Lines that are not UTF-8 JSON are torn writes (a crash mid-write): skipped, as the records
-        around them are intact. Anything else that does not fit (a header that is not this
-        session's, a line that is not an object, an entry without an id or hanging off an unknown
-        one) is damage: `damage` says where and why, and only the entries before it are indexed.
+        around them are intact. Anything else that does not fit (a file that cannot be read or
+        is too large, a header that is not this session's, a line nested too deeply or holding a
+        number out of range, a line that is not an object, an entry without an id or hanging off
+        an unknown one) is damage: `damage` says where and why, and only the entries before it
+        are indexed (core/jsonfile.py reads the file).
         """
         log = cls(directory, {})
-        file = directory / SESSION_FILE
-        if file.exists() and not file.is_file():  # a directory or a pipe (reading would block)
-            log.damage = f"{SESSION_FILE} is not a regular file"
-            return log
         try:
-            raw = file.read_bytes()
-        except FileNotFoundError:
-            log.damage = f"{SESSION_FILE} is missing"
-            return log
-        except OSError as exc:
-            log.damage = f"{SESSION_FILE} cannot be read: {exc.strerror or exc}"
+            raw = read_bytes(directory / SESSION_FILE, MAX_SESSION_LOG_BYTES)
+        except UnreadableFile as exc:  # missing, a pipe or directory, too large, ...
+            log.damage = f"{SESSION_FILE} {exc.reason}"
             return log
         # Only "\n" ends a record: str.splitlines() would also split inside text that holds
         # U+2028, U+2029 or \x85, which JSON leaves unescaped.
@@ -155,10 +162,13 @@ class SessionLog:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                log.skipped_lines.append(number)
-                continue
+                record = parse_json(line)
+            except BadJson as exc:
+                if exc.torn:
+                    log.skipped_lines.append(number)
+                    continue
+                log.damage = f"line {number} {exc.reason}"  # valid JSON past a limit: not torn
+                break
             problem = log._problem(record)
             if problem is not None:
                 log.damage = f"line {number}: {problem}"
@@ -271,8 +281,8 @@ class SessionLog:
             return str(image["data_base64"])
         name = str(image["blob"])
         try:
-            data = (self.directory / BLOBS / name).read_bytes()
-        except OSError:
+            data = read_bytes(self.directory / BLOBS / name, MAX_BLOB_BYTES)
+        except UnreadableFile:  # missing, a pipe, too large: the model is told it is missing
             return None
         if hashlib.sha256(data).hexdigest() != name.split(".")[0]:
             return None
@@ -514,11 +524,9 @@ def _parse_header(line: bytes, directory_name: str) -> tuple[dict[str, Any] | No
     if not line.strip():
         return None, f"{SESSION_FILE} is empty (no header line)"
     try:
-        header = json.loads(line.decode("utf-8"))
-    except UnicodeDecodeError:
-        return None, "the header line is not valid UTF-8"
-    except json.JSONDecodeError:
-        return None, "the header line is not JSON"
+        header = parse_json(line)
+    except BadJson as exc:
+        return None, f"the header line {exc.reason}"
     if not isinstance(header, dict):
         return None, f"the header is {json_type(header)}, not a JSON object"
     if header.get("type") != "session":

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .agent_view import AgentView
+from .jsonfile import MAX_MANIFEST_BYTES, UnreadableFile, read_json_object
 from .pending_kernel import PendingKernel
 from .ports import KernelPort, KernelRestart
 from .text import preview
@@ -79,10 +79,11 @@ def read_manifest(session_dir: Path) -> dict[str, Any] | None:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        value = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        return read_json_object(path, MAX_MANIFEST_BYTES)
+    except UnreadableFile as exc:
+        if not exc.missing:
+            log.warning("%s", exc)
         return None
-    return value if isinstance(value, dict) else None
 
 
 def save_code(directory: Path, variable_cap: int, total_cap: int) -> str:

@@ -27,6 +27,7 @@ from ..core.agent import Agent, AgentConfig, TurnInProgress
 from ..core.bridge import BridgeService
 from ..core.events import EventBus
 from ..core.harness.refiner import RefineError, Refiner
+from ..core.jsonfile import MAX_NOTEBOOK_BYTES, too_large
 from ..core.pending_kernel import PendingKernel
 from ..core.ports import KernelPort, ModelProvider, NotebookPort, NotebookUnavailable
 from ..core.redaction import SECRET_ENV_VARS, kernel_environment
@@ -347,6 +348,9 @@ class AgentHost:
                 "(ContentsManager.allow_hidden)",
             )
         try:
+            size = (await _maybe_await(contents.get(path, content=False))).get("size")
+            if isinstance(size, int) and size > MAX_NOTEBOOK_BYTES:  # not read at all
+                raise web.HTTPError(413, f"it {too_large(size, MAX_NOTEBOOK_BYTES)}")
             await _maybe_await(contents.get(path, content=True, type="notebook"))
         except web.HTTPError as exc:
             reason = http_error_text(exc)
