@@ -94,8 +94,10 @@ class UnreadableFile(Exception):
 # ---------------------------------------------------------------- JSON text
 
 
-def parse_json(data: bytes | str) -> Any:
-    """The JSON value of `data`; raises BadJson for anything this module refuses."""
+def parse_json(data: bytes | str, allow_nan: bool = False) -> Any:
+    """The JSON value of `data`; raises BadJson for anything this module refuses.
+    `allow_nan`: NaN, Infinity and numbers out of range come back as floats (for a caller that
+    checks its numbers itself, as the bridge does its timestamp)."""
     if isinstance(data, bytes | bytearray):
         try:
             text = bytes(data).decode("utf-8")
@@ -107,7 +109,10 @@ def parse_json(data: bytes | str) -> Any:
     else:
         text = data
     try:
-        value = json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+        if allow_nan:
+            value = json.loads(text)
+        else:
+            value = json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
     except BadJson:
         raise
     except json.JSONDecodeError as exc:

@@ -183,6 +183,8 @@ class SessionLog:
             return f"{json_type(record)} where a record (a JSON object) belongs"
         if record.get("type") == "leaf":
             leaf = record.get("leaf_id")
+            if leaf is not None and not isinstance(leaf, str):
+                return f"the position moves to {json_type(leaf)}, not an entry id"
             if leaf is not None and leaf not in self.by_id:
                 return f"the position moves to an unknown entry {shorten(leaf)}"
             return None
@@ -193,6 +195,8 @@ class SessionLog:
             return f"a second entry with the id {shorten(entry_id)}"
         if not isinstance(record.get("type"), str):
             return f"entry {shorten(entry_id)} has no type"
+        if parent is not None and not isinstance(parent, str):
+            return f"entry {shorten(entry_id)} has {json_type(parent)} as its parent_id"
         if parent is not None and parent not in self.by_id:
             return f"entry {shorten(entry_id)} hangs off an unknown entry {shorten(parent)}"
         return _field_problem(record) or self._compaction_problem(record)
@@ -550,12 +554,50 @@ _REQUIRED_TEXT = {
 }
 
 
+_TEXT, _NUMBER, _OBJECT = "a string", "a number", "an object"
+_OPTIONAL_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
+    "*": {"turn": (_NUMBER, True)},
+    "user_message": {"notice": (_TEXT, False)},
+    "assistant_message": {"text": (_TEXT, False), "usage": (_OBJECT, True)},
+    "tool_result": {
+        "observation": (_TEXT, False),
+        "cell_id": (_TEXT, True),
+        "status": (_TEXT, True),
+        "preview": (_TEXT, False),
+        "execution_count": (_NUMBER, True),
+    },
+    "cell_started": {"tool_call_id": (_TEXT, True), "cell_id": (_TEXT, True)},
+    "turn_end": {"stop_reason": (_TEXT, False), "final_text": (_TEXT, False)},
+    "notice": {"kind": (_TEXT, False), "text": (_TEXT, False)},
+    "error": {"message": (_TEXT, False), "kind": (_TEXT, False)},
+    "compaction": {
+        "first_kept_entry_id": (_TEXT, True),
+        "tokens_before": (_NUMBER, False),
+        "tokens_after": (_NUMBER, True),
+        "dropped_entries": (_NUMBER, False),
+    },
+    "kernel_gc": {"text": (_TEXT, False)},
+    "refinement": {"text": (_TEXT, False), "refinement": (_OBJECT, False)},
+    "notebook_moved": {"path": (_TEXT, False), "old_path": (_TEXT, False)},
+}
+"""Fields the chat transcript, the model's context and the token counts read from an entry
+when it has them: what each must be (`True`: or null). A field of another type is damage."""
+_KIND_OF = {_TEXT: (str,), _NUMBER: (int,), _OBJECT: (dict,)}
+
+
 def _field_problem(entry: dict[str, Any]) -> str | None:
-    """Fields that rebuilding the conversation relies on (`context_messages`)."""
+    """Fields that rebuilding the conversation and the chat transcript rely on."""
     name = f"entry {shorten(entry['id'])}"
     for key in _REQUIRED_TEXT.get(entry["type"], ()):
         if not isinstance(entry.get(key), str):
             return f"{name} ({entry['type']}) has no text field {key!r}"
+    for fields in (_OPTIONAL_FIELDS["*"], _OPTIONAL_FIELDS.get(entry["type"], {})):
+        for key, (kind, nullable) in fields.items():
+            value = entry.get(key)
+            if key not in entry or (value is None and nullable):
+                continue
+            if not isinstance(value, _KIND_OF[kind]) or isinstance(value, bool):
+                return f"{name} ({entry['type']}) has {json_type(value)} as {key!r}, not {kind}"
     if entry["type"] == "assistant_message":
         calls = entry.get("tool_calls", [])
         if not isinstance(calls, list) or not all(_is_tool_call(c) for c in calls):

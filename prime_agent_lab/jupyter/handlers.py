@@ -242,8 +242,7 @@ class RefinementsHandler(_Base):
     @authorized
     @_host_errors
     async def get(self, session_id: str) -> None:
-        records = await self.host.refinements(self.session_id(session_id))
-        self.reply({"refinements": records})
+        self.reply(await self.host.refinements(self.session_id(session_id)))
 
 
 class RollbackHandler(_Base):

@@ -638,9 +638,14 @@ class AgentHost:
         with _refine_errors():
             return self._refiner(session_id).schedule(instructions, global_, trigger="user")
 
-    async def refinements(self, session_id: str) -> list[dict[str, Any]]:
-        """The refinement records of the session's local and the global store, oldest first."""
-        return await asyncio.to_thread(self._refiner(session_id).history)
+    async def refinements(self, session_id: str) -> dict[str, Any]:
+        """The refinement records of the session's local and the global store, oldest first,
+        and what could not be read (`RefinementList`)."""
+        records, problems = await asyncio.to_thread(self._refiner(session_id).read_history)
+        answer: dict[str, Any] = {"refinements": records}
+        if problems:
+            answer["problems"] = problems
+        return answer
 
     async def rollback_refinement(self, session_id: str, refinement_id: str) -> dict[str, Any]:
         with _refine_errors():
