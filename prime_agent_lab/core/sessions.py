@@ -132,6 +132,14 @@ class SessionLog:
 
     @classmethod
     def read(cls, directory: Path) -> SessionLog:
+        """`_read`, with any damage said of the file (`session.jsonl: line 3: ...`)."""
+        log = cls._read(directory)
+        if log.damage is not None and not log.damage.startswith(SESSION_FILE):
+            log.damage = f"{SESSION_FILE}: {log.damage}"
+        return log
+
+    @classmethod
+    def _read(cls, directory: Path) -> SessionLog:
         """Everything that can be read, without raising for what the file holds.
 
         Lines that are not UTF-8 JSON are torn writes (a crash mid-write): skipped, as the records

@@ -36,6 +36,7 @@ from ..jsonfile import (
     read_json_object,
     read_jsonl,
 )
+from .records import refinement_problem
 
 KINDS = ("prompt", "memory", "skill", "subagent")
 KIND_NAMES = {
@@ -553,7 +554,7 @@ class HarnessStore:
             return [], [] if exc.missing else [f"{exc}: no refinement records read"]
         records, unreadable = [], 0
         for _, record in lines:
-            if isinstance(record, dict) and isinstance(record.get("id"), str):
+            if refinement_problem(record) is None:
                 records.append(record)
             else:
                 unreadable += 1
