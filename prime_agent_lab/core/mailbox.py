@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import secrets
 import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping
@@ -631,7 +632,7 @@ class Mailbox:
         family = self._runtime.family
         family.refresh()
         for directory in self._runtime.repository.root.iterdir():
-            if is_session_id(directory.name) and (directory / MAILBOX_FILE).exists():
+            if is_session_id(directory.name) and os.path.lexists(directory / MAILBOX_FILE):
                 self._recover_target(directory.name)
         return sum(len(v) for v in self._pending.values())
 
