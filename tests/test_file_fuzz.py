@@ -31,6 +31,7 @@ from prime_agent_lab.adapters.nbjson import read_notebook
 from prime_agent_lab.core import branching
 from prime_agent_lab.core.agent import AgentConfig
 from prime_agent_lab.core.family import Family
+from prime_agent_lab.core.harness.keeper import LOCAL_DIR
 from prime_agent_lab.core.harness.store import (
     REFINEMENTS_FILE,
     STATE_FILE,
@@ -61,6 +62,9 @@ from prime_agent_lab.core.snapshots import (
 )
 from prime_agent_lab.core.transcript import chat_transcript, history_records
 from prime_agent_lab.headless import HeadlessRun
+
+from .conftest import run_turn, use_script
+from .test_cli import cli
 
 Make = Callable[[Path], None]
 GIB = 2**30
@@ -652,3 +656,210 @@ def test_a_hostile_notebook_is_refused_naming_the_file(tmp_path: Path, case: str
         read_notebook(path)
 
     assert str(refused.value).startswith(str(path))
+
+
+# ---------------------------------------------------------------- through a real server
+
+SPECIAL_NOTEBOOKS: dict[str, Make] = {
+    "deep.ipynb": HOSTILE["deep-array"],
+    "huge-number.ipynb": HOSTILE["huge-int"],
+    "big.ipynb": gigabyte,
+}
+TEXT_ONLY = {"turns": [{"text": "fine"}], "restart_each_message": True}
+BODY_ROUTES: list[tuple[str, ...]] = [
+    ("sessions",),
+    ("sessions", "good", "messages"),
+    ("sessions", "good", "stop"),
+    ("sessions", "good", "leaf"),
+    ("sessions", "good", "fork"),
+    ("sessions", "good", "clone"),
+    ("sessions", "good", "refine"),
+    ("sessions", "good", "refinements", "r1", "rollback"),
+    ("bindings",),
+]
+BODY_CASES = {name: make for name, make in BYTE_CASES.items() if name != "empty"}
+
+
+def replace(path: Path, make: Make) -> None:
+    """`path` made anew by `make`, whatever was there (a file, a pipe, a directory, a loop)."""
+    if path.is_dir() and not path.is_symlink():
+        path.rmdir()
+    elif os.path.lexists(path):
+        path.unlink()
+    make(path)
+
+
+def strict_json(body: bytes) -> Any:
+    """What a browser's JSON.parse takes: no NaN or Infinity."""
+
+    def refuse(literal: str) -> Any:
+        raise AssertionError(f"{literal} in an answer")
+
+    return json.loads(body, parse_constant=refuse)
+
+
+@pytest.fixture
+def seeded(jp_root_dir: Path, tmp_path: Path) -> dict[str, Any]:
+    """A root folder full of hostile files, made before the server starts."""
+    sessions = jp_root_dir / ".prime-agent" / "sessions"
+    good_session(sessions)
+    for case, make in HOSTILE.items():
+        make_at(sessions / f"log-{case}", SESSION_FILE, make)
+    for case, make in BYTE_CASES.items():
+        (sessions / f"line-{case}").mkdir()
+        raw = jsonl(header(f"line-{case}", f"line-{case}.ipynb"), ENTRIES[0])
+        (sessions / f"line-{case}" / SESSION_FILE).write_bytes(raw)
+        with open(sessions / f"line-{case}" / SESSION_FILE, "ab") as log:
+            scratch = tmp_path / f"line-{case}"
+            make(scratch)
+            log.write(scratch.read_bytes() + b"\n")
+    for case, make in MAILBOX_CASES.items():
+        good_session(sessions, f"mail-{case}", f"mail-{case}.ipynb")
+        make_at(sessions / f"mail-{case}", MAILBOX_FILE, make)
+    wrong = list(wrong_field_logs())[::9]
+    for session_id, raw in wrong:
+        make_at(sessions / session_id, SESSION_FILE, data(raw))
+    for name, make in SPECIAL_NOTEBOOKS.items():
+        make(jp_root_dir / name)
+    global_dir = tmp_path / "global-harness"
+    make_at(global_dir, STATE_FILE, HOSTILE["deep-array"])
+    return {"sessions": sessions, "global": global_dir, "wrong": [s for s, _ in wrong]}
+
+
+@pytest.fixture
+def prime_agent_config(seeded: dict[str, Any]) -> dict[str, Any]:
+    return {"harness_dir": str(seeded["global"])}
+
+
+async def call(jp_fetch: Any, method: str, *route: str, body: bytes | None = None) -> Any:
+    response = await jp_fetch(
+        "prime-agent", "api", *route, method=method, body=body, raise_error=False
+    )
+    assert response.code != 500, (route, response.body[:300])
+    return response.code, strict_json(response.body) if response.body else None
+
+
+async def test_a_server_over_hostile_files_starts_lists_attaches_and_names_each_file(
+    jp_fetch: Any, host: Any, seeded: dict[str, Any], make_notebook: Any
+) -> None:
+    started = time.monotonic()
+    sessions: Path = seeded["sessions"]
+    assert (await call(jp_fetch, "GET", "info"))[0] == 200  # the extension loaded
+
+    code, listing = await call(jp_fetch, "GET", "sessions")
+    listed = {s["session_id"]: s for s in listing["sessions"]}
+    assert code == 200
+    for case in HOSTILE:
+        assert listed[f"log-{case}"]["status"] == "broken", case
+        assert SESSION_FILE in listed[f"log-{case}"]["reason"], case
+    for case in BYTE_CASES:  # a hostile line: damage that names the line, or a torn write
+        line = listed[f"line-{case}"]
+        assert line["status"] == "inactive" or line["reason"].startswith(SESSION_FILE), line
+    for case in MAILBOX_CASES:
+        assert listed[f"mail-{case}"]["status"] == "inactive", case
+    for session_id in seeded["wrong"]:
+        wrong = listed[session_id]
+        assert wrong["status"] == "inactive" or wrong["reason"].startswith(SESSION_FILE), wrong
+    assert listed["good"]["status"] == "inactive"
+
+    path = make_notebook("good.ipynb")
+    use_script(host, write_script(seeded["global"].parent, TEXT_ONLY))
+    body = json.dumps({"notebook_path": path, "session_id": "good"}).encode()
+    code, attached = await call(jp_fetch, "POST", "sessions", body=body)
+    assert code == 200 and attached["session_id"] == "good", attached
+    for case in HOSTILE:
+        body = json.dumps({"notebook_path": path, "session_id": f"log-{case}"}).encode()
+        code, refused = await call(jp_fetch, "POST", "sessions", body=body)
+        assert code == 409 and SESSION_FILE in refused["message"], (case, refused)
+        code, tree = await call(jp_fetch, "GET", "sessions", f"log-{case}", "tree")
+        assert code == 200 and SESSION_FILE in tree["broken"], (case, tree)
+    assert (await call(jp_fetch, "GET", "sessions", "good"))[0] == 200
+
+    # Every turn of every session reads the global store: a hostile one is named in the
+    # prompt, and the turn goes on.
+    global_file = seeded["global"] / STATE_FILE
+    for case, make in HARNESS_CASES.items():
+        replace(global_file, make)
+        ended = await run_turn(host, "good", f"turn with {case}")
+        assert ended["stop_reason"] == "end_turn", (case, ended)
+        prompt = host.runtime.system_prompt("good")
+        try:
+            HarnessStore(seeded["global"], "global").read()
+        except HarnessError:
+            assert f"Unavailable: the harness file {global_file}" in prompt, case
+
+    # The refinement records of the session's own store.
+    records = sessions / "good" / LOCAL_DIR / REFINEMENTS_FILE
+    records.parent.mkdir(exist_ok=True)
+    for case, make in REFINEMENT_CASES.items():
+        replace(records, make)
+        code, answer = await call(jp_fetch, "GET", "sessions", "good", "refinements")
+        assert code == 200 and answer["refinements"] == [], (case, answer)
+        if case != "empty":
+            assert any(str(records) in p for p in answer["problems"]), (case, answer)
+
+    # Request bodies: a clear 400, never a 500.
+    for case, make in BODY_CASES.items():
+        scratch = seeded["global"].parent / f"body-{case}"
+        make(scratch)
+        for route in BODY_ROUTES:
+            code, answer = await call(jp_fetch, "POST", *route, body=scratch.read_bytes())
+            assert code == 400 and answer["message"].startswith(
+                ("the request body", "request body")
+            ), (
+                case,
+                route,
+                answer,
+            )
+
+    # Hostile notebooks are refused by name; the one the agent works in is untouched.
+    for name in SPECIAL_NOTEBOOKS:
+        body = json.dumps({"notebook_path": name}).encode()
+        code, refused = await call(jp_fetch, "POST", "sessions", body=body)
+        assert code == 400 and name in refused["message"], (name, refused)
+
+    code, listing = await call(jp_fetch, "GET", "sessions")
+    assert (
+        code == 200
+        and {s["session_id"]: s for s in listing["sessions"]}["good"]["status"] == "idle"
+    )
+    body = json.dumps({"notebook_path": path}).encode()
+    assert (await call(jp_fetch, "POST", "sessions", body=body))[0] == 200
+    assert time.monotonic() - started < 120
+
+
+def write_script(folder: Path, script: dict[str, Any]) -> str:
+    path = folder / "text-only-script.json"
+    path.write_text(json.dumps(script), encoding="utf-8")
+    return str(path)
+
+
+# ---------------------------------------------------------------- the CLI
+
+
+def test_the_cli_names_a_hostile_notebook_in_one_line(tmp_path: Path) -> None:
+    HOSTILE["deep-array"](tmp_path / "agent.ipynb")
+
+    done = cli(tmp_path, "run", "hi")
+
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"prime-agent-lab: {tmp_path / 'agent.ipynb'} is nested deeper than 100 levels"
+    ], done.stderr
+
+
+def test_the_cli_runs_beside_hostile_sessions_mailboxes_and_a_hostile_global_store(
+    tmp_path: Path,
+) -> None:
+    sessions = tmp_path / ".prime-agent" / "sessions"
+    for case in ("deep-array", "fifo", "huge-int", "invalid-utf8", "one-gibibyte"):
+        make_at(sessions / f"log-{case}", SESSION_FILE, HOSTILE[case])
+        good_session(sessions, f"mail-{case}", f"mail-{case}.ipynb")
+        make_at(sessions / f"mail-{case}", MAILBOX_FILE, HOSTILE[case])
+    make_at(tmp_path / "global", STATE_FILE, HOSTILE["deep-array"])
+    script = write_script(tmp_path, TEXT_ONLY)
+
+    done = cli(tmp_path, "run", "--harness-dir", str(tmp_path / "global"), "--script", script, "hi")
+
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
