@@ -294,14 +294,14 @@ def restore(
     path = _os.path.join(directory, PREVIOUS_MANIFEST if previous else MANIFEST)
     manifest, damage = _read_manifest(path)
     present = set(user_names(shell))
-    if damage is not None:
-        report["refused"] = damage
-    elif manifest is None or manifest.get("version") != FORMAT_VERSION:
+    if manifest is None or manifest.get("version") != FORMAT_VERSION:
         report["refused"] = (
             "no snapshot"
             if manifest is None
             else f"snapshot format {manifest.get('version')!r} is not {FORMAT_VERSION}"
         )
+        if damage is not None:
+            report["unreadable"] = damage  # the manifest, named, and why
     elif only_if_fresh and present:
         report["refused"] = "the kernel already holds variables: " + ", ".join(
             _sorted(present)[:10]

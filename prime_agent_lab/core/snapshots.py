@@ -165,6 +165,9 @@ def describe_restore(report: dict[str, Any], directory: Path) -> tuple[str, str]
     refused = report.get("refused")
     if refused == "no snapshot":
         text = "The kernel snapshot is missing or unreadable: this is a clean start."
+        if report.get("unreadable"):
+            why = preview(str(report["unreadable"]), 300)
+            text = f"The kernel snapshot cannot be read ({why}): this is a clean start."
         if _read_json(directory / PREVIOUS_MANIFEST) is not None:
             text += (
                 " The snapshot before it is readable; to bring it back, run "
