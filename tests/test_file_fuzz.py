@@ -863,3 +863,18 @@ def test_the_cli_runs_beside_hostile_sessions_mailboxes_and_a_hostile_global_sto
 
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
+
+
+# ---------------------------------------------------------------- skill modules (kernel side)
+
+
+@pytest.mark.parametrize("case", SPECIAL_FILES)
+def test_a_skill_module_that_is_no_regular_file_fails_its_import_at_once(
+    tmp_path: Path, case: str
+) -> None:
+    from prime_agent_kernel.harness import SkillLoader
+
+    module = make_at(tmp_path, "fit_tools.py", HOSTILE[case])
+
+    with pytest.raises(ImportError, match=re.escape(str(module))):
+        SkillLoader("fit_tools", str(module)).get_code("fit_tools")
