@@ -100,7 +100,7 @@ def _parse(data: bytes) -> Any:
             f"is not valid UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start:,})"
         ) from None
     try:
-        value = _json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+        value = _STRICT.decode(text)
     except _Refused:
         raise
     except _json.JSONDecodeError as exc:
@@ -126,27 +126,42 @@ def _no_constant(literal: str) -> Any:
     raise _Refused(f"holds {literal}, which is not JSON")
 
 
+_STRICT = _json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant)
+
+
 def _check_nesting_and_text(value: Any, text: str) -> None:
-    deep = text.count("[") + text.count("{") > MAX_DEPTH
-    surrogates = _SURROGATE_ESCAPE.search(text) is not None
-    if not deep and not surrogates:
-        return
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, str):
-            if surrogates and _LONE_SURROGATE.search(item):
-                raise _Refused("holds a lone surrogate (\\ud800 to \\udfff), which is not text")
-            continue
-        if isinstance(item, dict):
-            children: list[Any] = [*item.keys(), *item.values()] if surrogates else [*item.values()]
-        elif isinstance(item, list):
-            children = item
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        level = [value] if type(value) is dict or type(value) is list else []
+        for _ in range(MAX_DEPTH):
+            level = [
+                child
+                for item in level
+                for child in (item.values() if type(item) is dict else item)
+                if type(child) is dict or type(child) is list
+            ]
+            if not level:
+                break
         else:
-            continue
-        if depth >= MAX_DEPTH:
-            raise _Refused(f"is nested deeper than {MAX_DEPTH} levels")
-        stack.extend((child, depth + 1) for child in children)
+            if level:
+                raise _Refused(f"is nested deeper than {MAX_DEPTH} levels")
+    maybe = ("\\ud" in text or "\\uD" in text) and _SURROGATE_ESCAPE.search(text) is not None
+    if maybe and _has_lone_surrogate(value):
+        raise _Refused("holds a lone surrogate (\\ud800 to \\udfff), which is not text")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is str:
+            if _LONE_SURROGATE.search(item):
+                return True
+        elif type(item) is dict:
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+    return False
 
 
 def _json_type(value: Any) -> str:

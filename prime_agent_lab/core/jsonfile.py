@@ -109,10 +109,7 @@ def parse_json(data: bytes | str, allow_nan: bool = False) -> Any:
     else:
         text = data
     try:
-        if allow_nan:
-            value = json.loads(text)
-        else:
-            value = json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+        value = (_LENIENT if allow_nan else _STRICT).decode(text)
     except BadJson:
         raise
     except json.JSONDecodeError as exc:
@@ -148,33 +145,50 @@ def _no_constant(literal: str) -> Any:
     raise BadJson(f"holds {literal}, which is not JSON")
 
 
+_STRICT = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant)
+_LENIENT = json.JSONDecoder()
+
+
 def _too_deep() -> str:
     return f"is nested deeper than {MAX_DEPTH} levels"
 
 
 def _check_nesting_and_text(value: Any, text: str) -> None:
-    """Refuse nesting past MAX_DEPTH and lone surrogates. Walks the value only when the text
-    could hold either (enough brackets, a surrogate escape), which a typical line does not."""
-    deep = text.count("[") + text.count("{") > MAX_DEPTH
-    surrogates = _SURROGATE_ESCAPE.search(text) is not None
-    if not deep and not surrogates:
-        return
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, str):
-            if surrogates and _LONE_SURROGATE.search(item):
-                raise BadJson("holds a lone surrogate (\\ud800 to \\udfff), which is not text")
-            continue
-        if isinstance(item, dict):
-            children: list[Any] = [*item.keys(), *item.values()] if surrogates else [*item.values()]
-        elif isinstance(item, list):
-            children = item
+    """Refuse nesting past MAX_DEPTH and lone surrogates. Looks at the value only when the text
+    could hold either (enough brackets, a surrogate escape), and then level by level at its
+    arrays and objects alone."""
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        level = [value] if type(value) is dict or type(value) is list else []
+        for _ in range(MAX_DEPTH):
+            level = [
+                child
+                for item in level
+                for child in (item.values() if type(item) is dict else item)
+                if type(child) is dict or type(child) is list
+            ]
+            if not level:
+                break
         else:
-            continue
-        if depth >= MAX_DEPTH:
-            raise BadJson(_too_deep())
-        stack.extend((child, depth + 1) for child in children)
+            if level:
+                raise BadJson(_too_deep())
+    maybe = ("\\ud" in text or "\\uD" in text) and _SURROGATE_ESCAPE.search(text) is not None
+    if maybe and _has_lone_surrogate(value):
+        raise BadJson("holds a lone surrogate (\\ud800 to \\udfff), which is not text")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is str:
+            if _LONE_SURROGATE.search(item):
+                return True
+        elif type(item) is dict:
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+    return False
 
 
 # ---------------------------------------------------------------- files

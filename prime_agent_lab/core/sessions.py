@@ -590,22 +590,33 @@ _OPTIONAL_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
 }
 """Fields the chat transcript, the model's context and the token counts read from an entry
 when it has them: what each must be (`True`: or null). A field of another type is damage."""
-_KIND_OF = {_TEXT: (str,), _NUMBER: (int,), _OBJECT: (dict,)}
+_KIND_OF = {_TEXT: str, _NUMBER: int, _OBJECT: dict}
+_CHECKS = {
+    entry_type: tuple(
+        (key, _KIND_OF[kind], nullable, kind)
+        for key, (kind, nullable) in {**_OPTIONAL_FIELDS["*"], **fields}.items()
+    )
+    for entry_type, fields in _OPTIONAL_FIELDS.items()
+}
+_ABSENT = object()
 
 
 def _field_problem(entry: dict[str, Any]) -> str | None:
     """Fields that rebuilding the conversation and the chat transcript rely on."""
-    name = f"entry {shorten(entry['id'])}"
-    for key in _REQUIRED_TEXT.get(entry["type"], ()):
+    kind = entry["type"]
+    for key in _REQUIRED_TEXT.get(kind, ()):
         if not isinstance(entry.get(key), str):
-            return f"{name} ({entry['type']}) has no text field {key!r}"
-    for fields in (_OPTIONAL_FIELDS["*"], _OPTIONAL_FIELDS.get(entry["type"], {})):
-        for key, (kind, nullable) in fields.items():
-            value = entry.get(key)
-            if key not in entry or (value is None and nullable):
-                continue
-            if not isinstance(value, _KIND_OF[kind]) or isinstance(value, bool):
-                return f"{name} ({entry['type']}) has {json_type(value)} as {key!r}, not {kind}"
+            return f"entry {shorten(entry['id'])} ({kind}) has no text field {key!r}"
+    for key, expected, nullable, shown in _CHECKS.get(kind, _CHECKS["*"]):
+        value = entry.get(key, _ABSENT)
+        if value is _ABSENT or (value is None and nullable):
+            continue
+        if type(value) is not expected:  # exactly: JSON's true is not a number here
+            return (
+                f"entry {shorten(entry['id'])} ({kind}) has {json_type(value)} as {key!r}, "
+                f"not {shown}"
+            )
+    name = f"entry {shorten(entry['id'])}"
     if entry["type"] == "assistant_message":
         calls = entry.get("tool_calls", [])
         if not isinstance(calls, list) or not all(_is_tool_call(c) for c in calls):
