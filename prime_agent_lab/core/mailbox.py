@@ -733,8 +733,12 @@ def _records(file: Path) -> Iterator[dict[str, Any]]:
         if not exc.missing:
             log.warning("mailbox ignored: %s", exc)
         return
-    for number, record in lines:
-        if isinstance(record, BadJson) and not record.torn:
-            log.warning("mailbox %s: line %d skipped: it %s", file, number, record.reason)
+    refused = [(n, r) for n, r in lines if isinstance(r, BadJson) and not r.torn]
+    if refused:  # once per file: a hostile file must not flood the log
+        number, first = refused[0]
+        log.warning(
+            "mailbox %s: %d line(s) skipped; line %d %s", file, len(refused), number, first.reason
+        )
+    for _, record in lines:
         if isinstance(record, dict):
             yield record
