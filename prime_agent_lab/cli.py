@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .core.events import Event
+from .core.jsonfile import UnreadableFile
 from .core.sessions import TOLD_AS_MESSAGES
 from .core.stop_cause import USER_STOP, StopCause, terminated
 from .providers import PROVIDER_NAMES
@@ -448,7 +449,8 @@ def _error_text(exc: BaseException) -> str:
     from .core.sessions import SessionWriteError
     from .core.whole_writes import is_disk_full
 
-    if isinstance(exc, (SessionWriteError, NotebookNotSaved)) or str(exc).startswith("cannot"):
+    own = (SessionWriteError, NotebookNotSaved, UnreadableFile)
+    if isinstance(exc, own) or str(exc).startswith("cannot"):
         return str(exc)
     if isinstance(exc, OSError) and is_disk_full(exc):
         where = f" ({exc.filename})" if exc.filename else ""

@@ -65,6 +65,25 @@ DAMAGED_LOGS: dict[str, tuple[Any, str]] = {
     "no-log": (None, "missing"),
     "log-is-a-directory": ("directory", "not a regular file"),
     "log-is-a-pipe": ("fifo", "not a regular file"),
+    "log-is-a-symlink-loop": ("loop", "cannot be read"),
+    "log-is-too-large": ("gigabyte", "more than the 256 MiB read"),
+    "header-nested-too-deeply": (b"[" * 100_000 + b"]" * 100_000 + b"\n", "nested deeper"),
+    "deeply-nested-line": (
+        jsonl(header("deeply-nested-line"), HELLO) + b"[" * 100_000 + b"]" * 100_000 + b"\n",
+        "session.jsonl: line 3 is nested deeper than 100 levels",
+    ),
+    "number-out-of-range": (
+        jsonl(header("number-out-of-range"), HELLO) + b'{"id": "e2", "n": 1e999999}\n',
+        "session.jsonl: line 3 holds a number out of range (1e999999)",
+    ),
+    "parent-id-not-a-string": (
+        jsonl(header("parent-id-not-a-string"), HELLO, entry("e2", ["e1"], "turn_end", turn=1)),
+        "line 3: entry 'e2' has an array as its parent_id",
+    ),
+    "turn-not-a-number": (
+        jsonl(header("turn-not-a-number"), entry("e1", None, "user_message", text="x", turn="1")),
+        "line 2: entry 'e1' (user_message) has a string as 'turn', not a number",
+    ),
     "non-object-line": (
         jsonl(header("non-object-line"), [1, 2]),
         "line 2: an array where a record",
@@ -130,6 +149,11 @@ def write_log(root: Path, name: str, content: Any) -> Path:
         file.mkdir()
     elif content == "fifo":
         os.mkfifo(file)
+    elif content == "loop":
+        os.symlink(SESSION_FILE, file)
+    elif content == "gigabyte":
+        with open(file, "wb") as f:
+            f.truncate(2**30)  # sparse: nothing on disk
     elif content is not None:
         file.write_bytes(content)
     return directory
@@ -159,12 +183,18 @@ def torn_tail_log(root: Path) -> Path:
     return write_log(root, "torn-tail", whole + cut[: cut.index("☕".encode()) + 1])
 
 
-def snapshot(root: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(root)): p.read_bytes()
-        for p in root.rglob(SESSION_FILE)
-        if p.is_file() and os.access(p, os.R_OK)
-    }
+def snapshot(root: Path) -> dict[str, Any]:
+    """Each readable log's bytes (a large one's size and mtime: it is never read whole)."""
+    return {str(p.relative_to(root)): _content(p) for p in root.rglob(SESSION_FILE) if _readable(p)}
+
+
+def _readable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.R_OK)
+
+
+def _content(path: Path) -> Any:
+    info = path.stat()
+    return path.read_bytes() if info.st_size <= 2**20 else (info.st_size, info.st_mtime_ns)
 
 
 # ------------------------------------------------------------------ the log, without a server

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .bridge import BridgeError
+from .files import MiB, UnreadableFile, read_bytes
 from .skill_check import SkillCheckError, check_skill_module
 
 SyncCall = Callable[[str, dict[str, Any]], Any]
@@ -149,6 +150,9 @@ class HarnessWarning(UserWarning):
     writer failed to reload; the message says which."""
 
 
+MAX_MODULE_BYTES = MiB  # a skill's module source is at most 200,000 characters
+
+
 class SkillLoader(importlib.machinery.SourceFileLoader):
     """Compiles a skill module from its source every time: bytecode caches are keyed on the
     source's mtime in whole seconds and its size, so a module replaced within the same second
@@ -157,6 +161,13 @@ class SkillLoader(importlib.machinery.SourceFileLoader):
     def get_code(self, fullname: str) -> Any:
         path = self.get_filename(fullname)
         return compile(self.get_data(path), path, "exec", dont_inherit=True)
+
+    def get_data(self, path: str) -> bytes:
+        """The module's source, never blocking on a pipe nor read past MAX_MODULE_BYTES."""
+        try:
+            return read_bytes(path, MAX_MODULE_BYTES)
+        except UnreadableFile as exc:
+            raise ImportError(f"skill module {exc}", path=path) from None
 
 
 def _signature(path: str) -> tuple[int, int, int] | None:

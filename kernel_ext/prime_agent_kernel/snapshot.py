@@ -30,19 +30,19 @@ import pickle as _pickle
 import re as _re
 import secrets as _secrets
 import socket as _socket
-import stat as _stat
 import sys as _sys
 import threading as _threading
 import types as _types
 from importlib import import_module as _import_module
 from typing import Any
 
+from . import files as _files
+
 FORMAT_VERSION = 2  # 2: each saved file carries its sha256, the host signs the manifest
 MANIFEST = "manifest.json"
 PREVIOUS_MANIFEST = "manifest.previous.json"
 NEW_MANIFEST = "manifest.new.json"  # written by `save`, committed by the host
 RESTORE_REPORT = "restore-report.json"
-MAX_MANIFEST_BYTES = 64 * 2**20
 _FILE_NAME = _re.compile(r"[0-9]{5}-[0-9a-f]{8}\.pkl")
 _MODULE_NAME = _re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 DEFAULT_VARIABLE_CAP = 16 * 2**20
@@ -175,37 +175,34 @@ def _write_atomically(path: str, data: bytes, sync: bool = False) -> None:
         raise
 
 
-def _read_bytes(path: str, limit: int) -> bytes | None:
-    """A regular file's bytes, at most `limit` (None: missing, not a regular file, too big)."""
-    try:
-        descriptor = _os.open(path, _os.O_RDONLY | getattr(_os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
-    try:
-        info = _os.fstat(descriptor)
-        if not _stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        with _os.fdopen(descriptor, "rb", closefd=False) as file:
-            data = file.read(limit + 1)
-    except OSError:
-        return None
-    finally:
-        _os.close(descriptor)
-    return data if _len(data) <= limit else None
-
-
-def _parse_json(data: bytes | None) -> dict[str, Any] | None:
-    if data is None:
-        return None
-    try:
-        value = _json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    return value if _isinstance(value, _dict) else None
-
-
 def _read_json(path: str) -> dict[str, Any] | None:
-    return _parse_json(_read_bytes(path, MAX_MANIFEST_BYTES))
+    """A manifest that can be used, or None (missing or damaged: `_read_manifest` says why)."""
+    return _read_manifest(path)[0]
+
+
+def _read_manifest(path: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(manifest, None); (None, None) when there is none; (None, why) when it is damaged."""
+    manifest, damage, _ = _read_manifest_bytes(path)
+    return manifest, damage
+
+
+def _read_manifest_bytes(path: str) -> tuple[dict[str, Any] | None, str | None, bytes]:
+    """`_read_manifest`, and the exact bytes it was read from (their digest is what the host
+    checked)."""
+    try:
+        raw = _files.read_bytes(path, _files.MAX_MANIFEST_BYTES)
+        manifest = _files.parse_json_object(path, raw)
+    except _files.UnreadableFile as exc:
+        return None, None if exc.missing else _str(exc), b""
+    for key in ("saved", "imports", "skipped"):
+        value = manifest.get(key, [])
+        if not _isinstance(value, list) or not all(_isinstance(e, _dict) for e in value):
+            return None, f"{path} is damaged: its {key!r} is not a list of objects", raw
+    for entry in manifest.get("saved", []):
+        name = entry.get("file")
+        if not _isinstance(name, _str) or _os.path.basename(name) != name or name in ("", ".."):
+            return None, f"{path} is damaged: a saved variable's file is not a file name", raw
+    return manifest, None, raw
 
 
 def save(
@@ -312,17 +309,17 @@ def restore(
         "refused": None,
         "snapshot_time": None,
     }
-    raw = _read_bytes(
-        _os.path.join(directory, PREVIOUS_MANIFEST if previous else MANIFEST), MAX_MANIFEST_BYTES
-    )
-    manifest = _parse_json(raw)
+    path = _os.path.join(directory, PREVIOUS_MANIFEST if previous else MANIFEST)
+    manifest, damage, raw = _read_manifest_bytes(path)
     present = set(user_names(shell))
-    if manifest is None or raw is None or manifest.get("version") not in (1, FORMAT_VERSION):
+    if manifest is None or manifest.get("version") not in (1, FORMAT_VERSION):
         report["refused"] = (
             "no snapshot"
             if manifest is None
             else f"snapshot format {manifest.get('version')!r} is not {FORMAT_VERSION}"
         )
+        if damage is not None:
+            report["unreadable"] = damage  # the manifest, named, and why
     elif expect is not None and _digest(raw) != expect:
         report["refused"] = "the snapshot changed after the host checked it"
     elif only_if_fresh and present:
@@ -406,9 +403,7 @@ def _checked_file(directory: str, entry: dict[str, Any], signed: bool) -> bytes:
     changed = f"{file_name} changed since the snapshot was taken (its digest differs)"
     if _isinstance(recorded, int) and size != recorded:
         raise ValueError(changed)
-    data = _read_bytes(path, size)
-    if data is None:
-        raise FileNotFoundError(f"{file_name} is unreadable")
+    data = _files.read_bytes(path, size)  # a pipe or a file that grew is refused
     expected = entry.get("sha256")
     if expected is None and not signed:
         return data

@@ -237,6 +237,7 @@ export interface IRefineScheduled {
 /** Answer of `GET .../refinements`: both stores' records, oldest first. */
 export interface IRefinementList {
   refinements: IRefinementRecord[];
+  problems?: string[];
 }
 
 /** Answer of `POST .../refinements/<id>/rollback`: `applied` at once (the agent was idle; `refinement` is the new record), or `queued` for the next turn boundary. */

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ..core.jsonfile import MAX_NOTEBOOK_BYTES, UnreadableFile, parse_json_object, read_json_object
 from ..core.whole_writes import replace_whole
 
 Notebook = dict[str, Any]
@@ -73,18 +74,43 @@ def output_from_msg(msg: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_notebook(path: Path) -> Notebook:
-    """A notebook file as format 4.5 (cells get ids, which agent cells need)."""
-    with path.open(encoding="utf-8") as f:
-        notebook: Notebook = json.load(f)
-    if not isinstance(notebook, dict) or notebook.get("nbformat") != 4:
-        import nbformat  # an old format: let nbformat upgrade it (slow, and rare)
-
-        notebook = json.loads(nbformat.writes(nbformat.read(path, as_version=4)))
+    """A notebook file as format 4.5 (cells get ids, which agent cells need). Raises
+    UnreadableFile, naming the file, for anything that is not a notebook this can continue."""
+    notebook = read_json_object(path, MAX_NOTEBOOK_BYTES)
+    if notebook.get("nbformat") != 4:
+        notebook = _upgraded(path, notebook)
+    problem = _shape_problem(notebook)
+    if problem is not None:
+        raise UnreadableFile(path, f"is not a notebook: {problem}")
     if notebook.get("nbformat_minor", 0) < 5:
         notebook["nbformat_minor"] = 5
-        for cell in notebook.get("cells", []):
+        for cell in notebook["cells"]:
             cell.setdefault("id", uuid.uuid4().hex[:12])
     return notebook
+
+
+def _upgraded(path: Path, old: Notebook) -> Notebook:
+    """An old format upgraded by nbformat (slow, and rare)."""
+    import nbformat
+
+    try:
+        upgraded = nbformat.writes(nbformat.reads(json.dumps(old), as_version=4))
+        return parse_json_object(upgraded)
+    except Exception as exc:  # nbformat raises many kinds for what it cannot read
+        raise UnreadableFile(path, f"is not a notebook nbformat can read ({exc})") from None
+
+
+def _shape_problem(notebook: Notebook) -> str | None:
+    """What the agent relies on: a list of cell objects, a metadata object, a minor version."""
+    cells = notebook.get("cells")
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        return "its cells are not a list of objects"
+    if not isinstance(notebook.get("metadata", {}), dict):
+        return "its metadata is not an object"
+    minor = notebook.get("nbformat_minor", 0)
+    if not isinstance(minor, int) or isinstance(minor, bool):
+        return "its nbformat_minor is not a number"
+    return None
 
 
 def write_notebook(notebook: Notebook, path: Path) -> None:

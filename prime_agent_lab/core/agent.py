@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -16,6 +15,7 @@ from typing import Any
 from .agent_config import AgentConfig
 from .compaction import Compactor
 from .events import EventBus
+from .jsonfile import BadJson, parse_json
 from .messages import PYTHON_TOOL, Message, ModelRequest, ModelResponse, ToolCall
 from .observation import build_observation
 from .ports import (
@@ -212,10 +212,10 @@ def parse_python_call(call: ToolCall) -> str:
             f"unknown tool {call.name!r}: the only tool is `python` with one argument `code`"
         )
     try:
-        arguments = json.loads(call.arguments) if call.arguments.strip() else {}
-    except json.JSONDecodeError as exc:
+        arguments = parse_json(call.arguments) if call.arguments.strip() else {}
+    except BadJson as exc:
         raise ToolArgumentsError(
-            f"the tool arguments are not valid JSON ({exc.msg} at position {exc.pos}); "
+            f"the tool arguments are not valid JSON: the text {exc.reason}; "
             'send {"code": "<python source>"}'
         ) from None
     if not isinstance(arguments, dict) or not isinstance(arguments.get("code"), str):

@@ -6,16 +6,25 @@ docs/branching.md. This module is pure domain: the host supplies the notebook I/
 
 from __future__ import annotations
 
-import json
+import logging
 import posixpath
-import shutil
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .harness.keeper import LOCAL_DIR
+from .jsonfile import (
+    MAX_BLOB_BYTES,
+    MAX_COPIED_FILE_BYTES,
+    UnreadableFile,
+    copy_file,
+    parse_json,
+)
 from .sessions import BLOBS, SessionLog, SessionRepository, new_session_id
 from .text import json_type, shorten
+
+log = logging.getLogger(__name__)
 
 BRANCH_POINTS = ("user_message", "turn_end")
 """Entry types the leaf may move to (see docs/branching.md)."""
@@ -97,8 +106,8 @@ def _first_code(calls: Any) -> str:
     if not isinstance(calls, list) or not calls or not isinstance(calls[0], dict):
         return ""
     try:
-        code = json.loads(calls[0].get("arguments", "")).get("code", "")
-    except (json.JSONDecodeError, TypeError, AttributeError):
+        code = parse_json(calls[0].get("arguments", "")).get("code", "")
+    except (ValueError, TypeError, AttributeError):
         return ""
     return code if isinstance(code, str) else ""
 
@@ -382,29 +391,52 @@ def _copy_blobs(plan: CopyPlan, session: SessionLog) -> None:
     names = {
         image["blob"]
         for entry in plan.entries
-        for image in entry.get("images", [])
-        if isinstance(image.get("blob"), str)
+        for image in _as_list(entry.get("images"))
+        if isinstance(image, dict) and isinstance(image.get("blob"), str)
     }
     source = plan.source.directory / BLOBS
     target = session.directory / BLOBS
     for name in sorted(names):
-        if (source / name).is_file():
+        if Path(name).name == name and name not in ("", ".", ".."):  # never a path
             target.mkdir(exist_ok=True)
-            shutil.copyfile(source / name, target / name)
+            _copy_one(source / name, target / name, MAX_BLOB_BYTES)
 
 
 def _copy_harness(plan: CopyPlan, session: SessionLog) -> None:
     """The local harness store goes with the copy (its entries, records and skill modules)."""
     source = plan.source.directory / HARNESS_DIR
     if source.is_dir():
-        shutil.copytree(
-            source, session.directory / HARNESS_DIR, ignore=shutil.ignore_patterns(".*")
-        )
+        _copy_tree(source, session.directory / HARNESS_DIR, skip_hidden=True)
 
 
 def _copy_kernel_state(plan: CopyPlan, session: SessionLog) -> bool:
     source = plan.source.directory / KERNEL_STATE_DIR
     if not source.is_dir():
         return False
-    shutil.copytree(source, session.directory / KERNEL_STATE_DIR)
+    _copy_tree(source, session.directory / KERNEL_STATE_DIR, skip_hidden=False)
     return True
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _copy_tree(source: Path, target: Path, skip_hidden: bool) -> None:
+    """Copy the regular files under `source`; a pipe, a symlink loop or an oversized file is
+    left behind (logged), never read."""
+    target.mkdir(parents=True, exist_ok=True)
+    for child in sorted(source.iterdir()):
+        if skip_hidden and child.name.startswith("."):
+            continue
+        if child.is_dir() and not child.is_symlink():
+            _copy_tree(child, target / child.name, skip_hidden)
+        else:
+            _copy_one(child, target / child.name, MAX_COPIED_FILE_BYTES)
+
+
+def _copy_one(source: Path, target: Path, max_bytes: int) -> None:
+    try:
+        copy_file(source, target, max_bytes)
+    except UnreadableFile as exc:
+        if not exc.missing:
+            log.warning("not copied: %s", exc)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import json
 import math
 import re
 import secrets
@@ -24,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .jsonfile import BadJson, parse_json
 from .text import shorten
 
 MAX_CLOCK_SKEW = 60.0
@@ -122,9 +122,9 @@ class BridgeService:
         if not signature or not hmac.compare_digest(sign(key, body), signature):
             raise BridgeError(403, "bad signature")
         try:
-            request = json.loads(body)
-        except ValueError:  # JSONDecodeError, or bytes that are not UTF-8
-            raise BridgeError(400, "body is not JSON") from None
+            request = parse_json(body, allow_nan=True)  # a NaN timestamp is refused below
+        except BadJson as exc:  # not UTF-8, not JSON, nested too deeply, ...
+            raise BridgeError(400, f"body is not JSON this host reads: it {exc.reason}") from None
         if not isinstance(request, dict):
             raise BridgeError(400, "body must be a JSON object")
         if request.get("kernel_id") != url_kernel_id:

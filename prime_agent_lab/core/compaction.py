@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .agent_view import AgentView
+from .jsonfile import parse_json
 from .kernel_gc import KernelGC, read_namespace
 from .messages import Message, ModelRequest, ModelResponse
 from .ports import ProviderError
@@ -336,10 +337,8 @@ def compaction_text(entry: dict[str, Any], tokens_after: int) -> str:
 
 
 def _code(arguments: str) -> str:
-    import json
-
     try:
-        value = json.loads(arguments)
+        value = parse_json(arguments)
     except (TypeError, ValueError):
         return arguments
     return str(value.get("code", arguments)) if isinstance(value, dict) else arguments

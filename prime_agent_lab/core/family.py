@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from .jsonfile import MAX_SESSION_HEADER_BYTES, BadJson, UnreadableFile, parse_json, read_prefix
 from .sessions import SESSION_FILE, SessionRepository, now_iso
 from .text import shorten
 from .whole_writes import replace_whole
@@ -26,7 +27,6 @@ Relationship = Literal["parent", "child", "sibling"]
 DELETED_MARKER = "deleted.json"
 RESERVED_NAMES = frozenset({"all", "parent", "child", "children", "sibling", "siblings", "self"})
 MAX_NAME = 64
-MAX_HEADER_BYTES = 1 << 20
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -215,13 +215,10 @@ class Family:
 
 
 def _read_header(directory: Path) -> dict[str, Any] | None:
-    file = directory / SESSION_FILE
+    """The log's header, or None when it cannot be read (the session list says why)."""
     try:
-        if not file.is_file():  # missing, or a pipe that would block a read (a damaged session)
-            return None
-        with file.open("rb") as f:
-            line = f.readline(MAX_HEADER_BYTES)
-        header = json.loads(line)
-    except (OSError, ValueError):
+        head = read_prefix(directory / SESSION_FILE, MAX_SESSION_HEADER_BYTES)
+        header = parse_json(head.split(b"\n", 1)[0])
+    except (UnreadableFile, BadJson):
         return None
     return header if isinstance(header, dict) and header.get("type") == "session" else None

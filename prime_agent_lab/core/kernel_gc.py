@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .agent_view import AgentView
+from .jsonfile import parse_json
 from .messages import Message, ModelRequest
 from .snapshots import DEFAULT_SNAPSHOT_VARIABLE_CAP
 
@@ -177,7 +178,7 @@ def agent_cell_hashes(path: list[dict[str, Any]]) -> set[str]:
             continue
         for call in entry.get("tool_calls", []):
             try:
-                code = json.loads(call.get("arguments", "")).get("code")
+                code = parse_json(call.get("arguments", "")).get("code")
             except (ValueError, AttributeError):
                 continue
             if isinstance(code, str):

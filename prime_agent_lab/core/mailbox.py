@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import secrets
 import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping
@@ -34,7 +35,8 @@ from .agent import Agent, InboxMessage, TurnInProgress
 from .caller import TreeRuntime
 from .events import Event
 from .family import SESSION_UNREADABLE, Family, FamilyError, Member
-from .sessions import SessionError, now_iso
+from .jsonfile import MAX_MAILBOX_BYTES, BadJson, UnreadableFile, read_jsonl
+from .sessions import SessionError, is_session_id, now_iso
 from .text import json_type, preview, shorten
 from .trust import Signer
 from .whole_writes import append_whole
@@ -637,7 +639,7 @@ class Mailbox:
         family = self._runtime.family
         family.refresh()
         for directory in self._runtime.repository.root.iterdir():
-            if (directory / MAILBOX_FILE).is_file():
+            if is_session_id(directory.name) and os.path.lexists(directory / MAILBOX_FILE):
                 self._recover_target(directory.name)
         return sum(len(v) for v in self._pending.values())
 
@@ -676,7 +678,9 @@ class Mailbox:
     def _recover_target(self, target_id: str) -> None:
         backlog = _read_backlog(self._file(target_id), self._runtime.signer)
         known = {m.message_id for m in self._pending.get(target_id, ())}
-        waiting = [m for m in backlog.open if m.message_id not in known]
+        waiting = [
+            m for m in backlog.open if m.message_id not in known and m.to_session_id == target_id
+        ]  # a record naming another target is not this mailbox's to deliver
         if not waiting:
             return
         delivered = self._delivered_ids(target_id)
@@ -756,17 +760,21 @@ def _read_backlog(file: Path, signer: Signer) -> _Backlog:
 
 
 def _records(file: Path) -> Iterator[dict[str, Any]]:
-    """The file's records; a torn line (a crash mid-write) is skipped."""
+    """The file's records; a torn line (a crash mid-write) is skipped, and so is any other line
+    that is not a JSON object. A file that cannot be read (a pipe, too large, ...) holds no
+    messages: the server log names it and says why."""
     try:
-        raw = file.read_bytes()
-    except OSError:
+        lines = read_jsonl(file, MAX_MAILBOX_BYTES)
+    except UnreadableFile as exc:
+        if not exc.missing:
+            log.warning("mailbox ignored: %s", exc)
         return
-    for line in raw.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            continue
+    refused = [(n, r) for n, r in lines if isinstance(r, BadJson) and not r.torn]
+    if refused:  # once per file: a hostile file must not flood the log
+        number, first = refused[0]
+        log.warning(
+            "mailbox %s: %d line(s) skipped; line %d %s", file, len(refused), number, first.reason
+        )
+    for _, record in lines:
         if isinstance(record, dict):
             yield record

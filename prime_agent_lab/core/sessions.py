@@ -22,6 +22,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .jsonfile import (
+    MAX_BLOB_BYTES,
+    MAX_SESSION_LOG_BYTES,
+    BadJson,
+    UnreadableFile,
+    parse_json,
+    read_bytes,
+)
 from .messages import ImagePart, Message, ToolCall
 from .text import json_type, shorten
 from .whole_writes import append_whole, is_disk_full, replace_whole
@@ -78,6 +86,10 @@ def now_iso() -> str:
 
 def new_session_id() -> str:
     return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def is_session_id(name: object) -> bool:
+    return isinstance(name, str) and _SESSION_ID.match(name) is not None
 
 
 def check_session_id(session_id: str) -> str:
@@ -143,6 +155,14 @@ class SessionLog:
 
     @classmethod
     def read(cls, directory: Path) -> SessionLog:
+        """`_read`, with any damage said of the file (`session.jsonl: line 3: ...`)."""
+        log = cls._read(directory)
+        if log.damage is not None and not log.damage.startswith(SESSION_FILE):
+            log.damage = f"{SESSION_FILE}: {log.damage}"
+        return log
+
+    @classmethod
+    def _read(cls, directory: Path) -> SessionLog:
         """Everything that can be read, without raising for what the file holds.
 
         Lines that are not UTF-8 JSON are torn writes (a crash mid-write): skipped, as the records
@@ -150,23 +170,17 @@ class SessionLog:
         appended the next record right after a write the disk cut short) gives that record back.
         After a torn line, an entry hanging off an unknown entry (its parent was in the torn
         line) is skipped with everything below it, and the session goes on from the entries
-        that were read whole. Anything else that does not fit (a header that is not this
-        session's, a line that is not an object, an entry without an id, or hanging off an
-        unknown one with no torn line to explain it) is damage: `damage` says where and why, and
-        only the entries before it are indexed.
+        that were read whole. Anything else that does not fit (a file that cannot be read or is
+        too large, a header that is not this session's, a line nested too deeply or holding a
+        number out of range, a line that is not an object, an entry without an id, or hanging
+        off an unknown one with no torn line to explain it) is damage: `damage` says where and
+        why, and only the entries before it are indexed (core/jsonfile.py reads the file).
         """
         log = cls(directory, {})
-        file = directory / SESSION_FILE
-        if file.exists() and not file.is_file():  # a directory or a pipe (reading would block)
-            log.damage = f"{SESSION_FILE} is not a regular file"
-            return log
         try:
-            raw = file.read_bytes()
-        except FileNotFoundError:
-            log.damage = f"{SESSION_FILE} is missing"
-            return log
-        except OSError as exc:
-            log.damage = f"{SESSION_FILE} cannot be read: {exc.strerror or exc}"
+            raw = read_bytes(directory / SESSION_FILE, MAX_SESSION_LOG_BYTES)
+        except UnreadableFile as exc:  # missing, a pipe or directory, too large, ...
+            log.damage = f"{SESSION_FILE} {exc.reason}"
             return log
         # Only "\n" ends a record: str.splitlines() would also split inside text that holds
         # U+2028, U+2029 or \x85, which JSON leaves unescaped.
@@ -183,8 +197,11 @@ class SessionLog:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError):
+                record = parse_json(line)
+            except BadJson as exc:
+                if not exc.torn:  # valid JSON past a limit: damage, not a torn write
+                    log.damage = f"line {number} {exc.reason}"
+                    break
                 log.skipped_lines.append(number)
                 record = _record_after_a_torn_write(line)
                 if record is None or log._problem(record) is not None:
@@ -205,6 +222,8 @@ class SessionLog:
             return f"{json_type(record)} where a record (a JSON object) belongs"
         if record.get("type") == "leaf":
             leaf = record.get("leaf_id")
+            if leaf is not None and not isinstance(leaf, str):
+                return f"the position moves to {json_type(leaf)}, not an entry id"
             if leaf is not None and leaf not in self.by_id:
                 return f"the position moves to an unknown entry {shorten(leaf)}"
             return None
@@ -215,6 +234,8 @@ class SessionLog:
             return f"a second entry with the id {shorten(entry_id)}"
         if not isinstance(record.get("type"), str):
             return f"entry {shorten(entry_id)} has no type"
+        if parent is not None and not isinstance(parent, str):
+            return f"entry {shorten(entry_id)} has {json_type(parent)} as its parent_id"
         if parent is not None and parent not in self.by_id:
             return f"entry {shorten(entry_id)} hangs off an unknown entry {shorten(parent)}"
         return _field_problem(record) or self._compaction_problem(record)
@@ -311,8 +332,8 @@ class SessionLog:
             return str(image["data_base64"])
         name = str(image["blob"])
         try:
-            data = (self.directory / BLOBS / name).read_bytes()
-        except OSError:
+            data = read_bytes(self.directory / BLOBS / name, MAX_BLOB_BYTES)
+        except UnreadableFile:  # missing, a pipe, too large: the model is told it is missing
             return None
         if hashlib.sha256(data).hexdigest() != name.split(".")[0]:
             return None
@@ -567,8 +588,8 @@ def _record_after_a_torn_write(line: bytes) -> dict[str, Any] | None:
         if not line.startswith(_RECORD_STARTS, start):  # a nested object, as `append` writes
             continue
         try:
-            record = json.loads(line[start:].decode("utf-8"))
-        except (ValueError, RecursionError):
+            record = parse_json(line[start:])
+        except BadJson:
             continue
         return record if isinstance(record, dict) else None
     return None
@@ -579,11 +600,9 @@ def _parse_header(line: bytes, directory_name: str) -> tuple[dict[str, Any] | No
     if not line.strip():
         return None, f"{SESSION_FILE} is empty (no header line)"
     try:
-        header = json.loads(line.decode("utf-8"))
-    except UnicodeDecodeError:
-        return None, "the header line is not valid UTF-8"
-    except json.JSONDecodeError:
-        return None, "the header line is not JSON"
+        header = parse_json(line)
+    except BadJson as exc:
+        return None, f"the header line {exc.reason}"
     if not isinstance(header, dict):
         return None, f"the header is {json_type(header)}, not a JSON object"
     if header.get("type") != "session":
@@ -607,12 +626,61 @@ _REQUIRED_TEXT = {
 }
 
 
+_TEXT, _NUMBER, _OBJECT = "a string", "a number", "an object"
+_OPTIONAL_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
+    "*": {"turn": (_NUMBER, True)},
+    "user_message": {"notice": (_TEXT, False)},
+    "assistant_message": {"text": (_TEXT, False), "usage": (_OBJECT, True)},
+    "tool_result": {
+        "observation": (_TEXT, False),
+        "cell_id": (_TEXT, True),
+        "status": (_TEXT, True),
+        "preview": (_TEXT, False),
+        "execution_count": (_NUMBER, True),
+    },
+    "cell_started": {"tool_call_id": (_TEXT, True), "cell_id": (_TEXT, True)},
+    "turn_end": {"stop_reason": (_TEXT, False), "final_text": (_TEXT, False)},
+    "notice": {"kind": (_TEXT, False), "text": (_TEXT, False)},
+    "error": {"message": (_TEXT, False), "kind": (_TEXT, False)},
+    "compaction": {
+        "first_kept_entry_id": (_TEXT, True),
+        "tokens_before": (_NUMBER, False),
+        "tokens_after": (_NUMBER, True),
+        "dropped_entries": (_NUMBER, False),
+    },
+    "kernel_gc": {"text": (_TEXT, False)},
+    "refinement": {"text": (_TEXT, False), "refinement": (_OBJECT, False)},
+    "notebook_moved": {"path": (_TEXT, False), "old_path": (_TEXT, False)},
+}
+"""Fields the chat transcript, the model's context and the token counts read from an entry
+when it has them: what each must be (`True`: or null). A field of another type is damage."""
+_KIND_OF = {_TEXT: str, _NUMBER: int, _OBJECT: dict}
+_CHECKS = {
+    entry_type: tuple(
+        (key, _KIND_OF[kind], nullable, kind)
+        for key, (kind, nullable) in {**_OPTIONAL_FIELDS["*"], **fields}.items()
+    )
+    for entry_type, fields in _OPTIONAL_FIELDS.items()
+}
+_ABSENT = object()
+
+
 def _field_problem(entry: dict[str, Any]) -> str | None:
-    """Fields that rebuilding the conversation relies on (`context_messages`)."""
-    name = f"entry {shorten(entry['id'])}"
-    for key in _REQUIRED_TEXT.get(entry["type"], ()):
+    """Fields that rebuilding the conversation and the chat transcript rely on."""
+    kind = entry["type"]
+    for key in _REQUIRED_TEXT.get(kind, ()):
         if not isinstance(entry.get(key), str):
-            return f"{name} ({entry['type']}) has no text field {key!r}"
+            return f"entry {shorten(entry['id'])} ({kind}) has no text field {key!r}"
+    for key, expected, nullable, shown in _CHECKS.get(kind, _CHECKS["*"]):
+        value = entry.get(key, _ABSENT)
+        if value is _ABSENT or (value is None and nullable):
+            continue
+        if type(value) is not expected:  # exactly: JSON's true is not a number here
+            return (
+                f"entry {shorten(entry['id'])} ({kind}) has {json_type(value)} as {key!r}, "
+                f"not {shown}"
+            )
+    name = f"entry {shorten(entry['id'])}"
     if entry["type"] == "assistant_message":
         calls = entry.get("tool_calls", [])
         if not isinstance(calls, list) or not all(_is_tool_call(c) for c in calls):

@@ -31,7 +31,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .agent_view import AgentView
-from .files import parse_json_object, read_bounded
+from .jsonfile import (
+    MAX_COPIED_FILE_BYTES,
+    MAX_MANIFEST_BYTES,
+    BadJson,
+    UnreadableFile,
+    parse_json_object,
+    read_bytes,
+    read_json_object,
+)
 from .pending_kernel import PendingKernel
 from .ports import KernelPort, KernelRestart
 from .text import preview
@@ -50,8 +58,6 @@ PREVIOUS_MANIFEST = "manifest.previous.json"
 NEW_MANIFEST = "manifest.new.json"  # what the kernel wrote, before the host commits it
 RESTORE_REPORT = "restore-report.json"
 FORMAT_VERSION = 2
-MAX_MANIFEST_BYTES = 64 * 2**20
-MAX_REPORT_BYTES = 16 * 2**20
 DEFAULT_SNAPSHOT_VARIABLE_CAP = 16 * 2**20
 DEFAULT_SNAPSHOT_TOTAL_CAP = 256 * 2**20
 DEFAULT_SNAPSHOT_DEBOUNCE = 1.5  # seconds after a turn ends
@@ -94,19 +100,25 @@ def state_directory(session_dir: Path) -> Path:
     return session_dir / STATE_DIRECTORY
 
 
-def _read_manifest_file(path: Path) -> tuple[bytes, dict[str, Any]] | None:
-    """A manifest's exact bytes and value, or None (missing, unreadable, not an object)."""
+def _read_manifest_file(path: Path) -> tuple[bytes, dict[str, Any]] | str | None:
+    """A manifest's exact bytes and value; why it cannot be read; None when there is none."""
     try:
-        raw = read_bounded(path, MAX_MANIFEST_BYTES)
-    except OSError:
-        return None
-    value = parse_json_object(raw)
-    return None if value is None else (raw, value)
+        raw = read_bytes(path, MAX_MANIFEST_BYTES)
+        return raw, parse_json_object(raw)
+    except UnreadableFile as exc:
+        return None if exc.missing else str(exc)
+    except BadJson as exc:
+        return f"{path} {exc.reason}"
+
+
+def _read_manifest(path: Path) -> tuple[bytes, dict[str, Any]] | None:
+    found = _read_manifest_file(path)
+    return found if isinstance(found, tuple) else None
 
 
 def read_manifest(session_dir: Path) -> dict[str, Any] | None:
     """The latest snapshot's manifest, or None (none taken, or unreadable)."""
-    found = _read_manifest_file(state_directory(session_dir) / MANIFEST)
+    found = _read_manifest(state_directory(session_dir) / MANIFEST)
     return None if found is None else found[1]
 
 
@@ -124,22 +136,24 @@ class SnapshotCheck:
     manifest: dict[str, Any] | None = None
     digest: str | None = None
     previous: bool = False
+    unreadable: str | None = None  # why the latest manifest cannot be read
 
 
 def check_snapshot(session_dir: Path, signer: Signer) -> SnapshotCheck:
     directory = state_directory(session_dir)
+    unreadable = None
     for previous, name in ((False, MANIFEST), (True, PREVIOUS_MANIFEST)):
         found = _read_manifest_file(directory / name)
-        if found is None:
+        if not isinstance(found, tuple):
+            unreadable = unreadable or found
             continue  # an unreadable latest manifest: the snapshot before it comes back
         raw, manifest = found
         trusted = manifest.get("version") == FORMAT_VERSION and signer.verify_object(
             SIGNED_FOR, manifest
         )
-        return SnapshotCheck(
-            "trusted" if trusted else "untrusted", manifest, trust_sha256(raw), previous
-        )
-    return SnapshotCheck("none")
+        state = "trusted" if trusted else "untrusted"
+        return SnapshotCheck(state, manifest, trust_sha256(raw), previous, unreadable)
+    return SnapshotCheck("none", unreadable=unreadable)
 
 
 def describe_snapshot(manifest: dict[str, Any]) -> str:
@@ -244,13 +258,13 @@ def commit_snapshot(
     snapshot stays as it was and the new files go."""
     new_path = directory / NEW_MANIFEST
     try:
-        found = _read_manifest_file(new_path)
+        found = _read_manifest(new_path)
         if found is None:
             raise SnapshotFailed(f"the kernel's new manifest in {directory} is unreadable")
         manifest = _checked_files(directory, found[1], secrets)
         signed = signer.sign_object(SIGNED_FOR, {**manifest, "version": FORMAT_VERSION})
         current = directory / MANIFEST
-        kept = _read_manifest_file(current)
+        kept = _read_manifest(current)
         if kept is not None:
             replace_whole(directory / PREVIOUS_MANIFEST, kept[0], sync=True)
         replace_whole(current, json.dumps(signed).encode("utf-8"), sync=True)
@@ -288,7 +302,7 @@ def _checked_files(
             continue
         path = directory / str(entry["file"])
         try:
-            data = read_bounded(path, MAX_MANIFEST_BYTES * 64)
+            data = read_bytes(path, MAX_COPIED_FILE_BYTES)
         except OSError as exc:
             if strict:
                 raise
@@ -316,7 +330,7 @@ def _remove_unreferenced(directory: Path) -> None:
     files left by a crash."""
     keep: set[str] = set()
     for name in (MANIFEST, PREVIOUS_MANIFEST, NEW_MANIFEST):
-        found = _read_manifest_file(directory / name)
+        found = _read_manifest(directory / name)
         if found is not None:
             keep.update(
                 str(e.get("file")) for e in found[1].get("saved", []) if isinstance(e, dict)
@@ -337,7 +351,7 @@ def sign_snapshot(session_dir: Path, signer: Signer) -> bool:
     directory = state_directory(session_dir)
     signed_any = False
     for name in (MANIFEST, PREVIOUS_MANIFEST):
-        found = _read_manifest_file(directory / name)
+        found = _read_manifest(directory / name)
         if found is None:
             continue
         manifest = _checked_files(directory, found[1], None, strict=False)
@@ -354,20 +368,23 @@ async def restore_snapshot(kernel: KernelPort, session_dir: Path, signer: Signer
     directory = state_directory(session_dir)
     check = await asyncio.to_thread(check_snapshot, session_dir, signer)
     if check.state == "none":
-        return {"refused": "no snapshot"}
+        return {"refused": "no snapshot", "unreadable": check.unreadable}
     if check.state == "untrusted":
         return {"refused": UNTRUSTED, "snapshot_time": (check.manifest or {}).get("time")}
     with contextlib.suppress(FileNotFoundError):
         (directory / RESTORE_REPORT).unlink()
     await _run(kernel, restore_code(directory, str(check.digest), check.previous))
     try:
-        report = parse_json_object(read_bounded(directory / RESTORE_REPORT, MAX_REPORT_BYTES))
-    except OSError:
+        report: dict[str, Any] | None = read_json_object(
+            directory / RESTORE_REPORT, MAX_MANIFEST_BYTES
+        )
+    except UnreadableFile:
         report = None
     if report is None:
         raise SnapshotFailed(f"the kernel wrote no restore report into {directory}")
     if check.previous:
         report["previous"] = True
+        report["unreadable"] = check.unreadable
     return report
 
 
@@ -395,6 +412,9 @@ def describe_restore(report: dict[str, Any], directory: Path) -> tuple[str, str]
     if refused == UNTRUSTED:
         return NOT_RESTORED, UNTRUSTED_TEXT
     if refused == "no snapshot":
+        if report.get("unreadable"):
+            why = preview(str(report["unreadable"]), 300)
+            return NOT_RESTORED, f"The kernel snapshot cannot be read ({why}): a clean start."
         return NOT_RESTORED, (
             "The kernel snapshot and the one before it are missing or unreadable: this is a "
             "clean start."
@@ -410,7 +430,8 @@ def describe_restore(report: dict[str, Any], directory: Path) -> tuple[str, str]
     restored = [str(e.get("name")) for e in report.get("restored", [])]
     restored += [f"{e.get('name')} (import {e.get('module')})" for e in report.get("imports", [])]
     which = (
-        "the snapshot before the latest (the latest is unreadable)"
+        "the snapshot before the latest (the latest "
+        f"{preview(str(report.get('unreadable') or 'is unreadable'), 300)})"
         if report.get("previous")
         else "the snapshot"
     )

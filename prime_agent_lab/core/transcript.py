@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 from .compaction import compaction_text
+from .jsonfile import parse_json
 from .sessions import SessionLog
 from .wire import STOP_NOTICES, ChatItem
 
@@ -31,8 +31,8 @@ _ORIGIN_FIELDS = ("from_session_id", "from_name", "relationship", "composed")
 
 def _code_of(arguments: str) -> str | None:
     try:
-        parsed = json.loads(arguments)
-    except (json.JSONDecodeError, TypeError):
+        parsed = parse_json(arguments)
+    except (ValueError, TypeError):
         return None
     return parsed.get("code") if isinstance(parsed, dict) else None
 

@@ -276,6 +276,9 @@ class RefinementList(TypedDict):
     """Answer of `GET .../refinements`: both stores' records, oldest first."""
 
     refinements: list[RefinementRecord]
+    problems: NotRequired[list[str]]
+    """A record file that could not be read (named, with why) or lines of it that were skipped;
+    the other store's records are still listed."""
 
 
 class RollbackAnswer(TypedDict):

@@ -14,6 +14,7 @@ from tornado import web, websocket
 
 from ..adapters.bridge_http import KERNEL_ROUTE, BridgeEndpoint
 from ..core.bridge import BridgeService
+from ..core.jsonfile import BadJson, parse_json
 from ..core.sessions import SessionError, SessionWriteError, check_session_id
 from ..core.text import json_type, shorten
 from ..core.transcript import chat_transcript
@@ -71,12 +72,14 @@ class _Base(_JsonErrors, ExtensionHandlerMixin, APIHandler):
         self._chunks.append(chunk)
 
     def body(self) -> dict[str, Any]:
+        """The body's JSON object; anything else (not UTF-8, not JSON, nested too deeply, a
+        number out of range, ...) is a 400 that says why (core/jsonfile.py)."""
         try:
-            data = json.loads(b"".join(self._chunks) or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise web.HTTPError(400, "request body is not JSON") from None
+            data = parse_json(b"".join(self._chunks) or b"{}")
+        except BadJson as exc:
+            raise web.HTTPError(400, f"the request body {exc.reason}") from None
         if not isinstance(data, dict):
-            raise web.HTTPError(400, "request body must be a JSON object")
+            raise web.HTTPError(400, f"request body must be a JSON object, not {json_type(data)}")
         return data
 
     def reply(self, data: Any, status: int = 200) -> None:
@@ -241,8 +244,7 @@ class RefinementsHandler(_Base):
     @authorized
     @_host_errors
     async def get(self, session_id: str) -> None:
-        records = await self.host.refinements(self.session_id(session_id))
-        self.reply({"refinements": records})
+        self.reply(await self.host.refinements(self.session_id(session_id)))
 
 
 class RollbackHandler(_Base):

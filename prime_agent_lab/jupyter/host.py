@@ -27,6 +27,7 @@ from ..core.agent import Agent, AgentConfig, TurnInProgress
 from ..core.bridge import BridgeService
 from ..core.events import EventBus
 from ..core.harness.refiner import RefineError, Refiner
+from ..core.jsonfile import MAX_NOTEBOOK_BYTES, too_large
 from ..core.pending_kernel import PendingKernel
 from ..core.ports import KernelPort, ModelProvider, NotebookPort, NotebookUnavailable
 from ..core.redaction import SECRET_ENV_VARS, kernel_environment
@@ -355,6 +356,9 @@ class AgentHost:
                 "(ContentsManager.allow_hidden)",
             )
         try:
+            size = (await _maybe_await(contents.get(path, content=False))).get("size")
+            if isinstance(size, int) and size > MAX_NOTEBOOK_BYTES:  # not read at all
+                raise web.HTTPError(413, f"it {too_large(size, MAX_NOTEBOOK_BYTES)}")
             await _maybe_await(contents.get(path, content=True, type="notebook"))
         except web.HTTPError as exc:
             reason = http_error_text(exc)
@@ -658,9 +662,14 @@ class AgentHost:
         signed = await self.runtime.trust(session_id)
         return {"trusted": True, "untrusted": [], "signed": [i.as_dict() for i in signed]}
 
-    async def refinements(self, session_id: str) -> list[dict[str, Any]]:
-        """The refinement records of the session's local and the global store, oldest first."""
-        return await asyncio.to_thread(self._refiner(session_id).history)
+    async def refinements(self, session_id: str) -> dict[str, Any]:
+        """The refinement records of the session's local and the global store, oldest first,
+        and what could not be read (`RefinementList`)."""
+        records, problems = await asyncio.to_thread(self._refiner(session_id).read_history)
+        answer: dict[str, Any] = {"refinements": records}
+        if problems:
+            answer["problems"] = problems
+        return answer
 
     async def rollback_refinement(self, session_id: str, refinement_id: str) -> dict[str, Any]:
         with _refine_errors():

@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar, cast
 
+from ..core.jsonfile import parse_json
 from ..core.ports import ProviderError
 
 T = TypeVar("T")
@@ -68,7 +69,7 @@ def tool_input(arguments: str) -> dict[str, Any]:
     which is also what the model most likely meant.
     """
     try:
-        value = json.loads(arguments)
+        value = parse_json(arguments)
     except (TypeError, ValueError):
         return {"code": arguments}
     return value if isinstance(value, dict) else {"code": arguments}
@@ -77,7 +78,7 @@ def tool_input(arguments: str) -> dict[str, Any]:
 def tool_arguments_json(arguments: str) -> str:
     """`tool_input` serialised again, for wire formats that carry arguments as a string."""
     try:
-        value = json.loads(arguments)
+        value = parse_json(arguments)
     except (TypeError, ValueError):
         return json.dumps({"code": arguments})
     return arguments if isinstance(value, dict) else json.dumps({"code": arguments})

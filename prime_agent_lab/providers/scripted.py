@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.jsonfile import MiB, UnreadableFile, read_json
 from ..core.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
 from .errors import error_for_status
@@ -112,6 +113,7 @@ class Script:
     side: dict[str, list[ScriptTurn | ScriptError]] = field(default_factory=dict)
 
 
+MAX_SCRIPT_BYTES = 64 * MiB
 TASK_LABEL = "[task from parent]"
 _MESSAGE_HEADER = re.compile(r"^\[message from [^\]]*\]\n?", re.MULTILINE)
 
@@ -120,11 +122,9 @@ def load_script(path: str | Path) -> Script:
     """Read and validate a script file; raises ValueError naming the bad step."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"Cannot read script {path}: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"Script {path} is not valid JSON: {exc}") from exc
+        data = read_json(path, MAX_SCRIPT_BYTES)
+    except UnreadableFile as exc:
+        raise ValueError(f"Cannot read script {exc}") from None
     return _parse_script(data, path)
 
 

@@ -63,7 +63,8 @@ class HarnessKeeper:
             built = (version, harness_section(harness))
         except HarnessError as exc:
             return version, f"\n# Continual harness\nUnavailable: {exc}\n"
-        self._sections[session_id] = built
+        if -1 not in version.values():  # a damaged store's reason may change at any revision
+            self._sections[session_id] = built
         return built
 
     def forget(self, session_id: str) -> None:

@@ -145,13 +145,18 @@ class Refiner:
 
     def history(self) -> list[dict[str, Any]]:
         """The records of both stores this agent sees, oldest first, each with its `scope`."""
-        records = [
-            {**record, "scope": record.get("scope", store.scope)}
-            for store in self.harness.stores()
-            for record in store.refinements()
-        ]
+        return self.read_history()[0]
+
+    def read_history(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """`history()`, and what could not be read (a record file named, with why)."""
+        records: list[dict[str, Any]] = []
+        problems: list[str] = []
+        for store in self.harness.stores():
+            found, unreadable = store.read_refinements()
+            records.extend({**r, "scope": r.get("scope", store.scope)} for r in found)
+            problems.extend(unreadable)
         records.sort(key=lambda r: (str(r.get("created_at", "")), str(r.get("id", ""))))
-        return records
+        return records, problems
 
     async def rollback(self, refinement_id: object) -> dict[str, Any]:
         """Roll a recorded refinement back: at once when the agent is idle (`applied` and the

@@ -26,8 +26,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..jsonfile import (
+    MAX_HARNESS_BYTES,
+    MAX_REFINEMENTS_BYTES,
+    BadJson,
+    UnreadableFile,
+    parse_json,
+    read_json_object,
+    read_jsonl,
+)
 from ..trust import Signer, canonical
 from ..whole_writes import append_whole, replace_whole
+from .records import refinement_problem
 
 KINDS = ("prompt", "memory", "skill", "subagent")
 KIND_NAMES = {
@@ -200,8 +210,10 @@ def _check_dict(name: str, value: object) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise HarnessError(f"{name} must be a dict")
     try:
-        json.dumps(value)
-    except (TypeError, ValueError) as exc:
+        parse_json(json.dumps(value, allow_nan=False))  # what the store's reader will take
+    except BadJson as exc:
+        raise HarnessError(f"{name} must be plain JSON data: it {exc.reason}") from None
+    except (TypeError, ValueError, RecursionError) as exc:
         raise HarnessError(f"{name} must be plain JSON data: {exc}") from None
     return copy.deepcopy(value)
 
@@ -381,23 +393,23 @@ class HarnessStore:
             stat = self.file.stat()
         except FileNotFoundError:
             return State()
+        except OSError as exc:  # a symlink loop, a directory we may not search
+            raise HarnessError(self._damaged(f"it cannot be read ({exc.strerror})"), 500) from None
         key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
         try:
-            raw = self.file.read_bytes()
-        except FileNotFoundError:
-            return State()
-        state = self._parse(raw)
+            data = read_json_object(self.file, MAX_HARNESS_BYTES)
+        except UnreadableFile as exc:
+            if exc.missing:
+                return State()
+            raise HarnessError(self._damaged(f"it {exc.reason}"), 500) from None
+        state = self._parse(data)
         self._cache = (key, state)
         return state
 
-    def _parse(self, raw: bytes) -> State:
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise HarnessError(self._damaged(f"it is not valid JSON ({exc})"), 500) from None
-        if not isinstance(data, dict) or not isinstance(data.get("entries", {}), dict):
+    def _parse(self, data: dict[str, Any]) -> State:
+        if not isinstance(data.get("entries", {}), dict):
             raise HarnessError(self._damaged("it is not a harness object"), 500)
         if self.signer is not None and not self.signer.verify_object(SIGNED_FOR, data):
             raise HarnessError(self.untrusted_reason(), 403)
@@ -614,18 +626,14 @@ class HarnessStore:
     def read_refinements(self) -> tuple[list[dict[str, Any]], list[str]]:
         """The refinement records, and what could not be read (a problem per file)."""
         try:
-            text = self.history_file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return [], []
+            lines = read_jsonl(self.history_file, MAX_REFINEMENTS_BYTES)
+        except UnreadableFile as exc:
+            return [], [] if exc.missing else [f"{exc}: no refinement records read"]
         records, unreadable = [], 0
-        for line in text.splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                record = None
-            if isinstance(record, dict):
+        for _, record in lines:
+            if refinement_problem(record) is None:
                 records.append(record)
-            elif line.strip():
+            else:
                 unreadable += 1
         problems = []
         if unreadable:
@@ -641,7 +649,7 @@ class HarnessStore:
             try:
                 stat = path.stat()
                 parts.append(f"{stat.st_ino}.{stat.st_mtime_ns}.{stat.st_size}")
-            except FileNotFoundError:
+            except OSError:  # missing, or a symlink loop (reading it says why)
                 parts.append("-")
         return ":".join(parts)
 
