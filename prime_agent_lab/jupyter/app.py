@@ -16,6 +16,7 @@ from ..core.harness.keeper import ENV_GLOBAL_DIR, default_global_dir
 from ..core.redaction import SECRET_ENV_VARS
 from ..core.sessions import SessionRepository
 from ..providers import make_provider
+from . import kernel_websocket
 from .handlers import handlers
 from .host import AgentHost, HostSettings
 
@@ -314,6 +315,7 @@ class PrimeAgentLab(ExtensionApp):
         self.settings["prime_agent_host"] = self.host
         self.host.runtime.mailbox.recover()  # messages queued before a restart wait again
         self._configure_server_created_rooms()
+        kernel_websocket.install(self.serverapp, self.settings)  # a busy kernel never stalls a tab
         self.log.info(
             "Prime Agent Lab: provider %s, model %s, sessions in %s",
             first.name,
