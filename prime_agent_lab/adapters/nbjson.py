@@ -10,10 +10,11 @@ notebook is the one case that still goes through nbformat, for its upgrade.
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from pathlib import Path
 from typing import Any
+
+from ..core.atomic_file import write_text_atomically
 
 Notebook = dict[str, Any]
 Cell = dict[str, Any]
@@ -88,7 +89,6 @@ def read_notebook(path: Path) -> Notebook:
 
 def write_notebook(notebook: Notebook, path: Path) -> None:
     """Write atomically: a reader (or a crash) never sees half a notebook."""
-    text = json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomically(
+        path, json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    )

@@ -16,7 +16,7 @@ from ..core.harness.keeper import ENV_GLOBAL_DIR, default_global_dir
 from ..core.redaction import SECRET_ENV_VARS
 from ..core.sessions import SessionRepository
 from ..providers import make_provider
-from . import kernel_websocket
+from . import atomic_contents, kernel_websocket
 from .handlers import handlers
 from .host import AgentHost, HostSettings
 
@@ -316,6 +316,7 @@ class PrimeAgentLab(ExtensionApp):
         self.host.runtime.mailbox.recover()  # messages queued before a restart wait again
         self._configure_server_created_rooms()
         kernel_websocket.install(self.serverapp, self.settings)  # a busy kernel never stalls a tab
+        atomic_contents.install(self.serverapp.contents_manager)  # no half-written notebooks
         self.log.info(
             "Prime Agent Lab: provider %s, model %s, sessions in %s",
             first.name,
