@@ -18,6 +18,7 @@ import pytest
 from tornado import web
 
 from prime_agent_lab.core.atomic_file import replacing, write_text_atomically
+from prime_agent_lab.jupyter import atomic_contents
 
 # ------------------------------------------------------------------ the helper
 
@@ -120,3 +121,21 @@ async def test_the_server_never_serves_a_notebook_while_it_is_half_saved(
     left = {p.name for p in (jp_root_dir / "analysis.agents").iterdir()}
     assert left - {".ipynb_checkpoints"} == {"part-a.ipynb"}  # nothing moved aside, no temporary
     assert type(contents).__name__ == "AsyncLargeFileManager"  # the configured class, kept
+
+
+def test_replacing_saves_are_not_installed_where_file_ids_follow_inodes(folder: Path) -> None:
+    """jupyter-server-fileid's LocalFileIdManager knows a file by its inode, which a replaced
+    file does not keep; the default (Arbitrary) one knows it by path."""
+    from jupyter_server.services.contents.filemanager import AsyncFileContentsManager
+    from jupyter_server_fileid.manager import ArbitraryFileIdManager, LocalFileIdManager
+
+    by_inode = LocalFileIdManager(root_dir=str(folder), db_path=str(folder / "local.db"))
+    kept = AsyncFileContentsManager(root_dir=str(folder))
+    atomic_contents.install(kept, by_inode)
+    assert type(kept) is AsyncFileContentsManager
+
+    by_path = ArbitraryFileIdManager(root_dir=str(folder), db_path=str(folder / "arbitrary.db"))
+    replaced = AsyncFileContentsManager(root_dir=str(folder))
+    atomic_contents.install(replaced, by_path)
+    assert isinstance(replaced, atomic_contents.ReplacingWrites)
+    assert type(replaced).__name__ == "AsyncFileContentsManager"

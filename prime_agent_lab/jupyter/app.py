@@ -316,7 +316,9 @@ class PrimeAgentLab(ExtensionApp):
         self.host.runtime.mailbox.recover()  # messages queued before a restart wait again
         self._configure_server_created_rooms()
         kernel_websocket.install(self.serverapp, self.settings)  # a busy kernel never stalls a tab
-        atomic_contents.install(self.serverapp.contents_manager)  # no half-written notebooks
+        atomic_contents.install(  # no half-written notebooks
+            self.serverapp.contents_manager, self.settings.get("file_id_manager")
+        )
         self.log.info(
             "Prime Agent Lab: provider %s, model %s, sessions in %s",
             first.name,

@@ -48,14 +48,22 @@ class ReplacingWrites:
             yield handle
 
 
-def install(contents_manager: Any) -> None:
+def install(contents_manager: Any, file_ids: Any = None) -> None:
     """Give the server's file contents manager replacing writes. A contents manager that is not
     jupyter_server's file manager (S3, a database, ...) or that overrides `atomic_writing`
-    itself is left as it is."""
+    itself is left as it is, and so is a server whose file ids (`file_ids`, the
+    jupyter-server-fileid manager) follow inodes: a replaced file gets a new inode, and would lose
+    its id."""
     cls = type(contents_manager)
     if isinstance(contents_manager, ReplacingWrites):
         return
     if not isinstance(contents_manager, FileManagerMixin):
+        return
+    if _tracks_inodes(file_ids):
+        log.info(
+            "Prime Agent Lab keeps jupyter_server's in-place saves: %s follows files by inode",
+            type(file_ids).__qualname__,
+        )
         return
     if cls.atomic_writing is not FileManagerMixin.atomic_writing:
         log.info(
@@ -69,3 +77,11 @@ def install(contents_manager: Any) -> None:
     replacing_cls = type(cls.__name__, (ReplacingWrites, cls), {"__module__": cls.__module__})
     replacing_cls.__qualname__ = cls.__qualname__
     contents_manager.__class__ = replacing_cls
+
+
+def _tracks_inodes(file_ids: Any) -> bool:
+    try:
+        from jupyter_server_fileid.manager import LocalFileIdManager
+    except ImportError:
+        return False
+    return isinstance(file_ids, LocalFileIdManager)
