@@ -40,6 +40,21 @@ def global_harness_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
         os.environ["PRIME_AGENT_LAB_HARNESS_DIR"] = previous
 
 
+@pytest.fixture(autouse=True, scope="session")
+def signing_secret(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The secret that signs snapshots, local harness stores and queued mail (docs/trust.md):
+    a temporary one for the whole test session, never the developer's own (servers, kernels
+    and CLI runs started by tests inherit the variable)."""
+    path = tmp_path_factory.mktemp("trust") / "signing_secret"
+    previous = os.environ.get("PRIME_AGENT_LAB_SECRET_FILE")
+    os.environ["PRIME_AGENT_LAB_SECRET_FILE"] = str(path)
+    yield path
+    if previous is None:
+        os.environ.pop("PRIME_AGENT_LAB_SECRET_FILE", None)
+    else:
+        os.environ["PRIME_AGENT_LAB_SECRET_FILE"] = previous
+
+
 @pytest.fixture
 def agent_script(tmp_path: Path) -> Callable[[list[dict[str, Any]]], str]:
     """Write a scripted-provider script and return its path."""

@@ -144,6 +144,8 @@ def start_lab(
         **os.environ,
         "JUPYTER_CONFIG_DIR": str(config_dir),
         "JUPYTER_DATA_DIR": str(base / "data"),
+        # the lab's own signing secret, where the lab finds it by default (docs/trust.md)
+        "PRIME_AGENT_LAB_SECRET_FILE": str(base / "data" / "prime_agent_lab" / "signing_secret"),
         "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
         # The checkout's packages, for the server and for kernels it starts (they inherit it).
         "PYTHONPATH": os.pathsep.join(

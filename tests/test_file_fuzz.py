@@ -55,12 +55,14 @@ from prime_agent_lab.core.snapshots import (
     NOT_RESTORED,
     RESTORE_REPORT,
     SnapshotFailed,
+    commit_snapshot,
     describe_restore,
     read_manifest,
     restore_snapshot,
     state_directory,
 )
 from prime_agent_lab.core.transcript import chat_transcript, history_records
+from prime_agent_lab.core.trust import Signer
 from prime_agent_lab.headless import HeadlessRun
 
 from .conftest import run_turn, use_script
@@ -380,8 +382,18 @@ def queued(message_id: str, to: str, sender: str, body: str = "hello") -> dict[s
     }
 
 
+def signed_mail(record: dict[str, Any]) -> Make:
+    """A record signed with this user's secret, so the check under test is the one that
+    refuses it (not the signature: docs/trust.md)."""
+
+    def make(path: Path) -> None:
+        path.write_bytes(jsonl(Signer.load().sign_object("mail", record)))
+
+    return make
+
+
 MAILBOX_SHAPES: dict[str, Make] = {
-    "queued-for-another-session": data(jsonl(queued("m2", "good", "sender"))),
+    "queued-for-another-session": signed_mail(queued("m2", "good", "sender")),
     "queued-with-a-path-as-sender": data(jsonl(queued("m3", "hostile", "../../etc"))),
     "fields-of-the-wrong-type": data(
         jsonl({**queued("m4", "hostile", "sender"), "body": 5, "mode": []})
@@ -417,7 +429,9 @@ def test_a_hostile_mailbox_never_stops_a_start_nor_another_sessions_mail(
     good_session(sessions)
     good_session(sessions, "sender", "sender.ipynb")
     hostile = good_session(sessions, "hostile", "hostile.ipynb")
-    (sessions / "good" / MAILBOX_FILE).write_bytes(jsonl(queued("m1", "good", "sender")))
+    # queued by an earlier run of this user: signed with the user's secret (docs/trust.md)
+    signed = Signer.load().sign_object("mail", queued("m1", "good", "sender"))
+    (sessions / "good" / MAILBOX_FILE).write_bytes(jsonl(signed))
     make_at(hostile, MAILBOX_FILE, MAILBOX_CASES[case])
 
     with caplog.at_level(logging.WARNING):
@@ -553,6 +567,12 @@ MANIFEST_CASES = {
 }
 
 
+def snapshot_now(folder: Path, shell: Any) -> None:
+    """What the host's `take_snapshot` does: the kernel saves, the host checks and commits."""
+    kernel_snapshot.save(str(folder), shell=shell)
+    commit_snapshot(folder, Signer.load())
+
+
 @pytest.mark.parametrize("case", sorted(MANIFEST_CASES))
 def test_a_hostile_manifest_is_refused_by_name_and_a_new_snapshot_replaces_it(
     tmp_path: Path, case: str
@@ -570,7 +590,7 @@ def test_a_hostile_manifest_is_refused_by_name_and_a_new_snapshot_replaces_it(
     json.dumps(report, allow_nan=False)
     if case in ("directory",):
         return  # a directory is not replaced by a file
-    kernel_snapshot.save(str(folder), shell=Shell(x=41))  # the next snapshot replaces it
+    snapshot_now(folder, Shell(x=41))  # the next snapshot replaces it
     fresh = Shell()
     assert kernel_snapshot.restore(str(folder), shell=fresh)["refused"] is None
     assert fresh.user_ns == {"x": 41}
@@ -579,7 +599,7 @@ def test_a_hostile_manifest_is_refused_by_name_and_a_new_snapshot_replaces_it(
 @pytest.mark.parametrize("case", ["fifo", "directory", "symlink-loop", "one-gibibyte"])
 def test_a_hostile_variable_file_fails_alone_and_never_blocks(tmp_path: Path, case: str) -> None:
     folder = str(state_directory(tmp_path))
-    kernel_snapshot.save(folder, shell=Shell(x=1, y=2))
+    snapshot_now(Path(folder), Shell(x=1, y=2))
     saved = json.loads(Path(folder, MANIFEST).read_text())["saved"]
     victim = Path(folder, next(e["file"] for e in saved if e["name"] == "x"))
     victim.unlink()
@@ -590,7 +610,9 @@ def test_a_hostile_variable_file_fails_alone_and_never_blocks(tmp_path: Path, ca
 
     assert shell.user_ns == {"y": 2}
     [failed] = report["failed"]
-    assert failed["name"] == "x" and "UnreadableFile" in failed["reason"]
+    # a regular file of another size than was saved changed; anything else cannot be read
+    why = "changed since the snapshot was taken" if case == "one-gibibyte" else "UnreadableFile"
+    assert failed["name"] == "x" and why in failed["reason"]
 
 
 class ReportWriter:
@@ -609,10 +631,10 @@ def test_a_hostile_restore_report_is_a_failed_restore_not_a_crash(
     tmp_path: Path, case: str
 ) -> None:
     folder = state_directory(tmp_path)
-    folder.mkdir()
+    snapshot_now(folder, Shell(x=1))  # a snapshot of this user's, so the restore runs
 
     with pytest.raises(SnapshotFailed, match="no restore report"):
-        asyncio.run(restore_snapshot(ReportWriter(folder, HOSTILE[case]), tmp_path))
+        asyncio.run(restore_snapshot(ReportWriter(folder, HOSTILE[case]), tmp_path, Signer.load()))
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))

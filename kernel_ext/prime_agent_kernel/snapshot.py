@@ -30,6 +30,7 @@ import pickle as _pickle
 import re as _re
 import secrets as _secrets
 import socket as _socket
+import stat as _stat
 import sys as _sys
 import threading as _threading
 import types as _types
@@ -396,14 +397,14 @@ def _checked_file(directory: str, entry: dict[str, Any], signed: bool) -> bytes:
         raise ValueError(f"not a snapshot file name: {file_name[:80]!r}")
     path = _os.path.join(directory, file_name)
     recorded = entry.get("bytes")
-    try:
-        size = _os.stat(path).st_size
-    except OSError:
-        raise FileNotFoundError(f"{file_name} is missing") from None
+    known = _isinstance(recorded, int) and recorded >= 0
     changed = f"{file_name} changed since the snapshot was taken (its digest differs)"
-    if _isinstance(recorded, int) and size != recorded:
-        raise ValueError(changed)
-    data = _files.read_bytes(path, size)  # a pipe or a file that grew is refused
+    with _contextlib.suppress(OSError):  # a missing file, a loop: the read below says so
+        info = _os.stat(path)
+        if known and _stat.S_ISREG(info.st_mode) and info.st_size != recorded:
+            raise ValueError(changed)
+    # never blocks on a pipe, never reads past what was saved
+    data = _files.read_bytes(path, recorded if known else DEFAULT_VARIABLE_CAP)
     expected = entry.get("sha256")
     if expected is None and not signed:
         return data

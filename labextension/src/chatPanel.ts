@@ -279,7 +279,10 @@ export class ChatPanel extends Widget {
           text.textContent = 'Reconnecting…';
           break;
         case 'failed': {
-          text.textContent = `Error: ${agent.lastError ?? 'unknown'}`;
+          const retryIn = agent.retryInMs;
+          text.textContent =
+            `Error: ${agent.lastError ?? 'unknown'}` +
+            (retryIn === null ? '' : ` Trying again in ${Math.ceil(retryIn / 1000)} s.`);
           const retry = button('Retry', 'pal-retry-connect');
           retry.addEventListener('click', () => agent.retry());
           this._statusLine.append(retry);

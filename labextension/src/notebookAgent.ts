@@ -12,6 +12,7 @@ import { Signal, type ISignal } from '@lumino/signaling';
 import { AgentApiClient, AgentApiError } from './api';
 import { CellFollower, type FollowCellsSetting } from './cellFollower';
 import { EventStream, type StreamState } from './eventStream';
+import { RetrySchedule } from './retrySchedule';
 import {
   findSenderNotebook,
   knownNotebookPath,
@@ -86,6 +87,11 @@ export class NotebookAgent implements IDisposable {
     return this._lastError;
   }
 
+  /** After a failure: milliseconds until the panel tries again by itself. */
+  get retryInMs(): number | null {
+    return this._retry.pendingDelayMs;
+  }
+
   get isDisposed(): boolean {
     return this._disposed;
   }
@@ -95,6 +101,7 @@ export class NotebookAgent implements IDisposable {
       return;
     }
     this._disposed = true;
+    this._retry.cancel();
     this._follower.dispose();
     this._stream?.dispose();
     this._stream = null;
@@ -158,8 +165,12 @@ export class NotebookAgent implements IDisposable {
     return knownNotebookPath(origin, this._parent, this.transcript.entries);
   }
 
-  /** Try again after a failure (server restarted, extension missing, ...). */
+  /**
+   * Try again at once after a failure (server restarted, extension missing,
+   * ...), with the automatic retries counted from the start again.
+   */
   retry(): void {
+    this._retry.reset();
     this._scheduleSync();
   }
 
@@ -176,10 +187,15 @@ export class NotebookAgent implements IDisposable {
     });
   }
 
-  /** Run `step` after the steps before it; failures show in the status line. */
+  /**
+   * Run `step` after the steps before it; failures show in the status line
+   * and are tried again with backoff (a notebook that was being written, a
+   * server restarting), a success ends the retries.
+   */
   private _enqueue(step: () => Promise<void>): Promise<void> {
     this._syncChain = this._syncChain
       .then(step)
+      .then(() => this._retry.reset())
       .catch(error => this._fail(error));
     return this._syncChain;
   }
@@ -397,6 +413,10 @@ export class NotebookAgent implements IDisposable {
       return;
     }
     this._lastError = describe(error);
+    this._retry.schedule(() => {
+      this._setConnection('attaching');
+      this._scheduleSync();
+    });
     this._setConnection('failed');
     this._changed.emit();
   }
@@ -412,6 +432,7 @@ export class NotebookAgent implements IDisposable {
   }
 
   private readonly _follower: CellFollower;
+  private readonly _retry = new RetrySchedule();
   private _connection: AgentConnection = 'attaching';
   private _session: ISessionInfo | null = null;
   private _parent: IParentAgent | null = null;

@@ -117,4 +117,4 @@ def write_notebook(notebook: Notebook, path: Path) -> None:
     """Write atomically: a reader (or a crash) never sees half a notebook, and a failed write
     (a full disk) leaves the previous file as it was and no temporary file."""
     text = json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-    replace_whole(path, text.encode("utf-8"))
+    replace_whole(path, text.encode("utf-8"), follow_symlinks=True)  # a linked notebook

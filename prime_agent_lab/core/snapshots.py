@@ -104,11 +104,16 @@ def _read_manifest_file(path: Path) -> tuple[bytes, dict[str, Any]] | str | None
     """A manifest's exact bytes and value; why it cannot be read; None when there is none."""
     try:
         raw = read_bytes(path, MAX_MANIFEST_BYTES)
-        return raw, parse_json_object(raw)
+        manifest = parse_json_object(raw)
     except UnreadableFile as exc:
         return None if exc.missing else str(exc)
     except BadJson as exc:
         return f"{path} {exc.reason}"
+    for key in ("saved", "imports", "skipped"):  # the shape the kernel also checks
+        value = manifest.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+            return f"{path} is damaged: its {key!r} is not a list of objects"
+    return raw, manifest
 
 
 def _read_manifest(path: Path) -> tuple[bytes, dict[str, Any]] | None:
@@ -266,8 +271,8 @@ def commit_snapshot(
         current = directory / MANIFEST
         kept = _read_manifest(current)
         if kept is not None:
-            replace_whole(directory / PREVIOUS_MANIFEST, kept[0], sync=True)
-        replace_whole(current, json.dumps(signed).encode("utf-8"), sync=True)
+            replace_whole(directory / PREVIOUS_MANIFEST, kept[0])
+        replace_whole(current, json.dumps(signed).encode("utf-8"))
     except BaseException as exc:
         _discard_new(directory)
         if isinstance(exc, OSError):
@@ -356,7 +361,7 @@ def sign_snapshot(session_dir: Path, signer: Signer) -> bool:
             continue
         manifest = _checked_files(directory, found[1], None, strict=False)
         signed = signer.sign_object(SIGNED_FOR, {**manifest, "version": FORMAT_VERSION})
-        replace_whole(directory / name, json.dumps(signed).encode("utf-8"), sync=True)
+        replace_whole(directory / name, json.dumps(signed).encode("utf-8"))
         signed_any = True
     return signed_any
 

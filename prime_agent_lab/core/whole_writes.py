@@ -13,7 +13,10 @@ import contextlib
 import errno
 import os
 import secrets
+import stat
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
@@ -63,19 +66,56 @@ def _cut_back(fd: int, written: int) -> None:
             os.ftruncate(fd, ours_end - written)
 
 
-def replace_whole(path: Path | str, data: bytes, *, sync: bool = False) -> None:
-    """Write `data` as the new content of `path`: to a temporary file beside it, then renamed
-    over it. On any failure the temporary file is removed and `path` keeps its old content."""
-    target = Path(path)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+@contextlib.contextmanager
+def replacing(
+    path: str | os.PathLike[str],
+    text: bool = True,
+    encoding: str = "utf-8",
+    follow_symlinks: bool = True,
+    **kwargs: Any,
+) -> Iterator[IO[Any]]:
+    """A file object whose content replaces `path` when the block ends without an error: it is
+    written to a temporary file beside the target, fsynced and renamed over it, so a reader
+    sees the old content or the new one and a failure (a full disk) leaves the old one and no
+    temporary file. `text`, `encoding` and `kwargs` are as for `open` (text files get Unix line
+    ends unless `newline` says otherwise). A symlink is followed (its target gets the content:
+    a user's notebook) unless `follow_symlinks` is false (the product's own files, where a link
+    a colleague's folder brings would point a write anywhere: the link itself is replaced). The
+    file keeps its permission bits; a new file gets the usual ones (0o666 minus the umask).
+    """
+    target = Path(os.path.realpath(path) if follow_symlinks else os.path.abspath(path))
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
     try:
-        with open(temporary, "wb") as handle:
-            handle.write(data)
+        info = os.stat(target, follow_symlinks=follow_symlinks)
+        mode = None if stat.S_ISLNK(info.st_mode) else stat.S_IMODE(info.st_mode)
+    except OSError:  # none yet (or a link loop, which is replaced)
+        mode = None
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        if text:
+            kwargs.setdefault("newline", "\n")
+            handle: IO[Any] = open(descriptor, "w", encoding=encoding, **kwargs)  # noqa: SIM115
+        else:
+            handle = open(descriptor, "wb", **kwargs)  # noqa: SIM115
+    except BaseException:
+        os.close(descriptor)
+        temporary.unlink(missing_ok=True)
+        raise
+    try:
+        with handle:
+            yield handle
             handle.flush()
-            if sync:
-                os.fsync(handle.fileno())
+            os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(temporary, mode)
         os.replace(temporary, target)
     except BaseException:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
+        temporary.unlink(missing_ok=True)
         raise
+
+
+def replace_whole(path: Path | str, data: bytes, follow_symlinks: bool = False) -> None:
+    """Write `data` as the new content of `path` (`replacing`); a symlink at `path` is replaced,
+    not followed, unless `follow_symlinks`."""
+    with replacing(path, text=False, follow_symlinks=follow_symlinks) as handle:
+        handle.write(data)

@@ -19,6 +19,7 @@ from ..core.redaction import SECRET_ENV_VARS
 from ..core.sessions import SessionRepository
 from ..core.shutdown import SHUTDOWN_SECONDS
 from ..providers import held_credentials, make_provider
+from . import atomic_contents, kernel_websocket
 from .handlers import handlers
 from .host import AgentHost, HostSettings
 
@@ -338,6 +339,10 @@ class PrimeAgentLab(ExtensionApp):
         self.settings["prime_agent_host"] = self.host
         self.host.runtime.mailbox.recover()  # messages queued before a restart wait again
         self._configure_server_created_rooms()
+        kernel_websocket.install(self.serverapp, self.settings)  # a busy kernel never stalls a tab
+        atomic_contents.install(  # no half-written notebooks
+            self.serverapp.contents_manager, self.settings.get("file_id_manager")
+        )
         self.log.info(
             "Prime Agent Lab: provider %s, model %s, sessions in %s",
             first.name,

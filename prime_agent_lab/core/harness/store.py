@@ -455,7 +455,7 @@ class HarnessStore:
         with self._locked():
             if self.file.exists():
                 state = self.read_unverified()
-                replace_whole(self.file, encode(state, self.signer), sync=True)
+                replace_whole(self.file, encode(state, self.signer))
                 self._cache = None
                 self._write_modules(_module_files(state), {})
             stray = self.stray_modules()
@@ -547,7 +547,7 @@ class HarnessStore:
                 for key, entry in state.entries[kind].items():
                     if entry.scope != self.scope:
                         state.entries[kind][key] = replace(entry, scope=self.scope)
-            replace_whole(self.file, encode(state, self.signer), sync=True)
+            replace_whole(self.file, encode(state, self.signer))
             stat = self.file.stat()
             self._cache = ((stat.st_ino, stat.st_mtime_ns, stat.st_size), state.copy())
             self._write_modules(modules, _module_files(before))
@@ -559,7 +559,7 @@ class HarnessStore:
         for module, source in modules.items():
             path = self.skills_dir / f"{module}.py"
             if previous.get(module) != source or not path.exists():
-                replace_whole(path, source.encode("utf-8"), sync=True)
+                replace_whole(path, source.encode("utf-8"))
         for module in set(previous) - set(modules):
             with contextlib.suppress(OSError):
                 (self.skills_dir / f"{module}.py").unlink()
@@ -617,7 +617,7 @@ class HarnessStore:
     def append_refinement(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
         with self._locked():
-            append_whole(self.history_file, line.encode(), sync=True)
+            append_whole(self.history_file, line.encode())
 
     def refinements(self) -> list[dict[str, Any]]:
         """Every refinement recorded in this store, oldest first (unreadable lines skipped)."""
