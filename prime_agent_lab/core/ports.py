@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from .messages import ModelRequest, ModelResponse
 from .stop_cause import USER_STOP, StopCause
+from .wire import ExecutionStatus
 
 # ---------------------------------------------------------------- provider port
 
@@ -81,8 +82,6 @@ class OutputEvent:
     wait: bool = False  # for kind == "clear"
     display_id: str | None = None  # for kind == "update_display"
 
-
-ExecutionStatus = Literal["ok", "error", "timeout", "died", "interrupted", "aborted", "skipped"]
 
 KernelRestart = Literal["agent", "died", "external"]
 """Why the kernel's variables are gone: the harness restarted it because the agent's own cell

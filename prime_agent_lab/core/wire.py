@@ -15,9 +15,10 @@ import types
 import typing
 from typing import Any, Literal, NotRequired, TypedDict, Union
 
-from .ports import ExecutionStatus
-
 # ---------------------------------------------------------------- statuses and kinds
+
+ExecutionStatus = Literal["ok", "error", "timeout", "died", "interrupted", "aborted", "skipped"]
+"""How the kernel ran one piece of code (the kernel port's result, `core/ports.py`)."""
 
 SessionStatus = Literal["idle", "running", "inactive", "broken"]
 """`inactive`: on disk, no agent attached (or another session took over the notebook's kernel).
