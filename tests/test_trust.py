@@ -118,6 +118,18 @@ def test_the_secret_is_made_once_readable_by_the_user_only(tmp_path: Path) -> No
     assert list(path.parent.iterdir()) == [path]  # no temp file left
 
 
+def test_a_secret_that_cannot_be_made_gives_a_process_secret_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the folder would go")
+
+    signer = Signer.load_or_ephemeral(blocked / "prime_agent_lab" / "signing_secret")
+
+    assert signer.verify("x", b"y", signer.sign("x", b"y"))
+    assert "cannot be read or made" in caplog.text
+
+
 def test_the_secret_lives_in_the_jupyter_data_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

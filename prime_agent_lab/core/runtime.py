@@ -139,7 +139,7 @@ class AgentRuntime:
         self.repository = repository
         self.environment = environment
         self.settings = settings
-        self.signer = signer or Signer.load()  # this user's secret: docs/trust.md
+        self.signer = signer or Signer.load_or_ephemeral()  # this user's secret: docs/trust.md
         self.agents: dict[str, Agent] = {}
         self.family = Family(repository)
         self._kernel_session: dict[str, str] = {}  # kernel id -> session id

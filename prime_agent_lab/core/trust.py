@@ -14,10 +14,13 @@ import contextlib
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 SECRET_FILE = "signing_secret"
 SECRET_BYTES = 32
@@ -88,6 +91,23 @@ class Signer:
             with contextlib.suppress(OSError):
                 temp.unlink()
         return cls(path.read_bytes())
+
+    @classmethod
+    def load_or_ephemeral(cls, path: Path | None = None) -> Signer:
+        """`load`, or, when the secret can be neither read nor made (a read-only home), a
+        secret for this process only, with an error in the log: what it signs is trusted until
+        the process ends and untrusted after, never the other way round."""
+        try:
+            return cls.load(path)
+        except (OSError, ValueError) as exc:
+            log.error(
+                "the signing secret %s cannot be read or made (%s): this process signs with a "
+                "secret of its own, so what it saves will be untrusted after a restart "
+                "(docs/trust.md)",
+                path or default_secret_file(),
+                exc,
+            )
+            return cls(secrets.token_bytes(SECRET_BYTES))
 
     def sign(self, purpose: Purpose, payload: bytes) -> str:
         message = purpose.encode("ascii") + b"\0" + payload
