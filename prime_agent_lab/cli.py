@@ -559,7 +559,17 @@ def resume_target(ref: str, cwd: Path) -> tuple[str, str]:
         session = repository.read(ref)
     except SessionError as exc:
         raise ValueError(f"--resume: no session {ref!r} here ({exc})") from None
-    return session.session_id, session.notebook_path
+    notebook = session.notebook_path
+    # A session folder may come from someone else: its header never points the run's writes
+    # outside this directory (an absolute path, `../..`, a link out).
+    target = (cwd / notebook).resolve()
+    if not notebook or not target.is_relative_to(cwd.resolve()):
+        raise ValueError(
+            f"--resume: the session's notebook {notebook!r} is not inside {cwd}; continue it "
+            "from the directory that holds its notebook, or name one with --session ID "
+            "--notebook PATH"
+        )
+    return session.session_id, notebook
 
 
 if __name__ == "__main__":

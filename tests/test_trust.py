@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import stat
 import subprocess
 import sys
@@ -254,7 +255,10 @@ async def test_a_key_in_a_variable_is_never_pickled_into_the_snapshot(
     key = "sk-test-" + uuid.uuid4().hex
     script = agent_script(
         [
-            {"code": f"token = {key[:10]!r} + {key[10:]!r}\nconfig = {{'k': token}}\nsafe = 1"},
+            {
+                "code": f"token = {key[:10]!r} + {key[10:]!r}\nconfig = {{'k': token}}\n"
+                "import numpy as np\nkeys = np.array([token])\nsafe = 1"
+            },
             {"text": "done"},
         ]
     )
@@ -269,7 +273,7 @@ async def test_a_key_in_a_variable_is_never_pickled_into_the_snapshot(
     manifest = read_manifest(agent.session.directory) or {}
     skipped = {e["name"]: e["reason"] for e in manifest["skipped"]}
     assert {e["name"] for e in manifest["saved"]} == {"safe"}
-    assert "provider API key" in skipped["token"] and "provider API key" in skipped["config"]
+    assert all("provider API key" in skipped[name] for name in ("token", "config", "keys"))
     directory = state_directory(agent.session.directory)
     assert not any(key.encode() in f.read_bytes() for f in directory.iterdir() if f.is_file())
 
@@ -464,3 +468,117 @@ def test_cli_resume_of_a_hostile_folder_loads_nothing_and_trust_loads_it(
     trusted = cli(project, "--script", script, "--resume", str(session_dir), "--trust", "again")
     assert trusted.returncode == 0, trusted.stderr
     assert marker.exists()
+
+
+# ---------------------------------------------------------------- found by a cold review
+
+
+async def test_a_project_module_changed_since_the_snapshot_is_not_imported_by_the_restore(
+    host: Any, make_notebook: Any, agent_script: Any, tmp_path: Path, jp_root_dir: Path
+) -> None:
+    """The kernel works in the project folder, first on `sys.path`: a module someone changes
+    there (a `git pull`) must not run as the notebook opens, though the snapshot is the user's."""
+    (jp_root_dir / "mymod.py").write_text("def scale(x):\n    return 2 * x\n")
+    marker = tmp_path / "pwned"
+    script = agent_script([{"code": "import mymod\ny = mymod.scale(21)"}, {"text": "done"}])
+    use_script(host, script)
+    path = make_notebook("modules.ipynb")
+    first = await host.attach(path)
+    await run_turn(host, first.session_id, "use the module")
+    await host.runtime.flush_snapshots()
+    await close_host(host, first)
+    (jp_root_dir / "mymod.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\ndef scale(x):\n    return 0\n"
+    )
+
+    again = restarted_host(host)
+    try:
+        agent = await again.attach(path)
+        await wait_for(lambda: notices(agent, "kernel_state_restored"))
+
+        assert not marker.exists()
+        text = notices(agent, "kernel_state_restored")[0]["text"]
+        assert (
+            "y" in text and "mymod" in text and "not the file the snapshot was taken with" in text
+        )
+    finally:
+        await again.shutdown()
+
+
+async def test_a_symlinked_snapshot_folder_is_neither_read_nor_written_nor_cleaned(
+    host: Any, make_notebook: Any, agent_script: Any, tmp_path: Path
+) -> None:
+    path, first = await snapshotted_session(host, make_notebook, agent_script)
+    await close_host(host, first)
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "model.pkl").write_bytes(b"the user's own model")
+    (precious / "draft.tmp").write_text("a draft")
+    directory = state_directory(first.session.directory)
+    shutil.rmtree(directory)
+    directory.symlink_to(precious)  # as a colleague's folder could bring it
+
+    again = restarted_host(host)
+    try:
+        agent = await again.attach(path)
+        await run_turn(again, agent.session_id, "again")
+        with pytest.raises(Exception, match="symbolic link"):
+            await again.runtime.save_snapshot(agent.session_id, "test")
+    finally:
+        await again.shutdown()
+
+    assert sorted(p.name for p in precious.iterdir()) == ["draft.tmp", "model.pkl"]
+
+
+def test_an_append_never_goes_through_a_symbolic_link(tmp_path: Path) -> None:
+    from prime_agent_lab.core.whole_writes import append_whole
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine\n")
+    link = tmp_path / "mailbox.jsonl"
+    link.symlink_to(victim)
+
+    with pytest.raises(OSError):
+        append_whole(link, b'{"type": "queued"}\n')
+
+    assert victim.read_text() == "mine\n"
+
+
+def test_cli_resume_never_writes_a_notebook_outside_the_folder(
+    tmp_path: Path, agent_script: Any
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    script = agent_script([{"text": "done"}, {"text": "again"}])
+    first = cli(project, "--script", script, "--mode", "json", "go")
+    session_dir = project / json.loads(first.stdout.splitlines()[-1])["session_dir"]
+    log = session_dir / "session.jsonl"
+    lines = log.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["notebook_path"] = "../outside.ipynb"  # a header from someone else's folder
+    log.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+
+    resumed = cli(project, "--script", script, "--resume", str(session_dir), "again")
+
+    assert resumed.returncode == 2, resumed.stderr
+    assert "is not inside" in resumed.stderr
+    assert not (tmp_path / "outside.ipynb").exists()
+
+
+async def test_what_an_untrusted_folder_says_never_reaches_the_model(
+    host: Any, make_notebook: Any, agent_script: Any, tmp_path: Path
+) -> None:
+    path, first = await snapshotted_session(host, make_notebook, agent_script)
+    await close_host(host, first)
+    hostile_snapshot(first.session.directory, tmp_path / "pwned")
+
+    again = restarted_host(host)
+    try:
+        agent = await again.attach(path)
+        await wait_for(lambda: notices(agent, "session_untrusted"))
+        await run_turn(again, agent.session_id, "go on")
+
+        told = "\n".join(m.text for m in agent.session.context_messages() if m.role == "user")
+        assert "results" not in told and "not made here" not in told
+    finally:
+        await again.shutdown()

@@ -38,6 +38,7 @@ from importlib import import_module as _import_module
 from typing import Any
 
 from . import files as _files
+from . import import_guard as _import_guard
 
 FORMAT_VERSION = 2  # 2: each saved file carries its sha256, the host signs the manifest
 MANIFEST = "manifest.json"
@@ -223,6 +224,8 @@ def save(
         existing = _read_json(_os.path.join(directory, MANIFEST))
         if existing is not None and existing.get("time") == last[1]:
             return {**existing, "unchanged": True}
+    if _os.path.islink(directory):
+        raise OSError(f"{directory} is a symbolic link: no snapshot is written through it")
     _os.makedirs(directory, exist_ok=True)
     stamp = _secrets.token_hex(4)
     saved: list[dict[str, Any]] = []
@@ -271,6 +274,7 @@ def save(
         "saved": saved,
         "imports": imports,
         "skipped": skipped,
+        "local_modules": _import_guard.local_modules(),
         "total_bytes": total,
         "variable_cap": variable_cap,
         "total_cap": total_cap,
@@ -327,11 +331,22 @@ def restore(
         report["refused"] = "the kernel already holds variables: " + ", ".join(
             _sorted(present)[:10]
         )
+    elif _os.path.islink(directory):
+        report["refused"] = f"{directory} is a symbolic link"
     else:
         report["snapshot_time"] = manifest.get("time")
         report["skipped_at_save"] = manifest.get("skipped", [])
-        _restore_imports(shell, manifest, present, overwrite, report)
-        _restore_values(shell, directory, manifest, present, overwrite, report, expect is not None)
+        known = manifest.get("local_modules")
+        guard = (
+            _import_guard.guarded(known if _isinstance(known, _dict) else {})
+            if expect is not None  # the host's automatic restore
+            else _contextlib.nullcontext()
+        )
+        with guard:
+            _restore_imports(shell, manifest, present, overwrite, report)
+            _restore_values(
+                shell, directory, manifest, present, overwrite, report, expect is not None
+            )
         if not report["failed"] and not previous:
             _last_saved[directory] = (
                 int(getattr(shell, "execution_count", 0)),

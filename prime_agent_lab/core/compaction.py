@@ -20,6 +20,7 @@ from .messages import Message, ModelRequest, ModelResponse
 from .ports import ProviderError
 from .sessions import summary_message
 from .tokens import context_window, entries_tokens, entry_tokens, estimate_tokens, reported_context
+from .wire import FOR_THE_USER_ONLY
 
 log = logging.getLogger(__name__)
 
@@ -309,7 +310,7 @@ def render_entries(entries: list[dict[str, Any]]) -> str:
                 lines.append(f"[assistant ran a cell] {_cut(_code(call.get('arguments', '')))}")
         elif kind == "tool_result":
             lines.append(f"[cell output] {_cut(str(entry.get('observation', '')))}")
-        elif kind == "notice":
+        elif kind == "notice" and entry.get("kind") not in FOR_THE_USER_ONLY:
             lines.append(f"[notice] {_cut(str(entry.get('text', '')))}")
         elif kind == "error":
             lines.append(f"[error] {_cut(str(entry.get('message', '')))}")

@@ -66,9 +66,13 @@ class Redactor:
         return longest
 
     def found_in(self, data: bytes) -> bool:
-        """Whether `data` (a pickled variable, say) holds one of the secrets as it is (UTF-8, as
-        pickle stores a `str`)."""
-        return any(secret.encode("utf-8") in data for secret in self._secrets)
+        """Whether `data` (a pickled variable, say) holds one of the secrets as it is: UTF-8 (as
+        pickle stores a `str`), or UTF-32 / UTF-16 little-endian (a numpy string array)."""
+        return any(
+            secret.encode(encoding) in data
+            for secret in self._secrets
+            for encoding in ("utf-8", "utf-32-le", "utf-16-le")
+        )
 
     def output(self, output: dict[str, Any]) -> dict[str, Any]:
         """A copy of an nbformat output with every string in it redacted."""

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 from .caller import TreeRuntime
 from .harness.store import HarnessError, HarnessStore
-from .snapshots import check_snapshot, describe_snapshot, sign_snapshot
+from .snapshots import describe_snapshot, sign_snapshot, untrusted_snapshot
 from .text import preview
 from .wire import UntrustedKind, UntrustedPart
 
@@ -88,9 +88,9 @@ def untrusted_items(runtime: TreeRuntime, session_id: str) -> list[Untrusted]:
     items: list[Untrusted] = []
     for sid in _tree(runtime, session_id):
         where = _where(runtime, sid)
-        check = check_snapshot(runtime.repository.directory(sid), runtime.signer)
-        if check.state == "untrusted" and check.manifest is not None:
-            items.append(Untrusted(sid, where, "snapshot", describe_snapshot(check.manifest)))
+        manifest = untrusted_snapshot(runtime.repository.directory(sid), runtime.signer)
+        if manifest is not None:
+            items.append(Untrusted(sid, where, "snapshot", describe_snapshot(manifest)))
         harness = _describe_harness(_local_store(runtime, sid))
         if harness is not None:
             items.append(Untrusted(sid, where, "harness", harness))

@@ -33,6 +33,7 @@ from .jsonfile import (
 from .messages import ImagePart, Message, ToolCall
 from .text import json_type, shorten
 from .whole_writes import append_whole, is_disk_full, replace_whole
+from .wire import FOR_THE_USER_ONLY
 
 SESSION_FILE = "session.jsonl"
 TOLD_AS_MESSAGES = frozenset({"child_completed", "child_error"})
@@ -506,7 +507,11 @@ class _ContextBuilder:
             self._user(text)
         elif kind == "turn_end":
             self.in_turn = False
-        elif kind == "notice" and not self.in_turn and entry.get("kind") not in TOLD_AS_MESSAGES:
+        elif (
+            kind == "notice"
+            and not self.in_turn
+            and entry.get("kind") not in TOLD_AS_MESSAGES | FOR_THE_USER_ONLY
+        ):
             self.notices.append(str(entry.get("text", "")))
         elif kind == "agent_message":  # taken into a running turn between two model calls
             self._settle()

@@ -56,6 +56,9 @@ STATE_DIRECTORY = "kernel-state"
 MANIFEST = "manifest.json"
 PREVIOUS_MANIFEST = "manifest.previous.json"
 NEW_MANIFEST = "manifest.new.json"  # what the kernel wrote, before the host commits it
+UNTRUSTED_MANIFEST = "manifest.untrusted.json"
+"""An untrusted snapshot a newer one of this user's replaced: kept (with its files) until the
+user trusts it or a later untrusted one takes its place, so the Trust action still has it."""
 RESTORE_REPORT = "restore-report.json"
 FORMAT_VERSION = 2
 DEFAULT_SNAPSHOT_VARIABLE_CAP = 16 * 2**20
@@ -65,8 +68,8 @@ SNAPSHOT_TIMEOUT = 600.0  # a snapshot waits behind a cell the user runs; it nev
 NAMES_SHOWN = 30
 SIGNED_FOR = "snapshot"  # the signature purpose (core/trust.py)
 HOLDS_A_KEY = (
-    "it holds a provider API key (a `kernel_env_strip` variable's value); keys are never "
-    "written to session files"
+    "it holds a provider API key (a `kernel_env_strip` variable's value); keys are not written "
+    "into snapshots"
 )
 _FILE_NAME = re.compile(r"[0-9]{5}-[0-9a-f]{8}\.pkl")
 
@@ -98,6 +101,12 @@ class SnapshotSettings:
 
 def state_directory(session_dir: Path) -> Path:
     return session_dir / STATE_DIRECTORY
+
+
+def _linked(directory: Path) -> bool:
+    """The folder is a symbolic link (a colleague's folder may point it anywhere): nothing is
+    read, written or removed through it."""
+    return directory.is_symlink()
 
 
 def _read_manifest_file(path: Path) -> tuple[bytes, dict[str, Any]] | str | None:
@@ -146,6 +155,8 @@ class SnapshotCheck:
 
 def check_snapshot(session_dir: Path, signer: Signer) -> SnapshotCheck:
     directory = state_directory(session_dir)
+    if _linked(directory):
+        return SnapshotCheck("none", unreadable=f"{directory} is a symbolic link")
     unreadable = None
     for previous, name in ((False, MANIFEST), (True, PREVIOUS_MANIFEST)):
         found = _read_manifest_file(directory / name)
@@ -153,26 +164,46 @@ def check_snapshot(session_dir: Path, signer: Signer) -> SnapshotCheck:
             unreadable = unreadable or found
             continue  # an unreadable latest manifest: the snapshot before it comes back
         raw, manifest = found
-        trusted = manifest.get("version") == FORMAT_VERSION and signer.verify_object(
-            SIGNED_FOR, manifest
-        )
-        state = "trusted" if trusted else "untrusted"
+        state = "trusted" if _signed(manifest, signer) else "untrusted"
         return SnapshotCheck(state, manifest, trust_sha256(raw), previous, unreadable)
     return SnapshotCheck("none", unreadable=unreadable)
 
 
+def untrusted_snapshot(session_dir: Path, signer: Signer) -> dict[str, Any] | None:
+    """The snapshot this user has not signed that trusting the session would restore: the
+    latest, or the one a newer snapshot of this user's set aside."""
+    check = check_snapshot(session_dir, signer)
+    if check.state == "untrusted":
+        return check.manifest
+    directory = state_directory(session_dir)
+    aside = None if _linked(directory) else _read_manifest(directory / UNTRUSTED_MANIFEST)
+    return aside[1] if aside is not None else None
+
+
 def describe_snapshot(manifest: dict[str, Any]) -> str:
-    """What restoring `manifest` would load, in one line."""
+    """What restoring `manifest` would load, in one line. The names and types are what the
+    manifest claims (whoever wrote it chose them); what a pickle does when loaded is not shown
+    by any of it, so the line says so."""
     saved = [e for e in manifest.get("saved", []) if isinstance(e, dict)]
     imports = [e for e in manifest.get("imports", []) if isinstance(e, dict)]
     names = [
-        f"{preview(str(e.get('name')), 40)} ({preview(str(e.get('type')), 40)}, "
-        f"{preview(str(e.get('method')), 10)})"
+        f"{_quoted(e.get('name'), 40)} ({_quoted(e.get('type'), 40)}, "
+        f"{_quoted(e.get('method'), 10)})"
         for e in saved
     ]
-    names += [f"import {preview(str(e.get('module')), 60)}" for e in imports]
-    when = preview(str(manifest.get("time") or "an unknown time"), 40)
-    return f"a kernel snapshot of {when}: {_names(names) or 'no variables'}"
+    names += [f"import {_quoted(e.get('module'), 60)}" for e in imports]
+    when = _quoted(manifest.get("time") or "an unknown time", 40)
+    return (
+        f"a kernel snapshot of {when} whose manifest claims {len(saved)} pickled variable(s) "
+        f"and {len(imports)} import(s): {_names(names) or 'none'} (loading runs whatever the "
+        "pickles hold, whatever these names say)"
+    )
+
+
+def _quoted(value: object, limit: int) -> str:
+    """A value someone else wrote, as one short line of plain characters."""
+    text = "".join(c if c.isprintable() else "?" for c in preview(str(value), limit))
+    return repr(text) if any(c in text for c in ",()—-:;") else text
 
 
 def save_code(directory: Path, variable_cap: int, total_cap: int) -> str:
@@ -237,6 +268,8 @@ async def take_snapshot(
     the last). The kernel writes the files and a new manifest; the host checks every file
     (a provider key in one drops that variable), signs the manifest and commits it."""
     directory = state_directory(session_dir)
+    if _linked(directory):
+        raise SnapshotFailed(f"{directory} is a symbolic link: no snapshot is taken through it")
     with contextlib.suppress(OSError):
         (directory / NEW_MANIFEST).unlink()
     try:
@@ -270,8 +303,10 @@ def commit_snapshot(
         signed = signer.sign_object(SIGNED_FOR, {**manifest, "version": FORMAT_VERSION})
         current = directory / MANIFEST
         kept = _read_manifest(current)
-        if kept is not None:
+        if kept is not None and _signed(kept[1], signer):
             replace_whole(directory / PREVIOUS_MANIFEST, kept[0])
+        elif kept is not None:  # someone else's: kept aside for the user to trust
+            replace_whole(directory / UNTRUSTED_MANIFEST, kept[0])
         replace_whole(current, json.dumps(signed).encode("utf-8"))
     except BaseException as exc:
         _discard_new(directory)
@@ -285,6 +320,10 @@ def commit_snapshot(
         new_path.unlink()
     _remove_unreferenced(directory)
     return signed
+
+
+def _signed(manifest: dict[str, Any], signer: Signer) -> bool:
+    return manifest.get("version") == FORMAT_VERSION and signer.verify_object(SIGNED_FOR, manifest)
 
 
 def _discard_new(directory: Path) -> None:
@@ -333,8 +372,10 @@ def _checked_files(
 def _remove_unreferenced(directory: Path) -> None:
     """Variable files no manifest names (a replaced snapshot's, a failed save's) and temp
     files left by a crash."""
+    if _linked(directory):
+        return
     keep: set[str] = set()
-    for name in (MANIFEST, PREVIOUS_MANIFEST, NEW_MANIFEST):
+    for name in (MANIFEST, PREVIOUS_MANIFEST, NEW_MANIFEST, UNTRUSTED_MANIFEST):
         found = _read_manifest(directory / name)
         if found is not None:
             keep.update(
@@ -351,19 +392,28 @@ def _remove_unreferenced(directory: Path) -> None:
 
 
 def sign_snapshot(session_dir: Path, signer: Signer) -> bool:
-    """The user trusts this session's snapshots as they are now: each readable manifest gets
-    the digest of its files as they are and this user's signature. False: there is none."""
+    """The user trusts the snapshot `untrusted_snapshot` showed: it gets the digest of its
+    files as they are now and this user's signature, and becomes the latest (the latest of this
+    user's, if any, becomes the previous). False: there was none. Nothing else is signed."""
     directory = state_directory(session_dir)
-    signed_any = False
-    for name in (MANIFEST, PREVIOUS_MANIFEST):
+    if _linked(directory):
+        return False
+    for name in (MANIFEST, UNTRUSTED_MANIFEST):
         found = _read_manifest(directory / name)
-        if found is None:
+        if found is None or (name == MANIFEST and _signed(found[1], signer)):
             continue
         manifest = _checked_files(directory, found[1], None, strict=False)
         signed = signer.sign_object(SIGNED_FOR, {**manifest, "version": FORMAT_VERSION})
-        replace_whole(directory / name, json.dumps(signed).encode("utf-8"))
-        signed_any = True
-    return signed_any
+        if name == UNTRUSTED_MANIFEST:
+            current = _read_manifest(directory / MANIFEST)
+            if current is not None:
+                replace_whole(directory / PREVIOUS_MANIFEST, current[0])
+        replace_whole(directory / MANIFEST, json.dumps(signed).encode("utf-8"))
+        with contextlib.suppress(OSError):
+            (directory / UNTRUSTED_MANIFEST).unlink()
+        _remove_unreferenced(directory)
+        return True
+    return False
 
 
 async def restore_snapshot(kernel: KernelPort, session_dir: Path, signer: Signer) -> dict[str, Any]:

@@ -11,6 +11,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from .wire import FOR_THE_USER_ONLY
+
 IMAGE_TOKENS = 1_600
 """What one image in an observation is counted as (Anthropic bills a 1,092 x 1,092 image at about
 1,600 tokens; a plot is usually smaller)."""
@@ -63,6 +65,8 @@ def entry_tokens(entry: dict[str, Any]) -> int:
         count = len(images) if isinstance(images, list) else 0
         return estimate_tokens(str(entry.get("observation", ""))) + 8 + IMAGE_TOKENS * count
     if kind == "notice":
+        if entry.get("kind") in FOR_THE_USER_ONLY:
+            return 0
         return estimate_tokens(str(entry.get("text", "")))
     if kind == "compaction":
         return estimate_tokens(str(entry.get("summary", ""))) + 16

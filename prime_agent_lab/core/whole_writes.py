@@ -35,7 +35,10 @@ def append_whole(path: Path | str, data: bytes, *, sync: bool = False) -> None:
     file must hold a lock of their own; a failed append is only cut back when nothing was
     appended after it.
     """
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    # never through a symbolic link: a log or mailbox in a folder from someone else could
+    # point the append at any file of the user's (O_NOFOLLOW fails with ELOOP)
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, 0o666)
     try:
         end = os.fstat(fd).st_size
         if end > 0 and os.pread(fd, 1, end - 1) != b"\n":

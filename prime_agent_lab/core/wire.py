@@ -68,6 +68,11 @@ unreadable; the text says how to restore it by hand); `session_untrusted`: the s
 was not loaded (the text lists it; the chat offers Trust and restore); `session_trusted`: the
 user trusted them and they now load."""
 
+FOR_THE_USER_ONLY: frozenset[NoticeKind] = frozenset({"session_untrusted", "session_trusted"})
+"""Notice kinds the model never reads (nor counts as context, nor summarises): what a folder
+from someone else holds is described with that someone's words (variable names, message text),
+which must not reach the model as the user's own message (docs/trust.md)."""
+
 ChildStatus = Literal["running", "idle", "inactive", "replied", "completed", "error"]
 """A sub-agent's state as its parent sees it: `replied` (its last task ended after it messaged
 the parent), `completed` (ended without replying), `error` (ended with an error), `idle` (loaded,

@@ -520,8 +520,19 @@ class HarnessStore:
 
     # ---------------------------------------------------------------- writing
 
+    def linked(self) -> bool:
+        """The store's folder or its `skills/` is a symbolic link (a folder from someone else
+        can point it anywhere): the store is neither written nor imported from."""
+        return self.directory.is_symlink() or self.skills_dir.is_symlink()
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
+        if self.linked():
+            raise HarnessError(
+                f"the harness store {self.directory} (or its skills/) is a symbolic link: it is "
+                "not written through it; replace the link with a folder",
+                409,
+            )
         self.directory.mkdir(parents=True, exist_ok=True)
         with open(self.directory / ".lock", "a+b") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
@@ -727,6 +738,8 @@ class Harness:
         trusted and its `skills/` holds nothing but its own modules."""
         paths = []
         for store in self.stores():
+            if store.signer is not None and store.linked():
+                continue
             if store.signer is not None:
                 try:
                     if store.stray_modules():
