@@ -6,7 +6,8 @@ names). A kernel's working folder comes first on `sys.path`, so a file someone a
 project since (a `git pull`, a colleague's copy) would run as the notebook opens, before anyone
 ran a cell. So a snapshot records the file and SHA-256 of every module loaded from outside the
 Python installation, and while the host's automatic restore runs, such a module is imported
-only if it resolves to that same file with those same bytes. A restore typed by hand in a cell
+only if the file it resolves to now holds those same bytes (a clone's copy of a skill module
+does; a module someone added or changed does not). A restore typed by hand in a cell
 has no guard: it is the user's own command.
 """
 
@@ -93,14 +94,11 @@ class ImportGuard(importlib.abc.MetaPathFinder):
             return spec
         real = os.path.realpath(spec.origin)
         recorded = self.known.get(fullname)
-        if (
-            not isinstance(recorded, dict)
-            or recorded.get("file") != real
-            or recorded.get("sha256") != _digest(real)
-        ):
+        # the same bytes are the same code, wherever they are now (a clone's copy of a skill)
+        if not isinstance(recorded, dict) or recorded.get("sha256") != _digest(real):
             raise ImportError(
-                f"not the file the snapshot was taken with (new, changed or another one: "
-                f"{real}); import it yourself if you trust it"
+                f"not the file the snapshot was taken with (new or changed: {real}); import it "
+                "yourself if you trust it"
             )
         return spec
 
