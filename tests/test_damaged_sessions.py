@@ -297,6 +297,17 @@ async def test_damaged_logs_are_listed_broken_and_every_readable_session_still_a
     resumed = await attach(jp_fetch, notebook_path=path)
     assert resumed.code == 200, resumed.body
     assert json.loads(resumed.body)["session_id"] == real.session_id  # the copy never shadows it
+    # ... and the skip is never silent: each newer damaged session of the notebook is named
+    told = [
+        e["text"]
+        for e in host.agent(real.session_id).session.entries
+        if e["type"] == "notice" and e.get("kind") == "session_unreadable"
+    ]
+    named = {name for name in reasons if any(f"session {name} " in t for t in told)}
+    damaged_here = {
+        name for name, s in listed.items() if s["status"] == "broken" and s["notebook_path"] == path
+    }
+    assert damaged_here and named == damaged_here
     for name, reason in reasons.items():
         refused = await attach(jp_fetch, notebook_path=path, session_id=name)
         assert refused.code == 409, (name, refused.body)

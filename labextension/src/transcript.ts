@@ -160,7 +160,8 @@ const WARNING_NOTICES = new Set<string>([
   'message_undeliverable',
   'compaction_failed',
   'kernel_state_not_restored',
-  'session_untrusted'
+  'session_untrusted',
+  'session_unreadable'
 ]);
 
 const RELATIONSHIPS = new Set<string>(['parent', 'child', 'sibling']);

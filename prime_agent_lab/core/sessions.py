@@ -823,6 +823,15 @@ class SessionRepository:
         self._summaries[file] = (stamp, summary)
         return summary
 
+    def unreadable_newer(self, notebook_path: str, than: str | None) -> list[SessionSummary]:
+        """Damaged sessions of a notebook newer than session `than` (all of them for None):
+        what `latest_for_notebook` skipped, which the user must hear of."""
+        summaries = [s for s in self.summaries() if s.notebook_path == notebook_path]
+        chosen = next((s.modified for s in summaries if s.session_id == than), None)
+        return [
+            s for s in summaries if s.broken is not None and (chosen is None or s.modified > chosen)
+        ]
+
     def latest_for_notebook(self, notebook_path: str) -> str | None:
         """The newest session of a notebook that can be continued (damaged ones are skipped)."""
         candidates = [

@@ -52,6 +52,8 @@ NoticeKind = Literal[
     # trust (docs/trust.md)
     "session_untrusted",
     "session_trusted",
+    # damaged files (docs/sessions.md)
+    "session_unreadable",
 ]
 """Something the user must know that is not an error. `child_completed`: a sub-agent ended its
 task without replying (the text has a preview of its last answer); `child_error`: a sub-agent's
@@ -66,7 +68,8 @@ kernel holds the user's variables, was restarted from the Kernel menu, or the sn
 unreadable; the text says how to restore it by hand); `session_untrusted`: the session's folder
 (or a sub-agent's) holds a snapshot, a local harness or queued mail this user did not sign, which
 was not loaded (the text lists it; the chat offers Trust and restore); `session_trusted`: the
-user trusted them and they now load."""
+user trusted them and they now load; `session_unreadable`: a newer session of this notebook is
+damaged and was skipped (the text names it and why), so this is another session."""
 
 FOR_THE_USER_ONLY: frozenset[NoticeKind] = frozenset({"session_untrusted", "session_trusted"})
 """Notice kinds the model never reads (nor counts as context, nor summarises): what a folder

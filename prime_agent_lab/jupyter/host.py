@@ -385,6 +385,15 @@ class AgentHost:
         """An agent on a session from disk (or a new one). Nothing is written and no provider
         is left open unless the attach succeeds."""
         session = await self._existing_session(path, session_id, new)
+        skipped = (
+            []
+            if session_id is not None or new
+            else await asyncio.to_thread(
+                self.repository.unreadable_newer,
+                path,
+                session.session_id if session is not None else None,
+            )
+        )
         ydoc = self._ydoc_extension()
         kernel_id = await self.resolve_kernel(path, kernel_hint)
         self._refuse_busy_kernel(kernel_id)
@@ -399,6 +408,13 @@ class AgentHost:
             )
             self._follow_notebook(agent, notebook)
             self._use_kernel(agent, kernel_id)
+            for damaged in skipped:  # never a silent switch to another session
+                agent.notice(
+                    "session_unreadable",
+                    f"The session {damaged.session_id} of this notebook cannot be read "
+                    f"({shorten(str(damaged.broken), 300)}); it is kept on disk as it is and "
+                    "this is another session. Open it by id once the file is fixed.",
+                )
         except BaseException:
             if agent is not None and self.agents.get(agent.session_id) is agent:
                 del self.agents[agent.session_id]
