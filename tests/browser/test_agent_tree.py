@@ -8,6 +8,7 @@ finishes (no timing assumptions). Every page error or console error fails the te
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from typing import Any
@@ -125,6 +126,18 @@ def _ask_in_a_new_notebook(page: Any, server: LabServer, notebook: str, message:
     return panel
 
 
+def _wait_for_saved_tab(page: Any, server: LabServer, path: str, timeout: float = 30) -> None:
+    """Until the page's saved JupyterLab workspace has a tab of `path` open."""
+    workspace = page.url.split("/lab/workspaces/", 1)[1].split("/", 1)[0]
+    deadline = time.monotonic() + timeout
+    while True:
+        saved = server.api("GET", f"lab/api/workspaces/{workspace}")
+        if f"notebook:{path}" in json.dumps(saved.get("data", {})):
+            return
+        assert time.monotonic() < deadline, f"the workspace never saved the tab of {path}"
+        time.sleep(0.2)
+
+
 def _wait_for_files(server: LabServer, paths: list[str], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not all((server.root_dir / p).exists() for p in paths):
@@ -222,7 +235,10 @@ def test_parent_chat_follows_two_sub_agents_into_their_notebooks_and_survives_a_
     parent_before = _settled(panel, lab_server, PARENT)
     save_screenshot(page, "agent_tree.png")
 
-    # A reload shows both chats as they were, badges included.
+    # A reload shows both chats as they were, badges included. JupyterLab restores the tabs its
+    # workspace saved, and it saves the layout a moment after it changes (later under load):
+    # reload once the saved workspace holds the child's tab, as a user's reload would find it.
+    _wait_for_saved_tab(page, lab_server, child_path)
     page.reload()
     panel = _open_panel(page)
     _show_tab(page, PARENT)
