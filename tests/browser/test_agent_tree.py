@@ -91,7 +91,12 @@ def _settled(panel: Any, server: LabServer, notebook: str) -> list[list[str]]:
     expect(status).to_have_attribute("data-connection", "connected", timeout=UI_TIMEOUT_MS)
     expect(status).to_have_attribute("data-status", "idle", timeout=TURN_TIMEOUT_MS)
     session = _session(server, notebook)
-    expect(status).to_have_attribute("data-session", session["session_id"])
+    try:
+        expect(status).to_have_attribute("data-session", session["session_id"])
+    except AssertionError as exc:  # rare under load: say everything the server knows
+        sessions = server.api("GET", "prime-agent/api/sessions")["sessions"]
+        known = [{k: s.get(k) for k in ("session_id", "notebook_path", "status")} for s in sessions]
+        raise AssertionError(f"{exc}\nserver sessions: {known}\n{server.log_tail()}") from None
     expect(panel.get_by_test_id("pal-transcript")).to_have_attribute(
         "data-seq", str(session["seq"]), timeout=UI_TIMEOUT_MS
     )
