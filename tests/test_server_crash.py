@@ -218,3 +218,84 @@ def test_a_server_killed_mid_run_comes_back_with_sessions_children_queue_and_var
     nbformat.validate(nbformat.read(root_dir / "analysis.ipynb", as_version=4))
     [child_notebook] = (root_dir / "analysis.agents").glob("worker*.ipynb")
     nbformat.validate(nbformat.read(child_notebook, as_version=4))
+
+
+NOTICE_SCRIPT: dict[str, Any] = {
+    "turns": [
+        {"code": "worker = await rlm('wait for go.flag', name='worker')"},
+        {"text": "started"},
+        # turn 2: the root is busy when its worker finishes, so the notice has to wait
+        {"code": ("import time\nopen('busy.flag', 'w').close()\nwhile True:\n    time.sleep(0.2)")},
+        # turn 3, after the restart: the notice
+        {"text": "heard"},
+    ],
+    "child": {
+        "turns": [
+            {
+                "code": (
+                    "import os, time\nwhile not os.path.exists('go.flag'):\n    time.sleep(0.1)"
+                )
+            },
+            {"text": "done"},
+        ]
+    },
+}
+NOTICE_END = "Its last answer: done"
+
+
+def test_a_childs_completion_notice_waiting_for_its_busy_parent_survives_a_server_kill(
+    tmp_path: Path, servers: list[LabServer]
+) -> None:
+    def start_notices() -> LabServer:
+        try:
+            server = start_lab(
+                tmp_path, NOTICE_SCRIPT, extra_args=("--PrimeAgentLab.kernel_pool_size=0",)
+            )
+        except ServerDidNotStart as exc:
+            pytest.fail(str(exc), pytrace=False)
+        servers.append(server)
+        return server
+
+    server = start_notices()
+    root_dir = server.root_dir
+    nbformat.write(nbformat.v4.new_notebook(), root_dir / "analysis.ipynb")
+    root_id = server.api("POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"})[
+        "session_id"
+    ]
+    server.api("POST", f"prime-agent/api/sessions/{root_id}/messages", {"text": "start"})
+    wait_until(lambda: turn_ends(tmp_path, root_id) == [(1, "end_turn")], "turn 1", server)
+    worker_id = wait_until(lambda: child_session(tmp_path, root_id), "the worker", server)
+
+    server.api("POST", f"prime-agent/api/sessions/{root_id}/messages", {"text": "busy"})
+    wait_until((root_dir / "busy.flag").exists, "the root's endless cell", server)
+    (root_dir / "go.flag").touch()
+    wait_until(lambda: turn_ends(tmp_path, worker_id) == [(1, "end_turn")], "the worker", server)
+    mailbox = tmp_path / "sessions" / root_id / "mailbox.jsonl"
+    wait_until(mailbox.exists, "the notice in the root's mailbox", server)
+    assert received(tmp_path, root_id, NOTICE_END) == 0  # the root is still in its cell
+
+    os.kill(server.process.pid, signal.SIGKILL)
+    server.process.wait(timeout=30)
+
+    again = start_notices()
+    # A root comes back when its notebook is opened; the notice waiting on disk starts its turn.
+    reopened = again.api("POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"})
+    assert reopened["session_id"] == root_id
+    wait_until(
+        lambda: received(tmp_path, root_id, NOTICE_END) == 1,
+        "the worker's notice to reach the root after the restart",
+        again,
+    )
+    wait_until(
+        lambda: (
+            turn_ends(tmp_path, root_id) == [(1, "end_turn"), (2, "interrupted"), (3, "end_turn")]
+        ),
+        "the root's turn for the notice",
+        again,
+    )
+    [notice] = [
+        e
+        for e in entries(tmp_path, root_id)
+        if e.get("text", "").endswith(NOTICE_END) and e["type"] == "user_message"
+    ]
+    assert notice["notice"] == "child_completed" and notice["from_session_id"] == worker_id

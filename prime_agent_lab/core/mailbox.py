@@ -13,6 +13,8 @@ A message is written to the target's `mailbox.jsonl` before anything else happen
 A queued record carries this user's signature (core/trust.py): one that does not (a mailbox in
 someone else's folder) is listed as untrusted and never delivered, so it cannot start a turn or
 load an agent at server start, until the user trusts that session (`trust_queued`).
+The runtime's notices to a parent (its child finished or failed, `notify`) are journaled and
+delivered the same way, as `auto` mail from the child, so they too survive a crash.
 A message counts as delivered once its entry (`user_message` or `agent_message`, carrying its
 `message_id`) is in the target's log; the mailbox marks it `taken` only after that entry was
 written, so recovery after a crash re-queues exactly the messages whose entry is missing.
@@ -36,7 +38,7 @@ from .caller import TreeRuntime
 from .events import Event
 from .family import SESSION_UNREADABLE, Family, FamilyError, Member
 from .jsonfile import MAX_MAILBOX_BYTES, BadJson, UnreadableFile, read_jsonl
-from .sessions import SessionError, is_session_id, now_iso
+from .sessions import TOLD_AS_MESSAGES, SessionError, is_session_id, now_iso
 from .text import json_type, preview, shorten
 from .trust import Signer
 from .whole_writes import append_whole
@@ -198,11 +200,14 @@ class Mail:
     composed: str
     mode: DeliveryMode
     body: str
+    notice: str | None = None  # a notice kind: the runtime tells a parent about its child
     released: bool = False  # a follow-up whose wait is over: its target's run ended
 
     @property
     def text(self) -> str:
         """What the receiver's model reads."""
+        if self.notice is not None:
+            return f"[notice] {self.body}"
         header = (
             f'[message from {self.relationship} "{self.from_name}", written {self.composed}, '
             f"id {self.message_id}]"
@@ -220,6 +225,7 @@ class Mail:
             "relationship": self.relationship,
             "composed": self.composed,
             "mode": self.mode,
+            **({"notice": self.notice} if self.notice is not None else {}),
         }
 
     @property
@@ -240,16 +246,19 @@ class Mail:
             "composed": self.composed,
             "mode": self.mode,
             "body": self.body,
+            **({"notice": self.notice} if self.notice is not None else {}),
         }
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Mail | None:
         try:
-            mail = cls(**{k: record[k] for k in _MAIL_FIELDS})
+            mail = cls(**{k: record[k] for k in _MAIL_FIELDS}, notice=record.get("notice"))
         except (KeyError, TypeError):
             return None
         text_fields = [getattr(mail, k) for k in _MAIL_FIELDS]
         if not all(isinstance(v, str) for v in text_fields):
+            return None
+        if mail.notice is not None and mail.notice not in TOLD_AS_MESSAGES:
             return None
         if mail.relationship not in ROLES or mail.mode not in MODES:
             return None
@@ -509,6 +518,32 @@ class Mailbox:
         if sender.running:
             fields["turn"] = sender.session.turns()
         sender.session.append("message_sent", **fields)
+
+    def notify(self, parent_id: str, child: Agent, kind: str, text: str) -> None:
+        """The runtime tells `parent_id` how its child's task ended. Journaled and delivered
+        like a message (`auto`: into the parent's running turn, or as a new turn), so it
+        survives a server crash; no rate limit, and it is journaled even while the host shuts
+        down (the next start delivers it)."""
+        if kind not in TOLD_AS_MESSAGES:
+            raise ValueError(f"not a notice for a parent: {kind!r}")
+        family = self._runtime.family
+        parent, me = family.member(parent_id), family.member(child.session_id)
+        if parent is None or me is None:
+            return
+        mail = Mail(
+            message_id=f"notice_{secrets.token_hex(8)}",
+            to_session_id=parent_id,
+            to_name=member_name(parent, self.loaded()),
+            from_session_id=child.session_id,
+            from_name=member_name(me, self.loaded()),
+            relationship="child",
+            composed=now_iso(),
+            mode="auto",
+            body=text,
+            notice=kind,
+        )
+        self._write(parent_id, self._runtime.signer.sign_object(SIGNED_FOR, mail.record()))
+        self._deliver(mail)
 
     # ------------------------------------------------------------ delivering
 

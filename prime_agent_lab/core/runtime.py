@@ -13,12 +13,12 @@ import asyncio
 import logging
 import posixpath
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .agent import Agent, AgentConfig, AgentHooks, InboxMessage, TurnInProgress, TurnOutcome
+from .agent import Agent, AgentConfig, AgentHooks, TurnOutcome
 from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
 from .caller import CallerContext, Operation
@@ -150,7 +150,6 @@ class AgentRuntime:
         self._prompts: dict[str, tuple[RuntimeSettings, str]] = {}
         self._admitting: set[tuple[str, str]] = set()  # (parent, name) of spawns under way
         self._loading: dict[str, asyncio.Lock] = {}  # sub-agents being opened from disk
-        self._notices: dict[str, list[InboxMessage]] = {}  # children's notices for a parent
         self.turns_started = 0  # by every agent of the tree, since this runtime started
         self._turn_counted = asyncio.Event()
         self.mailbox = Mailbox(self)
@@ -322,7 +321,7 @@ class AgentRuntime:
 
     def _hooks_for(self, session: SessionLog) -> AgentHooks:
         return AgentHooks(
-            inbox=self._inbox_for(session.session_id),
+            inbox=self.mailbox.inbox_for(session.session_id),
             system_prompt=lambda: self.system_prompt(session.session_id),
             prompt_version=lambda: self.harnesses.section(session.session_id)[0],
             turn_ended=self._turn_ended,
@@ -334,14 +333,6 @@ class AgentRuntime:
 
     async def _before_model_call(self, agent: Agent, turn: int) -> None:
         await self.refiners.at_boundary(agent.session_id)
-
-    def _inbox_for(self, session_id: str) -> Callable[[], list[InboxMessage]]:
-        messages = self.mailbox.inbox_for(session_id)
-
-        def take() -> list[InboxMessage]:
-            return [*self._notices.pop(session_id, []), *messages()]
-
-        return take
 
     def system_prompt(self, session_id: str) -> str:
         """The base prompt, what this agent may spawn, a sub-agent's doctrine, and the
@@ -372,10 +363,6 @@ class AgentRuntime:
         self._report_to_parent(agent, outcome)
         self.refiners.turn_ended(agent.session_id)
         self.mailbox.turn_ended(agent)
-        waiting = self._notices.get(agent.session_id)
-        if waiting and not agent.running and not self.mailbox.closed:
-            first = waiting.pop(0)  # the rest enter that turn at its first model call
-            agent.start_turn(first.text, first.fields)
 
     def _report_to_parent(self, child: Agent, outcome: TurnOutcome) -> None:
         member = self.family.member(child.session_id)
@@ -399,27 +386,7 @@ class AgentRuntime:
         else:
             return
         parent.notice(kind, text)
-        self._tell(parent, child, member, kind, f"[notice] {text}")
-
-    def _tell(self, parent: Agent, child: Agent, member: Member, kind: str, text: str) -> None:
-        """A child's notice reaches its parent's model like a message from that child: in the
-        running turn at its next model call, or as a new turn when the parent is idle."""
-        fields = {
-            "message_id": f"notice_{secrets.token_hex(8)}",
-            "from_session_id": child.session_id,
-            "from_name": member.name,
-            "relationship": "child",
-            "composed": now_iso(),
-            "mode": "auto",
-            "notice": kind,
-        }
-        if not parent.running and not self.mailbox.closed:
-            try:
-                parent.start_turn(text, fields)
-                return
-            except TurnInProgress:
-                pass
-        self._notices.setdefault(parent.session_id, []).append(InboxMessage(text, fields))
+        self.mailbox.notify(parent.session_id, child, kind, text)
 
     def agent(self, session_id: str) -> Agent | None:
         return self.agents.get(session_id)

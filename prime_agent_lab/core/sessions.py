@@ -37,7 +37,7 @@ from .wire import FOR_THE_USER_ONLY
 
 SESSION_FILE = "session.jsonl"
 TOLD_AS_MESSAGES = frozenset({"child_completed", "child_error"})
-"""Notice kinds the model reads as a message from the sub-agent (runtime `_tell`), not folded
+"""Notice kinds the model reads as a message from the sub-agent (`Mailbox.notify`), not folded
 into the next user message."""
 FORMAT_VERSION = 2
 """2: images of tool results are files in `blobs/` named by their hash (`{"media_type", "blob"}`)
