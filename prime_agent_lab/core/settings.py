@@ -9,6 +9,10 @@ prime_agent_lab.core.settings --readme README.md`), and the way an error message
 
 The core reads one typed object (`settings.cell_timeout`); `Settings.host` says which host built
 it, so a message names the setting the way that host's user sets it.
+
+This file grows by one field per setting, and should: that is the point of declaring them here.
+When it passes 600 lines, move the generators (bounds texts, the README table) to a module of
+their own and keep the declaration here.
 """
 
 from __future__ import annotations
