@@ -32,9 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "kernel_ext")]
 
 from prime_agent_lab.adapters.kernel_executor import KernelExecutor  # noqa: E402
-from prime_agent_lab.core.agent import Agent, AgentConfig  # noqa: E402
+from prime_agent_lab.core.agent import Agent  # noqa: E402
 from prime_agent_lab.core.messages import ToolCall  # noqa: E402
 from prime_agent_lab.core.sessions import SessionRepository  # noqa: E402
+from prime_agent_lab.core.settings import Settings  # noqa: E402
 from prime_agent_lab.jupyter.live_notebook import LiveNotebook  # noqa: E402
 from prime_agent_lab.providers import make_provider  # noqa: E402
 
@@ -70,7 +71,7 @@ async def main(runs: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         session = SessionRepository(Path(tmp)).create(notebook_path="bench.ipynb")
         notebook = LiveNotebook(InMemoryRoom(), "bench.ipynb", output_cap=10_000_000)
-        agent = Agent(session, make_provider("scripted", None), notebook, executor, AgentConfig())
+        agent = Agent(session, make_provider("scripted", None), notebook, executor, Settings())
         report: dict[str, Any] = {}
         for label, code in SAMPLES.items():
             call = ToolCall("bench", "python", json.dumps({"code": code}))

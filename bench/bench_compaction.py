@@ -28,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "kernel_ext")]
 
-from prime_agent_lab.core.agent import AgentConfig  # noqa: E402
+from prime_agent_lab.core.settings import Settings  # noqa: E402
 from prime_agent_lab.headless import HeadlessRun  # noqa: E402
 
 CELL = (
@@ -50,7 +50,7 @@ def script(directory: Path, turns: int) -> str:
 async def session(turns: int, window: int | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as directory:
         root = Path(directory)
-        config = AgentConfig(
+        config = Settings(
             cell_timeout=60,
             context_window=window or 10_000_000,
             compaction_enabled=window is not None,
@@ -62,10 +62,10 @@ async def session(turns: int, window: int | None) -> dict[str, Any]:
             notebook="analysis.ipynb",
             provider="scripted",
             model=None,
-            script=script(root, turns),
+            script_path=script(root, turns),
             stream=False,
             kernel_name="python3",
-            config=config,
+            settings=config,
             kernel_pool_size=0,
         )
         await run.start(lambda event: None)

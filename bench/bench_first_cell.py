@@ -24,9 +24,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "kernel_ext")]
 
-from prime_agent_lab.core.agent import AgentConfig  # noqa: E402
 from prime_agent_lab.core.messages import ModelRequest  # noqa: E402
 from prime_agent_lab.core.ports import ModelProvider  # noqa: E402
+from prime_agent_lab.core.settings import Settings  # noqa: E402
 from prime_agent_lab.headless import HeadlessRun  # noqa: E402
 
 SCRIPT = {"turns": [{"code": "print('first cell')"}, {"text": "done"}]}
@@ -55,10 +55,10 @@ async def one_run(workdir: Path, latency: float, overlapped: bool) -> float:
         notebook="bench.ipynb",
         provider="scripted",
         model=None,
-        script=str(script),
+        script_path=str(script),
         stream=True,
         kernel_name="python3",
-        config=AgentConfig(),
+        settings=Settings(),
     )
     first_cell = asyncio.get_running_loop().create_future()
 

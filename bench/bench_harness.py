@@ -31,9 +31,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "kernel_ext")]
 
-from prime_agent_lab.core.agent import AgentConfig  # noqa: E402
 from prime_agent_lab.core.harness.store import KINDS, HarnessStore, build_entry  # noqa: E402
 from prime_agent_lab.core.ports import OutputEvent  # noqa: E402
+from prime_agent_lab.core.settings import Settings  # noqa: E402
 from prime_agent_lab.headless import HeadlessRun  # noqa: E402
 
 CELL = """
@@ -106,12 +106,12 @@ async def measure(entries: int, repeat: int) -> dict[str, Any]:
             notebook="analysis.ipynb",
             provider="scripted",
             model=None,
-            script=str(script),
+            script_path=str(script),
             stream=False,
             kernel_name="python3",
-            config=AgentConfig(cell_timeout=600),
+            settings=Settings(cell_timeout=600),
             kernel_pool_size=0,
-            harness_dir=root / "global",
+            harness_dir=str(root / "global"),
         )
         await run.start(lambda event: None)
         printed: list[str] = []

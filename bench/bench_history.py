@@ -27,9 +27,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "kernel_ext")]
 
-from prime_agent_lab.core.agent import AgentConfig  # noqa: E402
 from prime_agent_lab.core.ports import OutputEvent  # noqa: E402
 from prime_agent_lab.core.sessions import SessionRepository  # noqa: E402
+from prime_agent_lab.core.settings import Settings  # noqa: E402
 from prime_agent_lab.headless import HeadlessRun  # noqa: E402
 
 CELL = """
@@ -82,10 +82,10 @@ async def measure(entries: int, repeat: int) -> dict[str, Any]:
             notebook="analysis.ipynb",
             provider="scripted",
             model=None,
-            script=None,
+            script_path=None,
             stream=False,
             kernel_name="python3",
-            config=AgentConfig(cell_timeout=600),
+            settings=Settings(cell_timeout=600),
             session_id=session_id,
             kernel_pool_size=0,
         )

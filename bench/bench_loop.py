@@ -447,7 +447,7 @@ class Headless:
 
     async def build_context(self, combo: Combo, workdir: Path, turns: int) -> None:
         """Earlier one-cell turns in a session the CLI then continues (built in-process: fast)."""
-        from prime_agent_lab.core.agent import AgentConfig
+        from prime_agent_lab.core.settings import Settings
         from prime_agent_lab.headless import HeadlessRun
 
         run = HeadlessRun(
@@ -455,10 +455,10 @@ class Headless:
             notebook=NOTEBOOK,
             provider=combo.provider,
             model=MODEL,
-            script=None,
+            script_path=None,
             stream=combo.stream,
             kernel_name="python3",
-            config=AgentConfig(),
+            settings=Settings(),
         )
         await run.start(lambda event: None)
         try:

@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "kernel_ext")]
 
-from prime_agent_lab.core.agent import AgentConfig  # noqa: E402
+from prime_agent_lab.core.settings import Settings  # noqa: E402
 from prime_agent_lab.headless import HeadlessRun  # noqa: E402
 
 SETUP = (
@@ -110,10 +110,10 @@ async def bench(runs: int) -> None:
             notebook="analysis.ipynb",
             provider="scripted",
             model=None,
-            script=str(path),
+            script_path=str(path),
             stream=False,
             kernel_name="python3",
-            config=AgentConfig(cell_timeout=120),
+            settings=Settings(cell_timeout=120),
             kernel_pool_size=1,
         )
         try:

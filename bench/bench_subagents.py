@@ -19,7 +19,7 @@ the real bridge over loopback HTTP), with the scripted provider answering at onc
     message's entry in the parent's log (its `turn_started` / `agent_message` event), paced under
     the default rate limit (3 per second per pair); and messages per second from one sender to
     one target sent back to back, with the rate and pending limits raised through
-    `RuntimeSettings` (the defaults would cap one pair at 3 per second and 20 waiting).
+    the runtime's settings (the defaults would cap one pair at 3 per second and 20 waiting).
 
 Times across processes use `time.perf_counter()`, which is CLOCK_MONOTONIC on Linux and so the
 same clock in the kernels and in this process. Run: `python bench/bench_subagents.py [--smoke]`.
@@ -51,11 +51,11 @@ from jupyter_client.manager import AsyncKernelManager  # noqa: E402
 import prime_agent_lab.headless as headless_module  # noqa: E402
 from prime_agent_lab.adapters.kernel_executor import KernelExecutor, bridge_setup_code  # noqa: E402
 from prime_agent_lab.adapters.local_kernels import kernel_spec_manager  # noqa: E402
-from prime_agent_lab.core.agent import AgentConfig  # noqa: E402
 from prime_agent_lab.core.events import Event  # noqa: E402
 from prime_agent_lab.core.messages import ModelRequest  # noqa: E402
 from prime_agent_lab.core.ports import ProviderEvent  # noqa: E402
 from prime_agent_lab.core.redaction import kernel_environment  # noqa: E402
+from prime_agent_lab.core.settings import Settings  # noqa: E402
 from prime_agent_lab.headless import HeadlessRun  # noqa: E402
 
 FIRST_CELL = "x = 6 * 7\nprint(x)"
@@ -231,10 +231,10 @@ def make_run(workdir: Path, script: dict[str, Any], pool_size: int) -> HeadlessR
         notebook="analysis.ipynb",
         provider="scripted",
         model=None,
-        script=str(path),
+        script_path=str(path),
         stream=False,
         kernel_name="python3",
-        config=AgentConfig(cell_timeout=120, max_iterations=10_000),
+        settings=Settings(cell_timeout=120, max_iterations=10_000),
         kernel_pool_size=pool_size,
     )
 

@@ -37,9 +37,10 @@ from jupyter_client.manager import AsyncKernelManager
 
 from prime_agent_lab.adapters.file_notebook import FileNotebook
 from prime_agent_lab.adapters.kernel_executor import KernelExecutor
-from prime_agent_lab.core.agent import Agent, AgentConfig
+from prime_agent_lab.core.agent import Agent
 from prime_agent_lab.core.pending_kernel import PendingKernel
 from prime_agent_lab.core.sessions import SessionRepository
+from prime_agent_lab.core.settings import Settings
 from prime_agent_lab.headless import HeadlessRun
 from prime_agent_lab.providers import make_provider
 
@@ -139,7 +140,7 @@ async def run_trial(trial: Trial, workdir: Path, script: str | None = None) -> T
             make_provider("scripted", None, script_path=script),
             FileNotebook(workdir / f"t{trial.number}.ipynb", 1_000_000),
             executor,
-            AgentConfig(),
+            Settings(),
         )
         user_cell = asyncio.ensure_future(
             _user_run(user, f"marker = {trial.number}\nimport time\ntime.sleep({trial.user_sleep})")
@@ -189,12 +190,12 @@ async def run_product_trial(trial: Trial, workdir: Path, agent_block: float) -> 
         notebook=f"t{trial.number}.ipynb",
         provider="scripted",
         model=None,
-        script=str(script),
+        script_path=str(script),
         stream=False,
         kernel_name="python3",
-        config=AgentConfig(),
+        settings=Settings(),
         kernel_pool_size=0,
-        harness_dir=workdir / "harness",
+        harness_dir=str(workdir / "harness"),
     )
     user: Any = None
     try:

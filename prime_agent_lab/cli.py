@@ -12,7 +12,6 @@ import contextlib
 import io
 import json
 import logging
-import math
 import os
 import shutil
 import signal
@@ -21,9 +20,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from .core import settings
 from .core.events import Event
 from .core.jsonfile import UnreadableFile
 from .core.sessions import TOLD_AS_MESSAGES
+from .core.settings import CLI, Declared, declared, help_text
 from .core.stop_cause import USER_STOP, StopCause, terminated
 from .providers import PROVIDER_NAMES
 from .version import __version__
@@ -31,34 +32,65 @@ from .version import __version__
 DEMO_NOTEBOOK = Path(__file__).parent / "demo" / "prime-agent-demo.ipynb"
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, not {text}")
-    return value
+CHOICES = {"provider": PROVIDER_NAMES}  # settings whose values the CLI can list
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or a positive whole number, not {text}")
-    return value
+def _add_setting_flags(parser: argparse.ArgumentParser, names: tuple[str, ...] = ()) -> None:
+    """The flags of the declared settings the CLI exposes (core/settings.py), or of `names`."""
+    for setting in declared(CLI):
+        if names and setting.name not in names:
+            continue
+        help = help_text(setting.name, CLI).replace("%", "%%")
+        if setting.type is bool:  # `--stream` / `--no-stream`, and so for each alias
+            parser.add_argument(
+                *setting.flags,
+                dest=setting.name,
+                action=argparse.BooleanOptionalAction,
+                default=setting.default,
+                help=help,
+            )
+            continue
+        constants = setting.spec.cli_constants
+        group: Any = parser.add_mutually_exclusive_group() if constants else parser
+        choices = CHOICES.get(setting.name)
+        group.add_argument(
+            *setting.flags,
+            dest=setting.name,
+            type=_parser_of(setting.name),
+            choices=choices,
+            default=setting.default,
+            metavar=None if choices else _metavar(setting),
+            help=f"{help} (default: %(default)s)" if setting.default not in (None, "") else help,
+        )
+        for flag, value in constants:
+            group.add_argument(
+                flag,
+                dest=setting.name,
+                action="store_const",
+                const=value,
+                default=setting.default,
+                help=f"same as {setting.flags[0]} {value}",
+            )
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive whole number, not {text}")
-    return value
+def _metavar(setting: Declared) -> str:
+    """`N`, `NUMBER`, or the last word of the name (`--harness-dir DIR`)."""
+    return {int: "N", float: "NUMBER"}.get(setting.type) or setting.name.split("_")[-1].upper()
+
+
+def _parser_of(name: str) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            return settings.parse(name, text)
+        except ValueError as exc:  # argparse prefixes the flag: "argument --cell-timeout: ..."
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+def _settings_of(args: argparse.Namespace) -> Any:
+    """The settings of a `run`, spelled for the CLI in messages."""
+    return settings.Settings(host=CLI, **{s.name: getattr(args, s.name) for s in declared(CLI)})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,9 +108,6 @@ def _parser() -> argparse.ArgumentParser:
         "written in the current directory.",
     )
     run.add_argument("prompt", help="what to ask the agent")
-    run.add_argument("--provider", default="scripted", choices=PROVIDER_NAMES)
-    run.add_argument("--model", default=None, help="model name (default: the provider's)")
-    run.add_argument("--script", default=None, help="script file for the scripted provider")
     run.add_argument("--mode", default="text", choices=("text", "json"), help="output format")
     run.add_argument("--notebook", default="agent.ipynb", help="notebook to write cells into")
     run.add_argument("--session", default=None, help="continue this session id")
@@ -102,63 +131,7 @@ def _parser() -> argparse.ArgumentParser:
         help="trust the continued session's folder and its sub-agents' (a kernel snapshot, local "
         "harness or queued mail this user did not sign) and load it; see docs/trust.md",
     )
-    run.add_argument("--cell-timeout", type=_positive_float, default=600.0, help="seconds per cell")
-    run.add_argument(
-        "--output-cap", type=_positive_int, default=20_000, help="characters per output part"
-    )
-    run.add_argument(
-        "--max-iterations", type=_positive_int, default=40, help="model calls per turn"
-    )
-    run.add_argument(
-        "--harness-dir",
-        type=Path,
-        default=None,
-        help="the global harness store (entries every session shares); default: "
-        "$PRIME_AGENT_LAB_HARNESS_DIR or <jupyter data dir>/prime_agent_lab/harness",
-    )
-    run.add_argument(
-        "--context-window",
-        type=_positive_int,
-        default=None,
-        help="the model's context window in tokens (default: known per model); compaction "
-        "starts 16,384 tokens below it",
-    )
-    run.add_argument(
-        "--max-turns",
-        type=_positive_int,
-        default=100,
-        help="turns the whole agent tree may run (agents that keep messaging each other stop)",
-    )
-    auto_refine = run.add_mutually_exclusive_group()
-    auto_refine.add_argument(
-        "--auto-refine-every",
-        type=_non_negative_int,
-        default=25,
-        metavar="N",
-        help="review for a refinement of the harness every N assistant turns and after a "
-        "compaction (0: off)",
-    )
-    auto_refine.add_argument(
-        "--no-auto-refine",
-        dest="auto_refine_every",
-        action="store_const",
-        const=0,
-        help="no automatic refinement reviews (refine.run() still works)",
-    )
-    run.add_argument("--no-stream", dest="stream", action="store_false", help="do not stream")
-    run.add_argument("--kernel", default="python3", help="kernel spec name")
-    run.add_argument(
-        "--fenced-code",
-        action="store_true",
-        help="run ```python blocks of an answer without tool calls as cells (for models "
-        "without tool calling; off by default)",
-    )
-    run.add_argument(
-        "--no-images",
-        dest="images",
-        action="store_false",
-        help="describe image outputs to the model instead of sending them (text-only models)",
-    )
+    _add_setting_flags(run)
 
     lab = commands.add_parser(
         "lab",
@@ -166,8 +139,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Start JupyterLab in the current directory with Prime Agent Lab and a demo "
         "notebook. Extra arguments go to `jupyter lab`.",
     )
-    lab.add_argument("--provider", default="scripted", choices=PROVIDER_NAMES)
-    lab.add_argument("--model", default=None)
+    _add_setting_flags(lab, ("provider", "model"))
     return parser
 
 
@@ -334,18 +306,6 @@ async def _finish_refinements(run: Any, stopper: _TurnStopper) -> None:
         await finishing
 
 
-def _build_config(args: argparse.Namespace) -> Any:
-    from .core.agent import AgentConfig
-
-    return AgentConfig(
-        output_cap=args.output_cap,
-        cell_timeout=args.cell_timeout,
-        max_iterations=args.max_iterations,
-        accepts_images=args.images,
-        context_window=args.context_window,
-    )
-
-
 async def _run(args: argparse.Namespace, out: TextIO) -> int:
     stopper = _TurnStopper()
     # Catch Ctrl-C from the start: one while the run is still loading stops it like any other.
@@ -367,18 +327,10 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     run = HeadlessRun(
         cwd=cwd,
         notebook=args.notebook,
-        provider=args.provider,
-        model=args.model,
-        script=args.script,
-        stream=args.stream,
-        kernel_name=args.kernel,
-        config=_build_config(args),
+        settings=_settings_of(args),
         session_id=args.session,
         resume=args.resume,
-        fenced_code=args.fenced_code,
         keys=withheld.keys,
-        auto_refine_every=args.auto_refine_every,
-        harness_dir=args.harness_dir,
         trust=args.trust,
     )
     outcome = None
@@ -392,7 +344,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             printer.recovered(run.recovered_turn)
         turn = asyncio.ensure_future(run.agent.run_turn(args.prompt))
         stopper.watch(run.runtime.stop_all)
-        outcome = await run.settle(await turn, args.max_turns)
+        outcome = await run.settle(await turn)
         settled, stopped = True, stopper.reason
         if stopped is None:
             await _finish_refinements(run, stopper)
@@ -495,16 +447,16 @@ def _lab(args: argparse.Namespace, extra: list[str]) -> int:
 
 def _lab_options(args: argparse.Namespace, extra: list[str], state: Path, demo: str) -> list[str]:
     options = [
-        f"--PrimeAgentLab.provider={args.provider}",
+        settings.server_option("provider", args.provider),
         f"--SQLiteYStore.db_path={state / 'ystore.db'}",
         f"--BaseFileIdManager.db_path={state / 'file_id_manager.db'}",
         # The URL printed (and opened) is the demo notebook's, not the Launcher's.
         f"--LabApp.default_url=/lab/tree/{demo}",
     ]
     if args.model:
-        options.append(f"--PrimeAgentLab.model={args.model}")
+        options.append(settings.server_option("model", args.model))
     if args.provider == "scripted" and not any("step_delay" in a for a in extra):
-        options.append(f"--PrimeAgentLab.step_delay={DEMO_STEP_DELAY}")
+        options.append(settings.server_option("step_delay", DEMO_STEP_DELAY))
     return options
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import socket
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from .adapters.local_kernels import (
     remove_ipc_directory,
 )
 from .adapters.local_kernels import kernel_spec_manager as _kernel_spec_manager
-from .core.agent import Agent, AgentConfig, TurnOutcome
+from .core.agent import Agent, TurnOutcome
 from .core.bridge import BridgeService
 from .core.events import Event, EventBus
 from .core.pending_kernel import PendingKernel
@@ -39,13 +40,12 @@ from .core.ports import (
     ModelProvider,
     NotebookPort,
 )
-from .core.redaction import SECRET_ENV_VARS, kernel_environment
-from .core.runtime import AgentRuntime, RuntimeSettings, choose_model
+from .core.redaction import kernel_environment
+from .core.runtime import AgentRuntime, choose_model
 from .core.session_trust import sign_session
 from .core.sessions import SessionLog, SessionRepository
+from .core.settings import CLI, DECLARED, Settings
 from .providers import held_credentials, make_provider
-
-NOTEBOOK_OUTPUT_CAP = 10_000_000
 
 
 class KernelStartError(RuntimeError):
@@ -58,34 +58,28 @@ class HeadlessRun:
         *,
         cwd: Path,
         notebook: str,
-        provider: str,
-        model: str | None,
-        script: str | None,
-        stream: bool,
-        kernel_name: str,
-        config: AgentConfig,
+        settings: Settings | None = None,
         session_id: str | None = None,
         resume: bool = False,
-        fenced_code: bool = False,
-        kernel_env_strip: Sequence[str] = SECRET_ENV_VARS,
         keys: Mapping[str, str] | None = None,
-        max_depth: int = 1,
-        kernel_pool_size: int = 2,
-        auto_refine_every: int = 25,
-        harness_dir: Path | None = None,
         trust: bool = False,
+        **overrides: Any,
     ) -> None:
-        """`trust`: the user trusts the continued session's folder (docs/trust.md)."""
+        """`settings` (the defaults when None) with `overrides` of declared settings
+        (`cell_timeout=60`), spelled for the CLI in messages. `keys`: provider keys held outside
+        the environment (cli.py). `trust`: the user trusts the continued session's folder
+        (docs/trust.md)."""
+        unknown = sorted(set(overrides) - set(DECLARED))
+        if unknown:
+            raise TypeError(f"HeadlessRun: no such setting: {', '.join(unknown)}")
+        self.settings = dataclasses.replace(settings or Settings(), host=CLI, **overrides)
         self.cwd = cwd
         self._trust = trust
         self.notebook_path = cwd / notebook
         self.repository = SessionRepository(cwd / ".prime-agent" / "sessions")
-        self._provider_args = (provider, model, script, stream)
-        self._fenced_code = fenced_code
-        self._kernel_env_strip = tuple(kernel_env_strip)
-        self._keys = keys or {}  # provider keys held outside the environment (cli.py)
-        self._kernel_name = kernel_name
-        self._config = config
+        self._keys = keys or {}
+        self._kernel_name = self.settings.kernel_name
+        self._kernel_env_strip = self.settings.kernel_env_strip
         self._session_id = session_id
         self._resume = resume
         self.session_dir: Path | None = None
@@ -99,17 +93,8 @@ class HeadlessRun:
         self._notebook: FileNotebook | None = None
         self.notebooks: list[FileNotebook] = []  # sub-agents' notebooks, flushed at the end
         self.recovered_turn: int | None = None  # a turn cut by a crash, closed on start
-        self._environment = _LocalEnvironment(self, kernel_pool_size)
-        self.runtime = AgentRuntime(
-            self.repository,
-            self._environment,
-            RuntimeSettings(
-                agent=config,
-                max_depth=max_depth,
-                harness_dir=harness_dir,
-                auto_refine_every=auto_refine_every,
-            ),
-        )
+        self._environment = _LocalEnvironment(self, self.settings.kernel_pool_size)
+        self.runtime = AgentRuntime(self.repository, self._environment, self.settings)
         self.bridge_url = ""
         self.runtime.mailbox.recover()  # messages queued by an earlier run wait again
 
@@ -133,7 +118,7 @@ class HeadlessRun:
         spec = self.kernel_spec
         notebook = self._notebook = FileNotebook(
             self.notebook_path,
-            NOTEBOOK_OUTPUT_CAP,
+            self.settings.notebook_output_cap,
             kernel_name=self._kernel_name,
             kernel_display_name=spec.display_name if spec else self._kernel_name,
             kernel_language=spec.language if spec else "python",
@@ -169,10 +154,11 @@ class HeadlessRun:
             what=f"the kernel {self._kernel_name!r}",
         )
 
-    async def settle(self, outcome: TurnOutcome, max_turns: int = 100) -> TurnOutcome:
+    async def settle(self, outcome: TurnOutcome) -> TurnOutcome:
         """After the root's turn: wait until the whole tree is quiet (sub-agents done, their
         replies answered), then the root's last turn's outcome. Agents that keep messaging each
         other are stopped once the tree has run `max_turns` turns in this run."""
+        max_turns = self.settings.max_turns
         quiet = asyncio.ensure_future(self.runtime.wait_quiet())
         limit = asyncio.ensure_future(self.runtime.turns_reached(max_turns))
         await asyncio.wait({quiet, limit}, return_when=asyncio.FIRST_COMPLETED)
@@ -183,7 +169,8 @@ class HeadlessRun:
                 turn=outcome.turn,
                 stop_reason="max_iterations",
                 final_text="",
-                error=f"the agent tree ran {max_turns} turns in this run (--max-turns); "
+                error=f"the agent tree ran {max_turns} turns in this run "
+                f"({self.settings.spell('max_turns')}); "
                 "every agent was stopped",
             )
         limit.cancel()
@@ -201,14 +188,16 @@ class HeadlessRun:
         return self._km.kernel_spec if self._km is not None else None
 
     def make_provider(self, model: str | None) -> ModelProvider:
-        name, default_model, script, stream = self._provider_args
+        settings = self.settings
         return make_provider(
-            name,
-            model or default_model,
-            **held_credentials(name, self._keys),
-            script_path=script,
-            stream=stream,
-            fenced_code=self._fenced_code,
+            settings.provider,
+            model or settings.model,
+            **held_credentials(settings.provider, self._keys),
+            script_path=settings.script_path,
+            stream=settings.stream,
+            timeout=settings.request_timeout,
+            fenced_code=settings.fenced_code_fallback,
+            step_delay=settings.step_delay,
         )
 
     def _kernel_manager(self) -> AsyncKernelManager:
@@ -309,7 +298,7 @@ class _LocalEnvironment:
         if model is None:
             return self._run.make_provider(None)
         name, chosen = choose_model(model, self.models())
-        if name != self._run._provider_args[0]:
+        if name != self._run.settings.provider:
             raise ValueError(f"the CLI runs sub-agents on its own provider only ({model!r})")
         return self._run.make_provider(chosen)
 
@@ -340,7 +329,7 @@ class _LocalEnvironment:
         spec = self._run.kernel_spec
         return FileNotebook(
             file,
-            NOTEBOOK_OUTPUT_CAP,
+            self._run.settings.notebook_output_cap,
             kernel_name=self._run._kernel_name,
             kernel_display_name=spec.display_name if spec else self._run._kernel_name,
             kernel_language=spec.language if spec else "python",

@@ -168,9 +168,7 @@ def use_script(host: Any, script: str, **agent_config: Any) -> None:
     """Play `script` with the scripted provider in sessions attached from now on."""
     host._provider_factory = lambda: make_provider("scripted", None, script_path=script)
     if agent_config:
-        host.settings = dataclasses.replace(
-            host.settings, agent=dataclasses.replace(host.settings.agent, **agent_config)
-        )
+        host.settings = dataclasses.replace(host.settings, **agent_config)
 
 
 async def next_event(queue: asyncio.Queue[Any], event_type: str, timeout: float = 30.0) -> Any:

@@ -23,11 +23,12 @@ import nbformat
 import pytest
 
 from prime_agent_lab.adapters.file_notebook import FileNotebook
-from prime_agent_lab.core.agent import Agent, AgentConfig
+from prime_agent_lab.core.agent import Agent
 from prime_agent_lab.core.mailbox import MAILBOX_FILE, REACH
 from prime_agent_lab.core.runtime import AgentRuntime, last_turn_was_a_task, task_outcome
 from prime_agent_lab.core.sessions import SessionRepository
-from prime_agent_lab.headless import NOTEBOOK_OUTPUT_CAP, HeadlessRun
+from prime_agent_lab.core.settings import DEFAULTS, Settings
+from prime_agent_lab.headless import HeadlessRun
 from prime_agent_lab.jupyter.host import AgentHost
 from prime_agent_lab.providers import make_provider
 
@@ -80,10 +81,10 @@ class HeadlessPath:
             notebook=ROOT,
             provider="scripted",
             model=None,
-            script=self._script,
+            script_path=self._script,
             stream=False,
             kernel_name="python3",
-            config=AgentConfig(cell_timeout=CELL_TIMEOUT),
+            settings=Settings(cell_timeout=CELL_TIMEOUT),
             resume=resume,
             max_depth=self._max_depth,
             kernel_pool_size=POOL_SIZE,
@@ -118,7 +119,7 @@ class HeadlessPath:
         a kernel of the run's pool, so its bridge calls are proved like any other agent's."""
         assert self.run is not None
         provider = make_provider("scripted", None, script_path=script, stream=False)
-        notebook = FileNotebook(self.workdir / path, NOTEBOOK_OUTPUT_CAP)
+        notebook = FileNotebook(self.workdir / path, DEFAULTS.notebook_output_cap)
         self._extra.append(notebook)
         kernel = await self.run._environment.start_child_kernel(path, "")
         session = self.runtime.create_session(path, provider)

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from prime_agent_lab.core.agent import AgentConfig
 from prime_agent_lab.core.messages import ModelRequest
 from prime_agent_lab.core.ports import ModelProvider, ProviderEvent
 from prime_agent_lab.core.sessions import SUMMARY_LABEL
+from prime_agent_lab.core.settings import Settings
 from prime_agent_lab.core.tokens import estimate_tokens
 from prime_agent_lab.headless import HeadlessRun
 
@@ -62,10 +62,10 @@ def headless(tmp_path: Path, script: str, **config: Any) -> HeadlessRun:
         notebook="analysis.ipynb",
         provider="scripted",
         model=None,
-        script=script,
+        script_path=script,
         stream=False,
         kernel_name="python3",
-        config=AgentConfig(cell_timeout=60, **{**SMALL, **config}),
+        settings=Settings(cell_timeout=60, **{**SMALL, **config}),
         kernel_pool_size=1,
     )
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from prime_agent_lab.core.agent import AgentConfig
 from prime_agent_lab.core.sessions import SUMMARY_LABEL
+from prime_agent_lab.core.settings import Settings
 from prime_agent_lab.headless import HeadlessRun
 
 from .fake_llm_server import FakeLLMServer, RecordedRequest, Reply
@@ -52,10 +52,10 @@ async def test_a_compacted_conversation_goes_through_each_vendors_sdk(
         notebook="analysis.ipynb",
         provider=vendor,
         model="fake-model",
-        script=None,
+        script_path=None,
         stream=True,
         kernel_name="python3",
-        config=AgentConfig(
+        settings=Settings(
             cell_timeout=60,
             context_window=WINDOW,
             compaction_reserve_tokens=1_500,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from prime_agent_lab.core.agent import Agent, AgentConfig
+from prime_agent_lab.core.agent import Agent
 from prime_agent_lab.core.events import EventBus
 from prime_agent_lab.core.messages import Message, ModelRequest, ModelResponse, ToolCall
 from prime_agent_lab.core.observation import (
@@ -30,6 +30,7 @@ from prime_agent_lab.core.ports import (
 from prime_agent_lab.core.prompts import BASE_SYSTEM_PROMPT
 from prime_agent_lab.core.redaction import Redactor
 from prime_agent_lab.core.sessions import SessionError, SessionLog, SessionRepository
+from prime_agent_lab.core.settings import Settings
 
 # ------------------------------------------------------------------ sessions
 
@@ -261,7 +262,7 @@ def make_agent(
         provider,
         notebook,
         kernel or EchoKernel(),
-        AgentConfig(retry_base_delay=0.001, **config),
+        Settings(retry_base_delay=0.001, **config),
     )
     return agent, notebook
 

@@ -68,7 +68,7 @@ async def spawn_child(host: Any, make_notebook: Any, tmp_path: Path) -> tuple[An
 async def test_an_idle_child_is_evicted_and_a_message_brings_it_back_with_its_variables(
     host: Any, make_notebook: Any, tmp_path: Path
 ) -> None:
-    set_runtime(host, evict_after=0.3, snapshot_debounce=0.05)
+    set_runtime(host, evict_after_minutes=0.3 / 60, snapshot_debounce=0.05)
     parent, child, pid = await spawn_child(host, make_notebook, tmp_path)
 
     await wait_for(lambda: child.session_id not in host.agents and process_gone(pid))
@@ -79,7 +79,7 @@ async def test_an_idle_child_is_evicted_and_a_message_brings_it_back_with_its_va
     manifest = json.loads((child.session.directory / "kernel-state" / "manifest.json").read_text())
     assert [e["name"] for e in manifest["saved"]] == ["found"]
 
-    set_runtime(host, evict_after=0)  # the test reads the child back before it idles again
+    set_runtime(host, evict_after_minutes=0)  # the test reads the child back before it idles again
     host.runtime.mailbox.send(parent, "add a bang", "child", "alpha", "auto")
 
     def second_turn_ended() -> Any:
@@ -103,11 +103,11 @@ async def test_a_pinned_or_attached_child_is_not_evicted_until_released(
     lifecycle = host.runtime.lifecycle
     pinned: set[str] = set()
     release = lifecycle.add_pin(lambda session_id: session_id in pinned)
-    set_runtime(host, evict_after=0, snapshot_debounce=0.05)
+    set_runtime(host, evict_after_minutes=0, snapshot_debounce=0.05)
     _, child, pid = await spawn_child(host, make_notebook, tmp_path)
     pinned.add(child.session_id)
     chat = child.events.subscribe()  # a chat attached to the child
-    set_runtime(host, evict_after=0.01)
+    set_runtime(host, evict_after_minutes=0.01 / 60)
 
     assert lifecycle.held(child)
     assert await lifecycle.sweep() == []

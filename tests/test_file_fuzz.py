@@ -29,7 +29,6 @@ from prime_agent_kernel import snapshot as kernel_snapshot
 
 from prime_agent_lab.adapters.nbjson import read_notebook
 from prime_agent_lab.core import branching
-from prime_agent_lab.core.agent import AgentConfig
 from prime_agent_lab.core.family import Family
 from prime_agent_lab.core.harness.keeper import LOCAL_DIR
 from prime_agent_lab.core.harness.store import (
@@ -50,6 +49,7 @@ from prime_agent_lab.core.sessions import (
     SessionLog,
     SessionRepository,
 )
+from prime_agent_lab.core.settings import Settings
 from prime_agent_lab.core.snapshots import (
     MANIFEST,
     NOT_RESTORED,
@@ -414,10 +414,10 @@ def headless(root: Path) -> HeadlessRun:
         notebook="good.ipynb",
         provider="scripted",
         model=None,
-        script=None,
+        script_path=None,
         stream=False,
         kernel_name="python3",
-        config=AgentConfig(),
+        settings=Settings(),
     )
 
 

@@ -12,9 +12,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from prime_agent_lab.core.agent import Agent, AgentConfig
+from prime_agent_lab.core.agent import Agent
 from prime_agent_lab.core.harness.store import HarnessStore
 from prime_agent_lab.core.harness.summary import harness_section
+from prime_agent_lab.core.settings import Settings
 from prime_agent_lab.core.snapshots import NOT_RESTORED, RESTORED
 from prime_agent_lab.headless import HeadlessRun
 
@@ -43,12 +44,12 @@ async def attached(tmp_path: Path) -> AsyncIterator[HeadlessRun]:
         notebook="analysis.ipynb",
         provider="scripted",
         model=None,
-        script=script,
+        script_path=script,
         stream=False,
         kernel_name="python3",
-        config=AgentConfig(cell_timeout=120),
+        settings=Settings(cell_timeout=120),
         kernel_pool_size=0,
-        harness_dir=tmp_path / "global",
+        harness_dir=str(tmp_path / "global"),
     )
     await headless.start(lambda event: None)
     try:
@@ -452,12 +453,12 @@ async def test_the_prompt_is_rebuilt_after_a_change_and_each_answer_names_its_ha
         notebook="analysis.ipynb",
         provider="scripted",
         model=None,
-        script=write_script(tmp_path, turns),
+        script_path=write_script(tmp_path, turns),
         stream=False,
         kernel_name="python3",
-        config=AgentConfig(cell_timeout=60),
+        settings=Settings(cell_timeout=60),
         kernel_pool_size=0,
-        harness_dir=tmp_path / "global",
+        harness_dir=str(tmp_path / "global"),
     )
     await run.start(lambda event: None)
     recorder = RecordingProvider(run.agent.provider)

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from prime_agent_lab.core.agent import AgentConfig
 from prime_agent_lab.core.sessions import FORMAT_VERSION, SessionLog, SessionRepository
+from prime_agent_lab.core.settings import Settings
 from prime_agent_lab.headless import HeadlessRun
 
 from .test_compaction import RecordingProvider
@@ -86,10 +86,10 @@ async def test_a_version_1_log_with_inline_images_loads_continues_and_new_images
         notebook="analysis.ipynb",
         provider="scripted",
         model=None,
-        script=str(script),
+        script_path=str(script),
         stream=False,
         kernel_name="python3",
-        config=AgentConfig(cell_timeout=60),
+        settings=Settings(cell_timeout=60),
         session_id=directory.name,
         kernel_pool_size=0,
     )

@@ -26,7 +26,7 @@ async def test_server_settings_reach_the_provider_the_loop_and_the_kernel(
 ) -> None:
     provider = host._provider_factory()
     assert (provider.fenced_code, provider.step_delay) == (True, 0.25)
-    assert (host.settings.agent.accepts_images, host.settings.agent.max_retry_after) == (False, 7)
+    assert (host.settings.accepts_images, host.settings.max_retry_after) == (False, 7)
 
     monkeypatch.setenv("EXTRA_SECRET", "not-for-kernels-123")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-kept-by-this-config-456")

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from prime_agent_lab.core.agent import AgentConfig
 from prime_agent_lab.core.harness.refine_plan import CUT_OFF
 from prime_agent_lab.core.harness.store import HarnessStore
+from prime_agent_lab.core.settings import Settings
 from prime_agent_lab.headless import HeadlessRun
 
 CONTRACT = {"type": "python", "import": "statistics", "callable": "mean"}
@@ -74,12 +74,12 @@ async def started(
         notebook="analysis.ipynb",
         provider="scripted",
         model=None,
-        script=write_script(tmp_path, turns, side),
+        script_path=write_script(tmp_path, turns, side),
         stream=False,
         kernel_name="python3",
-        config=AgentConfig(cell_timeout=60, **settings.pop("config", {})),
+        settings=Settings(cell_timeout=60, **settings.pop("config", {})),
         kernel_pool_size=0,
-        harness_dir=tmp_path / "global-harness",
+        harness_dir=str(tmp_path / "global-harness"),
         **settings,
     )
     events: list[dict[str, Any]] = []

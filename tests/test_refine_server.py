@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from prime_agent_lab.core.agent import AgentConfig
 from prime_agent_lab.core.harness.store import HarnessStore
+from prime_agent_lab.core.settings import Settings
 from prime_agent_lab.headless import HeadlessRun
 from tests.conftest import next_event, run_turn, use_script
 from tests.fake_llm_server import FakeLLMServer, RecordedRequest, Reply
@@ -174,12 +174,12 @@ async def test_a_planner_call_goes_through_each_vendors_sdk(
         notebook="analysis.ipynb",
         provider=vendor,
         model="fake-model",
-        script=None,
+        script_path=None,
         stream=True,
         kernel_name="python3",
-        config=AgentConfig(cell_timeout=60),
+        settings=Settings(cell_timeout=60),
         kernel_pool_size=0,
-        harness_dir=tmp_path / "global-harness",
+        harness_dir=str(tmp_path / "global-harness"),
     )
     await run.start(lambda event: None)
     try:

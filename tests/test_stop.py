@@ -21,8 +21,9 @@ from jupyter_client.manager import AsyncKernelManager
 
 from prime_agent_lab.adapters.file_notebook import FileNotebook
 from prime_agent_lab.adapters.kernel_executor import KernelExecutor
-from prime_agent_lab.core.agent import Agent, AgentConfig
+from prime_agent_lab.core.agent import Agent
 from prime_agent_lab.core.sessions import SessionRepository
+from prime_agent_lab.core.settings import Settings
 from prime_agent_lab.core.transcript import chat_transcript
 from prime_agent_lab.providers import make_provider
 
@@ -67,7 +68,7 @@ async def test_stop_while_the_agent_cell_waits_past_the_cell_timeout_leaves_the_
         make_provider("scripted", None, script_path=script),
         FileNotebook(tmp_path / "nb.ipynb", 100_000),
         executor,
-        AgentConfig(cell_timeout=1.0),
+        Settings(cell_timeout=1.0),
     )
     seen: list[dict[str, Any]] = []
     agent.events.add_listener(seen.append)
@@ -263,7 +264,7 @@ async def test_stop_while_the_agent_cell_is_being_written_never_sends_it_to_the_
         make_provider("scripted", None, script_path=script),
         notebook,
         executor,
-        AgentConfig(cell_timeout=600),
+        Settings(cell_timeout=600),
     )
     try:
         _, turn = agent.start_turn("go")

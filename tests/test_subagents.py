@@ -8,8 +8,8 @@ from typing import Any
 
 import nbformat
 
-from prime_agent_lab.core.agent import AgentConfig
 from prime_agent_lab.core.events import Event
+from prime_agent_lab.core.settings import Settings
 from prime_agent_lab.headless import HeadlessRun
 
 WAIT_FOR_CHILDREN = (
@@ -45,10 +45,10 @@ def headless(
         notebook=notebook,
         provider="scripted",
         model=None,
-        script=script,
+        script_path=script,
         stream=False,
         kernel_name="python3",
-        config=AgentConfig(cell_timeout=60),
+        settings=Settings(cell_timeout=60),
         **options,
     )
 
@@ -200,7 +200,7 @@ async def test_a_child_cannot_spawn_past_the_depth_limit_and_is_told_why(tmp_pat
     kid_log = run.repository.read(kid.session_id)
     result = next(e for e in kid_log.entries if e["type"] == "tool_result")
     assert result["status"] == "error"
-    assert "depth limit is 1 (PrimeAgentLab.max_depth)" in result["observation"]
+    assert "depth limit is 1 (--max-depth)" in result["observation"]  # a CLI run names its flag
     assert run.runtime.family.children(kid.session_id) == []
     assert "# Sub-agents" in run.runtime.system_prompt(run.agent.session_id)
     kid_prompt = run.runtime.system_prompt(kid.session_id)

@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .agent_config import AgentConfig
 from .compaction import Compactor
 from .events import EventBus
 from .jsonfile import BadJson, parse_json
@@ -36,6 +35,7 @@ from .prompts import PromptSettings, build_system_prompt
 from .recovery import LOG_NOT_WRITTEN, close_interrupted_turn, record_unfinished_cells
 from .redaction import Redactor, StreamRedactor
 from .sessions import SessionLog, SessionWriteError
+from .settings import Settings
 from .snapshots import RESTORED
 from .stop_cause import USER_STOP, StopCause
 
@@ -235,7 +235,7 @@ class Agent:
         provider: ModelProvider,
         notebook: NotebookPort,
         kernel: KernelPort,
-        config: AgentConfig,
+        config: Settings,
         events: EventBus | None = None,
         redactor: Redactor | None = None,
         hooks: AgentHooks | None = None,
@@ -405,7 +405,7 @@ class Agent:
         if stop_reason == "max_iterations":
             final_text = (
                 f"Stopped after {self.config.max_iterations} model calls in one turn "
-                "(PrimeAgentLab.max_iterations)."
+                f"({self.config.spell('max_iterations')})."
             )
         self.current_turn = None
         try:
@@ -490,7 +490,7 @@ class Agent:
         if exc.retry_after > self.config.max_retry_after:
             raise ProviderError(
                 f"{exc} (the server asks to retry after {exc.retry_after:g} s, longer than "
-                f"PrimeAgentLab.max_retry_after = {self.config.max_retry_after:g} s)",
+                f"{self.config.spell('max_retry_after')} = {self.config.max_retry_after:g} s)",
                 kind=exc.kind,
                 status=exc.status,
             ) from exc
@@ -500,12 +500,17 @@ class Agent:
         self, turn: int, request: ModelRequest, show_text: bool
     ) -> ModelResponse:
         response: ModelResponse | None = None
-        async for event in self.provider.stream(request):
-            if isinstance(event, TextDelta):
-                if event.text and show_text:
-                    self.events.emit("text_delta", turn=turn, text=event.text)
-            elif isinstance(event, ResponseDone):
-                response = event.response
+        try:
+            async for event in self.provider.stream(request):
+                if isinstance(event, TextDelta):
+                    if event.text and show_text:
+                        self.events.emit("text_delta", turn=turn, text=event.text)
+                elif isinstance(event, ResponseDone):
+                    response = event.response
+        except ProviderError as exc:
+            if exc.setting is None:
+                raise
+            raise exc.naming(self.config.spell(exc.setting)) from exc
         if response is None:
             raise ProviderError("the model stream ended without a response", kind="protocol")
         return response

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .agent_config import AgentConfig
 from .events import EventBus
 from .messages import ModelRequest, ModelResponse
 from .ports import KernelPort, ModelProvider
 from .redaction import Redactor
 from .sessions import SessionLog
+from .settings import Settings
 
 
 class AgentView(Protocol):
@@ -25,7 +25,7 @@ class AgentView(Protocol):
     redactor: Redactor
 
     @property
-    def config(self) -> AgentConfig: ...
+    def config(self) -> Settings: ...
 
     @property
     def session_id(self) -> str: ...

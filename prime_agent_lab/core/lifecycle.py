@@ -1,6 +1,6 @@
 """Agent lifecycle: `running`, `idle`, `inactive`, and idle eviction.
 
-A sub-agent that sits idle for `RuntimeSettings.evict_after` seconds (0: never) with nothing
+A sub-agent that sits idle for the `evict_after_minutes` setting (0: never) with nothing
 holding it is evicted: its kernel variables are snapshotted, its kernel is shut down (the
 process is gone) and it leaves memory; it is `inactive` in listings. Addressing it (a message,
 opening its notebook) opens it from disk again through `AgentRuntime.ensure_loaded`, and its
@@ -99,7 +99,7 @@ class Lifecycle:
 
     async def _sweep_forever(self) -> None:
         while True:
-            evict_after = self._runtime.settings.evict_after
+            evict_after = 60.0 * self._runtime.settings.evict_after_minutes
             # disabled (0): look again at the longest interval, the setting may change
             await asyncio.sleep(sweep_interval(evict_after) if evict_after > 0 else MAX_SWEEP)
             try:
@@ -117,7 +117,7 @@ class Lifecycle:
 
     def evictable(self, agent: AgentView) -> bool:
         runtime = self._runtime
-        evict_after = runtime.settings.evict_after
+        evict_after = 60.0 * runtime.settings.evict_after_minutes
         session_id = agent.session_id
         member = runtime.family.member(session_id)
         if evict_after <= 0 or member is None or member.parent_session_id is None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .settings import DEFAULTS
+
 
 @dataclass(frozen=True)
 class ToolCall:
@@ -92,8 +94,8 @@ class ModelRequest:
     system: str
     messages: list[Message]
     tools: list[ToolSpec]
-    max_tokens: int = 4096
-    accepts_images: bool = True
+    max_tokens: int = DEFAULTS.max_tokens
+    accepts_images: bool = DEFAULTS.accepts_images
     purpose: str = "turn"
     """`turn` for the agent's own calls; a side call of the harness names its job (`summary`
     for a compaction, `kernel_gc` for a review of the kernel's variables)."""

@@ -34,7 +34,9 @@ class ProviderError(Exception):
     """A model call failed.
 
     `retryable` is true for rate limits, server errors, timeouts and dropped connections; the
-    loop retries those with backoff and reports the rest in the chat.
+    loop retries those with backoff and reports the rest in the chat. `setting` is the declared
+    setting (core/settings.py) that set the limit this call ran into; the loop names it the way
+    the running host spells it (`naming`).
     """
 
     def __init__(
@@ -45,12 +47,24 @@ class ProviderError(Exception):
         status: int | None = None,
         retryable: bool = False,
         retry_after: float | None = None,
+        setting: str | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
         self.retryable = retryable
         self.retry_after = retry_after
+        self.setting = setting
+
+    def naming(self, spelled: str) -> ProviderError:
+        """This error, its message ending with its setting as `spelled`."""
+        return ProviderError(
+            f"{self} ({spelled})",
+            kind=self.kind,
+            status=self.status,
+            retryable=self.retryable,
+            retry_after=self.retry_after,
+        )
 
 
 class ModelProvider(Protocol):

@@ -16,6 +16,7 @@ from .observation import build_observation
 from .ports import ExecutionResult, NotebookPort, Output
 from .redaction import Redactor
 from .sessions import SessionLog
+from .settings import DEFAULTS
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ async def close_interrupted_turn(
     notebook: NotebookPort | None,
     *,
     output_cap: int,
-    accepts_images: bool = True,
+    accepts_images: bool = DEFAULTS.accepts_images,
     redactor: Redactor | None = None,
     cause: Cut = PROCESS_STOPPED,
 ) -> int | None:
@@ -79,7 +80,7 @@ async def record_unfinished_cells(
     notebook: NotebookPort | None,
     *,
     output_cap: int,
-    accepts_images: bool = True,
+    accepts_images: bool = DEFAULTS.accepts_images,
     redactor: Redactor | None = None,
     cause: Cut = PROCESS_STOPPED,
 ) -> None:

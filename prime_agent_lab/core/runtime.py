@@ -14,11 +14,10 @@ import logging
 import posixpath
 import secrets
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .agent import Agent, AgentConfig, AgentHooks, TurnOutcome
+from .agent import Agent, AgentHooks, TurnOutcome
 from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
 from .caller import CallerContext, Operation
@@ -48,14 +47,8 @@ from .rlm_ops import register_rlm_operations
 from .session_trust import Untrusted, sign_session, untrusted_items
 from .session_trust import describe as describe_untrusted
 from .sessions import SessionError, SessionLog, SessionRepository, now_iso
-from .snapshots import (
-    DEFAULT_SNAPSHOT_DEBOUNCE,
-    DEFAULT_SNAPSHOT_TOTAL_CAP,
-    DEFAULT_SNAPSHOT_VARIABLE_CAP,
-    SnapshotKeeper,
-    SnapshotSettings,
-    forget_skill_paths,
-)
+from .settings import Settings
+from .snapshots import SnapshotKeeper, SnapshotSettings, forget_skill_paths
 from .stop_cause import USER_STOP, StopCause
 from .text import preview, shorten
 from .trust import Signer
@@ -102,28 +95,6 @@ class AgentEnvironment(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class RuntimeSettings:
-    agent: AgentConfig
-    max_depth: int = 1  # 1: roots spawn children, children do not spawn
-    max_task_chars: int = 100_000
-    message_max_bytes: int = 16 * 1024  # one agent message, after stripping
-    message_max_pending: int = 20  # messages waiting for one target
-    message_rate_per_second: float = 3.0  # per sender->target pair (a token bucket)
-    message_rate_burst: int = 3
-    # kernel snapshots (core/snapshots.py) and idle eviction (core/lifecycle.py)
-    snapshot_variable_cap: int = DEFAULT_SNAPSHOT_VARIABLE_CAP
-    snapshot_total_cap: int = DEFAULT_SNAPSHOT_TOTAL_CAP
-    snapshot_debounce: float = DEFAULT_SNAPSHOT_DEBOUNCE  # seconds after a turn ends
-    evict_after: float = 30 * 60.0  # seconds idle before a sub-agent is evicted; 0: never
-    # auto-refine (core/harness/auto_refine.py): a review call every N assistant turns and after
-    # a compaction, at most once per cooldown, root agents only; 0 turns: off
-    auto_refine_every: int = 25
-    auto_refine_after_compaction: bool = True
-    auto_refine_cooldown_minutes: float = 20.0
-    harness_dir: Path | None = None  # the global harness store (None: default_global_dir())
-
-
 TASK_LABEL = "[task from parent]"
 MAX_NOTEBOOK_TRIES = 50
 
@@ -133,7 +104,7 @@ class AgentRuntime:
         self,
         repository: SessionRepository,
         environment: AgentEnvironment,
-        settings: RuntimeSettings,
+        settings: Settings,
         signer: Signer | None = None,
     ) -> None:
         self.repository = repository
@@ -147,7 +118,7 @@ class AgentRuntime:
         self.bridge = BridgeService(environment.kernel_key, self._kernel_session.get)
         register_session_operations(self.bridge, self.context)
         register_rlm_operations(self.operation)
-        self._prompts: dict[str, tuple[RuntimeSettings, str]] = {}
+        self._prompts: dict[str, tuple[Settings, str]] = {}
         self._admitting: set[tuple[str, str]] = set()  # (parent, name) of spawns under way
         self._loading: dict[str, asyncio.Lock] = {}  # sub-agents being opened from disk
         self.turns_started = 0  # by every agent of the tree, since this runtime started
@@ -155,7 +126,8 @@ class AgentRuntime:
         self.mailbox = Mailbox(self)
         register_message_operations(self.operation)
         register_compact_operations(self.operation)
-        self.harnesses = HarnessKeeper(repository.directory, self.signer, settings.harness_dir)
+        global_dir = Path(settings.harness_dir).expanduser() if settings.harness_dir else None
+        self.harnesses = HarnessKeeper(repository.directory, self.signer, global_dir)
         register_harness_operations(self.operation)
         self.snapshots = SnapshotKeeper(
             repository.directory, self._snapshot_settings, self.spawn, self.signer
@@ -259,7 +231,7 @@ class AgentRuntime:
             provider,
             notebook,
             kernel,
-            self.settings.agent,
+            self.settings,
             events or EventBus(session.session_id),
             hooks=self._hooks_for(session),
         )
@@ -343,7 +315,7 @@ class AgentRuntime:
         return cached[1] + self.harnesses.section(session_id)[1]
 
     def _build_prompt(self, session_id: str) -> str:
-        config = self.settings.agent
+        config = self.settings
         me = self.family.member(session_id)
         depth = me.depth if me is not None else 0
         parent = self.family.member(me.parent_session_id) if me and me.parent_session_id else None
@@ -434,8 +406,8 @@ class AgentRuntime:
             raise FamilyError(
                 403,
                 f"this agent may not spawn sub-agents: the depth limit is "
-                f"{self.settings.max_depth} (PrimeAgentLab.max_depth) and a child of this agent "
-                f"would be at depth {depth}",
+                f"{self.settings.max_depth} ({self.settings.spell('max_depth')}) and a child of "
+                f"this agent would be at depth {depth}",
             )
         text = self._check_task(task)
         chosen = default_name(text) if name is None else check_name(name)

@@ -19,7 +19,6 @@ from .stop_cause import StopCause
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_SECONDS = 5.0
 STOP_SHARE = 0.6  # of the time: for stopping turns; the rest is for the snapshots after them
 CANCEL_WAIT = 0.5  # seconds a cancelled turn gets to record its end
 
@@ -41,7 +40,7 @@ class ShutdownReport:
 
 
 async def stop_and_snapshot(
-    runtime: AgentRuntime, cause: StopCause, seconds: float = SHUTDOWN_SECONDS
+    runtime: AgentRuntime, cause: StopCause, seconds: float
 ) -> ShutdownReport:
     """Stop every running turn with `cause`, then snapshot every resident agent's kernel, all
     within `seconds`. No queued message starts a turn from here on. What is still going at the

@@ -42,6 +42,7 @@ from .jsonfile import (
 )
 from .pending_kernel import PendingKernel
 from .ports import KernelPort, KernelRestart
+from .settings import DEFAULTS
 from .text import preview
 from .trust import Signer
 from .trust import sha256 as trust_sha256
@@ -61,9 +62,9 @@ UNTRUSTED_MANIFEST = "manifest.untrusted.json"
 user trusts it or a later untrusted one takes its place, so the Trust action still has it."""
 RESTORE_REPORT = "restore-report.json"
 FORMAT_VERSION = 2
-DEFAULT_SNAPSHOT_VARIABLE_CAP = 16 * 2**20
-DEFAULT_SNAPSHOT_TOTAL_CAP = 256 * 2**20
-DEFAULT_SNAPSHOT_DEBOUNCE = 1.5  # seconds after a turn ends
+DEFAULT_SNAPSHOT_VARIABLE_CAP = DEFAULTS.snapshot_variable_cap
+DEFAULT_SNAPSHOT_TOTAL_CAP = DEFAULTS.snapshot_total_cap
+DEFAULT_SNAPSHOT_DEBOUNCE = DEFAULTS.snapshot_debounce
 SNAPSHOT_TIMEOUT = 600.0  # a snapshot waits behind a cell the user runs; it never interrupts it
 NAMES_SHOWN = 30
 SIGNED_FOR = "snapshot"  # the signature purpose (core/trust.py)

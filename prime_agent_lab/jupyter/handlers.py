@@ -133,10 +133,10 @@ class InfoHandler(_Base):
         self.reply(
             {
                 "version": __version__,
-                "provider": settings.provider_name,
+                "provider": settings.provider,
                 "model": settings.model,
-                "output_cap": settings.agent.output_cap,
-                "cell_timeout": settings.agent.cell_timeout,
+                "output_cap": settings.output_cap,
+                "cell_timeout": settings.cell_timeout,
             }
         )
 

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import posixpath
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tornado import web
@@ -23,15 +21,15 @@ from ..adapters.kernel_executor import KernelExecutor, bridge_setup_code
 from ..adapters.kernel_pool import KernelPool
 from ..adapters.kernel_startup import load_package_at_start
 from ..core import branching
-from ..core.agent import Agent, AgentConfig, TurnInProgress
+from ..core.agent import Agent, TurnInProgress
 from ..core.bridge import BridgeService
 from ..core.events import EventBus
 from ..core.harness.refiner import RefineError, Refiner
 from ..core.jsonfile import MAX_NOTEBOOK_BYTES, too_large
 from ..core.pending_kernel import PendingKernel
 from ..core.ports import KernelPort, ModelProvider, NotebookPort, NotebookUnavailable
-from ..core.redaction import SECRET_ENV_VARS, kernel_environment
-from ..core.runtime import AgentRuntime, RuntimeSettings, choose_model, close_provider
+from ..core.redaction import kernel_environment
+from ..core.runtime import AgentRuntime, choose_model, close_provider
 from ..core.sessions import (
     BrokenSession,
     SessionError,
@@ -39,7 +37,8 @@ from ..core.sessions import (
     SessionRepository,
     SessionSummary,
 )
-from ..core.shutdown import SHUTDOWN_SECONDS, stop_and_snapshot
+from ..core.settings import Settings
+from ..core.shutdown import stop_and_snapshot
 from ..core.stop_cause import SERVER_SHUTDOWN, USER_STOP, StopCause
 from ..core.text import shorten
 from ..core.wire import TrustState
@@ -58,28 +57,13 @@ class HostError(Exception):
         self.message = message
 
 
-@dataclass(frozen=True)
-class HostSettings:
-    provider_name: str
-    model: str | None
-    agent: AgentConfig
-    notebook_output_cap: int
-    kernel_name: str
-    bridge_url: Callable[[], str]
-    max_message_chars: int = 100_000
-    kernel_env_strip: tuple[str, ...] = SECRET_ENV_VARS
-    max_depth: int = 1
-    kernel_pool_size: int = 2
-    evict_after: float = 30 * 60.0  # seconds; 0: sub-agents are never evicted
-    snapshot_variable_cap: int = 16 * 2**20
-    snapshot_total_cap: int = 256 * 2**20
-    subagent_models: tuple[str, ...] = ()
-    provider_for: Callable[[str, str], ModelProvider] | None = None
-    auto_refine_every: int = 25  # assistant turns between reviews; 0: off
-    auto_refine_after_compaction: bool = True
-    auto_refine_cooldown_minutes: float = 20.0
-    harness_dir: Path | None = None  # the global harness store; read once at start
-    shutdown_timeout: float = SHUTDOWN_SECONDS  # stopping turns and snapshotting at shutdown
+@dataclass(frozen=True, kw_only=True)
+class HostSettings(Settings):
+    """The declared settings (`provider` and `model` as the provider resolved them, `harness_dir`
+    resolved) and what the server works out for itself."""
+
+    bridge_address: Callable[[], str]  # the URL kernels call the host on, once the server listens
+    provider_for: Callable[[str, str], ModelProvider] | None = None  # (provider, model)
 
 
 def normalize_notebook_path(path: str) -> str:
@@ -110,11 +94,7 @@ class AgentHost:
         self.repository = repository
         self._provider_factory = provider_factory
         self._environment = _ServerEnvironment(self, settings.kernel_pool_size)
-        self.runtime = AgentRuntime(
-            repository,
-            self._environment,
-            RuntimeSettings(agent=settings.agent, harness_dir=settings.harness_dir),
-        )
+        self.runtime = AgentRuntime(repository, self._environment, settings)
         self.settings = settings
         self.bindings: dict[str, str] = {}  # notebook path -> kernel id, reported by the UI
         self._executors: dict[str, KernelExecutor] = {}
@@ -202,18 +182,7 @@ class AgentHost:
 
     @settings.setter
     def settings(self, settings: HostSettings) -> None:
-        self._settings = settings
-        self.runtime.settings = dataclasses.replace(
-            self.runtime.settings,
-            agent=settings.agent,
-            max_depth=settings.max_depth,
-            evict_after=settings.evict_after,
-            snapshot_variable_cap=settings.snapshot_variable_cap,
-            snapshot_total_cap=settings.snapshot_total_cap,
-            auto_refine_every=settings.auto_refine_every,
-            auto_refine_after_compaction=settings.auto_refine_after_compaction,
-            auto_refine_cooldown_minutes=settings.auto_refine_cooldown_minutes,
-        )
+        self._settings = self.runtime.settings = settings
 
     @property
     def agents(self) -> dict[str, Agent]:
@@ -294,7 +263,7 @@ class AgentHost:
         self._arrange_next_start(kernel_id)
         directory = self.kernel_directories.get(kernel_id)
         chdir = working_directory_code(directory) if directory else ""
-        return bridge_setup_code(self.settings.bridge_url(), kernel_id) + chdir
+        return bridge_setup_code(self.settings.bridge_address(), kernel_id) + chdir
 
     def set_kernel_directory(self, kernel_id: str, directory: str) -> None:
         """A child's kernel works in `directory`, in this process (the caller moves it) and in
@@ -306,7 +275,7 @@ class AgentHost:
         directory = self.kernel_directories.get(kernel_id)
         with contextlib.suppress(KeyError):  # a kernel shut down meanwhile: no next start
             manager = self._kernel_manager.get_kernel(kernel_id)
-            load_package_at_start(manager, self.settings.bridge_url(), kernel_id, directory)
+            load_package_at_start(manager, self.settings.bridge_address(), kernel_id, directory)
 
     def _forget_dead_executors(self) -> None:
         for kernel_id in [k for k in self._executors if k not in self._kernel_manager]:
@@ -520,8 +489,8 @@ class AgentHost:
             raise HostError(
                 413,
                 f"the message has {len(text):,} characters; the limit is {limit:,} "
-                "(c.PrimeAgentLab.max_message_chars). Put long input in a file or a variable "
-                "and ask the agent to read it.",
+                f"({self.settings.spell('max_message_chars')}). Put long input in a file or a "
+                "variable and ask the agent to read it.",
             )
         agent = self.agent(session_id)
         if agent.running:
@@ -733,7 +702,7 @@ class _ServerEnvironment:
 
     def models(self) -> list[str]:
         settings = self._settings
-        default = f"{settings.provider_name}/{settings.model}"
+        default = f"{settings.provider}/{settings.model}"
         return [default, *(m for m in settings.subagent_models if m != default)]
 
     def provider(self, model: str | None) -> ModelProvider:
@@ -741,7 +710,7 @@ class _ServerEnvironment:
             return self._host._provider()
         name, chosen = choose_model(model, self.models())
         settings = self._settings
-        if (name, chosen) == (settings.provider_name, settings.model):
+        if (name, chosen) == (settings.provider, settings.model):
             return self._host._provider()
         if settings.provider_for is None:
             raise ValueError(f"this server runs sub-agents on {settings.model!r} only")

@@ -47,17 +47,19 @@ async def within_deadline(
 
 
 def _deadline_error(vendor: str, seconds: float, started: bool) -> ProviderError:
-    setting = "PrimeAgentLab.request_timeout bounds the whole model call"
     if not started:
         return ProviderError(
-            f"{vendor} did not start answering within {seconds:g} s ({setting})",
+            f"{vendor} did not start answering within {seconds:g} s, the limit of a whole model "
+            "call",
             kind="timeout",
             retryable=True,
+            setting="request_timeout",
         )
     return ProviderError(
-        f"{vendor} did not finish its answer within {seconds:g} s ({setting}); the call was "
-        "abandoned",
+        f"{vendor} did not finish its answer within {seconds:g} s, the limit of a whole model "
+        "call; the call was abandoned",
         kind="timeout",
+        setting="request_timeout",
     )
 
 

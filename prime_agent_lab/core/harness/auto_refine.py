@@ -46,9 +46,9 @@ AUTO_INSTRUCTIONS = (
 
 @dataclass(frozen=True)
 class AutoRefineSettings:
-    every: int = 25  # assistant messages between reviews; 0: off
-    after_compaction: bool = True
-    cooldown_seconds: float = 20 * 60.0
+    every: int  # assistant messages between reviews; 0: off
+    after_compaction: bool
+    cooldown_seconds: float
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ def parse_review(text: str) -> Review:
 
 
 def settings_of(runtime_settings: Any) -> AutoRefineSettings:
-    """The auto-refine part of `RuntimeSettings`."""
+    """The auto-refine part of the settings (core/settings.py)."""
     return AutoRefineSettings(
         every=runtime_settings.auto_refine_every,
         after_compaction=runtime_settings.auto_refine_after_compaction,
