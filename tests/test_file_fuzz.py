@@ -764,7 +764,6 @@ async def call(jp_fetch: Any, method: str, *route: str, body: bytes | None = Non
 async def test_a_server_over_hostile_files_starts_lists_attaches_and_names_each_file(
     jp_fetch: Any, host: Any, seeded: dict[str, Any], make_notebook: Any
 ) -> None:
-    started = time.monotonic()
     sessions: Path = seeded["sessions"]
     assert (await call(jp_fetch, "GET", "info"))[0] == 200  # the extension loaded
 
@@ -847,7 +846,6 @@ async def test_a_server_over_hostile_files_starts_lists_attaches_and_names_each_
     )
     body = json.dumps({"notebook_path": path}).encode()
     assert (await call(jp_fetch, "POST", "sessions", body=body))[0] == 200
-    assert time.monotonic() - started < 120
 
 
 def write_script(folder: Path, script: dict[str, Any]) -> str:

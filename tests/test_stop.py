@@ -28,6 +28,7 @@ from prime_agent_lab.core.transcript import chat_transcript
 from prime_agent_lab.providers import make_provider
 
 from .conftest import next_event, run_turn, use_script, wait_for
+from .kernel_clients import UserClient, wait_for_file
 from .test_server_e2e import live_agent_cells, run_user_cell
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "stress_stop.py"
@@ -40,17 +41,6 @@ def _load_stress() -> Any:
     sys.modules["stress_stop"] = module
     spec.loader.exec_module(module)
     return module
-
-
-async def _user_cell(km: AsyncKernelManager, code: str) -> tuple[Any, asyncio.Future[Any]]:
-    client = km.client_factory(parent=km)
-    client.load_connection_info(km.get_connection_info())
-    client.start_channels()
-    await client.wait_for_ready(timeout=30)
-    running = asyncio.ensure_future(
-        client.execute_interactive(code, output_hook=lambda m: None, timeout=60)
-    )
-    return client, running
 
 
 async def test_stop_while_the_agent_cell_waits_past_the_cell_timeout_leaves_the_users_cell_alone(
@@ -72,22 +62,23 @@ async def test_stop_while_the_agent_cell_waits_past_the_cell_timeout_leaves_the_
     )
     seen: list[dict[str, Any]] = []
     agent.events.add_listener(seen.append)
-    user, user_cell = await _user_cell(kernel, "marker = 7\nimport time\ntime.sleep(3.5)")
+    flag = tmp_path / "user.go"
     try:
-        await asyncio.sleep(0.3)
-        _, turn = agent.start_turn("go")
-        await wait_for(lambda: any(e["type"] == "cell_waiting" for e in seen), timeout=10)
-        await asyncio.sleep(1.5)  # past cell_timeout while the user's cell still runs
-        await agent.stop()
-        outcome = await turn
-        reply = await user_cell
-        check = await user.execute_interactive("assert marker == 7", timeout=30)
+        async with UserClient(kernel) as user:
+            user_cell = await user.start("marker = 7\n" + wait_for_file(flag))
+            _, turn = agent.start_turn("go")
+            await wait_for(lambda: any(e["type"] == "cell_waiting" for e in seen), timeout=60)
+            await asyncio.sleep(1.5)  # past cell_timeout while the user's cell still runs
+            await agent.stop()
+            outcome = await turn
+            flag.touch()
+            reply = await user_cell
+            check = await user.run("assert marker == 7")
     finally:
-        user.stop_channels()
         await executor.close()
 
-    assert reply["content"]["status"] == "ok"  # not a KeyboardInterrupt
-    assert check["content"]["status"] == "ok"  # the user's variable survived
+    assert reply["status"] == "ok"  # not a KeyboardInterrupt
+    assert check["status"] == "ok"  # the user's variable survived
     assert outcome.stop_reason == "stopped" and executor.restarts == 0
     result = next(e for e in session.path() if e["type"] == "tool_result")
     assert result["status"] == "skipped" and "never sent to the kernel" in result["observation"]

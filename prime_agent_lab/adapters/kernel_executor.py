@@ -35,6 +35,7 @@ POLL = 0.1  # seconds between checks for a Stop while waiting on the kernel
 PROBE_AFTER = 1.0  # seconds of waiting on another client's cell before asking the shell
 SLOW_CONNECT = 0.5  # seconds a first connect may take before it counts as waiting
 QUIET_AFTER_USER_CELL = 0.03  # a queued run-all starts its next cell within this time
+RESENDS_AFTER_ABORT = 3  # an agent cell the kernel aborted unrun is sent again this often
 RESTART_WAIT = 15.0  # seconds to wait for an automatic restart after the kernel died
 READY_TIMEOUT = 3600.0  # a new client's first reply can wait behind a long cell the user runs
 # Marks the agent's own cells in their execute requests, so the kernel package interrupts them even
@@ -266,15 +267,23 @@ class KernelExecutor:
             notes: list[str] = []
             if not await self._until_stopped(ticket, self._ready_to_submit(ticket, notes)):
                 return _withdrawn(ticket.stop_cause)
-            client = self._client
-            generation = self._client_generation
-            msg_id = _send_agent_cell(client, code)
-            self._own.add(msg_id)
-            run = _Run(msg_id, on_event)
-            hand_off = (client, run)
-            result = await self._run(client, run, generation, timeout, ticket)
-            hand_off = None
-            self._own.discard(msg_id)
+            for attempt in range(1 + RESENDS_AFTER_ABORT):
+                client = self._client
+                generation = self._client_generation
+                msg_id = _send_agent_cell(client, code)
+                self._own.add(msg_id)
+                run = _Run(msg_id, on_event)
+                hand_off = (client, run)
+                result = await self._run(client, run, generation, timeout, ticket)
+                hand_off = None
+                self._own.discard(msg_id)
+                if result.status != "aborted" or run.executed or attempt == RESENDS_AFTER_ABORT:
+                    break
+                # Nothing ran: ipykernel aborts what reaches it shortly after another client's
+                # cell failed, even though we sent ours once that cell was over. Send it again.
+                waited = self._wait_until_idle(client, ticket)
+                if not await self._until_stopped(ticket, waited):
+                    return _withdrawn(ticket.stop_cause)
             self._last_run_generation = self._generation()
             result.note = "\n".join(n for n in (*notes, result.note) if n)
             return result
@@ -692,6 +701,7 @@ class _Run:
         self.execution_count: int | None = None
         self.idle = False
         self.started = False
+        self.executed = False  # the kernel ran it (an aborted request never does)
         self.reply: dict[str, Any] | None = None
         self.idle_without_reply = 0
 
@@ -718,7 +728,7 @@ class _Run:
             elif state == "idle":
                 self.idle = True
         elif msg_type == "execute_input":
-            self.started = True
+            self.started = self.executed = True
             self.execution_count = content.get("execution_count")
         elif msg_type in OUTPUT_TYPES:
             output = dict(output_from_msg(msg))
