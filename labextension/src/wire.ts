@@ -1,7 +1,8 @@
 /**
  * Wire types of the Prime Agent server API (docs/api.md).
  *
- * GENERATED from prime_agent_lab/core/wire.py; do not edit. Regenerate with
+ * GENERATED from prime_agent_lab/core/wire.py (and the session entry types of
+ * core/entry_types.py); do not edit. Regenerate with
  *   python -m prime_agent_lab.core.wire --ts > labextension/src/wire.ts
  */
 
@@ -26,6 +27,9 @@ export type RefineScope = 'local' | 'global';
 export type EditAction = 'create' | 'update' | 'delete';
 
 export type UntrustedKind = 'snapshot' | 'harness' | 'mail';
+
+/** The `type` of a session log entry (declared in core/entry_types.py). */
+export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned';
 
 export interface IServerInfo {
   version: string;
@@ -146,7 +150,7 @@ export interface IEntryOrigin {
 export interface ITreeNode {
   id: string;
   parent_id: string | null;
-  type: string;
+  type: SessionEntryType;
   turn: number | null;
   ts: string;
   preview: string;

@@ -275,8 +275,9 @@ class SessionLog:
     # ------------------------------------------------------------ writing
 
     def append(self, entry_type: str, **fields: Any) -> dict[str, Any]:
-        """Write one entry of a declared type (core/entry_types.py); raises UndeclaredEntry for
-        a type or field that is not declared, or a field of the wrong type, and writes nothing."""
+        """Write one entry of a declared type (core/entry_types.py). Only a record that loads
+        back is written: a type or field that is not declared, or a field of the wrong type,
+        raises UndeclaredEntry, a compaction that keeps from off its branch SessionError."""
         check_new(entry_type, fields)
         with self._lock:
             entry_id = secrets.token_hex(4)
@@ -289,6 +290,9 @@ class SessionLog:
                 "type": entry_type,
                 **fields,
             }
+            problem = self._compaction_problem(record)
+            if problem is not None:
+                raise SessionError(f"not written: {problem}")
             self._write(record)
             self._index(record)
             return record

@@ -6,14 +6,15 @@ This module is the one source of truth. The labextension's `src/wire.ts` is gene
 
 and `tests/test_wire.py` fails when the checked-in file differs from what this module generates,
 or when the server emits an event or a field that is not declared here. Every new event, item,
-field or status is added here first.
+field or status is added here first. Session entry types are declared in `core/entry_types.py`
+(which names the chat item each one makes); the generator reads them from there.
 """
 
 import json
 import sys
 import types
 import typing
-from typing import Any, Literal, NotRequired, TypedDict, Union
+from typing import Any, Literal, NewType, NotRequired, TypedDict, Union
 
 # ---------------------------------------------------------------- statuses and kinds
 
@@ -361,12 +362,17 @@ class EntryOrigin(TypedDict):
     entry_id: str | None
 
 
+SessionEntryType = NewType("SessionEntryType", str)
+"""The `type` of a session log entry. Its values are the types core/entry_types.py declares
+(generated into wire.ts from there; that module imports this one)."""
+
+
 class TreeNode(TypedDict):
     """One entry of a session's log tree (`GET .../tree`)."""
 
     id: str
     parent_id: str | None
-    type: str
+    type: SessionEntryType
     turn: int | None
     ts: str
     preview: str
@@ -704,11 +710,23 @@ _INTERFACES: list[type] = [
 _UNIONS: dict[str, object] = {"ChatItem": ChatItem, "AgentEvent": AgentEvent}
 
 
+def _ts_entry_types() -> str:
+    from .entry_types import DECLARED  # imports this module, so it is read here
+
+    names = " | ".join(f"'{name}'" for name in DECLARED)
+    return (
+        "/** The `type` of a session log entry (declared in core/entry_types.py). */\n"
+        f"export type SessionEntryType = {names};"
+    )
+
+
 def _ts_name(cls: type) -> str:
     return f"I{cls.__name__}"
 
 
 def _ts_type(annotation: object) -> str:
+    if annotation is SessionEntryType:
+        return "SessionEntryType"
     for name, alias in (_ALIASES | _UNIONS).items():
         if annotation == alias:
             return name
@@ -767,11 +785,13 @@ def typescript() -> str:
         "/**\n"
         " * Wire types of the Prime Agent server API (docs/api.md).\n"
         " *\n"
-        " * GENERATED from prime_agent_lab/core/wire.py; do not edit. Regenerate with\n"
+        " * GENERATED from prime_agent_lab/core/wire.py (and the session entry types of\n"
+        " * core/entry_types.py); do not edit. Regenerate with\n"
         " *   python -m prime_agent_lab.core.wire --ts > labextension/src/wire.ts\n"
         " */"
     ]
     parts += [f"export type {name} = {_ts_expansion(alias)};" for name, alias in _ALIASES.items()]
+    parts.append(_ts_entry_types())
     parts += [_ts_interface(cls) for cls in _INTERFACES]
     parts += [_ts_union(name, union) for name, union in _UNIONS.items()]
     notices = "".join(f"\n  {key}: {json.dumps(text)}," for key, text in STOP_NOTICES.items())
