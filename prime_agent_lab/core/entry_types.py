@@ -395,7 +395,7 @@ TURN_END = EntryType(
         "final_text": Field(str, "the turn's last answer"),
         "note": Field(str, "why a turn cut by a crash was closed"),
     },
-    {"turn": 1, "stop_reason": "end_turn", "final_text": "Here is the plot."},
+    {"turn": 1, "stop_reason": "stopped", "final_text": ""},
     chat=_turn_end_chat,
     chat_items=(NoticeItem,),
     in_history=always,
@@ -697,7 +697,7 @@ def main(argv: list[str]) -> int:
     if argv != ["--docs"]:
         print("usage: python -m prime_agent_lab.core.entry_types --docs  (rewrites its table)")
         return 2
-    DOCS.writetext_of(docs_with_table(DOCS.readtext_of()))
+    DOCS.write_text(docs_with_table(DOCS.read_text(), DECLARED))
     return 0
 
 
