@@ -18,6 +18,7 @@ from prime_agent_lab.core.entry_schema import ChatContext, UndeclaredEntry
 from prime_agent_lab.core.entry_types import (
     DECLARED,
     DOCS,
+    NOTICE_KINDS,
     TOLD_AS_MESSAGES,
     chat_items,
     check_new,
@@ -129,14 +130,15 @@ def test_each_type_makes_its_declared_chat_items_or_none(name: str) -> None:
         assert items == [] and declared.chat_items == ()
         return
     assert items, f"{name}: its example makes no chat item"
+    item_types = wire.chat_item_types()
     for item in items:
-        assert any(_conforms(item, cls) for cls in declared.chat_items), item
-        assert _conforms(item, wire.ChatItem), item
+        assert item["type"] in declared.chat_items, item
+        assert _conforms(item, item_types[item["type"]]), item
 
 
 def test_the_chat_items_the_types_declare_are_the_wire_chat_items() -> None:
-    declared = {cls for t in DECLARED.values() for cls in t.chat_items}
-    assert declared == set(typing.get_args(wire.ChatItem))
+    declared = {name for t in DECLARED.values() for name in t.chat_items}
+    assert declared == set(wire.chat_item_types())
 
 
 @pytest.mark.parametrize("name", sorted(DECLARED))
@@ -334,3 +336,7 @@ def test_the_typescript_entry_types_are_the_declared_ones() -> None:
     declared = ts.split("export type SessionEntryType = ")[1].split(";")[0]
     assert declared == " | ".join(f"'{name}'" for name in DECLARED)
     assert "type: SessionEntryType;" in ts.split("export interface ITreeNode")[1].split("}")[0]
+    warnings = ts.split("export const WARNING_NOTICES")[1].split(";")[0]
+    for kind, spec in NOTICE_KINDS.items():
+        assert (f"'{kind}'" in warnings) == spec.warning, kind
+    assert set(typing.get_args(wire.NoticeKind)) == set(NOTICE_KINDS)

@@ -10,6 +10,7 @@ import { Signal, type ISignal } from '@lumino/signaling';
 
 import {
   STOP_NOTICES,
+  WARNING_NOTICES,
   type AgentEvent,
   type CellStatus,
   type ChatItem,
@@ -148,22 +149,6 @@ export type TranscriptChange =
 
 /** The status line's text while an agent cell waits (when the event has none). */
 export const WAITING_TEXT = 'waiting for your cell to finish';
-
-/**
- * Notice kinds shown as warnings: the user lost state (the kernel), a
- * sub-agent failed, a message can never arrive, or a compaction failed.
- */
-const WARNING_NOTICES = new Set<string>([
-  'kernel_restarted',
-  'kernel_restarted_externally',
-  'kernel_died',
-  'child_error',
-  'message_undeliverable',
-  'compaction_failed',
-  'kernel_state_not_restored',
-  'session_untrusted',
-  'session_unreadable'
-]);
 
 const RELATIONSHIPS = new Set<string>(['parent', 'child', 'sibling']);
 const CHILD_STATUSES = new Set<string>([

@@ -28,7 +28,6 @@ export type EditAction = 'create' | 'update' | 'delete';
 
 export type UntrustedKind = 'snapshot' | 'harness' | 'mail';
 
-/** The `type` of a session log entry (declared in core/entry_types.py). */
 export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned';
 
 export interface IServerInfo {
@@ -501,6 +500,9 @@ export const STOP_NOTICES: Partial<Record<StopReason, string>> = {
   interrupted: "Interrupted: the server stopped while this turn was running.",
   max_iterations: "Stopped at the limit of model calls for one turn.",
 };
+
+/** Notice kinds the chat shows as warnings (the user lost state, something failed). */
+export const WARNING_NOTICES: ReadonlySet<NoticeKind> = new Set<NoticeKind>(['child_error', 'compaction_failed', 'kernel_died', 'kernel_restarted', 'kernel_restarted_externally', 'kernel_state_not_restored', 'message_undeliverable', 'session_unreadable', 'session_untrusted']);
 
 export type AgentEventType = AgentEvent['type'];
 

@@ -11,9 +11,10 @@ from typing import Any, Literal
 from .jsonfile import parse_json
 from .messages import ToolCall
 from .text import json_type, shorten
-from .wire import ChatItem
 
 Entry = Mapping[str, Any]
+ChatItem = dict[str, Any]
+"""A chat transcript item: one of `wire.ChatItem` (tests check each type's items against it)."""
 
 SUMMARY_LABEL = (
     "[Summary of the earlier part of this session. It was compacted to fit the context window; "
@@ -30,6 +31,17 @@ class Field:
     about: str = ""
     required: bool = False
     nullable: bool = False
+
+
+@dataclass(frozen=True)
+class NoticeKindSpec:
+    """A kind of notice: what it means, whether the chat shows it as a warning, whether it is
+    for the user only (never read by the model) or told to the model as a sub-agent's message."""
+
+    about: str
+    warning: bool = False
+    for_the_user_only: bool = False
+    told_as_message: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,10 +85,10 @@ class EntryType:
     """One session entry type. `seen(entry, in_turn)`: what the model reads of it (`in_turn`:
     whether the entry is inside a turn). `summarised(entry, in_turn)`: its lines in a summary
     (None: never in one). `chat(entry, context)`: its chat items (None: no chat line);
-    `chat_items`: the item types it can make. `in_history`: whether the kernel's `history`
-    lists it. `turn`: whether it opens or closes a turn. `shape`: a check of nested values
-    beyond the fields' types (the problem, or None). `example`: a typical entry's fields (the
-    tests run every projection over it)."""
+    `chat_items`: the `type` of each item it can make (`wire.ChatItem`). `in_history`: whether
+    the kernel's `history` lists it. `turn`: whether it opens or closes a turn. `shape`: a check
+    of nested values beyond the fields' types (the problem, or None). `example`: a typical
+    entry's fields (the tests run every projection over it)."""
 
     name: str
     about: str
@@ -85,7 +97,7 @@ class EntryType:
     seen: Callable[[Entry, bool], tuple[Seen, ...]] = nothing_seen
     summarised: Callable[[Entry, bool], list[str]] | None = None
     chat: Callable[[Entry, ChatContext], list[ChatItem]] | None = None
-    chat_items: tuple[type, ...] = ()
+    chat_items: tuple[str, ...] = ()
     in_history: Callable[[Entry], bool] = never
     turn: Literal["opens", "closes"] | None = None
     shape: Callable[[Entry], str | None] | None = None

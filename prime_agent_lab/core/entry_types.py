@@ -34,14 +34,16 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .entry_schema import (
     TURN,
     ChatContext,
+    ChatItem,
     Entry,
     EntryType,
     Field,
+    NoticeKindSpec,
     Seen,
     UndeclaredEntry,
     always,
@@ -60,23 +62,97 @@ from .entry_schema import (
     text_of,
 )
 from .messages import ToolCall
-from .wire import (
-    FOR_THE_USER_ONLY,
-    STOP_NOTICES,
-    AgentMessageItem,
-    AssistantItem,
-    CellItem,
-    ChatItem,
-    ChildItem,
-    ErrorItem,
-    NoticeItem,
-    RefinementItem,
-    UserItem,
-)
 
-TOLD_AS_MESSAGES = frozenset({"child_completed", "child_error"})
+# ---------------------------------------------------------------- stop reasons and notice kinds
+
+StopReason = Literal["end_turn", "stopped", "shutdown", "error", "max_iterations", "interrupted"]
+"""Why a turn ended (`turn_end`). `stopped`: the user stopped it; `shutdown`: the server (or a
+CLI run, by SIGTERM) was shut down while it ran, and stopped it; `interrupted`: the process ended
+without stopping it (killed, crashed), and the turn was closed when its session was next opened."""
+
+STOP_NOTICES: dict[StopReason, str] = {
+    "stopped": "Stopped.",
+    "shutdown": "Stopped: the server (or the CLI run) was shut down during this turn.",
+    "interrupted": "Interrupted: the server stopped while this turn was running.",
+    "max_iterations": "Stopped at the limit of model calls for one turn.",
+}
+"""The notice line the chat shows for a turn that ended this way (transcript item and panel)."""
+
+NOTICE_KINDS: dict[str, NoticeKindSpec] = {
+    "kernel_restarted": NoticeKindSpec(
+        "the agent restarted the kernel (a stopped cell ignored the interrupt, a timeout)",
+        warning=True,
+    ),
+    "kernel_restarted_externally": NoticeKindSpec(
+        "the kernel was restarted from the Kernel menu or by another client", warning=True
+    ),
+    "kernel_died": NoticeKindSpec("the kernel died", warning=True),
+    "cell_restored": NoticeKindSpec(
+        "the notebook was rewritten during the turn; its agent cells were written back"
+    ),
+    "child_completed": NoticeKindSpec(
+        "a sub-agent ended its task without replying (the text has a preview of its last answer)",
+        told_as_message=True,
+    ),
+    "child_error": NoticeKindSpec(
+        "a sub-agent's task ended with an error", warning=True, told_as_message=True
+    ),
+    "message_undeliverable": NoticeKindSpec(
+        "a queued message can never be delivered (its target was deleted)", warning=True
+    ),
+    "forked": NoticeKindSpec(
+        "this session is a fork or clone of another and runs on a fresh kernel (the "
+        "original's variables were not carried over; docs/branching.md)"
+    ),
+    "compacted": NoticeKindSpec(
+        "the context was summarised (the text says from how many tokens to how many)"
+    ),
+    "compaction_failed": NoticeKindSpec(
+        "a compaction failed and the turn went on uncompacted", warning=True
+    ),
+    "kernel_gc": NoticeKindSpec(
+        "variables the agent no longer needs were deleted or replaced by a summary"
+    ),
+    "kernel_state_restored": NoticeKindSpec(
+        "a kernel snapshot came back (the text lists what did and what did not)"
+    ),
+    "kernel_state_not_restored": NoticeKindSpec(
+        "a snapshot exists but was not restored (the kernel holds the user's variables, was "
+        "restarted from the Kernel menu, or the snapshot is unreadable; the text says how to "
+        "restore it by hand)",
+        warning=True,
+    ),
+    "session_untrusted": NoticeKindSpec(
+        "the session's folder (or a sub-agent's) holds a snapshot, a local harness or queued "
+        "mail this user did not sign, which was not loaded (the text lists it; the chat offers "
+        "Trust and restore; docs/trust.md)",
+        warning=True,
+        for_the_user_only=True,
+    ),
+    "session_trusted": NoticeKindSpec(
+        "the user trusted them and they now load", for_the_user_only=True
+    ),
+    "session_unreadable": NoticeKindSpec(
+        "a newer session of this notebook is damaged and was skipped (the text names it and "
+        "why), so this is another session",
+        warning=True,
+    ),
+}
+"""Every kind of notice: a `notice` entry's `kind`, and the notice lines other types make."""
+
+NoticeKind = Literal[tuple(NOTICE_KINDS)]  # type: ignore[valid-type]  # the table's keys
+"""Something the user must know that is not an error (`NOTICE_KINDS` says what each means)."""
+
+FOR_THE_USER_ONLY = frozenset(k for k, n in NOTICE_KINDS.items() if n.for_the_user_only)
+"""Notice kinds the model never reads (nor counts as context, nor summarises, nor finds in
+`history`): what a folder from someone else holds is described with that someone's words
+(variable names, message text), which must not reach the model as the user's own message."""
+
+TOLD_AS_MESSAGES = frozenset(k for k, n in NOTICE_KINDS.items() if n.told_as_message)
 """Notice kinds the model reads as a message from the sub-agent (runtime `_tell`), not as a
 notice of its own."""
+
+WARNING_NOTICES = frozenset(k for k, n in NOTICE_KINDS.items() if n.warning)
 
 _BLOB_NAME = re.compile(r"^[0-9a-f]{64}\.[a-z0-9]{1,8}$")
 _ORIGIN_FIELDS = ("from_session_id", "from_name", "relationship", "composed")
@@ -143,7 +219,7 @@ USER_MESSAGE = EntryType(
     seen=_user_seen,
     summarised=_message_lines,
     chat=_user_chat,
-    chat_items=(UserItem,),
+    chat_items=("user",),
     in_history=always,
     turn="opens",
 )
@@ -165,7 +241,7 @@ AGENT_MESSAGE = EntryType(
     seen=lambda entry, in_turn: now(text_of(entry, "text")),
     summarised=_message_lines,
     chat=_agent_message_chat,
-    chat_items=(AgentMessageItem,),
+    chat_items=("agent_message",),
     in_history=always,
 )
 
@@ -258,7 +334,7 @@ ASSISTANT_MESSAGE = EntryType(
     ),
     summarised=_assistant_lines,
     chat=_assistant_chat,
-    chat_items=(AssistantItem,),
+    chat_items=("assistant",),
     in_history=always,
     shape=_tool_calls_shape,
 )
@@ -302,7 +378,7 @@ TOOL_RESULT = EntryType(
         f"[cell output] {cut_for_summary(text_of(entry, 'observation'))}"
     ],
     chat=_cell_chat,
-    chat_items=(CellItem,),
+    chat_items=("cell",),
     in_history=always,
     shape=_images_shape,
 )
@@ -344,7 +420,7 @@ NOTICE = EntryType(
     chat=lambda entry, context: notice_item(
         entry, str(entry.get("kind", "")), text_of(entry, "text")
     ),
-    chat_items=(NoticeItem,),
+    chat_items=("notice",),
     in_history=lambda entry: entry.get("kind") not in FOR_THE_USER_ONLY,
 )
 
@@ -363,7 +439,7 @@ ERROR = EntryType(
     chat=lambda entry, context: [
         {"type": "error", "turn": entry.get("turn"), "message": entry.get("message", "")}  # type: ignore[typeddict-item]
     ],
-    chat_items=(ErrorItem,),
+    chat_items=("error",),
     in_history=always,
 )
 
@@ -397,7 +473,7 @@ TURN_END = EntryType(
     },
     {"turn": 1, "stop_reason": "stopped", "final_text": ""},
     chat=_turn_end_chat,
-    chat_items=(NoticeItem,),
+    chat_items=("notice",),
     in_history=always,
     turn="closes",
 )
@@ -439,7 +515,7 @@ COMPACTION = EntryType(
         Seen("user", summary_message(text_of(entry, "summary")), when="opens_context"),
     ),
     chat=_compaction_chat,
-    chat_items=(NoticeItem,),
+    chat_items=("notice",),
     in_history=always,
 )
 
@@ -460,7 +536,7 @@ KERNEL_GC = EntryType(
     seen=lambda entry, in_turn: now(notice_text(entry)),
     summarised=_summary_lines,
     chat=lambda entry, context: notice_item(entry, "kernel_gc", text_of(entry, "text")),
-    chat_items=(NoticeItem,),
+    chat_items=("notice",),
     in_history=always,
 )
 
@@ -512,7 +588,7 @@ REFINEMENT = EntryType(
     seen=_refinement_seen,
     summarised=_summary_lines,
     chat=_refinement_chat,
-    chat_items=(RefinementItem,),
+    chat_items=("refinement",),
     in_history=always,
 )
 
@@ -617,7 +693,7 @@ CHILD_SPAWNED = EntryType(
         "task": "Read the data.",
     },
     chat=_child_chat,
-    chat_items=(ChildItem,),
+    chat_items=("child",),
     in_history=always,
 )
 
@@ -648,6 +724,9 @@ DECLARED: dict[str, EntryType] = {
 }
 """Every entry type a session log holds, by name. Loading tolerates other types (a newer build
 wrote them): nothing reads them. Writing one is refused."""
+
+SessionEntryType = Literal[tuple(DECLARED)]  # type: ignore[valid-type]  # the table's keys
+"""The `type` of a session log entry."""
 
 
 def seen(entry: Entry, in_turn: bool) -> tuple[Seen, ...]:
