@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .core import settings
+from .core.entry_types import TOLD_AS_MESSAGES
 from .core.events import Event
 from .core.jsonfile import UnreadableFile
-from .core.sessions import TOLD_AS_MESSAGES
 from .core.settings import CLI, Declared, declared, help_text
 from .core.stop_cause import USER_STOP, StopCause, terminated
 from .providers import PROVIDER_NAMES

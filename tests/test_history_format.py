@@ -8,6 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from prime_agent_lab.core.entry_schema import UndeclaredEntry
 from prime_agent_lab.core.sessions import FORMAT_VERSION, SessionLog, SessionRepository
 from prime_agent_lab.core.settings import Settings
 from prime_agent_lab.headless import HeadlessRun
@@ -143,9 +146,13 @@ def test_a_log_written_by_a_newer_version_is_listed_as_broken_and_not_continued(
 def test_a_blob_reference_must_be_a_hash_name_never_a_path(tmp_path: Path) -> None:
     repository = SessionRepository(tmp_path / "sessions")
     log = repository.create(notebook_path="a.ipynb", provider="scripted", model="demo")
-    log.append("user_message", text="x", turn=1)
+    first = log.append("user_message", text="x", turn=1)
     bad = {"media_type": "image/png", "blob": "../../etc/passwd"}
-    log.append("tool_result", tool_call_id="c", observation="", images=[bad])
+    with pytest.raises(UndeclaredEntry, match="malformed images"):  # never written
+        log.append("tool_result", tool_call_id="c", observation="", images=[bad])
+    record = {"id": "e2", "parent_id": first["id"], "type": "tool_result", "images": [bad]}
+    with log.file.open("a") as file:  # as another program could have written it
+        file.write(json.dumps({**record, "tool_call_id": "c", "observation": ""}) + "\n")
     reread = SessionLog.read(log.directory)
     assert reread.damage is not None and "malformed images" in reread.damage
 

@@ -10,9 +10,11 @@ import { Signal, type ISignal } from '@lumino/signaling';
 
 import {
   STOP_NOTICES,
+  WARNING_NOTICES,
   type AgentEvent,
   type CellStatus,
   type ChatItem,
+  type ChatItemType,
   type ChildStatus,
   type NoticeKind,
   type Relationship,
@@ -148,22 +150,6 @@ export type TranscriptChange =
 /** The status line's text while an agent cell waits (when the event has none). */
 export const WAITING_TEXT = 'waiting for your cell to finish';
 
-/**
- * Notice kinds shown as warnings: the user lost state (the kernel), a
- * sub-agent failed, a message can never arrive, or a compaction failed.
- */
-const WARNING_NOTICES = new Set<string>([
-  'kernel_restarted',
-  'kernel_restarted_externally',
-  'kernel_died',
-  'child_error',
-  'message_undeliverable',
-  'compaction_failed',
-  'kernel_state_not_restored',
-  'session_untrusted',
-  'session_unreadable'
-]);
-
 const RELATIONSHIPS = new Set<string>(['parent', 'child', 'sibling']);
 const CHILD_STATUSES = new Set<string>([
   'running',
@@ -179,6 +165,83 @@ type LooseRecord = Record<string, unknown>;
 function refinementEntry(id: number, turn: number | null, raw: unknown): IRefinementEntry {
   return { kind: 'refinement', id, turn, record: refinementSummary(raw) };
 }
+
+/** Reads one chat item of type `K` into its transcript entry (null: nothing to show). */
+type ItemReader<K extends ChatItemType> = (
+  item: Extract<ChatItem, { type: K }>,
+  id: number,
+  turn: number | null
+) => TranscriptEntry | null;
+
+/**
+ * The entry of each chat item type the server declares (`ChatItemType` is
+ * generated from core/wire.py and core/entry_types.py): a type without a
+ * reader here does not compile.
+ */
+const ITEM_ENTRIES: { [K in ChatItemType]: ItemReader<K> } = {
+  user: (item, id, turn) =>
+    // A sub-agent's notice to the model: shown as its notice line.
+    item.notice
+      ? null
+      : {
+          kind: 'user',
+          id,
+          turn,
+          text: text(item.text),
+          pending: false,
+          origin: originOf(item)
+        },
+  agent_message: (item, id, turn) =>
+    item.notice
+      ? null
+      : {
+          kind: 'agent_message',
+          id,
+          turn,
+          text: text(item.text),
+          origin: originOf(item) ?? { ...UNKNOWN_ORIGIN }
+        },
+  child: (item, id, turn) => ({
+    kind: 'child',
+    id,
+    turn,
+    childId: text(item.rlm_child_id),
+    name: text(item.name),
+    notebookPath: text(item.notebook_path),
+    task: text(item.task),
+    spawnCellId: text(item.spawn_cell_id) || null,
+    status: childStatus(item.status),
+    preview: text(item.preview)
+  }),
+  assistant: (item, id, turn) => ({
+    kind: 'assistant',
+    id,
+    turn,
+    text: text(item.text),
+    streaming: false
+  }),
+  cell: (item, id, turn) => ({
+    kind: 'cell',
+    id,
+    turn,
+    cellId: text(item.cell_id),
+    status: item.status ?? 'ok',
+    executionCount: typeof item.execution_count === 'number' ? item.execution_count : null,
+    code: typeof item.code === 'string' && item.code ? item.code : null,
+    preview: text(item.preview),
+    waitingText: ''
+  }),
+  error: (item, id, turn) => ({ kind: 'error', id, turn, message: text(item.message) }),
+  refinement: (item, id, turn) => refinementEntry(id, turn, item),
+  notice: (item, id, turn) => ({
+    kind: 'notice',
+    id,
+    turn,
+    text: text(item.text),
+    tone: item.kind && WARNING_NOTICES.has(item.kind) ? 'warning' : 'info',
+    noticeKind: item.kind ?? (item.stop_reason ? 'stop' : null)
+  })
+};
 
 export class TranscriptModel {
   get changed(): ISignal<this, TranscriptChange> {
@@ -758,83 +821,19 @@ export class TranscriptModel {
     }
     const id = this._nextId++;
     const turn = typeof item.turn === 'number' ? item.turn : null;
-    switch (item.type) {
-      case 'user':
-        if (item.notice) {
-          return null; // a sub-agent's notice to the model: shown as its notice line
-        }
-        return {
-          kind: 'user',
-          id,
-          turn,
-          text: text(item.text),
-          pending: false,
-          origin: originOf(item)
-        };
-      case 'agent_message':
-        if (item.notice) {
-          return null;
-        }
-        return {
-          kind: 'agent_message',
-          id,
-          turn,
-          text: text(item.text),
-          origin: originOf(item) ?? { ...UNKNOWN_ORIGIN }
-        };
-      case 'child':
-        return {
-          kind: 'child',
-          id,
-          turn,
-          childId: text(item.rlm_child_id),
-          name: text(item.name),
-          notebookPath: text(item.notebook_path),
-          task: text(item.task),
-          spawnCellId: text(item.spawn_cell_id) || null,
-          status: childStatus(item.status),
-          preview: text(item.preview)
-        };
-      case 'assistant':
-        return { kind: 'assistant', id, turn, text: text(item.text), streaming: false };
-      case 'cell':
-        return {
-          kind: 'cell',
-          id,
-          turn,
-          cellId: text(item.cell_id),
-          status: item.status ?? 'ok',
-          executionCount:
-            typeof item.execution_count === 'number' ? item.execution_count : null,
-          code: typeof item.code === 'string' && item.code ? item.code : null,
-          preview: text(item.preview),
-          waitingText: ''
-        };
-      case 'error':
-        return { kind: 'error', id, turn, message: text(item.message) };
-      case 'refinement':
-        return refinementEntry(id, turn, item);
-      case 'notice': {
-        const noticeKind = item.kind ?? (item.stop_reason ? 'stop' : null);
-        return {
-          kind: 'notice',
-          id,
-          turn,
-          text: text(item.text),
-          tone: item.kind && WARNING_NOTICES.has(item.kind) ? 'warning' : 'info',
-          noticeKind
-        };
-      }
-      default: {
-        // An item this panel does not know (a newer server): a neutral line
-        // when it says something, nothing otherwise.
-        const loose = item as unknown as LooseRecord;
-        const said = text(loose.text) || text(loose.message);
-        return said
-          ? { kind: 'notice', id, turn, text: said, tone: 'info', noticeKind: null }
-          : null;
-      }
+    const read = (ITEM_ENTRIES as Partial<Record<string, ItemReader<ChatItemType>>>)[
+      item.type
+    ];
+    if (read) {
+      return read(item, id, turn);
     }
+    // An item this panel does not know (a newer server): a neutral line
+    // when it says something, nothing otherwise.
+    const loose = item as unknown as LooseRecord;
+    const said = text(loose.text) || text(loose.message);
+    return said
+      ? { kind: 'notice', id, turn, text: said, tone: 'info', noticeKind: null }
+      : null;
   }
 
   private _add(entry: TranscriptEntry): void {

@@ -1,7 +1,8 @@
 /**
  * Wire types of the Prime Agent server API (docs/api.md).
  *
- * GENERATED from prime_agent_lab/core/wire.py; do not edit. Regenerate with
+ * GENERATED from prime_agent_lab/core/wire.py (and the session entry types of
+ * core/entry_types.py); do not edit. Regenerate with
  *   python -m prime_agent_lab.core.wire --ts > labextension/src/wire.ts
  */
 
@@ -26,6 +27,8 @@ export type RefineScope = 'local' | 'global';
 export type EditAction = 'create' | 'update' | 'delete';
 
 export type UntrustedKind = 'snapshot' | 'harness' | 'mail';
+
+export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned';
 
 export interface IServerInfo {
   version: string;
@@ -146,7 +149,7 @@ export interface IEntryOrigin {
 export interface ITreeNode {
   id: string;
   parent_id: string | null;
-  type: string;
+  type: SessionEntryType;
   turn: number | null;
   ts: string;
   preview: string;
@@ -497,6 +500,9 @@ export const STOP_NOTICES: Partial<Record<StopReason, string>> = {
   interrupted: "Interrupted: the server stopped while this turn was running.",
   max_iterations: "Stopped at the limit of model calls for one turn.",
 };
+
+/** Notice kinds the chat shows as warnings (the user lost state, something failed). */
+export const WARNING_NOTICES: ReadonlySet<NoticeKind> = new Set<NoticeKind>(['child_error', 'compaction_failed', 'kernel_died', 'kernel_restarted', 'kernel_restarted_externally', 'kernel_state_not_restored', 'message_undeliverable', 'session_unreadable', 'session_untrusted']);
 
 export type AgentEventType = AgentEvent['type'];
 

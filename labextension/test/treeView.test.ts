@@ -8,12 +8,12 @@ import {
   renderTreeView,
   treeRows
 } from '../src/treeView';
-import type { ISessionTree, ITreeNode } from '../src/wire';
+import type { ISessionTree, ITreeNode, SessionEntryType } from '../src/wire';
 
 function node(
   id: string,
   parent: string | null,
-  type: string,
+  type: SessionEntryType,
   preview: string,
   onBranch: boolean,
   turn: number | null = null

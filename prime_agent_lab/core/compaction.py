@@ -14,13 +14,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from .agent_view import AgentView
-from .jsonfile import parse_json
+from .entry_schema import compaction_text
+from .entry_types import summarised, turn_boundary
 from .kernel_gc import KernelGC, read_namespace
 from .messages import Message, ModelRequest, ModelResponse
 from .ports import ProviderError
-from .sessions import summary_message
-from .tokens import context_window, entries_tokens, entry_tokens, estimate_tokens, reported_context
-from .wire import FOR_THE_USER_ONLY
+from .tokens import (
+    context_tokens,
+    context_window,
+    entries_tokens,
+    entry_tokens,
+    estimate_tokens,
+    reported_context,
+)
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +34,6 @@ CUT_TYPES = frozenset({"user_message", "assistant_message", "agent_message"})
 """Where the kept part may begin. Never at a tool result, so a call and its result stay together:
 an assistant message is kept or dropped with all its results."""
 
-ENTRY_CHARS = 4_000  # of one entry in the summary request (head and tail kept)
 SUMMARY_MAX_TOKENS = 4_096
 
 SUMMARY_SYSTEM = """You write the working memory of an agent whose conversation is being \
@@ -98,16 +103,20 @@ class Compactor:
             if entry["type"] == "assistant_message":
                 reported = reported_context(entry.get("usage"))
                 if reported is not None:
-                    return ContextSize(reported + entries_tokens(tail), self.window())
+                    tail.reverse()
+                    in_turn = session.in_turn_after(entry["id"])
+                    return ContextSize(reported + entries_tokens(tail, in_turn), self.window())
             tail.append(entry)
             cursor = entry.get("parent_id")
         return ContextSize(self._estimate(), self.window())
 
     def _estimate(self) -> int:
-        compaction, kept = self.agent.session.context_entries()
+        session = self.agent.session
+        compaction, kept = session.context_entries()
         system = estimate_tokens(self.agent.system_prompt)
         summary = entry_tokens(compaction) if compaction is not None else 0
-        return system + summary + entries_tokens(kept)
+        in_turn = session.in_turn_before(kept[0]) if kept else False
+        return system + summary + entries_tokens(kept, in_turn)
 
     def status(self) -> dict[str, Any]:
         size = self.size()
@@ -135,8 +144,10 @@ class Compactor:
             return {"scheduled": False, "reason": "no active turn; compaction runs within a turn"}
         if instructions is not None and not isinstance(instructions, str):
             raise ValueError("instructions must be a string or None")
-        _, kept = self.agent.session.context_entries()
-        if _cut_index(kept, self.keep_recent()) is None:
+        session = self.agent.session
+        _, kept = session.context_entries()
+        in_turn = session.in_turn_before(kept[0]) if kept else False
+        if _cut_index(kept, self.keep_recent(), in_turn) is None:
             return {"scheduled": False, "reason": "session is too short to compact"}
         replaced = self.scheduled is not None
         self.scheduled = CompactionRequest(instructions or None)
@@ -185,13 +196,14 @@ class Compactor:
     ) -> dict[str, Any]:
         session = self.agent.session
         previous, kept = session.context_entries()
-        cut = _cut_index(kept, self.keep_recent())
+        in_turn = session.in_turn_before(kept[0]) if kept else False
+        cut = _cut_index(kept, self.keep_recent(), in_turn)
         if cut is None:
             raise CompactionError("session is too short to compact")
         dropped, first_kept = kept[:cut], kept[cut]
         names = await self._kernel_names()
         prompt = summary_prompt(
-            dropped, previous.get("summary") if previous else None, instructions, names
+            dropped, previous.get("summary") if previous else None, instructions, names, in_turn
         )
         self.running = True
         try:
@@ -203,8 +215,8 @@ class Compactor:
             raise CompactionError("the model returned an empty summary")
         tokens_after = (
             estimate_tokens(self.agent.system_prompt)
-            + estimate_tokens(summary_message(summary))
-            + entries_tokens(kept[cut:])
+            + entry_tokens({"type": "compaction", "summary": summary})
+            + sum(context_tokens(kept, in_turn)[cut:])
         )
         entry = session.append(
             "compaction",
@@ -255,10 +267,12 @@ def reserve_tokens(configured: int, window: int) -> int:
     return max(0, min(configured, window // 4))
 
 
-def _cut_index(entries: list[dict[str, Any]], keep_recent: int) -> int | None:
+def _cut_index(
+    entries: list[dict[str, Any]], keep_recent: int, in_turn: bool = False
+) -> int | None:
     """Where the kept part begins: the latest allowed cut that keeps at least `keep_recent`
     tokens, or the earliest one after it when that would drop no model step. None: no cut
-    drops a step (the session is too short)."""
+    drops a step (the session is too short). `in_turn`: whether `entries` begin in a turn."""
     steps = [i for i, e in enumerate(entries) if e["type"] == "assistant_message"]
     if not steps:
         return None
@@ -266,9 +280,10 @@ def _cut_index(entries: list[dict[str, Any]], keep_recent: int) -> int | None:
     allowed = [i for i in range(steps[0] + 1, len(entries)) if entries[i]["type"] in CUT_TYPES]
     if not allowed:
         return None
+    tokens = context_tokens(entries, in_turn)
     kept_tokens, reach = 0, 0
     for i in range(len(entries) - 1, -1, -1):
-        kept_tokens += entry_tokens(entries[i])
+        kept_tokens += tokens[i]
         if kept_tokens >= keep_recent:
             reach = i
             break
@@ -281,11 +296,12 @@ def summary_prompt(
     previous_summary: str | None,
     instructions: str | None,
     names: list[dict[str, Any]] | None,
+    in_turn: bool = False,
 ) -> str:
     parts: list[str] = []
     if previous_summary:
         parts.append(f"<previous-summary>\n{previous_summary.strip()}\n</previous-summary>")
-    parts.append("<conversation>\n" + render_entries(dropped) + "\n</conversation>")
+    parts.append("<conversation>\n" + render_entries(dropped, in_turn) + "\n</conversation>")
     parts.append("<kernel-state>\n" + render_names(names) + "\n</kernel-state>")
     if instructions:
         parts.append(f"<instructions>\n{instructions.strip()}\n</instructions>")
@@ -296,24 +312,16 @@ def summary_prompt(
     return "\n\n".join(parts)
 
 
-def render_entries(entries: list[dict[str, Any]]) -> str:
-    """The dropped entries as plain text (not as messages: the summary call has no tools)."""
+def render_entries(entries: list[dict[str, Any]], in_turn: bool = False) -> str:
+    """Consecutive entries of a path as plain text (not as messages: the summary call has no
+    tools): what the model read of each, as its type declares (`entry_types.summarised`).
+    `in_turn`: whether the first is inside a turn."""
     lines: list[str] = []
     for entry in entries:
-        kind = entry["type"]
-        if kind in ("user_message", "agent_message"):
-            lines.append(f"[user] {_cut(str(entry.get('text', '')))}")
-        elif kind == "assistant_message":
-            if entry.get("text"):
-                lines.append(f"[assistant] {_cut(str(entry['text']))}")
-            for call in entry.get("tool_calls", []):
-                lines.append(f"[assistant ran a cell] {_cut(_code(call.get('arguments', '')))}")
-        elif kind == "tool_result":
-            lines.append(f"[cell output] {_cut(str(entry.get('observation', '')))}")
-        elif kind == "notice" and entry.get("kind") not in FOR_THE_USER_ONLY:
-            lines.append(f"[notice] {_cut(str(entry.get('text', '')))}")
-        elif kind == "error":
-            lines.append(f"[error] {_cut(str(entry.get('message', '')))}")
+        lines.extend(summarised(entry, in_turn))
+        boundary = turn_boundary(entry)
+        if boundary is not None:
+            in_turn = boundary
     return "\n".join(lines)
 
 
@@ -325,28 +333,3 @@ def render_names(names: list[dict[str, Any]] | None) -> str:
     return "\n".join(
         f"{n.get('name')}: {n.get('type')} ({n.get('size', 0):,} bytes)" for n in names[:200]
     )
-
-
-def compaction_text(entry: dict[str, Any], tokens_after: int) -> str:
-    """The chat's line for a compaction."""
-    why = "requested" if entry.get("trigger") == "requested" else "near the context window"
-    return (
-        f"Context compacted ({why}): {entry.get('tokens_before', 0):,} → about "
-        f"{tokens_after:,} tokens; {entry.get('dropped_entries', 0)} earlier entries are "
-        "summarised (the full record stays in `history`)."
-    )
-
-
-def _code(arguments: str) -> str:
-    try:
-        value = parse_json(arguments)
-    except (TypeError, ValueError):
-        return arguments
-    return str(value.get("code", arguments)) if isinstance(value, dict) else arguments
-
-
-def _cut(text: str, limit: int = ENTRY_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - limit:,} characters cut ...]\n{text[-half:]}"

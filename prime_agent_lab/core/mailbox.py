@@ -35,10 +35,11 @@ from typing import Any, Literal, get_args
 
 from .agent import Agent, InboxMessage, TurnInProgress
 from .caller import TreeRuntime
+from .entry_types import TOLD_AS_MESSAGES
 from .events import Event
 from .family import SESSION_UNREADABLE, Family, FamilyError, Member
 from .jsonfile import MAX_MAILBOX_BYTES, BadJson, UnreadableFile, read_jsonl
-from .sessions import TOLD_AS_MESSAGES, SessionError, is_session_id, now_iso
+from .sessions import SessionError, is_session_id, now_iso
 from .text import json_type, preview, shorten
 from .trust import Signer
 from .whole_writes import append_whole

@@ -22,6 +22,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .entry_schema import SUMMARY_LABEL as SUMMARY_LABEL
+from .entry_schema import Seen
+from .entry_schema import summary_message as summary_message
+from .entry_types import check_new, problem, seen, turn_boundary
 from .jsonfile import (
     MAX_BLOB_BYTES,
     MAX_SESSION_LOG_BYTES,
@@ -33,18 +37,13 @@ from .jsonfile import (
 from .messages import ImagePart, Message, ToolCall
 from .text import json_type, shorten
 from .whole_writes import append_whole, is_disk_full, replace_whole
-from .wire import FOR_THE_USER_ONLY
 
 SESSION_FILE = "session.jsonl"
-TOLD_AS_MESSAGES = frozenset({"child_completed", "child_error"})
-"""Notice kinds the model reads as a message from the sub-agent (`Mailbox.notify`), not folded
-into the next user message."""
 FORMAT_VERSION = 2
 """2: images of tool results are files in `blobs/` named by their hash (`{"media_type", "blob"}`)
 instead of inline base64. A version-1 log is migrated in memory on load (`_MIGRATIONS`); the file
 is never rewritten, and its inline images still load."""
 BLOBS = "blobs"
-_BLOB_NAME = re.compile(r"^[0-9a-f]{64}\.[a-z0-9]{1,8}$")
 _EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/svg+xml": "svg"}
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 
@@ -239,7 +238,7 @@ class SessionLog:
             return f"entry {shorten(entry_id)} has {json_type(parent)} as its parent_id"
         if parent is not None and parent not in self.by_id:
             return f"entry {shorten(entry_id)} hangs off an unknown entry {shorten(parent)}"
-        return _field_problem(record) or self._compaction_problem(record)
+        return problem(record) or self._compaction_problem(record)
 
     def _hangs_off_unknown(self, record: Any) -> bool:
         """An entry whose parent, or a leaf record whose entry, this log does not hold."""
@@ -275,6 +274,10 @@ class SessionLog:
     # ------------------------------------------------------------ writing
 
     def append(self, entry_type: str, **fields: Any) -> dict[str, Any]:
+        """Write one entry of a declared type (core/entry_types.py). Only a record that loads
+        back is written: a type or field that is not declared, or a field of the wrong type,
+        raises UndeclaredEntry, a compaction that keeps from off its branch SessionError."""
+        check_new(entry_type, fields)
         with self._lock:
             entry_id = secrets.token_hex(4)
             while entry_id in self.by_id:
@@ -286,6 +289,9 @@ class SessionLog:
                 "type": entry_type,
                 **fields,
             }
+            problem = self._compaction_problem(record)
+            if problem is not None:
+                raise SessionError(f"not written: {problem}")
             self._write(record)
             self._index(record)
             return record
@@ -416,8 +422,11 @@ class SessionLog:
             new = None  # a compaction replaces the prefix: rebuild from its summary
         if builder is None or new is None:
             compaction, new = self.context_entries()
-            summary = compaction.get("summary") if compaction else None
-            builder = _ContextBuilder(self.image_data, summary)
+            builder = _ContextBuilder(
+                self.image_data, self.in_turn_before(new[0]) if new else False
+            )
+            if compaction is not None:
+                builder.feed(compaction)
         for entry in new:
             builder.feed(entry)
         builder.leaf_id = self.leaf_id
@@ -438,6 +447,22 @@ class SessionLog:
         start = next((i for i in range(at) if path[i]["id"] == first_kept), at)
         kept = [e for e in path[start:] if e["type"] != "compaction"]
         return compaction, kept
+
+    def in_turn_before(self, entry: dict[str, Any]) -> bool:
+        """Whether `entry` is inside a turn: after a turn's opening entry and before its end on
+        the path (a compaction in between changes nothing). Walks back to the nearest one."""
+        return self.in_turn_after(entry.get("parent_id"))
+
+    def in_turn_after(self, entry_id: str | None) -> bool:
+        """Whether the context is inside a turn right after entry `entry_id` (None: the root)."""
+        cursor = entry_id
+        while cursor is not None:
+            entry = self.by_id[cursor]
+            boundary = turn_boundary(entry)
+            if boundary is not None:
+                return boundary
+            cursor = entry.get("parent_id")
+        return False
 
     def _entries_after(self, entry_id: str | None) -> list[dict[str, Any]] | None:
         """The entries from `entry_id` (exclusive) to the leaf, or None if it is not on the path."""
@@ -464,94 +489,74 @@ class SessionLog:
                 self._index(record)
 
 
-SUMMARY_LABEL = (
-    "[Summary of the earlier part of this session. It was compacted to fit the context window; "
-    "the full record, compacted part included, is in `history` in the kernel.]"
-)
-
-
-def summary_message(summary: str) -> str:
-    """The text of the user message that stands for a compacted prefix."""
-    return f"{SUMMARY_LABEL}\n\n{summary.strip()}"
-
-
 class _ContextBuilder:
-    """The model's conversation, fed one session entry at a time (see `context_messages`)."""
+    """The model's conversation, fed one session entry at a time (see `context_messages`).
+    What the model reads of an entry is declared with its type (`entry_types.seen`)."""
 
     NOT_RUN = "(this call was not run: the turn was stopped before it)"
 
     def __init__(
-        self,
-        image_data: Callable[[dict[str, Any]], str | None],
-        summary: str | None = None,
+        self, image_data: Callable[[dict[str, Any]], str | None], in_turn: bool = False
     ) -> None:
         self.image_data = image_data
         self.leaf_id: str | None = None
         self.messages: list[Message] = []
         self.pending: list[ToolCall] = []  # calls of the last assistant message without result
-        self.notices: list[str] = []  # between turns (a kernel restart): told with the next message
-        self.in_turn = False
-        # The summary of a compaction opens the conversation; a user message right after it
-        # joins it (two user messages in a row are refused by some providers).
-        self.summary = summary_message(summary) if summary is not None else None
-        if self.summary is not None:
-            self.messages.append(Message(role="user", text=self.summary))
+        self.waiting: list[str] = []  # read with the next turn's message (notices between turns)
+        self.in_turn = in_turn
+        # A compaction's summary opens the conversation; a user message right after it joins it
+        # (two user messages in a row are refused by some providers).
+        self.summary: str | None = None
 
     def feed(self, entry: dict[str, Any]) -> None:
-        kind = entry["type"]
-        if kind == "user_message":
+        for part in seen(entry, self.in_turn):
+            self._take(part)
+        boundary = turn_boundary(entry)
+        if boundary is not None:
+            self.in_turn = boundary
+
+    def _take(self, part: Seen) -> None:
+        if part.when == "before_next_turn":
+            self.waiting.append(part.text)
+        elif part.role == "tool":
+            self._tool_result(part)
+        elif part.role == "assistant":
             self._settle()
-            self.in_turn = True
-            text = "".join(f"[notice] {n}\n\n" for n in self.notices) + entry["text"]
-            self.notices.clear()
-            self._user(text)
-        elif kind == "turn_end":
-            self.in_turn = False
-        elif (
-            kind == "notice"
-            and not self.in_turn
-            and entry.get("kind") not in TOLD_AS_MESSAGES | FOR_THE_USER_ONLY
-        ):
-            self.notices.append(str(entry.get("text", "")))
-        elif kind == "agent_message":  # taken into a running turn between two model calls
-            self._settle()
-            self._user(entry["text"])
-        elif kind == "kernel_gc":  # the model is told what left its kernel
-            self._settle()
-            self._user(f"[notice] {entry.get('text', '')}")
-        elif kind == "refinement":  # what a refinement changed in the harness (docs/harness.md)
-            if self.in_turn:
-                self._settle()
-                self._user(f"[notice] {entry.get('text', '')}")
-            else:
-                self.notices.append(str(entry.get("text", "")))
-        elif kind == "assistant_message":
-            self._settle()
-            calls = tuple(
-                ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
-                for c in entry.get("tool_calls", [])
-            )
             self.messages.append(
-                Message(role="assistant", text=entry.get("text", ""), tool_calls=calls)
+                Message(role="assistant", text=part.text, tool_calls=part.tool_calls)
             )
-            self.pending.extend(calls)
-        elif kind == "tool_result":
-            call_id = entry["tool_call_id"]
-            if any(c.id == call_id for c in self.pending):
-                self.pending[:] = [c for c in self.pending if c.id != call_id]
-                images, missing = [], []
-                for image in entry.get("images", []):
-                    data = self.image_data(image)
-                    if data is None:
-                        missing.append(str(image.get("blob")))
-                    else:
-                        images.append(ImagePart(media_type=image["media_type"], data_base64=data))
-                text = entry.get("observation", "")
-                if missing:
-                    text += f"\n[{len(missing)} image(s) of this output are missing on disk]"
-                self.messages.append(
-                    Message(role="tool", tool_call_id=call_id, text=text, images=tuple(images))
-                )
+            self.pending.extend(part.tool_calls)
+        elif part.when == "opens_context":
+            self._settle()
+            self.summary = part.text
+            self.messages.append(Message(role="user", text=part.text))
+        elif part.when == "opens_turn":
+            self._settle()
+            text = "".join(self.waiting) + part.text
+            self.waiting.clear()
+            self._user(text)
+        else:
+            self._settle()
+            self._user(part.text)
+
+    def _tool_result(self, part: Seen) -> None:
+        call_id = part.tool_call_id
+        if not any(c.id == call_id for c in self.pending):
+            return
+        self.pending[:] = [c for c in self.pending if c.id != call_id]
+        images, missing = [], []
+        for image in part.images:
+            data = self.image_data(dict(image))
+            if data is None:
+                missing.append(str(image.get("blob")))
+            else:
+                images.append(ImagePart(media_type=image["media_type"], data_base64=data))
+        text = part.text
+        if missing:
+            text += f"\n[{len(missing)} image(s) of this output are missing on disk]"
+        self.messages.append(
+            Message(role="tool", tool_call_id=call_id, text=text, images=tuple(images))
+        )
 
     def _user(self, text: str) -> None:
         if len(self.messages) == 1 and self.summary is not None:
@@ -623,95 +628,6 @@ def _parse_header(line: bytes, directory_name: str) -> tuple[dict[str, Any] | No
     return header, None
 
 
-_REQUIRED_TEXT = {
-    "user_message": ("text",),
-    "agent_message": ("text",),
-    "tool_result": ("tool_call_id",),
-    "compaction": ("summary",),
-}
-
-
-_TEXT, _NUMBER, _OBJECT = "a string", "a number", "an object"
-_OPTIONAL_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
-    "*": {"turn": (_NUMBER, True)},
-    "user_message": {"notice": (_TEXT, False)},
-    "assistant_message": {"text": (_TEXT, False), "usage": (_OBJECT, True)},
-    "tool_result": {
-        "observation": (_TEXT, False),
-        "cell_id": (_TEXT, True),
-        "status": (_TEXT, True),
-        "preview": (_TEXT, False),
-        "execution_count": (_NUMBER, True),
-    },
-    "cell_started": {"tool_call_id": (_TEXT, True), "cell_id": (_TEXT, True)},
-    "turn_end": {"stop_reason": (_TEXT, False), "final_text": (_TEXT, False)},
-    "notice": {"kind": (_TEXT, False), "text": (_TEXT, False)},
-    "error": {"message": (_TEXT, False), "kind": (_TEXT, False)},
-    "compaction": {
-        "first_kept_entry_id": (_TEXT, True),
-        "tokens_before": (_NUMBER, False),
-        "tokens_after": (_NUMBER, True),
-        "dropped_entries": (_NUMBER, False),
-    },
-    "kernel_gc": {"text": (_TEXT, False)},
-    "refinement": {"text": (_TEXT, False), "refinement": (_OBJECT, False)},
-    "notebook_moved": {"path": (_TEXT, False), "old_path": (_TEXT, False)},
-}
-"""Fields the chat transcript, the model's context and the token counts read from an entry
-when it has them: what each must be (`True`: or null). A field of another type is damage."""
-_KIND_OF = {_TEXT: str, _NUMBER: int, _OBJECT: dict}
-_CHECKS = {
-    entry_type: tuple(
-        (key, _KIND_OF[kind], nullable, kind)
-        for key, (kind, nullable) in {**_OPTIONAL_FIELDS["*"], **fields}.items()
-    )
-    for entry_type, fields in _OPTIONAL_FIELDS.items()
-}
-_ABSENT = object()
-
-
-def _field_problem(entry: dict[str, Any]) -> str | None:
-    """Fields that rebuilding the conversation and the chat transcript rely on."""
-    kind = entry["type"]
-    for key in _REQUIRED_TEXT.get(kind, ()):
-        if not isinstance(entry.get(key), str):
-            return f"entry {shorten(entry['id'])} ({kind}) has no text field {key!r}"
-    for key, expected, nullable, shown in _CHECKS.get(kind, _CHECKS["*"]):
-        value = entry.get(key, _ABSENT)
-        if value is _ABSENT or (value is None and nullable):
-            continue
-        if type(value) is not expected:  # exactly: JSON's true is not a number here
-            return (
-                f"entry {shorten(entry['id'])} ({kind}) has {json_type(value)} as {key!r}, "
-                f"not {shown}"
-            )
-    name = f"entry {shorten(entry['id'])}"
-    if entry["type"] == "assistant_message":
-        calls = entry.get("tool_calls", [])
-        if not isinstance(calls, list) or not all(_is_tool_call(c) for c in calls):
-            return f"{name} has malformed tool_calls"
-    if entry["type"] == "tool_result" and not all(
-        _is_image(i) for i in _as_list(entry.get("images", []))
-    ):
-        return f"{name} has malformed images"
-    return None
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [None]
-
-
-def _is_tool_call(call: Any) -> bool:
-    return _has_text_fields(call, ("id", "name", "arguments"))
-
-
-def _is_image(image: Any) -> bool:
-    """Inline (version 1) or a blob named by its hash (version 2; never a path)."""
-    if _has_text_fields(image, ("media_type", "data_base64")):
-        return True
-    return _has_text_fields(image, ("media_type", "blob")) and bool(_BLOB_NAME.match(image["blob"]))
-
-
 def _from_version_1(header: dict[str, Any]) -> None:
     """Version 1 records are valid version 2 records (inline images are still read); only the
     header says where the log came from."""
@@ -737,10 +653,6 @@ def _migrate_header(header: dict[str, Any]) -> tuple[int, str | None]:
         _MIGRATIONS[step](header)
     header["version"] = FORMAT_VERSION
     return version, None
-
-
-def _has_text_fields(value: Any, keys: tuple[str, ...]) -> bool:
-    return isinstance(value, dict) and all(isinstance(value.get(k), str) for k in keys)
 
 
 @dataclass(frozen=True)

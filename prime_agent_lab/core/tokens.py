@@ -2,16 +2,19 @@
 
 The size of the context comes from what the provider reported for the latest model call (input
 plus cache tokens: what the model read, plus what it wrote, which it reads next time); whatever
-was appended since is estimated with `estimate_tokens`, the one estimator in the package.
+was appended since is estimated with `estimate_tokens`, the one estimator in the package, from
+exactly what the model reads of each entry (core/entry_types.py).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .wire import FOR_THE_USER_ONLY
+from .entry_schema import Seen
+from .entry_types import seen, turn_boundary
+from .messages import ToolCall
 
 IMAGE_TOKENS = 1_600
 """What one image in an observation is counted as (Anthropic bills a 1,092 x 1,092 image at about
@@ -51,30 +54,48 @@ def context_window(model: str, override: int | None = None) -> int:
     return CONTEXT_WINDOWS[best] if best is not None else DEFAULT_CONTEXT_WINDOW
 
 
-def entry_tokens(entry: dict[str, Any]) -> int:
-    """Estimated tokens a session entry adds to the model's context (0: it adds nothing)."""
-    kind = entry.get("type")
-    if kind in ("user_message", "agent_message"):
-        return estimate_tokens(str(entry.get("text", ""))) + 4
-    if kind == "assistant_message":
-        calls = entry.get("tool_calls") or []
-        arguments = "".join(str(c.get("arguments", "")) for c in calls if isinstance(c, dict))
-        return estimate_tokens(str(entry.get("text", "")) + arguments) + 4 + 8 * len(calls)
-    if kind == "tool_result":
-        images = entry.get("images") or []
-        count = len(images) if isinstance(images, list) else 0
-        return estimate_tokens(str(entry.get("observation", ""))) + 8 + IMAGE_TOKENS * count
-    if kind == "notice":
-        if entry.get("kind") in FOR_THE_USER_ONLY:
-            return 0
-        return estimate_tokens(str(entry.get("text", "")))
-    if kind == "compaction":
-        return estimate_tokens(str(entry.get("summary", ""))) + 16
-    return 0
+def message_tokens(
+    role: str, text: str, tool_calls: Iterable[ToolCall] = (), images: int = 0
+) -> int:
+    """Estimated tokens of one message: its text (and a call's arguments) plus a small overhead
+    per message, call and image."""
+    if role == "assistant":
+        calls = list(tool_calls)
+        arguments = "".join(c.arguments for c in calls)
+        return estimate_tokens(text + arguments) + 4 + 8 * len(calls)
+    if role == "tool":
+        return estimate_tokens(text) + 8 + IMAGE_TOKENS * images
+    return estimate_tokens(text) + 4
 
 
-def entries_tokens(entries: Iterable[dict[str, Any]]) -> int:
-    return sum(entry_tokens(e) for e in entries)
+def seen_tokens(part: Seen) -> int:
+    """Estimated tokens of one part of what the model reads. Text that goes before the next
+    turn's message adds its text only (that message's overhead is counted with it)."""
+    if part.when == "before_next_turn":
+        return estimate_tokens(part.text)
+    return message_tokens(part.role, part.text, part.tool_calls, len(part.images))
+
+
+def entry_tokens(entry: Mapping[str, Any], in_turn: bool = False) -> int:
+    """Estimated tokens an entry adds to the model's context: the estimate of exactly what the
+    model reads of it (`entry_types.seen`; 0 when it reads nothing). `in_turn`: whether the
+    entry is inside a turn (a notice, say, is read between turns only)."""
+    return sum(seen_tokens(part) for part in seen(entry, in_turn))
+
+
+def context_tokens(entries: Iterable[Mapping[str, Any]], in_turn: bool = False) -> list[int]:
+    """`entry_tokens` of consecutive entries of a path, the first inside a turn or not."""
+    out: list[int] = []
+    for entry in entries:
+        out.append(entry_tokens(entry, in_turn))
+        boundary = turn_boundary(entry)
+        if boundary is not None:
+            in_turn = boundary
+    return out
+
+
+def entries_tokens(entries: Iterable[Mapping[str, Any]], in_turn: bool = False) -> int:
+    return sum(context_tokens(entries, in_turn))
 
 
 def reported_context(usage: Any) -> int | None:

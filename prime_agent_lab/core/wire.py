@@ -6,7 +6,9 @@ This module is the one source of truth. The labextension's `src/wire.ts` is gene
 
 and `tests/test_wire.py` fails when the checked-in file differs from what this module generates,
 or when the server emits an event or a field that is not declared here. Every new event, item,
-field or status is added here first.
+field or status is added here first. Session entry types, with their notice kinds and stop
+reasons, are declared in `core/entry_types.py` (which names the chat item each one makes); this
+module reads them from there.
 """
 
 import json
@@ -14,6 +16,12 @@ import sys
 import types
 import typing
 from typing import Any, Literal, NotRequired, TypedDict, Union
+
+# Facts about session entries (stop reasons, notice kinds, entry types) are declared with the
+# entry types; they are part of the wire, and read from here too.
+from .entry_types import FOR_THE_USER_ONLY as FOR_THE_USER_ONLY
+from .entry_types import STOP_NOTICES as STOP_NOTICES
+from .entry_types import WARNING_NOTICES, NoticeKind, SessionEntryType, StopReason
 
 # ---------------------------------------------------------------- statuses and kinds
 
@@ -27,55 +35,6 @@ SessionStatus = Literal["idle", "running", "inactive", "broken"]
 CellStatus = Literal[ExecutionStatus, "skipped"]
 """How an agent cell ended. `skipped`: withdrawn by Stop before it reached the kernel."""
 
-StopReason = Literal["end_turn", "stopped", "shutdown", "error", "max_iterations", "interrupted"]
-"""Why a turn ended. `stopped`: the user stopped it; `shutdown`: the server (or a CLI run, by
-SIGTERM) was shut down while it ran, and stopped it; `interrupted`: the process ended without
-stopping it (killed, crashed), and the turn was closed when its session was next opened."""
-
-NoticeKind = Literal[
-    "kernel_restarted",
-    "kernel_restarted_externally",
-    "kernel_died",
-    "cell_restored",
-    "child_completed",
-    "child_error",
-    "message_undeliverable",
-    # branching (docs/branching.md)
-    "forked",
-    # Compaction and kernel clean-up (docs/compaction.md)
-    "compacted",
-    "compaction_failed",
-    "kernel_gc",
-    # kernel snapshots (core/snapshots.py)
-    "kernel_state_restored",
-    "kernel_state_not_restored",
-    # trust (docs/trust.md)
-    "session_untrusted",
-    "session_trusted",
-    # damaged files (docs/sessions.md)
-    "session_unreadable",
-]
-"""Something the user must know that is not an error. `child_completed`: a sub-agent ended its
-task without replying (the text has a preview of its last answer); `child_error`: a sub-agent's
-task ended with an error; `message_undeliverable`: a queued message can never be delivered (its
-target was deleted); `forked`: this session is a fork or clone of another and runs on a fresh
-kernel (the original's variables were not carried over); `compacted`: the context was summarised
-(the text says from how many tokens to how many); `compaction_failed`: a compaction failed and the
-turn went on uncompacted; `kernel_gc`: variables the agent no longer needs were deleted or
-replaced by a summary; `kernel_state_restored`: a kernel snapshot came back (the text lists what
-did and what did not); `kernel_state_not_restored`: a snapshot exists but was not restored (the
-kernel holds the user's variables, was restarted from the Kernel menu, or the snapshot is
-unreadable; the text says how to restore it by hand); `session_untrusted`: the session's folder
-(or a sub-agent's) holds a snapshot, a local harness or queued mail this user did not sign, which
-was not loaded (the text lists it; the chat offers Trust and restore); `session_trusted`: the
-user trusted them and they now load; `session_unreadable`: a newer session of this notebook is
-damaged and was skipped (the text names it and why), so this is another session."""
-
-FOR_THE_USER_ONLY: frozenset[NoticeKind] = frozenset({"session_untrusted", "session_trusted"})
-"""Notice kinds the model never reads (nor counts as context, nor summarises): what a folder
-from someone else holds is described with that someone's words (variable names, message text),
-which must not reach the model as the user's own message (docs/trust.md)."""
-
 ChildStatus = Literal["running", "idle", "inactive", "replied", "completed", "error"]
 """A sub-agent's state as its parent sees it: `replied` (its last task ended after it messaged
 the parent), `completed` (ended without replying), `error` (ended with an error), `idle` (loaded,
@@ -87,15 +46,6 @@ Relationship = Literal["parent", "child", "sibling"]
 """Who sent an agent message, from the receiver's point of view."""
 
 DeliveryMode = Literal["auto", "steer", "follow_up"]
-
-STOP_NOTICES: dict[StopReason, str] = {
-    "stopped": "Stopped.",
-    "shutdown": "Stopped: the server (or the CLI run) was shut down during this turn.",
-    "interrupted": "Interrupted: the server stopped while this turn was running.",
-    "max_iterations": "Stopped at the limit of model calls for one turn.",
-}
-"""The notice line the chat shows for a turn that ended this way (transcript item and panel)."""
-
 
 # ---------------------------------------------------------------- REST answers
 
@@ -366,7 +316,7 @@ class TreeNode(TypedDict):
 
     id: str
     parent_id: str | None
-    type: str
+    type: SessionEntryType
     turn: int | None
     ts: str
     preview: str
@@ -673,6 +623,7 @@ _ALIASES: dict[str, object] = {
     "RefineScope": RefineScope,
     "EditAction": EditAction,
     "UntrustedKind": UntrustedKind,
+    "SessionEntryType": SessionEntryType,
 }
 _INTERFACES: list[type] = [
     ServerInfo,
@@ -767,7 +718,8 @@ def typescript() -> str:
         "/**\n"
         " * Wire types of the Prime Agent server API (docs/api.md).\n"
         " *\n"
-        " * GENERATED from prime_agent_lab/core/wire.py; do not edit. Regenerate with\n"
+        " * GENERATED from prime_agent_lab/core/wire.py (and the session entry types of\n"
+        " * core/entry_types.py); do not edit. Regenerate with\n"
         " *   python -m prime_agent_lab.core.wire --ts > labextension/src/wire.ts\n"
         " */"
     ]
@@ -778,6 +730,12 @@ def typescript() -> str:
     parts.append(
         "/** The notice line for a turn that ended this way. */\n"
         f"export const STOP_NOTICES: Partial<Record<StopReason, string>> = {{{notices}\n}};"
+    )
+    warnings = ", ".join(f"'{kind}'" for kind in sorted(WARNING_NOTICES))
+    parts.append(
+        "/** Notice kinds the chat shows as warnings (the user lost state, something failed). */\n"
+        "export const WARNING_NOTICES: ReadonlySet<NoticeKind> = "
+        f"new Set<NoticeKind>([{warnings}]);"
     )
     parts.append("export type AgentEventType = AgentEvent['type'];")
     parts.append("export type ChatItemType = ChatItem['type'];")
