@@ -6,10 +6,17 @@ and check that the changes a writer replays onto a document give exactly the fol
 
 from __future__ import annotations
 
+import asyncio
+import json
 import random
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from prime_agent_lab.adapters.file_notebook import FileNotebook
 from prime_agent_lab.adapters.output_cap import NotebookOutputCap
+from prime_agent_lab.core.agent import Agent, AgentConfig
+from prime_agent_lab.core.messages import ModelResponse
 from prime_agent_lab.core.output_fold import (
     Appended,
     Change,
@@ -18,7 +25,11 @@ from prime_agent_lab.core.output_fold import (
     Replaced,
     StreamExtended,
 )
-from prime_agent_lab.core.ports import OutputEvent
+from prime_agent_lab.core.ports import CellState, ExecutionResult, OutputEvent
+from prime_agent_lab.core.redaction import Redactor
+from prime_agent_lab.core.sessions import SessionRepository
+
+from .test_core import EchoKernel, ListProvider, call
 
 
 def stream(text: str, name: str = "stdout") -> OutputEvent:
@@ -168,3 +179,71 @@ def test_replaying_the_changes_of_any_event_sequence_gives_the_folded_outputs() 
             assert document == fold.outputs()
         replay(fold.reset(), document)
         assert document == [] == fold.outputs()
+
+
+class ClearingKernel(EchoKernel):
+    """Prints text ending in what could start a key, clears with wait, prints again; its result
+    is folded as the kernel executor folds it."""
+
+    async def execute(
+        self,
+        code: str,
+        on_event: Callable[[OutputEvent], None],
+        timeout: float,
+        on_state: Callable[[CellState], None] | None = None,
+    ) -> ExecutionResult:
+        fold = OutputFold()
+        for event in (stream("progress s"), OutputEvent("clear", wait=True), stream("new\n")):
+            fold.apply(event)
+            on_event(event)
+        return ExecutionResult("ok", 1, fold.outputs())
+
+
+def test_text_the_redactor_holds_back_is_written_before_a_clear_as_the_kernel_sent_it(
+    tmp_path: Path,
+) -> None:
+    provider = ListProvider([ModelResponse(tool_calls=[call("go()")]), ModelResponse(text="ok")])
+    session = SessionRepository(tmp_path).create(notebook_path="a.ipynb", provider="l", model="m")
+    notebook = FileNotebook(tmp_path / "a.ipynb", output_cap=1000)
+    agent = Agent(session, provider, notebook, ClearingKernel(), AgentConfig())
+    agent.redactor = Redactor(["sk-test-0123456789abcdef"])  # "progress s" may end in a key
+
+    asyncio.run(agent.run_turn("go"))
+    notebook.flush()
+
+    written = json.loads((tmp_path / "a.ipynb").read_text())["cells"][0]["outputs"]
+    assert written == [{"output_type": "stream", "name": "stdout", "text": "new\n"}]
+    assert provider.requests[1].messages[-1].text == "[stdout]\nnew"
+
+
+class RestartedKernel(EchoKernel):
+    """A cell that cleared with wait and then ignored the interrupt: the kernel was restarted."""
+
+    NOTE = "[stopped] This cell ignored the interrupt, so the kernel was restarted."
+
+    async def execute(
+        self,
+        code: str,
+        on_event: Callable[[OutputEvent], None],
+        timeout: float,
+        on_state: Callable[[CellState], None] | None = None,
+    ) -> ExecutionResult:
+        fold = OutputFold()
+        for event in (stream("step 41\n"), OutputEvent("clear", wait=True)):
+            fold.apply(event)
+            on_event(event)
+        return ExecutionResult("interrupted", None, fold.outputs(), self.NOTE, restarted="agent")
+
+
+def test_the_harness_note_of_a_restart_does_not_clear_what_the_model_saw(tmp_path: Path) -> None:
+    provider = ListProvider([ModelResponse(tool_calls=[call("loop()")]), ModelResponse(text="ok")])
+    session = SessionRepository(tmp_path).create(notebook_path="a.ipynb", provider="l", model="m")
+    notebook = FileNotebook(tmp_path / "a.ipynb", output_cap=1000)
+    agent = Agent(session, provider, notebook, RestartedKernel(), AgentConfig())
+
+    asyncio.run(agent.run_turn("go"))
+    notebook.flush()
+
+    written = json.loads((tmp_path / "a.ipynb").read_text())["cells"][0]["outputs"]
+    assert [o["text"] for o in written] == ["step 41\n", f"[Prime Agent] {RestartedKernel.NOTE}\n"]
+    assert "[stdout]\nstep 41" in provider.requests[1].messages[-1].text
