@@ -22,21 +22,18 @@ The rules are nbclient's (`NotebookClient.process_message`), which JupyterLab sh
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import NamedTuple
 
 from .ports import Output, OutputEvent
 
 
-@dataclass(frozen=True)
-class Appended:
+class Appended(NamedTuple):
     """A new output at the end (a stream's text is its first piece)."""
 
     output: Output
 
 
-@dataclass(frozen=True)
-class StreamExtended:
+class StreamExtended(NamedTuple):
     """`text` was added to the stream output `name` at `index`, the last output."""
 
     index: int
@@ -44,16 +41,14 @@ class StreamExtended:
     text: str
 
 
-@dataclass(frozen=True)
-class Replaced:
+class Replaced(NamedTuple):
     """The output at `index` was replaced by a display update."""
 
     index: int
     output: Output
 
 
-@dataclass(frozen=True)
-class Cleared:
+class Cleared(NamedTuple):
     """Every output is gone."""
 
 
@@ -99,24 +94,28 @@ class OutputFold:
 
     def apply(self, event: OutputEvent) -> list[Change]:
         """Fold one event in; the changes it made, in order (none: nothing to write)."""
-        if event.kind == "clear":
+        kind = event.kind
+        if kind == "clear":
             if event.wait:
                 self._clear_pending = True
                 return []
             return self._clear()
-        if event.kind == "update_display":
-            return self._update(event.display_id, event.output or {})
-        changes = self._clear() if event.kind == "output" and self._clear_pending else []
         output = event.output or {}
+        if kind == "update_display":
+            return self._update(event.display_id, output)
+        changes = self._clear() if self._clear_pending and kind == "output" else []
         if output.get("output_type") == "stream":
-            changes += self._add_stream(str(output.get("name", "stdout")), _text(output))
-        else:
-            if event.display_id:
-                changes += self._update(event.display_id, output)
-                self._display_ids.setdefault(event.display_id, []).append(len(self._outputs))
-            kept = dict(output)
-            self._outputs.append(kept)
-            changes.append(Appended(dict(kept)))
+            text = output.get("text", "")
+            if not isinstance(text, str):  # nbformat allows a list of lines
+                text = "".join(text)
+            self._add_stream(output.get("name", "stdout"), text, changes)
+            return changes
+        if event.display_id:
+            changes += self._update(event.display_id, output)
+            self._display_ids.setdefault(event.display_id, []).append(len(self._outputs))
+        kept = dict(output)
+        self._outputs.append(kept)
+        changes.append(Appended(dict(kept)))
         return changes
 
     def reset(self) -> list[Change]:
@@ -137,17 +136,19 @@ class OutputFold:
         self._outputs.clear()
         return [CLEARED]
 
-    def _add_stream(self, name: str, text: str) -> list[Change]:
+    def _add_stream(self, name: str, text: str, changes: list[Change]) -> None:
         if self._admit is not None:
             text = self._admit(text)
         if not text:
-            return []
-        last = self._outputs[-1] if self._outputs else None
+            return
+        outputs = self._outputs
+        last = outputs[-1] if outputs else None
         if isinstance(last, _Stream) and last.name == name:
             last.pieces.append(text)
-            return [StreamExtended(len(self._outputs) - 1, name, text)]
-        self._outputs.append(_Stream(name, text))
-        return [Appended({"output_type": "stream", "name": name, "text": text})]
+            changes.append(StreamExtended(len(outputs) - 1, name, text))
+        else:
+            outputs.append(_Stream(name, text))
+            changes.append(Appended({"output_type": "stream", "name": name, "text": text}))
 
     def _update(self, display_id: str | None, output: Output) -> list[Change]:
         changes: list[Change] = []
@@ -163,8 +164,3 @@ class OutputFold:
             self._outputs[index] = updated
             changes.append(Replaced(index, dict(updated)))
         return changes
-
-
-def _text(output: Output) -> str:
-    text: Any = output.get("text", "")
-    return "".join(text) if isinstance(text, list) else str(text)

@@ -33,7 +33,7 @@ from pycrdt import Array, Map, Text
 
 from ..adapters.output_cap import NotebookOutputCap
 from ..core.branching import OTHER_BRANCH, mark_cell
-from ..core.output_fold import Change, Cleared, OutputFold, Replaced, StreamExtended
+from ..core.output_fold import Appended, Change, OutputFold, Replaced, StreamExtended
 from ..core.ports import NotebookUnavailable, OutputEvent
 
 __all__ = ["ORIGIN", "LiveCellWriter", "LiveNotebook", "NotebookUnavailable"]
@@ -376,7 +376,7 @@ class LiveCellWriter:
         one transaction."""
         changes = self._fold.apply(event)
         if changes:
-            self._write(*(_delta(change) for change in changes))
+            self._write(lambda ycell: _make_changes(ycell, changes))
 
     def finish(self, execution_count: int | None) -> None:
         self._fold.finish(execution_count)
@@ -511,15 +511,17 @@ class LiveCellWriter:
 # ---------------------------------------------------------------- edits of one shared cell
 
 
-def _delta(change: Change) -> Delta:
-    """The edit of the shared cell that makes one change of the fold."""
-    if isinstance(change, Cleared):
-        return _clear_outputs
-    if isinstance(change, StreamExtended):
-        return lambda ycell: _append_stream_text(ycell, change.name, change.text)
-    if isinstance(change, Replaced):
-        return lambda ycell: _replace_output(ycell, change.index, change.output)
-    return lambda ycell: _outputs_of(ycell).append(_youtput(change.output))
+def _make_changes(ycell: Map, changes: list[Change]) -> None:
+    """Make the changes of the cell's fold in the shared cell."""
+    for change in changes:
+        if isinstance(change, StreamExtended):
+            _append_stream_text(ycell, change.name, change.text)
+        elif isinstance(change, Appended):
+            _outputs_of(ycell).append(_youtput(change.output))
+        elif isinstance(change, Replaced):
+            _replace_output(ycell, change.index, change.output)
+        else:
+            _clear_outputs(ycell)
 
 
 def _outputs_of(ycell: Map) -> Array:
