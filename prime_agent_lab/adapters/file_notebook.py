@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..core.output_fold import OutputFold
 from ..core.ports import OutputEvent
 from ..core.whole_writes import is_disk_full
 from .nbjson import new_code_cell, new_notebook, read_notebook, write_notebook
@@ -55,6 +56,7 @@ class FileNotebook:
         self._timer: asyncio.TimerHandle | None = None
         self._dirty = False
         self.write_error: OSError | None = None  # why the last write failed (None: it did not)
+        self._stale: set[FileCellWriter] = set()
         if self._file.exists():
             self.nb = read_notebook(self._file)
         else:
@@ -72,13 +74,20 @@ class FileNotebook:
         self.changed()
 
     async def read_cell_outputs(self, cell_id: str) -> list[dict[str, Any]] | None:
+        self._sync_cells()
         for cell in self.nb["cells"]:
             if cell.get("id") == cell_id:
                 return [dict(output) for output in cell.get("outputs", [])]
         return None
 
-    def changed(self) -> None:
+    def stale(self, writer: FileCellWriter) -> None:
+        """`writer`'s cell holds older outputs than the writer: copy them before writing."""
+        self._stale.add(writer)
+
+    def changed(self, writer: FileCellWriter | None = None) -> None:
         """Something changed: write now if the last write is `flush_interval` old, else then."""
+        if writer is not None:
+            self._stale.add(writer)
         self._dirty = True
         if self._timer is not None:
             return
@@ -105,6 +114,7 @@ class FileNotebook:
             self._timer.cancel()
             self._timer = None
         self._written_at = time.monotonic()
+        self._sync_cells()
         try:
             write_notebook(self.nb, self._file)
         except OSError as exc:  # still pending: the next change or flush() tries again
@@ -113,65 +123,38 @@ class FileNotebook:
         self._dirty = False
         self.write_error = None
 
+    def _sync_cells(self) -> None:
+        for writer in self._stale:
+            writer.sync()
+        self._stale.clear()
+
 
 class FileCellWriter:
+    """One agent cell of the file: its outputs are folded (core/output_fold.py) and copied into
+    the notebook when it is written, not per event (a chatty cell would cost quadratic time)."""
+
     def __init__(
         self, notebook: FileNotebook, cell: dict[str, Any], cap: NotebookOutputCap
     ) -> None:
         self._notebook = notebook
         self._cell = cell
-        self._cap = cap
-        self._pending_clear = False
-        self._display_index: dict[str, int] = {}
+        self._fold = OutputFold(admit_stream=cap.admit)
         self.cell_id: str = cell["id"]
 
     def set_running(self) -> None:
+        self._fold.reset()
         self._cell["outputs"] = []
         self._cell["execution_count"] = None
 
     def apply(self, event: OutputEvent) -> None:
-        self._apply(event)
-        self._notebook.changed()
-
-    def _apply(self, event: OutputEvent) -> None:
-        outputs = self._cell["outputs"]
-        if event.kind == "clear":
-            if event.wait:
-                self._pending_clear = True
-            else:
-                outputs.clear()
-                self._display_index.clear()
-            return
-        if self._pending_clear:
-            outputs.clear()
-            self._display_index.clear()
-            self._pending_clear = False
-        output = event.output or {}
-        if event.kind == "update_display":
-            index = self._display_index.get(event.display_id or "")
-            if index is not None:
-                outputs[index] = dict(output)
-            return
-        if output.get("output_type") == "stream":
-            text = self._cap.admit(output.get("text", ""))
-            if not text:
-                return
-            last = outputs[-1] if outputs else None
-            if (
-                last is not None
-                and last.get("output_type") == "stream"
-                and last.get("name") == output.get("name")
-            ):
-                last["text"] += text
-            else:
-                outputs.append({"output_type": "stream", "name": output.get("name"), "text": text})
-            return
-        if event.display_id:
-            self._display_index[event.display_id] = len(outputs)
-        outputs.append(dict(output))
+        if self._fold.apply(event):
+            self._notebook.changed(self)
 
     def finish(self, execution_count: int | None) -> None:
+        self._fold.finish(execution_count)
         self._cell["execution_count"] = execution_count
-        for output in self._cell["outputs"]:
-            if output.get("output_type") == "execute_result":
-                output["execution_count"] = execution_count
+        self._notebook.stale(self)
+
+    def sync(self) -> None:
+        """Copy the folded outputs into the notebook's cell."""
+        self._cell["outputs"] = self._fold.outputs()

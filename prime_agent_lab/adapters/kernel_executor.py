@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.output_fold import OutputFold
 from ..core.ports import (
     CellState,
     ExecutionResult,
@@ -696,8 +697,7 @@ class _Run:
     def __init__(self, msg_id: str, on_event: Callable[[OutputEvent], None]) -> None:
         self.msg_id = msg_id
         self.on_event = on_event
-        self.outputs: list[dict[str, Any]] = []
-        self.display_index: dict[str, int] = {}
+        self.fold = OutputFold()
         self.execution_count: int | None = None
         self.idle = False
         self.started = False
@@ -731,26 +731,20 @@ class _Run:
             self.started = self.executed = True
             self.execution_count = content.get("execution_count")
         elif msg_type in OUTPUT_TYPES:
-            output = dict(output_from_msg(msg))
             display_id = (content.get("transient") or {}).get("display_id")
-            if display_id:
-                self.display_index[display_id] = len(self.outputs)
-            self.outputs.append(output)
-            self.on_event(OutputEvent("output", output=output, display_id=display_id))
+            self._emit(OutputEvent("output", output=output_from_msg(msg), display_id=display_id))
         elif msg_type == "clear_output":
-            self.outputs.clear()
-            self.display_index.clear()
-            self.on_event(OutputEvent("clear", wait=bool(content.get("wait"))))
+            self._emit(OutputEvent("clear", wait=bool(content.get("wait"))))
         elif msg_type == "update_display_data":
             display_id = (content.get("transient") or {}).get("display_id")
-            if display_id and display_id in self.display_index:
-                output = {
-                    "output_type": "display_data",
-                    "data": content.get("data", {}),
-                    "metadata": content.get("metadata", {}),
-                }
-                self.outputs[self.display_index[display_id]] = output
-                self.on_event(OutputEvent("update_display", output=output, display_id=display_id))
+            if display_id:
+                output = output_from_msg(msg)
+                self._emit(OutputEvent("update_display", output=output, display_id=display_id))
+
+    def _emit(self, event: OutputEvent) -> None:
+        """What the model sees and what the notebook stores come from the same fold."""
+        self.fold.apply(event)
+        self.on_event(event)
 
     def result(self) -> ExecutionResult:
         status = "ok"
@@ -763,7 +757,8 @@ class _Run:
             count = self.reply["content"].get("execution_count")
             if count is not None:
                 self.execution_count = count
-        elif any(o.get("output_type") == "error" for o in self.outputs):
+        outputs = self.fold.outputs()
+        if self.reply is None and any(o.get("output_type") == "error" for o in outputs):
             status = "error"
         note = ""
         if status == "aborted":
@@ -774,6 +769,6 @@ class _Run:
         return ExecutionResult(
             status=status,
             execution_count=self.execution_count,
-            outputs=list(self.outputs),
+            outputs=outputs,
             note=note,
         )

@@ -49,9 +49,12 @@ def new_code_cell(source: str, metadata: dict[str, Any]) -> Cell:
 
 
 def output_from_msg(msg: dict[str, Any]) -> dict[str, Any]:
-    """The notebook output of a kernel's iopub output message (as nbformat builds it)."""
+    """The notebook output of a kernel's iopub output message (as nbformat builds it); an
+    `update_display_data` gives the `display_data` it replaces (as nbclient reads it)."""
     kind = msg["header"]["msg_type"]
     content = msg["content"]
+    if kind == "update_display_data":
+        kind = "display_data"
     if kind == "stream":
         return {"output_type": "stream", "name": content["name"], "text": content["text"]}
     if kind == "error":

@@ -561,6 +561,9 @@ class Agent:
                 event = replace(event, output={**output, "text": text})
             elif output is not None and self.redactor:
                 event = replace(event, output=self.redactor.output(output))
+            elif event.kind == "clear":  # text held back came before the clear
+                for name, text in streams.flush():
+                    cell.apply(OutputEvent("output", output=_stream(name, text)))
             cell.apply(event)
 
         def on_state(state: CellState) -> None:
@@ -573,7 +576,7 @@ class Agent:
             for name, text in streams.flush():
                 cell.apply(OutputEvent("output", output=_stream(name, text)))
             if note:  # what the harness did, visible in the notebook itself
-                cell.apply(OutputEvent("output", output=_stream("stderr", f"{note}\n")))
+                cell.apply(OutputEvent("note", output=_stream("stderr", f"{note}\n")))
             cell.finish(execution_count)
             try:
                 await self.notebook.save()

@@ -89,12 +89,13 @@ Output = dict[str, Any]
 
 @dataclass
 class OutputEvent:
-    """One thing the kernel produced while a cell ran, in notebook terms."""
+    """One thing the kernel produced while a cell ran, in notebook terms (folded into the cell's
+    outputs by `core.output_fold`). A `note` is the harness's own line, not the kernel's."""
 
-    kind: Literal["output", "clear", "update_display"]
+    kind: Literal["output", "clear", "update_display", "note"]
     output: Output | None = None
     wait: bool = False  # for kind == "clear"
-    display_id: str | None = None  # for kind == "update_display"
+    display_id: str | None = None  # for "update_display", and an "output" that has one
 
 
 KernelRestart = Literal["agent", "died", "external"]

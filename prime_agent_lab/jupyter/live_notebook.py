@@ -33,6 +33,7 @@ from pycrdt import Array, Map, Text
 
 from ..adapters.output_cap import NotebookOutputCap
 from ..core.branching import OTHER_BRANCH, mark_cell
+from ..core.output_fold import Appended, Change, OutputFold, Replaced, StreamExtended
 from ..core.ports import NotebookUnavailable, OutputEvent
 
 __all__ = ["ORIGIN", "LiveCellWriter", "LiveNotebook", "NotebookUnavailable"]
@@ -335,13 +336,10 @@ class LiveCellWriter:
         self._doc = doc
         self._ycell: Map | None = ycell
         self._cell = cell
-        self._outputs: list[dict[str, Any]] = []  # stream outputs hold their text as chunks
+        self._fold = OutputFold(admit_stream=cap.admit)
         self._execution_count: int | None = None
         self._state = "running"  # inserted so (see _try_insert)
-        self._cap = cap
         self._notice = notice
-        self._pending_clear = False
-        self._display_index: dict[str, int] = {}
         self._in_sync = True  # the shared cell shows what this writer holds
         self._reloaded = False  # a reload from disk happened since the last full write
         self._quiet_restore = False
@@ -359,79 +357,33 @@ class LiveCellWriter:
         """The cell as nbformat JSON, as this writer knows it."""
         return {
             **self._cell,
-            "outputs": self._materialized_outputs(),
+            "outputs": self._fold.outputs(),
             "execution_count": self._execution_count,
         }
 
     # ------------------------------------------------------------ the cell's progress
 
     def set_running(self) -> None:
-        if self._state == "running" and not self._outputs and self._in_sync:
+        if self._state == "running" and not self._fold and self._in_sync:
             return  # inserted running (see _try_insert): nothing to write
-        self._outputs.clear()
-        self._display_index.clear()
+        self._fold.reset()
         self._execution_count = None
         self._state = "running"
         self._write(_mark_running)
 
     def apply(self, event: OutputEvent) -> None:
-        deltas: list[Delta] = []
-        if event.kind == "clear":
-            if event.wait:
-                self._pending_clear = True
-            else:
-                deltas.append(self._clear())
-            self._write(*deltas)
-            return
-        if self._pending_clear:
-            self._pending_clear = False
-            deltas.append(self._clear())
-        output = dict(event.output or {})
-        if event.kind == "update_display":
-            index = self._display_index.get(event.display_id or "")
-            if index is not None and index < len(self._outputs):
-                self._outputs[index] = output
-                deltas.append(lambda ycell: _replace_output(ycell, index, output))
-        elif output.get("output_type") == "stream":
-            deltas.extend(self._append_stream(output))
-        else:
-            if event.display_id:
-                self._display_index[event.display_id] = len(self._outputs)
-            self._outputs.append(output)
-            deltas.append(lambda ycell: _outputs_of(ycell).append(Map(dict(output))))
-        self._write(*deltas)
+        """Fold the event (core/output_fold.py) and make its changes in the shared cell, all in
+        one transaction."""
+        changes = self._fold.apply(event)
+        if changes:
+            self._write(lambda ycell: _make_changes(ycell, changes))
 
     def finish(self, execution_count: int | None) -> None:
-        for output in self._outputs:
-            if output.get("output_type") == "execute_result":
-                output["execution_count"] = execution_count
+        self._fold.finish(execution_count)
         self._execution_count = execution_count
         self._state = "idle"
         self.finished_at = time.monotonic()
         self._write(lambda ycell: _mark_finished(ycell, execution_count))
-
-    def _clear(self) -> Delta:
-        self._outputs.clear()
-        self._display_index.clear()
-        return _clear_outputs
-
-    def _append_stream(self, output: dict[str, Any]) -> list[Delta]:
-        text = self._cap.admit(str(output.get("text", "")))
-        if not text:
-            return []
-        name = output.get("name", "stdout")
-        last = self._outputs[-1] if self._outputs else None
-        if last is not None and last.get("output_type") == "stream" and last.get("name") == name:
-            last["text"].append(text)
-        else:
-            self._outputs.append({"output_type": "stream", "name": name, "text": [text]})
-        return [lambda ycell: _append_stream_text(ycell, name, text)]
-
-    def _materialized_outputs(self) -> list[dict[str, Any]]:
-        return [
-            {**o, "text": "".join(o["text"])} if o.get("output_type") == "stream" else dict(o)
-            for o in self._outputs
-        ]
 
     # ------------------------------------------------------------ reaching the document
 
@@ -537,7 +489,7 @@ class LiveCellWriter:
         return None
 
     def _write_all(self, ycell: Map) -> None:
-        wanted = self._materialized_outputs()
+        wanted = self._fold.outputs()
         outputs = ycell.get("outputs")
         if not isinstance(outputs, Array):
             ycell["outputs"] = outputs = Array()
@@ -557,6 +509,19 @@ class LiveCellWriter:
 
 
 # ---------------------------------------------------------------- edits of one shared cell
+
+
+def _make_changes(ycell: Map, changes: list[Change]) -> None:
+    """Make the changes of the cell's fold in the shared cell."""
+    for change in changes:
+        if isinstance(change, StreamExtended):
+            _append_stream_text(ycell, change.name, change.text)
+        elif isinstance(change, Appended):
+            _outputs_of(ycell).append(_youtput(change.output))
+        elif isinstance(change, Replaced):
+            _replace_output(ycell, change.index, change.output)
+        else:
+            _clear_outputs(ycell)
 
 
 def _outputs_of(ycell: Map) -> Array:
