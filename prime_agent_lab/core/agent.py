@@ -20,8 +20,8 @@ from .observation import build_observation
 from .ports import (
     CellState,
     ExecutionResult,
+    KernelCameBack,
     KernelPort,
-    KernelRestart,
     KernelUnavailable,
     ModelProvider,
     NotebookPort,
@@ -36,7 +36,6 @@ from .recovery import LOG_NOT_WRITTEN, close_interrupted_turn, record_unfinished
 from .redaction import Redactor, StreamRedactor
 from .sessions import SessionLog, SessionWriteError
 from .settings import Settings
-from .snapshots import RESTORED
 from .stop_cause import USER_STOP, StopCause
 
 log = logging.getLogger(__name__)
@@ -64,11 +63,14 @@ def _no_messages() -> list[InboxMessage]:
     return []
 
 
-def _same_context(messages: list[Message]) -> list[Message]:
-    return messages
+async def _compacted_context(agent: Agent, turn: int) -> list[Message]:
+    """The default `transform_context`: the context compacted first when it is due
+    (`core/compaction.py`), then the conversation as the log holds it."""
+    await agent.compactor.before_model_call(turn)
+    return agent.session.context_messages()
 
 
-def _stop_at_answer(outcome: TurnOutcome) -> bool:
+async def _stop_at_answer(agent: Agent, outcome: TurnOutcome) -> bool:
     return False
 
 
@@ -84,11 +86,11 @@ async def _ready(agent: Agent) -> None:
     return None
 
 
-async def _nothing_restored(agent: Agent, restarted: KernelRestart) -> tuple[str, str] | None:
+async def _nothing_restored(agent: Agent, result: ExecutionResult) -> KernelCameBack | None:
     return None
 
 
-async def _nothing_before_cell(agent: Agent) -> tuple[str, str] | None:
+async def _nothing_before_cell(agent: Agent) -> KernelCameBack | None:
     return None
 
 
@@ -103,60 +105,38 @@ class AgentHooks:
     - `inbox`: messages to take into the running turn, asked between model calls and when the
       model answers without a tool call (a message that came in meanwhile is answered in the
       same turn);
-    - `transform_context`: the conversation as the model will see it (compaction);
+    - `transform_context`: the conversation the next model call reads, after the inbox was
+      taken (default: compaction when it is due, then the log's context);
     - `system_prompt`: the system prompt of each model call (None: the base prompt);
     - `prompt_version`: the harness version that prompt was built from, recorded on each
       `assistant_message` (None: not recorded);
     - `should_continue`: after an answer without tool calls and an empty inbox, whether the turn
-      goes on (goals); the hook puts what the model should read next into the inbox;
+      goes on (the continue-or-stop policy: goals, autonomous runs); it may wait (for children,
+      a user's cell) and puts what the model should read next into the inbox;
     - `turn_ended`: called once the turn's task is done (the agent is no longer running), for
       what comes after a turn (follow-up messages, notices to a parent);
     - `before_turn`: awaited before the turn's message is recorded (a kernel snapshot that is
       due comes back first; its notice reaches the model with that message);
-    - `after_restart`: the kernel restarted under an agent cell; a (notice kind, text) that
-      joins the cell's observation (what a snapshot restore brought back);
-    - `before_cell`: awaited before each agent cell is sent; a (notice kind, text) when it
+    - `after_restart`: the kernel restarted under an agent cell (`result.restarted`); what came
+      back (`KernelCameBack`: a notice and the cell's note) joins the cell's observation;
+    - `before_cell`: awaited before each agent cell is sent; a `KernelCameBack` when it
       restored the kernel first (it died while the model was thinking), told with that cell.
     - `before_model_call`: awaited at each turn boundary of a running turn, before the inbox
       and the compaction check (a refinement planned meanwhile is applied there).
     """
 
     inbox: Callable[[], list[InboxMessage]] = _no_messages
-    transform_context: Callable[[list[Message]], list[Message]] = _same_context
+    transform_context: Callable[[Agent, int], Awaitable[list[Message]]] = _compacted_context
     system_prompt: Callable[[], str] | None = None
     prompt_version: Callable[[], Any] = _no_version
-    should_continue: Callable[[TurnOutcome], bool] = _stop_at_answer
+    should_continue: Callable[[Agent, TurnOutcome], Awaitable[bool]] = _stop_at_answer
     turn_ended: Callable[[Agent, TurnOutcome], None] = _nothing
     before_turn: Callable[[Agent], Awaitable[None]] = _ready
-    after_restart: Callable[[Agent, KernelRestart], Awaitable[tuple[str, str] | None]] = (
+    after_restart: Callable[[Agent, ExecutionResult], Awaitable[KernelCameBack | None]] = (
         _nothing_restored
     )
-    before_cell: Callable[[Agent], Awaitable[tuple[str, str] | None]] = _nothing_before_cell
+    before_cell: Callable[[Agent], Awaitable[KernelCameBack | None]] = _nothing_before_cell
     before_model_call: Callable[[Agent, int], Awaitable[None]] = _nothing_before_call
-
-
-# Replaces the executor's "all variables are gone" once the snapshot is back in the new process.
-DIED_AND_RESTORED_NOTE = (
-    "[kernel died] The kernel process exited while this cell ran. It was restarted and the "
-    "variables of its last snapshot were put back (listed below); what was set after that "
-    "snapshot, this cell's work included, is gone."
-)
-
-# Replaces the executor's "all variables are gone" after the harness restarted the kernel for
-# the agent's cell that ignored the interrupt (Stop, or its time limit) and the snapshot came back.
-RESTARTED_AND_RESTORED_NOTE = (
-    "{0} This cell ignored the interrupt, so the kernel was restarted and the variables of its "
-    "last snapshot were put back (listed below); what was set after that snapshot is gone."
-)
-RESTART_REASONS = {
-    "interrupted": "[stopped] The user stopped the turn.",
-    "timeout": "[timeout] The cell ran longer than its time limit ({0:g} s).",
-}
-
-RESTORED_BEFORE_NOTE = (
-    "[kernel restarted] The kernel restarted while you were thinking, before this cell ran; "
-    "what you set after its last snapshot is gone. [{0}] {1}"
-)
 
 
 class TurnInProgress(Exception):
@@ -358,11 +338,11 @@ class Agent:
             for _ in range(self.config.max_iterations):
                 await self.hooks.before_model_call(self, turn)
                 self._take_inbox(turn)
-                await self.compactor.before_model_call(turn)
-                response = await self._call_model(turn)
+                context = await self.hooks.transform_context(self, turn)
+                response = await self._call_model(turn, context)
                 if not response.tool_calls:
-                    if self._take_inbox(turn) or self.hooks.should_continue(
-                        TurnOutcome(turn, "end_turn", response.text)
+                    if self._take_inbox(turn) or await self.hooks.should_continue(
+                        self, TurnOutcome(turn, "end_turn", response.text)
                     ):
                         continue
                     stop_reason, final_text = "end_turn", response.text
@@ -426,12 +406,12 @@ class Agent:
             self.events.emit("agent_message", turn=turn, text=message.text, **message.fields)
         return bool(messages)
 
-    async def _call_model(self, turn: int) -> ModelResponse:
+    async def _call_model(self, turn: int, context: list[Message]) -> ModelResponse:
         system = self.system_prompt
         harness = self.hooks.prompt_version()
         request = ModelRequest(
             system=system,
-            messages=self.hooks.transform_context(self.session.context_messages()),
+            messages=context,
             tools=[PYTHON_TOOL],
             max_tokens=self.config.max_tokens,
             accepts_images=self.config.accepts_images,
@@ -583,7 +563,7 @@ class Agent:
             except Exception:  # the cell is in the document; the room retries saving on its own
                 log.warning("saving notebook %s failed", self.notebook.path, exc_info=True)
 
-        came_back: tuple[str, str] | None = None
+        came_back: KernelCameBack | None = None
         try:
             if self._stop_requested:  # Stop arrived while the cell was being written
                 result = ExecutionResult(status="skipped", note=_not_sent_note(self._stop_cause))
@@ -612,29 +592,23 @@ class Agent:
             self._record_error(turn, failed.note, "kernel")
             return
         if came_back is not None:
-            result.note = "\n".join(
-                n for n in (RESTORED_BEFORE_NOTE.format(*came_back), result.note) if n
-            )
-            self.notice(*came_back, turn=turn)
+            result.note = "\n".join(n for n in (came_back.note, result.note) if n)
+            self.notice(*came_back.notice, turn=turn)
         restored = None
         if result.restarted is not None:
-            restored = await self.hooks.after_restart(self, result.restarted)
-        if restored is not None and restored[0] == RESTORED and result.restarted == "died":
-            result.note = DIED_AND_RESTORED_NOTE
-        elif restored is not None and restored[0] == RESTORED and result.restarted == "agent":
-            reason = RESTART_REASONS.get(result.status, RESTART_REASONS["interrupted"])
-            result.note = RESTARTED_AND_RESTORED_NOTE.format(
-                reason.format(self.config.cell_timeout)
-            )
+            restored = await self.hooks.after_restart(self, result)
+        if restored is not None and restored.note is not None:
+            result.note = restored.note
         await close_cell(result.execution_count, _notebook_note(result))
         restart_note = result.note
         if restored is not None:
-            result.note = f"{result.note}\n[{restored[0]}] {restored[1]}"
+            kind, text = restored.notice
+            result.note = f"{result.note}\n[{kind}] {text}"
         self._record_result(turn, call, cell.cell_id, result)
         if result.restarted is not None:
             self.notice(RESTART_NOTICE_KINDS[result.restarted], restart_note, turn=turn)
         if restored is not None:
-            self.notice(*restored, turn=turn)
+            self.notice(*restored.notice, turn=turn)
 
     def notice(self, kind: str, text: str, turn: int | None = None) -> None:
         """Something the user must know that is not an error (a kernel restart, ...)."""

@@ -117,6 +117,17 @@ class ExecutionResult:
     restarted: KernelRestart | None = None  # set when the kernel's variables were lost
 
 
+@dataclass(frozen=True)
+class KernelCameBack:
+    """What a hook that brought the kernel's variables back (or could not) tells the loop:
+    `notice` (kind, text) for the chat and the model, and `note`, the cell's note as the model
+    reads it (the `before_cell` hook's goes before the executor's note, the `after_restart`
+    hook's replaces it; None: the executor's note stands)."""
+
+    notice: tuple[str, str]
+    note: str | None = None
+
+
 class KernelUnavailable(RuntimeError):
     """The kernel is gone for good (shut down, not crashed); the turn cannot go on."""
 

@@ -41,7 +41,7 @@ from .jsonfile import (
     read_json_object,
 )
 from .pending_kernel import PendingKernel
-from .ports import KernelPort, KernelRestart
+from .ports import ExecutionResult, KernelCameBack, KernelPort
 from .settings import DEFAULTS
 from .text import preview
 from .trust import Signer
@@ -505,6 +505,43 @@ def describe_restore(report: dict[str, Any], directory: Path) -> tuple[str, str]
     return kind, " ".join(parts)
 
 
+# Replaces the executor's "all variables are gone" once the snapshot is back in the new process.
+DIED_AND_RESTORED_NOTE = (
+    "[kernel died] The kernel process exited while this cell ran. It was restarted and the "
+    "variables of its last snapshot were put back (listed below); what was set after that "
+    "snapshot, this cell's work included, is gone."
+)
+
+# Replaces the executor's "all variables are gone" after the harness restarted the kernel for
+# the agent's cell that ignored the interrupt (Stop, or its time limit) and the snapshot came back.
+RESTARTED_AND_RESTORED_NOTE = (
+    "{0} This cell ignored the interrupt, so the kernel was restarted and the variables of its "
+    "last snapshot were put back (listed below); what was set after that snapshot is gone."
+)
+RESTART_REASONS = {
+    "interrupted": "[stopped] The user stopped the turn.",
+    "timeout": "[timeout] The cell ran longer than its time limit ({0:g} s).",
+}
+
+RESTORED_BEFORE_NOTE = (
+    "[kernel restarted] The kernel restarted while you were thinking, before this cell ran; "
+    "what you set after its last snapshot is gone. [{0}] {1}"
+)
+
+
+def restored_note(result: ExecutionResult, kind: str, cell_timeout: float) -> str | None:
+    """The cell's note once the snapshot came back after a restart under it (None: the
+    executor's note stands, nothing came back)."""
+    if kind != RESTORED:
+        return None
+    if result.restarted == "died":
+        return DIED_AND_RESTORED_NOTE
+    if result.restarted == "agent":
+        reason = RESTART_REASONS.get(result.status, RESTART_REASONS["interrupted"])
+        return RESTARTED_AND_RESTORED_NOTE.format(reason.format(cell_timeout))
+    return None
+
+
 def describe_failure(exc: BaseException) -> tuple[str, str]:
     return NOT_RESTORED, (
         f"The kernel snapshot could not be restored ({preview(str(exc), 300)}): this is a clean "
@@ -655,9 +692,9 @@ class SnapshotKeeper:
         if task is not None:
             await asyncio.shield(task)
 
-    async def before_cell(self, agent: AgentView) -> tuple[str, str] | None:
+    async def before_cell(self, agent: AgentView) -> KernelCameBack | None:
         """Agent hook: the kernel died while the model was thinking (a restart noticed in a
-        turn): the snapshot comes back before the turn's next cell, which tells the model.
+        turn): the snapshot comes back before the turn's next cell, whose note tells the model.
         The turn's first cell goes after the snapshot taken at the turn's start."""
         await self._turn_start_queued(agent.session_id)
         if agent.session_id not in self._due:
@@ -669,20 +706,23 @@ class SnapshotKeeper:
         self._due.pop(agent.session_id, None)
         if self._restored_into_this_process(agent):
             return None
-        return await self._restore_told(agent)  # the cell's note tells it
+        told = await self._restore_told(agent)
+        return KernelCameBack(told, RESTORED_BEFORE_NOTE.format(*told))
 
     async def after_restart(
-        self, agent: AgentView, restarted: KernelRestart
-    ) -> tuple[str, str] | None:
-        """Agent hook: the kernel restarted under an agent cell. The snapshot comes back after
-        a death or the harness's own restart; (kind, text) for the cell's observation."""
+        self, agent: AgentView, result: ExecutionResult
+    ) -> KernelCameBack | None:
+        """Agent hook: the kernel restarted under an agent cell (`result.restarted`). The
+        snapshot comes back after a death or the harness's own restart, and the cell's note
+        says so instead of "everything is gone"."""
         directory = self.directory(agent.session_id)
         if not (directory / MANIFEST).exists():
             return None
-        if restarted == "external":
-            return NOT_RESTORED, self._restart_hint(directory)
+        if result.restarted == "external":
+            return KernelCameBack((NOT_RESTORED, self._restart_hint(directory)))
         self._due.pop(agent.session_id, None)
-        return await self._restore(agent)
+        told = await self._restore(agent)
+        return KernelCameBack(told, restored_note(result, told[0], agent.config.cell_timeout))
 
     def _start_restore(self, agent: AgentView) -> None:
         if self._due.pop(agent.session_id, None) is None:
