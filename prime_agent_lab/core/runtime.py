@@ -346,6 +346,8 @@ class AgentRuntime:
         self._child_status(parent, child, status, summary)
         if parent is None or not last_turn_was_a_task(child.session):
             return  # a turn the parent did not ask for (the user's own message) is not told
+        if outcome.stop_reason == "shutdown":
+            return  # the same shutdown cut the parent's turn: nothing to tell it after a restart
         if status == "completed":
             kind = "child_completed"
             text = (
