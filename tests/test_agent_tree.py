@@ -24,7 +24,8 @@ import pytest
 
 from prime_agent_lab.adapters.file_notebook import FileNotebook
 from prime_agent_lab.core.agent import Agent
-from prime_agent_lab.core.mailbox import MAILBOX_FILE, REACH
+from prime_agent_lab.core.mailbox import MAILBOX_FILE
+from prime_agent_lab.core.reach import REACH
 from prime_agent_lab.core.runtime import AgentRuntime, last_turn_was_a_task, task_outcome
 from prime_agent_lab.core.sessions import SessionRepository
 from prime_agent_lab.core.settings import DEFAULTS, Settings

@@ -17,16 +17,15 @@ import pytest
 
 from prime_agent_lab.core.agent import Agent
 from prime_agent_lab.core.family import Family, FamilyError
-from prime_agent_lab.core.mailbox import (
-    MAILBOX_FILE,
+from prime_agent_lab.core.mailbox import MAILBOX_FILE, MessageRefused
+from prime_agent_lab.core.ports import OutputEvent
+from prime_agent_lab.core.reach import (
     REACH,
     ROLES,
-    MessageRefused,
     relatives,
     resolve_receiver,
     resolve_relative,
 )
-from prime_agent_lab.core.ports import OutputEvent
 from prime_agent_lab.core.sessions import SessionRepository
 from prime_agent_lab.jupyter.host import AgentHost
 from prime_agent_lab.providers import make_provider

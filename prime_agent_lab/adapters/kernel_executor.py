@@ -3,6 +3,10 @@
 One `AsyncKernelClient` per kernel, made with `client_factory` so it has its own session id and
 never steals replies from the browser or other clients. Executions are serialized. Only messages
 whose parent is our own request are read, so cells the user runs meanwhile are untouched.
+
+Size: over 600 lines because waiting for other clients' cells, running ours, stopping it and
+recovering the kernel share one client, one lock and one view of the kernel's activity; output
+folding lives in `core/output_fold.py`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,11 @@
 """The agent loop: user message, model, one notebook cell per tool call, observation, repeat.
 
 One code path serves JupyterLab and the headless CLI; only the ports differ.
+
+Size: over 600 lines because the loop, its stop handling and the recording of each cell are one
+state machine (`_stop_requested`, `_in_cell` and the turn task are shared by all three); what
+can live outside it does (hooks in the runtime, restore wording in `snapshots.py`, observation,
+recovery, compaction).
 """
 
 from __future__ import annotations

@@ -28,19 +28,20 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable, Coroutine, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 from .agent import Agent, InboxMessage, TurnInProgress
 from .caller import TreeRuntime
 from .entry_types import TOLD_AS_MESSAGES
 from .events import Event
-from .family import SESSION_UNREADABLE, Family, FamilyError, Member
+from .family import SESSION_UNREADABLE, FamilyError, Member
 from .jsonfile import MAX_MAILBOX_BYTES, BadJson, UnreadableFile, read_jsonl
+from .mail import MODES, Backlog, Bucket, DeliveryStatus, Mail, Receipt
+from .reach import Relative, member_name, relatives, resolve_receiver
 from .sessions import SessionError, is_session_id, now_iso
-from .text import json_type, preview, shorten
+from .text import json_type, shorten
 from .trust import Signer
 from .whole_writes import append_whole
 from .wire import DeliveryMode, Relationship
@@ -49,11 +50,7 @@ log = logging.getLogger(__name__)
 
 MAILBOX_FILE = "mailbox.jsonl"
 SIGNED_FOR = "mail"  # the signature purpose of a queued record (core/trust.py)
-REACH = "Agent reach is limited to parent, siblings and children"
 UNREADABLE_REASON = "its session cannot be read (the file is damaged or gone)"
-ROLES: tuple[Relationship, ...] = get_args(Relationship)
-MODES: tuple[DeliveryMode, ...] = get_args(DeliveryMode)
-DeliveryStatus = Literal["delivered", "queued", "failed"]
 
 _INVERSE: dict[Relationship, Relationship] = {
     "parent": "child",
@@ -66,280 +63,6 @@ class MessageRefused(FamilyError):
     """A send the mailbox refuses (size, rate, pending limit); nothing was sent."""
 
 
-# ---------------------------------------------------------------- who can reach whom
-
-
-@dataclass(frozen=True)
-class Relative:
-    """A family member as one agent sees it."""
-
-    relationship: Relationship  # from the viewer's side: "parent" is the viewer's parent
-    member: Member
-    name: str  # a child's name; a root is known by its notebook path
-
-
-def member_name(member: Member, loaded: Mapping[str, str]) -> str:
-    """A child's name, or a root's notebook path (where it is now, when it is loaded)."""
-    return member.name or loaded.get(member.session_id) or member.notebook_path
-
-
-def relatives(family: Family, viewer_id: str, loaded: Mapping[str, str]) -> list[Relative]:
-    """The viewer's nuclear family: parent, siblings and direct children. `loaded` maps the
-    loaded agents' session ids to their notebook paths; only loaded roots count as siblings."""
-    me = family.member(viewer_id)
-    if me is None:
-        raise FamilyError(404, f"session {viewer_id} is not in the agent family")
-    out: list[Relative] = []
-    if me.parent_session_id is not None:
-        parent = family.member(me.parent_session_id)
-        if parent is not None:
-            out.append(Relative("parent", parent, member_name(parent, loaded)))
-    roots = set(loaded) if me.parent_session_id is None else None
-    for sibling in family.siblings(viewer_id, roots=roots):
-        out.append(Relative("sibling", sibling, member_name(sibling, loaded)))
-    for child in family.children(viewer_id):
-        out.append(Relative("child", child, member_name(child, loaded)))
-    return out
-
-
-def resolve_receiver(
-    family: Family,
-    sender_id: str,
-    loaded: Mapping[str, str],
-    role: object,
-    name: object = None,
-) -> Relative:
-    """The one family member `role` and `name` point at, from the sender's side, or a clear
-    FamilyError: a role that is not one, a missing name, the sender itself, or anyone outside the
-    nuclear family."""
-    if role not in ROLES:
-        raise FamilyError(
-            400,
-            'receiver_role must be "parent", "sibling" or "child" (or "all" to broadcast), '
-            f"not {shorten(role, 40)}",
-        )
-    if name is not None and not isinstance(name, str):
-        raise FamilyError(400, f"receiver_name must be a string, not {json_type(name)}")
-    me = family.member(sender_id)
-    if me is None:
-        raise FamilyError(404, f"session {sender_id} is not in the agent family")
-    family_now = relatives(family, sender_id, loaded)
-    if role == "parent":
-        return _the_parent(family_now, name)
-    if not name:
-        raise FamilyError(400, f'receiver_name is required for receiver_role="{role}"')
-    if name in (me.session_id, member_name(me, loaded)):
-        raise FamilyError(400, "an agent cannot send a message to itself")
-    matches = [r for r in family_now if name in (r.name, r.member.session_id)]
-    exact = [r for r in matches if r.relationship == role]
-    if len(exact) == 1:
-        return exact[0]
-    if len(exact) > 1:
-        ids = ", ".join(r.member.session_id for r in exact)
-        raise FamilyError(409, f'several {role}s are named "{name}" ({ids}): use the session id')
-    if matches:
-        actual = matches[0]
-        raise FamilyError(
-            404,
-            f'"{name}" is your {actual.relationship}, not your {role}; use '
-            f'receiver_role="{actual.relationship}"',
-        )
-    same_role = ", ".join(sorted(f'"{r.name}"' for r in family_now if r.relationship == role))
-    plural = "children" if role == "child" else f"{role}s"
-    yours = f"your {plural}: {same_role}" if same_role else f"you have no {plural}"
-    raise FamilyError(404, f'{REACH}: no {role} named "{preview(name, 80)}" ({yours})')
-
-
-def _the_parent(family_now: list[Relative], name: str | None) -> Relative:
-    parent = next((r for r in family_now if r.relationship == "parent"), None)
-    if parent is None:
-        raise FamilyError(
-            404,
-            "this agent is a root: it has no parent (other roots are its siblings: use "
-            'receiver_role="sibling")',
-        )
-    if name and name not in (parent.name, parent.member.session_id, "parent"):
-        raise FamilyError(
-            404, f'{REACH}: your parent is "{parent.name}", not "{preview(name, 80)}"'
-        )
-    return parent
-
-
-def resolve_relative(
-    family: Family, viewer_id: str, loaded: Mapping[str, str], target: object
-) -> Relative:
-    """A family member named by name, session id or "parent" (for `agent_observe`)."""
-    if not isinstance(target, str) or not target:
-        raise FamilyError(400, "target must be a name or a session id")
-    family_now = relatives(family, viewer_id, loaded)
-    if target == "parent":
-        return _the_parent(family_now, None)
-    found = [r for r in family_now if target in (r.name, r.member.session_id)]
-    if len(found) == 1:
-        return found[0]
-    if found:
-        ids = ", ".join(r.member.session_id for r in found)
-        raise FamilyError(409, f'several family members are named "{target}" ({ids})')
-    if target == viewer_id:
-        raise FamilyError(400, "that is this agent itself")
-    raise FamilyError(404, f'{REACH}: no family member named "{shorten(target, 80)}"')
-
-
-# ---------------------------------------------------------------- messages and receipts
-
-
-@dataclass
-class Mail:
-    """One message on its way: everything the receiver will read, and whom it was for."""
-
-    message_id: str
-    to_session_id: str
-    to_name: str
-    from_session_id: str
-    from_name: str
-    relationship: Relationship  # the sender, seen from the receiver
-    composed: str
-    mode: DeliveryMode
-    body: str
-    notice: str | None = None  # a notice kind: the runtime tells a parent about its child
-    released: bool = False  # a follow-up whose wait is over: its target's run ended
-
-    @property
-    def text(self) -> str:
-        """What the receiver's model reads."""
-        if self.notice is not None:
-            return f"[notice] {self.body}"
-        header = (
-            f'[message from {self.relationship} "{self.from_name}", written {self.composed}, '
-            f"id {self.message_id}]"
-        )
-        return f"{header}\n{self.body}"
-
-    @property
-    def fields(self) -> dict[str, Any]:
-        """The fields of the receiver's entry and event (`TurnStartedEvent`,
-        `AgentMessageEvent` in wire.py)."""
-        return {
-            "message_id": self.message_id,
-            "from_session_id": self.from_session_id,
-            "from_name": self.from_name,
-            "relationship": self.relationship,
-            "composed": self.composed,
-            "mode": self.mode,
-            **({"notice": self.notice} if self.notice is not None else {}),
-        }
-
-    @property
-    def enters_running_turn(self) -> bool:
-        """Taken at the target's next model-call boundary (else: when its run ends)."""
-        return self.mode != "follow_up" or self.released
-
-    def record(self) -> dict[str, Any]:
-        return {
-            "type": "queued",
-            "ts": now_iso(),
-            "message_id": self.message_id,
-            "to_session_id": self.to_session_id,
-            "to_name": self.to_name,
-            "from_session_id": self.from_session_id,
-            "from_name": self.from_name,
-            "relationship": self.relationship,
-            "composed": self.composed,
-            "mode": self.mode,
-            "body": self.body,
-            **({"notice": self.notice} if self.notice is not None else {}),
-        }
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Mail | None:
-        try:
-            mail = cls(**{k: record[k] for k in _MAIL_FIELDS}, notice=record.get("notice"))
-        except (KeyError, TypeError):
-            return None
-        text_fields = [getattr(mail, k) for k in _MAIL_FIELDS]
-        if not all(isinstance(v, str) for v in text_fields):
-            return None
-        if mail.notice is not None and mail.notice not in TOLD_AS_MESSAGES:
-            return None
-        if mail.relationship not in ROLES or mail.mode not in MODES:
-            return None
-        return mail
-
-
-_MAIL_FIELDS = (
-    "message_id",
-    "to_session_id",
-    "to_name",
-    "from_session_id",
-    "from_name",
-    "relationship",
-    "composed",
-    "mode",
-    "body",
-)
-
-
-@dataclass(frozen=True)
-class Receipt:
-    """What the sender gets back: its message's id, whom it went to and how far it got."""
-
-    message_id: str | None
-    target: str
-    target_session_id: str
-    relationship: Relationship  # the target, seen from the sender
-    mode: DeliveryMode
-    delivery_status: DeliveryStatus
-    time: str
-    error: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "message_id": self.message_id,
-            "target": self.target,
-            "target_session_id": self.target_session_id,
-            "relationship": self.relationship,
-            "mode": self.mode,
-            "delivery_status": self.delivery_status,
-            "time": self.time,
-            "error": self.error,
-        }
-
-
-@dataclass
-class _Bucket:
-    """A token bucket: `burst` sends at once, refilled at `rate` per second."""
-
-    tokens: float
-    updated: float
-
-    def take(self, now: float, rate: float, burst: int) -> bool:
-        self.tokens = min(float(burst), self.tokens + (now - self.updated) * rate)
-        self.updated = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        return False
-
-    def refund(self, burst: int) -> None:
-        self.tokens = min(float(burst), self.tokens + 1.0)
-
-    def wait(self, rate: float) -> float:
-        return max(0.0, (1.0 - self.tokens) / rate) if rate > 0 else float("inf")
-
-
-@dataclass
-class _Backlog:
-    """What one mailbox file holds: messages in order, and which are closed (taken, dropped)."""
-
-    queued: dict[str, Mail] = field(default_factory=dict)
-    closed: set[str] = field(default_factory=set)
-    untrusted: dict[str, Mail] = field(default_factory=dict)  # queued without our signature
-
-    @property
-    def open(self) -> list[Mail]:
-        return [m for i, m in self.queued.items() if i not in self.closed]
-
-
 # ---------------------------------------------------------------- the router
 
 
@@ -350,7 +73,7 @@ class Mailbox:
         self._runtime = runtime
         self.clock = clock
         self._pending: dict[str, list[Mail]] = {}  # target session id -> messages, in order
-        self._buckets: dict[tuple[str, str], _Bucket] = {}
+        self._buckets: dict[tuple[str, str], Bucket] = {}
         self._deliveries: set[asyncio.Future[None]] = set()  # under way in the background
         self._closed = False
 
@@ -481,12 +204,12 @@ class Mailbox:
             raise FamilyError(404, f"session {sender.session_id} is not in the agent family")
         return member
 
-    def _take_token(self, sender_id: str, target: Relative) -> _Bucket:
+    def _take_token(self, sender_id: str, target: Relative) -> Bucket:
         settings = self._runtime.settings
         rate, burst = settings.message_rate_per_second, settings.message_rate_burst
         now = self.clock()
         key = (sender_id, target.member.session_id)
-        bucket = self._buckets.setdefault(key, _Bucket(float(burst), now))
+        bucket = self._buckets.setdefault(key, Bucket(float(burst), now))
         if not bucket.take(now, rate, burst):
             raise MessageRefused(
                 429,
@@ -775,8 +498,8 @@ def _told(entries: list[dict[str, Any]], message_id: str) -> bool:
     )
 
 
-def _read_backlog(file: Path, signer: Signer) -> _Backlog:
-    backlog = _Backlog()
+def _read_backlog(file: Path, signer: Signer) -> Backlog:
+    backlog = Backlog()
     for record in _records(file):
         kind, message_id = record.get("type"), record.get("message_id")
         if not isinstance(message_id, str):

@@ -12,7 +12,7 @@ from typing import Any
 from .bridge import payload_number
 from .caller import CallerContext, Operation, Register, TreeRuntime
 from .family import FamilyError
-from .mailbox import Relative, resolve_relative
+from .reach import Relative, resolve_relative
 from .sessions import SessionError, SessionLog
 from .text import shorten
 

@@ -4,6 +4,10 @@
 line is either a tree entry (`id`, `parent_id`, `ts`, `type`, ...) or a leaf record
 (`type: "leaf"`, `leaf_id`) that moves the current position. Nothing is ever rewritten: branching
 appends a leaf record, a crash-cut turn gets a `turn_end` with `stop_reason: "interrupted"`.
+
+Size: over 600 lines because the log's reading (migration, damage, blobs), writing and the
+model's context built from it keep one in-memory tree consistent; entry types live in
+`entry_types.py`.
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ executor's lock and the kernel's own queue serialize it) and reads what it wrote
   restart by someone else (the Kernel menu): the notice says how to restore by hand.
 - The model is told what came back and what did not: between turns as a notice folded into its
   next message, in a turn as part of the observation of the cell whose kernel died.
+
+Size: over 600 lines because the on-disk protocol (manifest, digests, signature, commit and
+set-aside) and the keeper that decides when to snapshot and restore share every rule about
+which manifest counts; splitting them would state those rules twice.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ changes it and renames a fsynced temp file over it; readers never lock (a rename
 So a `create` fails on an id another writer made a moment ago, and an update never loses
 another writer's. `revision` rises by one per write; the pair of a session's local and global
 revisions is the harness version its prompt was built from. See docs/harness.md.
+
+Size: over 600 lines because the locked read-change-write cycle, the signature of a local store
+and the entry kinds' validation must agree on one file format; the CRUD surface the kernel
+sees is in `harness_ops.py`.
 """
 
 from __future__ import annotations
