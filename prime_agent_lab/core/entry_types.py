@@ -28,7 +28,7 @@ What the model reads (the rule every projection follows):
 A summary (a compaction's, the refine planner's trajectory) renders what the model read of each
 entry, plus `error` entries (where a turn broke off). Nothing else reaches the model.
 
-Why this file is long: it is one table (every entry type and notice kind, each with its
+Size: over 600 lines because it is one table (every entry type and notice kind, each with its
 projections), and keeping every fact about an entry type here is what lets a new type touch one
 core file; the machinery the table uses is in `core/entry_schema.py`.
 """
