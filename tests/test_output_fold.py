@@ -15,7 +15,7 @@ from typing import Any
 
 from prime_agent_lab.adapters.file_notebook import FileNotebook
 from prime_agent_lab.adapters.output_cap import NotebookOutputCap
-from prime_agent_lab.core.agent import Agent, AgentConfig
+from prime_agent_lab.core.agent import Agent
 from prime_agent_lab.core.messages import ModelResponse
 from prime_agent_lab.core.output_fold import (
     Appended,
@@ -28,6 +28,7 @@ from prime_agent_lab.core.output_fold import (
 from prime_agent_lab.core.ports import CellState, ExecutionResult, OutputEvent
 from prime_agent_lab.core.redaction import Redactor
 from prime_agent_lab.core.sessions import SessionRepository
+from prime_agent_lab.core.settings import Settings
 
 from .test_core import EchoKernel, ListProvider, call
 
@@ -205,7 +206,7 @@ def test_text_the_redactor_holds_back_is_written_before_a_clear_as_the_kernel_se
     provider = ListProvider([ModelResponse(tool_calls=[call("go()")]), ModelResponse(text="ok")])
     session = SessionRepository(tmp_path).create(notebook_path="a.ipynb", provider="l", model="m")
     notebook = FileNotebook(tmp_path / "a.ipynb", output_cap=1000)
-    agent = Agent(session, provider, notebook, ClearingKernel(), AgentConfig())
+    agent = Agent(session, provider, notebook, ClearingKernel(), Settings())
     agent.redactor = Redactor(["sk-test-0123456789abcdef"])  # "progress s" may end in a key
 
     asyncio.run(agent.run_turn("go"))
@@ -239,7 +240,7 @@ def test_the_harness_note_of_a_restart_does_not_clear_what_the_model_saw(tmp_pat
     provider = ListProvider([ModelResponse(tool_calls=[call("loop()")]), ModelResponse(text="ok")])
     session = SessionRepository(tmp_path).create(notebook_path="a.ipynb", provider="l", model="m")
     notebook = FileNotebook(tmp_path / "a.ipynb", output_cap=1000)
-    agent = Agent(session, provider, notebook, RestartedKernel(), AgentConfig())
+    agent = Agent(session, provider, notebook, RestartedKernel(), Settings())
 
     asyncio.run(agent.run_turn("go"))
     notebook.flush()
