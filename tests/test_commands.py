@@ -135,6 +135,54 @@ def test_unknown_options_and_text_for_a_command_without_arguments_give_the_usage
     assert parsed("usage", "") == (None, {})
 
 
+def test_a_refine_or_rollback_answer_is_said_in_words() -> None:
+    describe = commands._describe
+    assert describe({"scheduled": True, "note": "planning in the background"}, "x") == (
+        "planning in the background"
+    )
+    assert describe({"scheduled": True}, "scheduled") == "scheduled"
+    assert describe({"scheduled": False, "reason": "a plan is in flight"}, "x") == (
+        "not scheduled: a plan is in flight"
+    )
+    queued = {"queued": True, "applied": False, "note": "queued: applies at the next turn boundary"}
+    assert describe(queued, "x") == "queued: applies at the next turn boundary"
+
+
+class TreeHost:
+    """The two host calls `/fork` makes, over a given tree."""
+
+    def __init__(self, entries: list[dict[str, Any]]) -> None:
+        self.entries = entries
+        self.forked: list[object] = []
+
+    async def session_tree(self, session_id: str) -> dict[str, Any]:
+        return {"session_id": session_id, "leaf_id": None, "entries": self.entries}
+
+    async def fork(self, session_id: str, entry_id: object) -> dict[str, Any]:
+        self.forked.append(entry_id)
+        return {"session_id": "copy", "notebook_path": "copy.ipynb"}
+
+
+def node(entry_id: str, kind: str, on_branch: bool) -> dict[str, Any]:
+    return {"id": entry_id, "type": kind, "on_branch": on_branch}
+
+
+async def test_fork_forks_from_the_newest_user_message_on_the_current_branch() -> None:
+    host = TreeHost(
+        [
+            node("10", "user_message", True),
+            node("12", "turn_end", True),
+            node("20", "user_message", False),  # another branch, written later
+            node("30", "user_message", True),
+            node("31", "turn_end", True),
+        ]
+    )
+    await commands._fork(host, "s", {})  # type: ignore[arg-type]
+    assert host.forked == ["30"]
+    with pytest.raises(CommandError, match="Nothing to fork from"):
+        await commands._fork(TreeHost([node("20", "user_message", False)]), "s", {})  # type: ignore[arg-type]
+
+
 # ---------------------------------------------------------------- on a real server
 
 # The text after the name for every declared form (a new form must be added here: it is run).
