@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ def test_the_typescript_lists_every_command_with_its_forms_help_and_view() -> No
 
 
 def test_every_declared_form_has_an_async_handler_and_a_view() -> None:
+    assert set(VIEWS) == set(typing.get_args(commands.CommandView))
     for command in COMMANDS:
         for form in command.forms:
             assert inspect.iscoroutinefunction(form.run), (command.name, form.keyword)

@@ -33,8 +33,9 @@ from .usage import AgentUsage, usage_report
 from .wire import RefinementList, SessionCopy, SessionTree
 
 ArgumentKind = Literal["flag", "word", "text"]
-"""`flag`: `--name`, anywhere among the words; `word`: one word, required; `text`: everything
-after the name and the leading flags, optional (only the form without a keyword has one)."""
+"""`flag`: `--name`, before a keyword or the text, or anywhere among a keyword form's words;
+`word`: one word, required; `text`: everything after the name and the leading flags, optional
+(only the form without a keyword has one)."""
 
 CommandView = Literal["help", "tree", "copy", "note", "refinements", "usage"]
 """How the chat panel shows a form's answer (labextension/src/commandViews.ts)."""
