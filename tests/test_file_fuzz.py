@@ -697,6 +697,7 @@ BODY_ROUTES: list[tuple[str, ...]] = [
     ("sessions", "good", "clone"),
     ("sessions", "good", "refine"),
     ("sessions", "good", "refinements", "r1", "rollback"),
+    ("sessions", "good", "commands", "usage"),
     ("bindings",),
 ]
 BODY_CASES = {name: make for name, make in BYTE_CASES.items() if name != "empty"}

@@ -22,12 +22,13 @@ from .history import Entry, History
 from .interrupts import install as install_interrupts
 from .messaging import AgentMessage, AgentObserve, Record
 from .refine import Refine
-from .rlm import RLM, Subagent, SubagentHandle, show_link
+from .rlm import RLM, AgentUsage, Subagent, SubagentHandle, show_link
 
 __all__ = [
     "RLM",
     "AgentMessage",
     "AgentObserve",
+    "AgentUsage",
     "BridgeClient",
     "BridgeError",
     "Compact",

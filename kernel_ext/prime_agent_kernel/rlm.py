@@ -3,6 +3,7 @@
 part_a = await rlm("Summarise part A of report.txt", name="part-a")
 await rlm.list_subagents()
 await rlm.delete_subagent("part-a")
+await rlm.usage()
 """
 
 from __future__ import annotations
@@ -42,6 +43,68 @@ class Subagent:
     spawn_turn: int | None = None  # the parent's turn that spawned it
     usage: dict[str, int] = field(default_factory=dict)  # its own model calls
     usage_total: dict[str, int] = field(default_factory=dict)  # with its sub-agents'
+
+
+@dataclass(frozen=True)
+class AgentUsage:
+    """What `rlm.usage()` returns: an agent's token usage and cost, its own model calls and, in
+    the `_total` fields, with its sub-agents' (each in `children`, the same way)."""
+
+    session_id: str
+    name: str  # a sub-agent's name; empty for a root agent
+    model: str
+    status: str
+    calls: int = 0  # its own model calls
+    usage: dict[str, int] = field(default_factory=dict)
+    usage_total: dict[str, int] = field(default_factory=dict)
+    cost: float | None = None  # US dollars; None: a model without a known price answered
+    cost_total: float | None = None
+    notebook_path: str | None = None
+    children: tuple[AgentUsage, ...] = ()
+
+    def agents(self) -> list[AgentUsage]:
+        """This agent and every agent below it, depth first."""
+        found = [self]
+        for child in self.children:
+            found += child.agents()
+        return found
+
+    def table(self) -> str:
+        """One line per agent of the tree: own and total tokens and cost."""
+        lines = ["agent  status  calls  tokens in/out (total)  cost (total)"]
+        self._lines(lines, 0)
+        return "\n".join(lines)
+
+    def _lines(self, lines: list[str], depth: int) -> None:
+        who = self.name or self.notebook_path or self.session_id
+        own, total = _tokens(self.usage), _tokens(self.usage_total)
+        lines.append(
+            f"{'  ' * depth}{who}  {self.status}  {self.calls}  {own} ({total})  "
+            f"{_dollars(self.cost)} ({_dollars(self.cost_total)})"
+        )
+        for child in self.children:
+            child._lines(lines, depth + 1)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.table())
+
+
+def _tokens(usage: dict[str, int]) -> str:
+    read = sum(usage.get(k, 0) for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens"))
+    return f"{read:,}/{usage.get('output_tokens', 0):,}"
+
+
+def _dollars(cost: float | None) -> str:
+    return "unknown" if cost is None else f"${cost:.4f}"
+
+
+def _agent_usage(data: dict[str, Any]) -> AgentUsage:
+    children = tuple(_agent_usage(child) for child in data.get("children") or ())
+    usage: AgentUsage = _build(AgentUsage, {**data, "children": children})
+    return usage
 
 
 def _build(cls: type, data: dict[str, Any]) -> Any:
@@ -95,6 +158,11 @@ class RLM:
         """The models a sub-agent can run on, as `provider/model`."""
         result: list[str] = await self._call("rlm.find_models", {"query": query})
         return result
+
+    async def usage(self) -> AgentUsage:
+        """Tokens and cost of this agent's model calls, own and with its sub-agents', for every
+        agent of its tree (`.children`, `.agents()`; printed as a table)."""
+        return _agent_usage(await self._call("rlm.usage", {}))
 
     def __repr__(self) -> str:
         return "rlm: await rlm(task, name=None, model=None) starts a sub-agent"

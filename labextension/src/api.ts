@@ -4,12 +4,12 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import type { CommandReply } from './commands';
 import type {
   ILeafMoved,
   IServerInfo,
   ISessionCopy,
   ISessionInfo,
-  ISessionTree,
   ISessionWithTranscript,
   ITrustState
 } from './wire';
@@ -95,11 +95,6 @@ export class AgentApiClient {
     );
   }
 
-  /** The session's log as a tree (docs/branching.md). */
-  getTree(sessionId: string): Promise<ISessionTree> {
-    return this._request<ISessionTree>(`sessions/${encodeURIComponent(sessionId)}/tree`);
-  }
-
   /** Branch: continue from a user message (before it) or a turn's end. */
   moveLeaf(sessionId: string, entryId: string): Promise<ILeafMoved> {
     return this._request<ILeafMoved>(
@@ -127,36 +122,16 @@ export class AgentApiClient {
     );
   }
 
-  // ------------------------------------------------ refine (README "Refine")
-
-  /** Schedule a refinement of the session's harness (planned in the background). */
-  refine(sessionId: string, instructions: string | null, global: boolean): Promise<unknown> {
-    const body: Record<string, string | boolean> = { global };
-    if (instructions) {
-      body.instructions = instructions;
-    }
-    return this._request<unknown>(
-      `sessions/${encodeURIComponent(sessionId)}/refine`,
+  /**
+   * Run a chat command (`/name args`) for a session: the server parses the
+   * text after the name by the command's declaration (core/commands.py) and
+   * answers with the view to show and its answer.
+   */
+  runCommand(sessionId: string, name: string, args: string): Promise<CommandReply> {
+    return this._request<CommandReply>(
+      `sessions/${encodeURIComponent(sessionId)}/commands/${encodeURIComponent(name)}`,
       'POST',
-      body
-    );
-  }
-
-  /** The refinements the session sees (local and global), newest last. */
-  async listRefinements(sessionId: string): Promise<unknown[]> {
-    const answer = await this._request<{ refinements?: unknown }>(
-      `sessions/${encodeURIComponent(sessionId)}/refinements`
-    );
-    return Array.isArray(answer?.refinements) ? answer.refinements : [];
-  }
-
-  /** Roll a refinement back (applied at the next turn boundary, recorded as a refinement). */
-  rollbackRefinement(sessionId: string, refinementId: string, global: boolean): Promise<unknown> {
-    return this._request<unknown>(
-      `sessions/${encodeURIComponent(sessionId)}/refinements/` +
-        `${encodeURIComponent(refinementId)}/rollback`,
-      'POST',
-      global ? { global } : {}
+      { args }
     );
   }
 

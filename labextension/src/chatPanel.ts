@@ -7,29 +7,25 @@ import { Widget } from '@lumino/widgets';
 
 import type { FollowCellsSetting } from './cellFollower';
 import { cellExecutionCount, cellFirstLine, revealCell } from './cellNavigation';
+import {
+  commandLine,
+  completions,
+  composerHint,
+  type ICommandLine,
+  type ICompletion
+} from './chatCommands';
+import { showReply, type ICommandViewContext } from './commandViews';
 import { button } from './dom';
 import { linkButton, renderEntry, type IEntryViewContext } from './entryViews';
 import { primeAgentIcon } from './icons';
 import { describe, type NotebookAgent } from './notebookAgent';
-import {
-  describeRefineAnswer,
-  parseRefineCommand,
-  renderRefineForm,
-  type RefineCommand
-} from './refine';
 import {
   WAITING_TEXT,
   type IMessageOrigin,
   type TranscriptChange,
   type TranscriptEntry
 } from './transcript';
-import {
-  lastUserMessage,
-  parseChatCommand,
-  renderTreeView,
-  type ChatCommand,
-  type ITreeRow
-} from './treeView';
+import type { ITreeRow } from './treeView';
 import type { IServerInfo, ISessionCopy } from './wire';
 
 export interface IChatPanelOptions {
@@ -96,10 +92,16 @@ export class ChatPanel extends Widget {
     this._input.className = 'pal-input';
     this._input.dataset.testid = 'pal-chat-input';
     this._input.rows = 3;
-    this._input.placeholder =
-      'Ask the agent… (Enter sends, Shift+Enter for a new line; /tree, /fork, /clone, /refine)';
+    this._input.placeholder = composerHint();
     this._input.addEventListener('keydown', event => this._onInputKey(event));
-    this._input.addEventListener('input', () => this._updateControls());
+    this._input.addEventListener('input', () => {
+      this._updateControls();
+      this._updateMenu();
+    });
+    this._input.addEventListener('blur', () => this._closeMenu());
+    this._menu = div('pal-command-menu', 'pal-command-menu');
+    this._menu.setAttribute('role', 'listbox');
+    this._menu.hidden = true;
     const actions = div('pal-actions');
     this._stopButton = button('Stop', 'pal-stop');
     this._stopButton.title = 'Stop the running turn and interrupt its cell';
@@ -108,7 +110,7 @@ export class ChatPanel extends Widget {
     this._sendButton.classList.add('pal-mod-primary');
     this._sendButton.addEventListener('click', () => void this._send());
     actions.append(this._stopButton, this._sendButton);
-    composer.append(this._input, actions);
+    composer.append(this._menu, this._input, actions);
 
     this._treeNode = div('pal-tree-slot', 'pal-tree-slot');
     this._treeNode.hidden = true;
@@ -317,9 +319,7 @@ export class ChatPanel extends Widget {
     const ready = agent !== null && agent.session !== null;
     const running = agent?.transcript.status === 'running';
     this._input.disabled = !agent;
-    const command =
-      parseChatCommand(this._input.value) !== null ||
-      parseRefineCommand(this._input.value) !== null;
+    const command = commandLine(this._input.value) !== null;
     this._sendButton.disabled =
       !ready || (running && !command) || this._sending || this._input.value.trim() === '';
     this._stopButton.disabled = !ready || !running;
@@ -388,10 +388,79 @@ export class ChatPanel extends Widget {
   }
 
   private _onInputKey(event: KeyboardEvent): void {
-    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+    if (event.isComposing) {
+      return;
+    }
+    const menuOpen = !this._menu.hidden && this._completions.length > 0;
+    if (menuOpen && (event.key === 'ArrowDown' || event.key === 'ArrowUp')) {
+      event.preventDefault();
+      const step = event.key === 'ArrowDown' ? 1 : -1;
+      const size = this._completions.length;
+      this._selected = (this._selected + step + size) % size;
+      this._renderMenu();
+      return;
+    }
+    if (menuOpen && event.key === 'Escape') {
+      event.preventDefault();
+      this._closeMenu();
+      return;
+    }
+    // Tab takes the completion; so does Enter while the text is not a command yet.
+    const takes =
+      event.key === 'Tab' ||
+      (event.key === 'Enter' && !event.shiftKey && commandLine(this._input.value) === null);
+    if (menuOpen && takes && !event.shiftKey) {
+      event.preventDefault();
+      this._complete(this._completions[this._selected]);
+      return;
+    }
+    if (event.key === 'Enter' && !event.shiftKey) {
       event.preventDefault();
       void this._send();
     }
+  }
+
+  // ---------------------------------------------------------------- command completion
+
+  /** The completions of the text as typed (only while the caret is at its end). */
+  private _updateMenu(): void {
+    const text = this._input.value;
+    const atEnd = this._input.selectionStart === text.length;
+    this._completions = atEnd ? completions(text) : [];
+    this._selected = 0;
+    this._renderMenu();
+  }
+
+  private _renderMenu(): void {
+    this._menu.replaceChildren();
+    this._menu.hidden = this._completions.length === 0;
+    this._completions.forEach((completion, index) => {
+      const item = div('pal-command-option', 'pal-command-option');
+      item.setAttribute('role', 'option');
+      item.setAttribute('aria-selected', String(index === this._selected));
+      item.classList.toggle('pal-mod-selected', index === this._selected);
+      const label = document.createElement('code');
+      label.textContent = completion.label;
+      item.append(label, ` ${completion.detail}`);
+      // mousedown, not click: the input keeps its focus (a blur would close the menu first).
+      item.addEventListener('mousedown', event => {
+        event.preventDefault();
+        this._complete(completion);
+      });
+      this._menu.append(item);
+    });
+  }
+
+  private _complete(completion: ICompletion): void {
+    this._input.value = completion.text;
+    this._input.setSelectionRange(completion.text.length, completion.text.length);
+    this._updateControls();
+    this._updateMenu();
+  }
+
+  private _closeMenu(): void {
+    this._completions = [];
+    this._renderMenu();
   }
 
   private async _send(): Promise<void> {
@@ -400,16 +469,10 @@ export class ChatPanel extends Widget {
     if (!agent || !text || this._sendButton.disabled) {
       return;
     }
-    const refine = parseRefineCommand(text);
-    if (refine) {
-      this._input.value = '';
-      this._updateControls();
-      await this._runRefine(agent, refine);
-      return;
-    }
-    const command = parseChatCommand(text);
+    const command = commandLine(text);
     if (command) {
       this._input.value = '';
+      this._closeMenu();
       this._updateControls();
       await this._runCommand(agent, command);
       return;
@@ -445,69 +508,75 @@ export class ChatPanel extends Widget {
     }
   }
 
-  // ---------------------------------------------------------------- /tree, /fork, /clone
+  // ---------------------------------------------------------------- chat commands
 
-  private async _runCommand(agent: NotebookAgent, command: ChatCommand): Promise<void> {
+  /** Run a command on the server (core/commands.py) and show its answer in its view. */
+  private async _runCommand(agent: NotebookAgent, command: ICommandLine): Promise<void> {
     const sessionId = agent.session?.session_id;
     if (!sessionId) {
       agent.transcript.addError('No agent session yet: is the kernel running?');
       return;
     }
     try {
-      switch (command.command) {
-        case 'tree':
-          await this._showTree(agent, sessionId);
-          return;
-        case 'clone':
-          await this._openCopy(agent, await agent.api.clone(sessionId));
-          return;
-        case 'fork': {
-          const message = lastUserMessage(await agent.api.getTree(sessionId));
-          if (!message) {
-            agent.transcript.addError('Nothing to fork from: this branch has no message yet.');
-            return;
-          }
-          await this._openCopy(agent, await agent.api.fork(sessionId, message.id));
-          return;
-        }
+      const reply = await agent.api.runCommand(sessionId, command.name, command.args);
+      if (this._agent === agent) {
+        await showReply(reply, this._viewContext(agent, sessionId));
       }
     } catch (error) {
-      agent.transcript.addError(`/${command.command} failed: ${describe(error)}`);
+      agent.transcript.addError(`/${command.name} failed: ${describe(error)}`);
     }
   }
 
-  private async _showTree(agent: NotebookAgent, sessionId: string): Promise<void> {
-    const tree = await agent.api.getTree(sessionId);
-    if (this._agent !== agent) {
-      return;
-    }
+  /** What a command's view may do: for this agent and session. */
+  private _viewContext(agent: NotebookAgent, sessionId: string): ICommandViewContext {
     const act = (work: () => Promise<void>, what: string) => () => {
       void work().catch(error => agent.transcript.addError(`${what} failed: ${describe(error)}`));
     };
-    const view = renderTreeView(tree, {
-      branch: (row: ITreeRow) =>
-        act(async () => {
-          const moved = await agent.api.moveLeaf(sessionId, row.id);
+    return {
+      show: node => {
+        this._treeNode.replaceChildren(node);
+        this._treeNode.hidden = false;
+      },
+      close: () => this._closeTree(),
+      note: text => agent.transcript.addNote(text),
+      openCopy: copy => this._openCopy(agent, copy),
+      openNotebook: path => void this._openNotebook(path),
+      setInput: text => {
+        this._input.value = text;
+        this._updateControls();
+        this._input.focus();
+      },
+      tree: {
+        branch: (row: ITreeRow) =>
+          act(async () => {
+            const moved = await agent.api.moveLeaf(sessionId, row.id);
+            this._closeTree();
+            if (moved.text !== undefined) {
+              this._input.value = moved.text;
+              this._updateControls();
+              this._input.focus();
+            }
+          }, 'Branching')(),
+        fork: (row: ITreeRow) =>
+          act(async () => {
+            this._closeTree();
+            await this._openCopy(agent, await agent.api.fork(sessionId, row.id));
+          }, 'Forking')(),
+        clone: act(async () => {
           this._closeTree();
-          if (moved.text !== undefined) {
-            this._input.value = moved.text;
-            this._updateControls();
-            this._input.focus();
-          }
-        }, 'Branching')(),
-      fork: (row: ITreeRow) =>
-        act(async () => {
-          this._closeTree();
-          await this._openCopy(agent, await agent.api.fork(sessionId, row.id));
-        }, 'Forking')(),
-      clone: act(async () => {
-        this._closeTree();
-        await this._openCopy(agent, await agent.api.clone(sessionId));
-      }, 'Cloning'),
-      close: () => this._closeTree()
-    });
-    this._treeNode.replaceChildren(view);
-    this._treeNode.hidden = false;
+          await this._openCopy(agent, await agent.api.clone(sessionId));
+        }, 'Cloning'),
+        close: () => this._closeTree()
+      },
+      refinements: {
+        rollback: record =>
+          void this._runCommand(agent, {
+            name: 'refine',
+            args: `rollback ${record.id}${record.scope === 'global' ? ' --global' : ''}`
+          }),
+        close: () => this._closeTree()
+      }
+    };
   }
 
   private _closeTree(): void {
@@ -524,67 +593,7 @@ export class ChatPanel extends Widget {
     }
   }
 
-  // ---------------------------------------------------------------- /refine, Harness
-
-  private async _runRefine(agent: NotebookAgent, command: RefineCommand): Promise<void> {
-    const sessionId = agent.session?.session_id;
-    if (!sessionId) {
-      agent.transcript.addError('No agent session yet: is the kernel running?');
-      return;
-    }
-    try {
-      switch (command.action) {
-        case 'usage':
-          agent.transcript.addError(command.error);
-          return;
-        case 'history':
-          await this._showRefinements(agent, sessionId);
-          return;
-        case 'run': {
-          const answer = await agent.api.refine(sessionId, command.instructions, command.global);
-          agent.transcript.addNote(
-            `/refine${command.global ? ' --global' : ''}: ` +
-              describeRefineAnswer(answer, 'scheduled')
-          );
-          return;
-        }
-        case 'rollback':
-          await this._rollback(agent, sessionId, command.id, command.global);
-          return;
-      }
-    } catch (error) {
-      agent.transcript.addError(`/refine failed: ${describe(error)}`);
-    }
-  }
-
-  private async _rollback(
-    agent: NotebookAgent,
-    sessionId: string,
-    refinementId: string,
-    global: boolean
-  ): Promise<void> {
-    const answer = await agent.api.rollbackRefinement(sessionId, refinementId, global);
-    agent.transcript.addNote(
-      `Rollback of ${refinementId}: ${describeRefineAnswer(answer, 'requested')}`
-    );
-  }
-
-  /** The rollback form: recent refinements with a Rollback button each. */
-  private async _showRefinements(agent: NotebookAgent, sessionId: string): Promise<void> {
-    const records = await agent.api.listRefinements(sessionId);
-    if (this._agent !== agent) {
-      return;
-    }
-    const form = renderRefineForm(records, {
-      rollback: record =>
-        void this._rollback(agent, sessionId, record.id, record.scope === 'global').catch(
-          error => agent.transcript.addError(`Rollback failed: ${describe(error)}`)
-        ),
-      close: () => this._closeTree()
-    });
-    this._treeNode.replaceChildren(form);
-    this._treeNode.hidden = false;
-  }
+  // ---------------------------------------------------------------- Harness
 
   private async _openHarness(): Promise<void> {
     const agent = this._agent;
@@ -626,11 +635,8 @@ export class ChatPanel extends Widget {
     openSender: origin => void this._openSender(origin),
     showRefinements: () => {
       const agent = this._agent;
-      const sessionId = agent?.session?.session_id;
-      if (agent && sessionId) {
-        void this._showRefinements(agent, sessionId).catch(error =>
-          agent.transcript.addError(`Could not list the refinements: ${describe(error)}`)
-        );
+      if (agent) {
+        void this._runCommand(agent, { name: 'refine', args: 'history' });
       }
     },
     trustSession: async () => {
@@ -651,6 +657,9 @@ export class ChatPanel extends Widget {
   private _serverInfo: IServerInfo | null = null;
   private _following = true;
   private _sending = false;
+  private _completions: ICompletion[] = [];
+  private _selected = 0;
+  private readonly _menu: HTMLElement;
   private readonly _entryNodes = new Map<number, HTMLElement>();
   private readonly _notebookLabel: HTMLElement;
   private readonly _familyLine: HTMLElement;

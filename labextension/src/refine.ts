@@ -1,78 +1,9 @@
 /**
- * The `/refine` chat command (README "Refine"): schedule a refinement of
- * the agent's harness, roll one back, or list the recent ones with a
- * Rollback button each; and the transcript line of a `refinement` event.
+ * Refinements in the chat (README "Refine"): the transcript line of a
+ * `refinement` event and the form `/refine history` shows, with a Rollback
+ * button each. The `/refine` command itself is declared in core/commands.py.
  */
 import { button, element } from './dom';
-
-/** What `/refine ...` asks for. */
-export type RefineCommand =
-  | { command: 'refine'; action: 'run'; instructions: string | null; global: boolean }
-  | { command: 'refine'; action: 'rollback'; id: string; global: boolean }
-  | { command: 'refine'; action: 'history' }
-  | { command: 'refine'; action: 'usage'; error: string };
-
-export const REFINE_USAGE =
-  'Usage: /refine [--global] [instructions] · /refine rollback <id> [--global] · ' +
-  '/refine history';
-
-/**
- * The `/refine` command typed into the chat input, or null when the text is
- * not one (an ordinary message). `--global` may come before the
- * instructions (or anywhere in a rollback); `--` ends the options, so
- * instructions may start with "rollback", "history" or "--global".
- */
-export function parseRefineCommand(text: string): RefineCommand | null {
-  const match = /^\/refine(?:\s+([\s\S]*))?$/.exec(text.trim());
-  if (!match) {
-    return null;
-  }
-  let rest = (match[1] ?? '').trim();
-  let global = false;
-  for (;;) {
-    const option = /^(--global|--)(?:\s+|$)/.exec(rest);
-    if (!option) {
-      break;
-    }
-    rest = rest.slice(option[0].length).trim();
-    if (option[1] === '--') {
-      return { command: 'refine', action: 'run', instructions: rest || null, global };
-    }
-    global = true;
-  }
-  const words = rest.split(/\s+/).filter(word => word !== '');
-  if (words[0] === 'rollback') {
-    const args = words.slice(1);
-    const globalHere = args.includes('--global');
-    const ids = args.filter(word => word !== '--global');
-    if (ids.length !== 1) {
-      return {
-        command: 'refine',
-        action: 'usage',
-        error:
-          ids.length === 0
-            ? 'Which refinement? Usage: /refine rollback <id> [--global] ' +
-              '(/refine history lists them with a Rollback button each).'
-            : 'A rollback takes one refinement id: /refine rollback <id> [--global] ' +
-              '(instructions that start with "rollback": /refine -- rollback …).'
-      };
-    }
-    return { command: 'refine', action: 'rollback', id: ids[0], global: global || globalHere };
-  }
-  if (words.length === 1 && words[0] === 'history') {
-    return global
-      ? { command: 'refine', action: 'usage', error: '/refine history takes no --global.' }
-      : { command: 'refine', action: 'history' };
-  }
-  if (words[0]?.startsWith('--') && words[0] !== '--') {
-    return {
-      command: 'refine',
-      action: 'usage',
-      error: `Unknown option ${words[0]}. ${REFINE_USAGE}`
-    };
-  }
-  return { command: 'refine', action: 'run', instructions: rest || null, global };
-}
 
 /** What the chat shows of one refinement record (the `refinement` event). */
 export interface IRefinementSummary {
@@ -225,22 +156,3 @@ export function renderRefineForm(
   view.append(header, list);
   return view;
 }
-
-/** The server's answer to a refine request, in words for the transcript. */
-export function describeRefineAnswer(answer: unknown, fallback: string): string {
-  if (answer && typeof answer === 'object') {
-    const loose = answer as Loose;
-    if (loose.scheduled === false) {
-      return `not scheduled: ${str(loose.reason) || str(loose.note) || 'no reason given'}`;
-    }
-    for (const key of ['note', 'message', 'reason', 'status']) {
-      const value = str(loose[key]);
-      if (value) {
-        return value;
-      }
-    }
-  }
-  return typeof answer === 'string' && answer ? answer : fallback;
-}
-
-

@@ -1,22 +1,11 @@
 /**
- * The `/tree`, `/fork` and `/clone` chat commands (docs/branching.md): the
- * session's tree of user messages and turn ends, the current branch
- * highlighted, with actions to branch to an entry, fork from a message or
- * clone the current branch.
+ * The view of the `/tree` chat command (docs/branching.md): the session's
+ * tree of user messages and turn ends, the current branch highlighted, with
+ * actions to branch to an entry, fork from a message or clone the current
+ * branch. The commands are declared in core/commands.py.
  */
 import { button, element } from './dom';
 import type { ISessionTree, ITreeNode } from './wire';
-
-export type ChatCommand =
-  | { command: 'tree' }
-  | { command: 'fork' }
-  | { command: 'clone' };
-
-/** The chat command typed into the input, or null for an ordinary message. */
-export function parseChatCommand(text: string): ChatCommand | null {
-  const match = /^\/(tree|fork|clone)\s*$/.exec(text.trim());
-  return match ? { command: match[1] as ChatCommand['command'] } : null;
-}
 
 /** One line of the tree view: a user message or the end of a turn. */
 export interface ITreeRow {
@@ -75,14 +64,6 @@ export function treeRows(tree: ISessionTree): ITreeRow[] {
     onBranch[onBranch.length - 1].current = true;
   }
   return rows;
-}
-
-/** The newest user message on the current branch: what `/fork` forks from. */
-export function lastUserMessage(tree: ISessionTree): ITreeNode | null {
-  const onBranch = tree.entries.filter(
-    node => node.on_branch && node.type === 'user_message'
-  );
-  return onBranch.length > 0 ? onBranch[onBranch.length - 1] : null;
 }
 
 export interface ITreeActions {

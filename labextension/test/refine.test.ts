@@ -2,14 +2,7 @@
 import { describe, expect, it, vi } from 'vitest';
 
 import { renderEntry, type IEntryViewContext } from '../src/entryViews';
-import {
-  describeRefineAnswer,
-  parseRefineCommand,
-  refinementLineText,
-  refinementSummary,
-  renderRefineForm
-} from '../src/refine';
-import { parseChatCommand } from '../src/treeView';
+import { refinementLineText, refinementSummary, renderRefineForm } from '../src/refine';
 import { TranscriptModel } from '../src/transcript';
 import type { AgentEvent } from '../src/wire';
 
@@ -32,103 +25,6 @@ const RECORD = {
     }
   ]
 };
-
-describe('parseRefineCommand', () => {
-  it('reads a bare /refine as a local refinement without instructions', () => {
-    expect(parseRefineCommand('/refine')).toEqual({
-      command: 'refine',
-      action: 'run',
-      instructions: null,
-      global: false
-    });
-    expect(parseRefineCommand('  /refine  ')).toMatchObject({ action: 'run', instructions: null });
-  });
-
-  it('takes instructions, multi-line, and --global before them', () => {
-    expect(parseRefineCommand('/refine promote the retry pattern\nto a skill')).toEqual({
-      command: 'refine',
-      action: 'run',
-      instructions: 'promote the retry pattern\nto a skill',
-      global: false
-    });
-    expect(parseRefineCommand('/refine --global house style')).toEqual({
-      command: 'refine',
-      action: 'run',
-      instructions: 'house style',
-      global: true
-    });
-    expect(parseRefineCommand('/refine --global')).toMatchObject({
-      action: 'run',
-      instructions: null,
-      global: true
-    });
-  });
-
-  it('keeps --global inside the instructions as text', () => {
-    expect(parseRefineCommand('/refine explain --global flags')).toMatchObject({
-      instructions: 'explain --global flags',
-      global: false
-    });
-  });
-
-  it('reads rollback with one id, --global before or after it', () => {
-    expect(parseRefineCommand('/refine rollback ref_1')).toEqual({
-      command: 'refine',
-      action: 'rollback',
-      id: 'ref_1',
-      global: false
-    });
-    expect(parseRefineCommand('/refine rollback ref_1 --global')).toMatchObject({
-      action: 'rollback',
-      id: 'ref_1',
-      global: true
-    });
-    expect(parseRefineCommand('/refine --global rollback ref_1')).toMatchObject({
-      action: 'rollback',
-      global: true
-    });
-  });
-
-  it('makes a bare rollback, or one with two ids, a usage error', () => {
-    const bare = parseRefineCommand('/refine rollback');
-    expect(bare).toMatchObject({ action: 'usage' });
-    expect(bare && 'error' in bare ? bare.error : '').toContain('/refine rollback <id>');
-    expect(parseRefineCommand('/refine rollback --global')).toMatchObject({ action: 'usage' });
-    expect(parseRefineCommand('/refine rollback a b')).toMatchObject({ action: 'usage' });
-  });
-
-  it('lets -- start instructions that look like a subcommand', () => {
-    expect(parseRefineCommand('/refine -- rollback the retry change')).toMatchObject({
-      action: 'run',
-      instructions: 'rollback the retry change'
-    });
-    expect(parseRefineCommand('/refine --global -- history of errors')).toMatchObject({
-      action: 'run',
-      instructions: 'history of errors',
-      global: true
-    });
-  });
-
-  it('reads history alone as the form, with more words as instructions', () => {
-    expect(parseRefineCommand('/refine history')).toEqual({
-      command: 'refine',
-      action: 'history'
-    });
-    expect(parseRefineCommand('/refine history of failures')).toMatchObject({
-      action: 'run',
-      instructions: 'history of failures'
-    });
-    expect(parseRefineCommand('/refine --global history')).toMatchObject({ action: 'usage' });
-  });
-
-  it('rejects an unknown option and leaves other text alone', () => {
-    expect(parseRefineCommand('/refine --globl x')).toMatchObject({ action: 'usage' });
-    expect(parseRefineCommand('/refined')).toBeNull();
-    expect(parseRefineCommand('please /refine')).toBeNull();
-    expect(parseRefineCommand('/tree')).toBeNull();
-    expect(parseChatCommand('/refine')).toBeNull();
-  });
-});
 
 describe('refinement records in the chat', () => {
   it('counts applied and rejected edits and keeps the reasons', () => {
@@ -208,23 +104,5 @@ describe('the rollback form', () => {
   it('says how to plan one when there are none', () => {
     const form = renderRefineForm([], { rollback: vi.fn(), close: vi.fn() });
     expect(form.textContent).toContain('No refinements yet');
-  });
-});
-
-describe('the server’s answers', () => {
-  it('says what was scheduled, queued or refused', () => {
-    expect(describeRefineAnswer({ scheduled: true, note: 'planning in the background' }, 'x')).toBe(
-      'planning in the background'
-    );
-    expect(describeRefineAnswer({ scheduled: true }, 'scheduled')).toBe('scheduled');
-    expect(describeRefineAnswer({ scheduled: false, reason: 'a plan is in flight' }, 'x')).toBe(
-      'not scheduled: a plan is in flight'
-    );
-    expect(
-      describeRefineAnswer(
-        { queued: true, applied: false, note: 'queued: applies at the next turn boundary' },
-        'x'
-      )
-    ).toBe('queued: applies at the next turn boundary');
   });
 });

@@ -3,8 +3,6 @@ import { describe, expect, it, vi } from 'vitest';
 
 import { badgeText } from '../src/agentCellMarker';
 import {
-  lastUserMessage,
-  parseChatCommand,
   renderTreeView,
   treeRows
 } from '../src/treeView';
@@ -47,17 +45,6 @@ function branchedTree(): ISessionTree {
   };
 }
 
-describe('chat commands', () => {
-  it('recognises /tree, /fork and /clone alone on the line, nothing else', () => {
-    expect(parseChatCommand('/tree')).toEqual({ command: 'tree' });
-    expect(parseChatCommand('  /fork \n')).toEqual({ command: 'fork' });
-    expect(parseChatCommand('/clone')).toEqual({ command: 'clone' });
-    expect(parseChatCommand('/tree please')).toBeNull();
-    expect(parseChatCommand('show the /tree')).toBeNull();
-    expect(parseChatCommand('/trees')).toBeNull();
-  });
-});
-
 describe('tree rows', () => {
   it('lists user messages and turn ends, the current branch first and the leaf marked', () => {
     const rows = treeRows(branchedTree());
@@ -69,11 +56,6 @@ describe('tree rows', () => {
       ['20', false, false, 1],
       ['21', false, false, 1]
     ]);
-  });
-
-  it('forks from the newest user message on the current branch', () => {
-    expect(lastUserMessage(branchedTree())?.id).toBe('30');
-    expect(lastUserMessage({ session_id: 's', leaf_id: null, entries: [] })).toBeNull();
   });
 
   it('handles a chain far deeper than the call stack', () => {

@@ -1,4 +1,4 @@
-"""Bridge operations behind the kernel's `rlm`: spawn, list, delete sub-agents, list models."""
+"""Bridge operations behind the kernel's `rlm`: spawn, list and delete sub-agents, models, usage."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 from .bridge import BridgeError
 from .caller import CallerContext, Register
+from .usage import AgentUsage, usage_report
 
 
 def register_rlm_operations(register: Register) -> None:
@@ -28,7 +29,12 @@ def register_rlm_operations(register: Register) -> None:
             raise BridgeError(400, "query must be a string")
         return [m for m in ctx.runtime.environment.models() if query.lower() in m.lower()]
 
+    async def usage(ctx: CallerContext, payload: dict[str, Any]) -> AgentUsage:
+        """The caller's tokens and cost, own and with its sub-agents, per agent of its tree."""
+        return usage_report(ctx.runtime, ctx.agent.session_id)
+
     register("rlm.spawn", spawn)
     register("rlm.list_subagents", list_subagents)
     register("rlm.delete_subagent", delete_subagent)
     register("rlm.find_models", find_models)
+    register("rlm.usage", usage)

@@ -52,6 +52,7 @@ from .snapshots import SnapshotKeeper, SnapshotSettings, forget_skill_paths
 from .stop_cause import USER_STOP, StopCause
 from .text import preview, shorten
 from .trust import Signer
+from .usage import session_usage
 
 log = logging.getLogger(__name__)
 
@@ -773,18 +774,6 @@ def choose_model(requested: str, available: list[str]) -> tuple[str, str]:
             return provider, model
     offered = ", ".join(available) or "none"
     raise ValueError(f"unknown model {requested!r}; available: {offered} (rlm.find_models())")
-
-
-def session_usage(session: SessionLog) -> dict[str, int]:
-    """Tokens of every model call the session recorded."""
-    total: dict[str, int] = {}
-    for entry in session.entries:
-        if entry["type"] != "assistant_message" or not isinstance(entry.get("usage"), dict):
-            continue
-        for key, value in entry["usage"].items():
-            if isinstance(value, int):
-                total[key] = total.get(key, 0) + value
-    return total
 
 
 def task_outcome(session: SessionLog) -> str | None:

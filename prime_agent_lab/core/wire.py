@@ -662,7 +662,9 @@ def _ts_name(cls: type) -> str:
     return f"I{cls.__name__}"
 
 
-def _ts_type(annotation: object) -> str:
+def ts_type(annotation: object) -> str:
+    """The TypeScript of a field's type: an alias or union by its name, a TypedDict as its
+    interface's name (also for `core/commands.py`, which generates `commands.ts` the same way)."""
     for name, alias in (_ALIASES | _UNIONS).items():
         if annotation == alias:
             return name
@@ -686,14 +688,14 @@ def _ts_expansion(annotation: object) -> str:
     if origin is Literal:
         return " | ".join(f"'{value}'" for value in args)
     if origin in (Union, types.UnionType):
-        return " | ".join(_ts_type(arg) for arg in args)
+        return " | ".join(ts_type(arg) for arg in args)
     if origin is list:
         (item,) = args
-        inner = _ts_type(item)
+        inner = ts_type(item)
         return f"({inner})[]" if " | " in inner else f"{inner}[]"
     if origin is dict:
         key, value = args
-        return f"Record<{_ts_type(key)}, {_ts_type(value)}>"
+        return f"Record<{ts_type(key)}, {ts_type(value)}>"
     raise TypeError(f"no TypeScript for {annotation!r}")
 
 
@@ -705,7 +707,7 @@ def _ts_interface(cls: type) -> str:
     optional = cls.__optional_keys__  # type: ignore[attr-defined]
     for field, annotation in typing.get_type_hints(cls).items():
         mark = "?" if field in optional else ""
-        lines.append(f"  {field}{mark}: {_ts_type(annotation)};")
+        lines.append(f"  {field}{mark}: {ts_type(annotation)};")
     lines.append("}")
     return "\n".join(lines)
 

@@ -14,6 +14,7 @@ from tornado import web, websocket
 
 from ..adapters.bridge_http import KERNEL_ROUTE, BridgeEndpoint
 from ..core.bridge import BridgeService
+from ..core.commands import CommandError, run_command
 from ..core.jsonfile import BadJson, parse_json
 from ..core.sessions import SessionError, SessionWriteError, check_session_id
 from ..core.text import json_type, shorten
@@ -115,7 +116,7 @@ def _host_errors(method: Any) -> Any:
     async def wrapper(self: _Base, *args: Any, **kwargs: Any) -> Any:
         try:
             return await method(self, *args, **kwargs)
-        except HostError as exc:
+        except (HostError, CommandError) as exc:
             raise web.HTTPError(exc.status, exc.message) from None
         except SessionWriteError as exc:  # a full disk: 507 Insufficient Storage, said plainly
             raise web.HTTPError(507, str(exc)) from None
@@ -224,6 +225,18 @@ class CloneHandler(_Base):
     async def post(self, session_id: str) -> None:
         self.body()
         self.reply(await self.host.clone(self.session_id(session_id)), status=201)
+
+
+class CommandHandler(_Base):
+    """`POST .../commands/<name> {args?}`: a chat command, `args` the text after its name
+    (core/commands.py)."""
+
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def post(self, session_id: str, name: str) -> None:
+        args = text_field(self.body(), "args") or ""
+        self.reply(await run_command(self.host, self.session_id(session_id), name, args))
 
 
 class RefineHandler(_Base):
@@ -415,6 +428,7 @@ class BridgeJobHandler(_BridgeHandler):
 
 _SESSION = r"(?P<session_id>[A-Za-z0-9][A-Za-z0-9_-]*)"
 _REFINEMENT = r"(?P<refinement_id>[A-Za-z0-9][A-Za-z0-9_-]*)"
+_COMMAND = r"(?P<name>[A-Za-z0-9_-]+)"
 
 
 def handlers() -> list[tuple[str, Any]]:
@@ -429,6 +443,7 @@ def handlers() -> list[tuple[str, Any]]:
         (rf"/prime-agent/api/sessions/{_SESSION}/leaf", LeafHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/fork", ForkHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/clone", CloneHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/commands/{_COMMAND}", CommandHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/refine", RefineHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/refinements", RefinementsHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/trust", TrustHandler),

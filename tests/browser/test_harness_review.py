@@ -71,12 +71,14 @@ def test_bad_refine_forms_answer_clearly_and_lines_survive_a_reload(
     local, _ = _stores(lab_server, session_id)
     local.create("memory", FLAKY_TEST, "user")
 
+    # The server parses commands (core/commands.py): the bad form's 400 and the unknown id's
+    # 404 are the answers under test; Chromium logs every failed fetch.
+    page.expected_errors.append(("400 (Bad Request)", "/commands/refine"))
+    page.expected_errors.append(("404 (Not Found)", "/commands/refine"))
     send_to_chat(chat, "/refine rollback")
     errors = chat.get_by_test_id("pal-error")
     expect(errors.last).to_contain_text("Which refinement?", timeout=UI_TIMEOUT_MS)
 
-    # The unknown id's 404 is the answer under test; Chromium logs every failed fetch.
-    page.expected_errors.append(("404 (Not Found)", "/refinements/ref_nope/rollback"))
     send_to_chat(chat, "/refine rollback ref_nope")
     expect(errors.last).to_contain_text("ref_nope", timeout=UI_TIMEOUT_MS)
 

@@ -1,0 +1,218 @@
+/**
+ * How the chat panel shows a chat command's answer: one renderer per view
+ * the declaration names (core/commands.py, `VIEWS`). The map's type makes a
+ * view without a renderer a compile error.
+ */
+import type {
+  CommandReply,
+  CommandView,
+  IAgentUsage,
+  ICommandAnswers,
+  ICommandList
+} from './commands';
+import { button, element } from './dom';
+import { renderRefineForm, type IRefineFormActions } from './refine';
+import { renderTreeView, type ITreeActions } from './treeView';
+import type { ISessionCopy } from './wire';
+
+/** What a view may do in the panel. */
+export interface ICommandViewContext {
+  /** Shows a view above the composer, in place of the one shown before. */
+  show: (node: HTMLElement) => void;
+  /** Closes the view above the composer. */
+  close: () => void;
+  /** A line in the transcript. */
+  note: (text: string) => void;
+  /** Opens a fork's or clone's notebook (a fork's message waits in the input). */
+  openCopy: (copy: ISessionCopy) => Promise<void>;
+  /** Opens a notebook (path relative to the server root). */
+  openNotebook: (path: string) => void;
+  /** Puts text into the composer. */
+  setInput: (text: string) => void;
+  tree: ITreeActions;
+  refinements: IRefineFormActions;
+}
+
+type Renderer<V extends CommandView> = (
+  answer: ICommandAnswers[V],
+  context: ICommandViewContext
+) => void | Promise<void>;
+
+export const COMMAND_VIEWS: { [V in CommandView]: Renderer<V> } = {
+  help: (answer, context) => context.show(renderHelp(answer, context)),
+  tree: (answer, context) => context.show(renderTreeView(answer, context.tree)),
+  copy: (answer, context) => context.openCopy(answer),
+  note: (answer, context) => context.note(answer.text),
+  refinements: (answer, context) =>
+    context.show(renderRefineForm(answer.refinements, context.refinements)),
+  usage: (answer, context) => context.show(renderUsage(answer, context))
+};
+
+/** Show a command's answer the way its view does. */
+export function showReply(reply: CommandReply, context: ICommandViewContext): void | Promise<void> {
+  const render = COMMAND_VIEWS[reply.view] as Renderer<CommandView>;
+  return render(reply.answer, context);
+}
+
+/** A view's frame: a title, a Close button, then the content. */
+function frame(title: string, testId: string, context: ICommandViewContext): HTMLElement {
+  const view = element('div', 'pal-tree pal-command-view', testId);
+  const header = element('div', 'pal-tree-header');
+  const close = button('Close', 'pal-command-close');
+  close.addEventListener('click', context.close);
+  header.append(element('span', 'pal-tree-title', undefined, title), close);
+  view.append(header);
+  return view;
+}
+
+/** `/help`: each command's forms with their help; a click puts the form into the input. */
+export function renderHelp(answer: ICommandList, context: ICommandViewContext): HTMLElement {
+  const view = frame('Chat commands', 'pal-help', context);
+  const list = element('dl', 'pal-help-list');
+  for (const command of answer.commands) {
+    const term = element('dt', 'pal-help-command', 'pal-help-command');
+    term.dataset.command = command.name;
+    term.append(element('strong', '', undefined, `/${command.name}`), ` ${command.help}`);
+    list.append(term);
+    for (const form of command.forms) {
+      const item = element('dd', 'pal-help-form');
+      const usage = element('button', 'pal-help-usage', 'pal-help-usage', form.usage);
+      usage.type = 'button';
+      usage.title = 'Put it into the input';
+      const head = form.keyword ? `/${command.name} ${form.keyword}` : `/${command.name}`;
+      const more = form.arguments.length > 0;
+      usage.addEventListener('click', () => context.setInput(more ? `${head} ` : head));
+      item.append(usage, ` ${form.help}`);
+      list.append(item);
+    }
+  }
+  view.append(list);
+  return view;
+}
+
+const READ_KEYS = ['input_tokens', 'cache_read_tokens', 'cache_write_tokens'];
+
+/** Tokens the model read (input, cache read and write) and wrote. */
+function tokens(usage: Record<string, number>): [number, number] {
+  const read = READ_KEYS.reduce((sum, key) => sum + (usage[key] ?? 0), 0);
+  return [read, usage.output_tokens ?? 0];
+}
+
+function count(value: number): string {
+  return value.toLocaleString('en-US');
+}
+
+/** 950, 12.3k, 4.1M. */
+function compact(value: number): string {
+  if (value < 1000) {
+    return String(value);
+  }
+  return value < 1_000_000 ? `${(value / 1000).toFixed(1)}k` : `${(value / 1_000_000).toFixed(1)}M`;
+}
+
+/** "read / written" tokens, exact figures in the title. */
+function tokenCell(usage: Record<string, number>): HTMLElement {
+  const [read, wrote] = tokens(usage);
+  const cell = element('td', 'pal-usage-tokens', undefined, `${compact(read)} / ${compact(wrote)}`);
+  cell.title = breakdown(usage) || 'no model calls';
+  return cell;
+}
+
+/** US dollars, or a dash with the reason when a model's price is not known. */
+export function dollars(cost: number | null): string {
+  if (cost === null) {
+    return '—';
+  }
+  return cost > 0 && cost < 0.01 ? `$${cost.toFixed(4)}` : `$${cost.toFixed(2)}`;
+}
+
+function breakdown(usage: Record<string, number>): string {
+  return Object.entries(usage)
+    .map(([key, value]) => `${key.replace(/_/g, ' ')}: ${count(value)}`)
+    .join('\n');
+}
+
+/** `/usage`: one row per agent of the tree, own and total tokens and cost. */
+export function renderUsage(answer: IAgentUsage, context: ICommandViewContext): HTMLElement {
+  const view = frame('Usage', 'pal-usage', context);
+  const table = element('table', 'pal-command-table');
+  const head = element('tr', '');
+  const titles: [string, string][] = [
+    ['Agent', ''],
+    ['Status', ''],
+    ['Calls', 'its own model calls'],
+    ['Tokens', 'its own calls: read / written'],
+    ['Total', 'with its sub-agents: read / written'],
+    ['Cost', 'its own calls, US dollars at list price'],
+    ['Total cost', 'with its sub-agents']
+  ];
+  for (const [title, tip] of titles) {
+    const th = element('th', '', undefined, title);
+    th.title = tip;
+    head.append(th);
+  }
+  table.append(head);
+  const rows: [IAgentUsage, number][] = [[answer, 0]];
+  while (rows.length > 0) {
+    const [agent, depth] = rows.shift()!;
+    table.append(usageRow(agent, depth, agent === answer, context));
+    rows.unshift(...agent.children.map((child): [IAgentUsage, number] => [child, depth + 1]));
+  }
+  view.append(table);
+  const [read, wrote] = tokens(answer.usage_total);
+  const total = element(
+    'div',
+    'pal-usage-total',
+    'pal-usage-total',
+    `Total over ${countAgents(answer)} agent(s): ${count(read)} tokens read, ` +
+      `${count(wrote)} written, ${dollars(answer.cost_total)}`
+  );
+  if (answer.cost_total === null) {
+    total.title = 'A model without a known price answered a call: the cost is not known.';
+  }
+  view.append(total);
+  return view;
+}
+
+function countAgents(agent: IAgentUsage): number {
+  return 1 + agent.children.reduce((sum, child) => sum + countAgents(child), 0);
+}
+
+function usageRow(
+  agent: IAgentUsage,
+  depth: number,
+  self: boolean,
+  context: ICommandViewContext
+): HTMLElement {
+  const row = element('tr', 'pal-usage-row', 'pal-usage-row');
+  row.dataset.sessionId = agent.session_id;
+  const who = element('td', 'pal-usage-agent');
+  who.style.paddingLeft = `${depth * 12 + 4}px`;
+  const label = agent.name || (self ? 'this agent' : agent.session_id);
+  const path = agent.notebook_path;
+  if (path && !self) {
+    const link = element('button', 'pal-link', 'pal-usage-open', label);
+    link.type = 'button';
+    link.title = `Open ${path}`;
+    link.addEventListener('click', () => context.openNotebook(path));
+    who.append(link);
+  } else {
+    who.textContent = label;
+  }
+  who.title = agent.model;
+  const unknown = 'A model without a known price answered a call: the cost is not known.';
+  const cost = element('td', 'pal-usage-cost', 'pal-usage-cost', dollars(agent.cost));
+  const total = element('td', 'pal-usage-cost', 'pal-usage-cost-total', dollars(agent.cost_total));
+  cost.title = agent.cost === null ? unknown : '';
+  total.title = agent.cost_total === null ? unknown : '';
+  row.append(
+    who,
+    element('td', 'pal-usage-status', undefined, agent.status),
+    element('td', '', undefined, count(agent.calls)),
+    tokenCell(agent.usage),
+    tokenCell(agent.usage_total),
+    cost,
+    total
+  );
+  return row;
+}

@@ -1,0 +1,196 @@
+/**
+ * The chat commands (docs/architecture.md, "Chat commands").
+ *
+ * GENERATED from prime_agent_lab/core/commands.py; do not edit. Regenerate with
+ *   python -m prime_agent_lab.core.commands --ts > labextension/src/commands.ts
+ */
+
+import type { IRefinementList, ISessionCopy, ISessionTree } from './wire';
+
+export type ArgumentKind = 'flag' | 'word' | 'text';
+
+export type CommandView = 'help' | 'tree' | 'copy' | 'note' | 'refinements' | 'usage';
+
+export interface IArgumentSpec {
+  name: string;
+  kind: ArgumentKind;
+  help: string;
+}
+
+export interface IFormSpec {
+  keyword: string | null;
+  usage: string;
+  help: string;
+  view: CommandView;
+  arguments: IArgumentSpec[];
+}
+
+/** A chat command as the panel and `/help` read it. */
+export interface ICommandSpec {
+  name: string;
+  help: string;
+  forms: IFormSpec[];
+}
+
+/** Answer of `/help`. */
+export interface ICommandList {
+  commands: ICommandSpec[];
+}
+
+/** An answer the chat shows as one line. */
+export interface ICommandNote {
+  text: string;
+}
+
+/** One agent of the tree in `rlm.usage()` and `/usage`: its own model calls and, in the `_total` fields, those of its sub-agents too. */
+export interface IAgentUsage {
+  session_id: string;
+  name: string;
+  notebook_path: string | null;
+  model: string;
+  status: string;
+  calls: number;
+  usage: Record<string, number>;
+  usage_total: Record<string, number>;
+  cost: number | null;
+  cost_total: number | null;
+  children: IAgentUsage[];
+}
+
+/** The answer each view shows. */
+export interface ICommandAnswers {
+  help: ICommandList;
+  tree: ISessionTree;
+  copy: ISessionCopy;
+  note: ICommandNote;
+  refinements: IRefinementList;
+  usage: IAgentUsage;
+}
+
+/** Answer of `POST .../commands/<name>`: the view and its answer. */
+export type CommandReply = {
+  [V in CommandView]: {
+    command: string;
+    form: string | null;
+    view: V;
+    answer: ICommandAnswers[V];
+  };
+}[CommandView];
+
+/** Every chat command, in the order `/help` lists them. */
+export const CHAT_COMMANDS: readonly ICommandSpec[] = [
+  {
+    "name": "help",
+    "help": "List the chat commands.",
+    "forms": [
+      {
+        "keyword": null,
+        "usage": "/help",
+        "help": "Each command and its forms.",
+        "view": "help",
+        "arguments": []
+      }
+    ]
+  },
+  {
+    "name": "tree",
+    "help": "The session's tree: branch to a message or a turn's end, fork, clone.",
+    "forms": [
+      {
+        "keyword": null,
+        "usage": "/tree",
+        "help": "Show the tree of user messages and turn ends.",
+        "view": "tree",
+        "arguments": []
+      }
+    ]
+  },
+  {
+    "name": "fork",
+    "help": "A new session and notebook from before the newest message of this branch.",
+    "forms": [
+      {
+        "keyword": null,
+        "usage": "/fork",
+        "help": "Fork; the message waits in the new session's input.",
+        "view": "copy",
+        "arguments": []
+      }
+    ]
+  },
+  {
+    "name": "clone",
+    "help": "A new session and notebook with the whole current branch.",
+    "forms": [
+      {
+        "keyword": null,
+        "usage": "/clone",
+        "help": "Clone the current branch.",
+        "view": "copy",
+        "arguments": []
+      }
+    ]
+  },
+  {
+    "name": "refine",
+    "help": "Refine the agent's harness (notes, memories, skills), roll a refinement back, or list.",
+    "forms": [
+      {
+        "keyword": null,
+        "usage": "/refine [--global] [instructions]",
+        "help": "Plan a refinement in the background; it applies at the next turn boundary.",
+        "view": "note",
+        "arguments": [
+          {
+            "name": "global",
+            "kind": "flag",
+            "help": "the shared global harness store, not this session's"
+          },
+          {
+            "name": "instructions",
+            "kind": "text",
+            "help": "what to refine, if given"
+          }
+        ]
+      },
+      {
+        "keyword": "rollback",
+        "usage": "/refine rollback <id> [--global]",
+        "help": "Roll a refinement back (recorded as a new refinement).",
+        "view": "note",
+        "arguments": [
+          {
+            "name": "id",
+            "kind": "word",
+            "help": "the refinement's id"
+          },
+          {
+            "name": "global",
+            "kind": "flag",
+            "help": "accepted for symmetry: the id finds its store"
+          }
+        ]
+      },
+      {
+        "keyword": "history",
+        "usage": "/refine history",
+        "help": "The recent refinements, each with a Rollback button.",
+        "view": "refinements",
+        "arguments": []
+      }
+    ]
+  },
+  {
+    "name": "usage",
+    "help": "Tokens and cost of this agent and each of its sub-agents, own and in total.",
+    "forms": [
+      {
+        "keyword": null,
+        "usage": "/usage",
+        "help": "Usage per agent of the tree below this one.",
+        "view": "usage",
+        "arguments": []
+      }
+    ]
+  }
+];

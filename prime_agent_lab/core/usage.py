@@ -1,0 +1,172 @@
+"""Token usage and cost of an agent and its sub-agents (`rlm.usage()`, the `/usage` command).
+
+Every model call of an agent's turns is an `assistant_message` entry with the provider's reported
+`usage` and the `provider` and `model` that answered. An agent's own figures add up its calls (on
+every branch: a call abandoned by a branch was still made); its total adds its sub-agents' totals.
+Cost is in US dollars at the vendor's list price of the model that answered each call; it is
+`None` when a call was answered by a model whose price the table below does not know (a model
+behind another service's base URL is priced as the vendor's, which it may not be).
+
+Side calls (a compaction's summary, a refinement's planning) are not counted here yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+from .caller import TreeRuntime
+from .sessions import SessionError, SessionLog
+
+
+@dataclass(frozen=True)
+class Price:
+    """US dollars per million tokens."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+
+    def of(self, usage: dict[str, Any]) -> float:
+        def tokens(key: str) -> int:
+            value = usage.get(key)
+            return value if isinstance(value, int) else 0
+
+        return (
+            tokens("input_tokens") * self.input
+            + tokens("output_tokens") * self.output
+            + tokens("cache_read_tokens") * self.cache_read
+            + tokens("cache_write_tokens") * self.cache_write
+        ) / 1_000_000
+
+
+# (provider, prefix of the model name) -> list price, 2025. The longest matching prefix wins.
+# OpenAI bills no cache writes. The scripted provider plays a script: nothing is billed.
+PRICES: dict[tuple[str, str], Price] = {
+    ("anthropic", "claude-opus-4"): Price(15.0, 75.0, 1.5, 18.75),
+    ("anthropic", "claude-opus-4-5"): Price(5.0, 25.0, 0.5, 6.25),
+    ("anthropic", "claude-sonnet-4"): Price(3.0, 15.0, 0.3, 3.75),
+    ("anthropic", "claude-3-7-sonnet"): Price(3.0, 15.0, 0.3, 3.75),
+    ("anthropic", "claude-3-5-sonnet"): Price(3.0, 15.0, 0.3, 3.75),
+    ("anthropic", "claude-haiku-4-5"): Price(1.0, 5.0, 0.1, 1.25),
+    ("anthropic", "claude-3-5-haiku"): Price(0.8, 4.0, 0.08, 1.0),
+    ("openai", "gpt-4.1"): Price(2.0, 8.0, 0.5, 0.0),
+    ("openai", "gpt-4.1-mini"): Price(0.4, 1.6, 0.1, 0.0),
+    ("openai", "gpt-4.1-nano"): Price(0.1, 0.4, 0.025, 0.0),
+    ("openai", "gpt-4o"): Price(2.5, 10.0, 1.25, 0.0),
+    ("openai", "gpt-4o-mini"): Price(0.15, 0.6, 0.075, 0.0),
+    ("openai", "gpt-5"): Price(1.25, 10.0, 0.125, 0.0),
+    ("openai", "gpt-5-mini"): Price(0.25, 2.0, 0.025, 0.0),
+    ("openai", "gpt-5-nano"): Price(0.05, 0.4, 0.005, 0.0),
+    ("scripted", ""): Price(0.0, 0.0, 0.0, 0.0),
+}
+
+
+def price_of(provider: str, model: str) -> Price | None:
+    """The list price of `model` answered by `provider`, or None when the table does not know it."""
+    name = model.rpartition("/")[2].lower()
+    known = [prefix for vendor, prefix in PRICES if vendor == provider and name.startswith(prefix)]
+    return PRICES[provider, max(known, key=len)] if known else None
+
+
+class AgentUsage(TypedDict):
+    """One agent of the tree in `rlm.usage()` and `/usage`: its own model calls and, in the
+    `_total` fields, those of its sub-agents too."""
+
+    session_id: str
+    name: str
+    """A sub-agent's name; empty for a root agent."""
+    notebook_path: str | None
+    model: str
+    """`provider/model` the agent runs on."""
+    status: str
+    calls: int
+    """Its own model calls."""
+    usage: dict[str, int]
+    """Tokens of its own calls: input, output, cache read, cache write."""
+    usage_total: dict[str, int]
+    cost: float | None
+    """US dollars of its own calls; None when a model without a known price answered one."""
+    cost_total: float | None
+    children: list[AgentUsage]
+
+
+def session_usage(session: SessionLog) -> dict[str, int]:
+    """Tokens of every model call the session recorded."""
+    return _tally(session)[1]
+
+
+def _tally(session: SessionLog) -> tuple[int, dict[str, int], float | None]:
+    """(calls, tokens, cost) of the session's model calls."""
+    calls, tokens, cost = 0, {}, 0.0
+    priced = True
+    for entry in session.entries:
+        usage = entry.get("usage")
+        if entry["type"] != "assistant_message" or not isinstance(usage, dict):
+            continue
+        calls += 1
+        for key, value in usage.items():
+            if isinstance(value, int):
+                tokens[key] = tokens.get(key, 0) + value
+        price = price_of(str(entry.get("provider") or ""), str(entry.get("model") or ""))
+        if price is None:
+            priced = False
+        else:
+            cost += price.of(usage)
+    return calls, tokens, cost if priced else None
+
+
+def usage_report(runtime: TreeRuntime, session_id: str) -> AgentUsage:
+    """The usage of an agent and of every agent below it in the tree. Raises LookupError for a
+    session that is neither attached nor on disk."""
+    session = _session(runtime, session_id)
+    if session is None:
+        raise LookupError(f"no session {session_id!r}")
+    agent = runtime.agents.get(session_id)
+    status = ("running" if agent.running else "idle") if agent is not None else "inactive"
+    member = runtime.family.member(session_id)
+    name = member.name if member is not None and member.parent_session_id else ""
+    return _node(runtime, session_id, session, name, status)
+
+
+def _node(
+    runtime: TreeRuntime, session_id: str, session: SessionLog | None, name: str, status: str
+) -> AgentUsage:
+    calls, tokens, cost = _tally(session) if session is not None else (0, {}, 0.0)
+    children = []
+    for member in runtime.family.children(session_id):
+        child_status = runtime.child_status(member.session_id)
+        child_session = _session(runtime, member.session_id)
+        children.append(_node(runtime, member.session_id, child_session, member.name, child_status))
+    total = dict(tokens)
+    cost_total = cost
+    for child in children:
+        for key, value in child["usage_total"].items():
+            total[key] = total.get(key, 0) + value
+        child_cost = child["cost_total"]
+        cost_total = None if cost_total is None or child_cost is None else cost_total + child_cost
+    provider, model = session.current_model() if session is not None else ("", "")
+    return {
+        "session_id": session_id,
+        "name": name,
+        "notebook_path": session.notebook_path if session is not None else None,
+        "model": f"{provider}/{model}" if provider else model,
+        "status": status,
+        "calls": calls,
+        "usage": tokens,
+        "usage_total": total,
+        "cost": cost,
+        "cost_total": cost_total,
+        "children": children,
+    }
+
+
+def _session(runtime: TreeRuntime, session_id: str) -> SessionLog | None:
+    agent = runtime.agents.get(session_id)
+    if agent is not None:
+        return agent.session
+    try:
+        return runtime.repository.read(session_id)
+    except SessionError:
+        return None

@@ -1,0 +1,150 @@
+"""Usage and cost per agent of the tree: `rlm.usage()` in a real kernel, and the arithmetic."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from prime_agent_lab.core.agent import Agent
+from prime_agent_lab.core.family import Family
+from prime_agent_lab.core.sessions import SessionLog, SessionRepository
+from prime_agent_lab.core.usage import Price, price_of, usage_report
+from tests.test_subagents import CHILD, WAIT_FOR_CHILDREN, headless, printed_json, run_tree
+
+REPORT = (
+    "u = await rlm.usage()\n"
+    "import json\n"
+    "print(u)\n"
+    "print(json.dumps({'name': u.name, 'calls': u.calls, 'usage': u.usage, "
+    "'usage_total': u.usage_total, 'cost': u.cost, 'cost_total': u.cost_total, "
+    "'agents': [a.name for a in u.agents()], "
+    "'children': [[c.name, c.status, c.calls, c.usage, c.usage_total, c.cost] "
+    "for c in u.children]}))"
+)
+
+
+async def test_rlm_usage_in_the_kernel_gives_own_and_total_for_a_parent_and_its_child(
+    tmp_path: Path,
+) -> None:
+    spawn = 'a = await rlm("alpha words", name="alpha")'
+    turns = [{"code": spawn}, {"code": WAIT_FOR_CHILDREN}, {"code": REPORT}, {"text": "done"}]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": turns, "child": CHILD}), encoding="utf-8")
+    run = headless(tmp_path, str(script))
+
+    outcome, _ = await run_tree(run, "fan out and count")
+
+    assert outcome.stop_reason == "end_turn", outcome
+    report = printed_json(run, 2)
+    (listed,) = run.runtime.list_children(run.agent.session_id)
+    (child,) = report["children"]
+    assert child == ["alpha", "completed", 2, listed["usage"], listed["usage_total"], 0.0]
+    assert report["name"] == "" and report["agents"] == ["", "alpha"]
+    # The three calls that wrote the three cells; the turn's answer came after.
+    assert report["calls"] == 3
+    assert report["usage"]["output_tokens"] > 0
+    for key, value in report["usage"].items():
+        assert report["usage_total"][key] == value + listed["usage_total"].get(key, 0)
+    assert (report["cost"], report["cost_total"]) == (0.0, 0.0)
+    entries = run.agent.session.entries
+    observation = [e for e in entries if e["type"] == "tool_result"][2]["observation"]
+    assert "agent  status  calls" in observation
+    assert "\n  alpha  completed  2  " in observation  # the child, indented under its parent
+
+
+def test_a_price_is_the_longest_matching_prefix_of_the_provider_that_answered() -> None:
+    assert price_of("anthropic", "claude-sonnet-4-5-20250929") == Price(3.0, 15.0, 0.3, 3.75)
+    assert price_of("anthropic", "claude-opus-4-1") == Price(15.0, 75.0, 1.5, 18.75)
+    assert price_of("anthropic", "claude-opus-4-5") == Price(5.0, 25.0, 0.5, 6.25)
+    assert price_of("openai", "gpt-4.1-mini") == Price(0.4, 1.6, 0.1, 0.0)
+    assert price_of("openai", "openai/gpt-4o") == Price(2.5, 10.0, 1.25, 0.0)
+    assert price_of("scripted", "demo") == Price(0.0, 0.0, 0.0, 0.0)
+    assert price_of("openai", "claude-sonnet-4-5") is None  # not what that vendor sells
+    assert price_of("anthropic", "my-local-model") is None
+
+
+@dataclass
+class StoredTree:
+    """The agent tree as `usage_report` reads it, of sessions on disk (no agent attached)."""
+
+    repository: SessionRepository
+    agents: dict[str, Agent] = field(default_factory=dict)
+    statuses: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.family = Family(self.repository)
+
+    def child_status(self, child_id: str) -> str:
+        return self.statuses.get(child_id, "inactive")
+
+
+def with_calls(session: SessionLog, *calls: tuple[str, str, dict[str, int]]) -> SessionLog:
+    for provider, model, usage in calls:
+        session.append(
+            "assistant_message",
+            turn=1,
+            text="",
+            tool_calls=[],
+            usage=usage,
+            provider=provider,
+            model=model,
+        )
+    return session
+
+
+def test_cost_adds_each_calls_list_price_and_is_unknown_when_one_model_has_none(
+    tmp_path: Path,
+) -> None:
+    repository = SessionRepository(tmp_path / "sessions")
+    million = {"input_tokens": 1_000_000, "output_tokens": 100_000, "cache_read_tokens": 0}
+    root = with_calls(
+        repository.create(notebook_path="a.ipynb", provider="anthropic", model="claude-sonnet-4-5"),
+        ("anthropic", "claude-sonnet-4-5", million),
+        ("anthropic", "claude-sonnet-4-5", {"cache_read_tokens": 1_000_000, "output_tokens": 0}),
+    )
+    priced = with_calls(
+        repository.create(
+            notebook_path="a.agents/cheap.ipynb",
+            provider="openai",
+            model="gpt-4.1-mini",
+            parent_session_id=root.session_id,
+            name="cheap",
+            depth=1,
+        ),
+        ("openai", "gpt-4.1-mini", million),
+    )
+    tree = StoredTree(repository, statuses={priced.session_id: "completed"})
+
+    report = usage_report(tree, root.session_id)
+
+    assert report["calls"] == 2
+    assert report["usage"] == {
+        "input_tokens": 1_000_000,
+        "output_tokens": 100_000,
+        "cache_read_tokens": 1_000_000,
+    }
+    assert report["cost"] == pytest.approx(3.0 + 1.5 + 0.3)
+    (child,) = report["children"]
+    assert (child["name"], child["status"], child["model"]) == (
+        "cheap",
+        "completed",
+        "openai/gpt-4.1-mini",
+    )
+    assert child["cost"] == pytest.approx(0.4 + 0.16)
+    assert report["cost_total"] == pytest.approx(4.8 + 0.56)
+    assert report["usage_total"]["input_tokens"] == 2_000_000
+
+    with_calls(repository.load(priced.session_id), ("openai", "local-llama", {"input_tokens": 5}))
+    report = usage_report(tree, root.session_id)
+    assert report["children"][0]["cost"] is None
+    assert report["cost"] == pytest.approx(4.8)  # its own calls are still priced
+    assert report["cost_total"] is None  # the tree's total is not known
+
+
+def test_usage_of_a_session_that_does_not_exist_is_a_lookup_error(tmp_path: Path) -> None:
+    tree = StoredTree(SessionRepository(tmp_path / "sessions"))
+    with pytest.raises(LookupError, match="no session"):
+        usage_report(tree, "nosuchsession")
