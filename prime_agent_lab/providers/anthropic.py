@@ -13,10 +13,9 @@ import httpx2
 
 from ..core.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
+from .builtin import ANTHROPIC, ANTHROPIC_ERRORS
 from .common import WireMemo, tool_input, within_deadline
 from .errors import (
-    ANTHROPIC_BASE_URL_ENV,
-    ANTHROPIC_KEY_ENV,
     answer_json,
     map_sdk_error,
     refuse_a_page,
@@ -26,12 +25,12 @@ from .errors import (
 from .fenced import apply_fenced_fallback
 from .sse import server_sent_events
 
-VENDOR = "Anthropic API"
+VENDOR = ANTHROPIC_ERRORS.vendor
 _EPHEMERAL = {"type": "ephemeral"}
 
 
 class AnthropicProvider:
-    name = "anthropic"
+    name = ANTHROPIC.name
 
     def __init__(
         self,
@@ -71,7 +70,7 @@ class AnthropicProvider:
         if self._client is None:
             raise ProviderError(
                 f"{VENDOR} client setup failed ({self._setup_problem}); set the "
-                f"{ANTHROPIC_KEY_ENV} environment variable or pass an API key.",
+                f"{ANTHROPIC_ERRORS.key_variable} environment variable or pass an API key.",
                 kind="auth",
             )
         params = build_params(request, self.model, self._memo)
@@ -87,7 +86,7 @@ class AnthropicProvider:
                     yield event
             else:
                 answer = await _post(client, params, self._memo, stream=False)
-                body = answer_json(answer, vendor=VENDOR, base_url_env=ANTHROPIC_BASE_URL_ENV)
+                body = answer_json(answer, ANTHROPIC_ERRORS)
                 response = response_from_message(body, self.model, fenced_code=self.fenced_code)
                 if response.text:
                     yield TextDelta(response.text)
@@ -95,9 +94,7 @@ class AnthropicProvider:
         except ProviderError:
             raise
         except Exception as exc:
-            raise map_sdk_error(
-                exc, vendor=VENDOR, key_env=ANTHROPIC_KEY_ENV, secrets=_secrets(client)
-            ) from exc
+            raise map_sdk_error(exc, ANTHROPIC_ERRORS, _secrets(client)) from exc
 
     async def _stream(
         self, client: anthropic.AsyncAnthropic, params: dict[str, Any]
@@ -106,25 +103,21 @@ class AnthropicProvider:
         answer = await _post(client, params, self._memo, stream=True)
         seen = False
         try:
-            refuse_a_page(answer, vendor=VENDOR, base_url_env=ANTHROPIC_BASE_URL_ENV)
+            refuse_a_page(answer, ANTHROPIC_ERRORS)
             async for sse in server_sent_events(answer.aiter_bytes()):
                 seen = True
                 if sse.event not in _STREAM_EVENTS:
                     continue  # ping, and event types newer than this code
                 event = json.loads(sse.data)
                 if sse.event == "error":
-                    raise stream_error(
-                        event, vendor=VENDOR, key_env=ANTHROPIC_KEY_ENV, secrets=_secrets(client)
-                    )
+                    raise stream_error(event, ANTHROPIC_ERRORS, _secrets(client))
                 piece = message.add(sse.event, event) if isinstance(event, dict) else None
                 if piece:
                     yield TextDelta(piece)
         finally:
             await answer.aclose()
         if not message.finished:
-            raise unfinished_stream(
-                answer, seen, vendor=VENDOR, base_url_env=ANTHROPIC_BASE_URL_ENV
-            )
+            raise unfinished_stream(answer, seen, ANTHROPIC_ERRORS)
         yield ResponseDone(
             apply_fenced_fallback(message.response(), id_prefix="toolu_", enabled=self.fenced_code)
         )

@@ -18,10 +18,9 @@ import openai
 
 from ..core.messages import ImagePart, Message, ModelRequest, ModelResponse, ToolCall, Usage
 from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
+from .builtin import OPENAI, OPENAI_ERRORS
 from .common import WireMemo, tool_arguments_json, within_deadline
 from .errors import (
-    OPENAI_BASE_URL_ENV,
-    OPENAI_KEY_ENV,
     answer_json,
     map_sdk_error,
     missing_credentials,
@@ -32,7 +31,7 @@ from .errors import (
 from .fenced import apply_fenced_fallback
 from .sse import drain, server_sent_events
 
-VENDOR = "OpenAI-compatible API"
+VENDOR = OPENAI_ERRORS.vendor
 _POST_TAKES_CONTENT = "content" in inspect.signature(openai.AsyncOpenAI.post).parameters
 
 _STREAM_FIELDS = {"stream": True, "stream_options": {"include_usage": True}}
@@ -47,7 +46,7 @@ _FINISH_REASONS = {
 
 
 class OpenAIProvider:
-    name = "openai"
+    name = OPENAI.name
 
     def __init__(
         self,
@@ -82,7 +81,7 @@ class OpenAIProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         if self._client is None:
             if "credentials" in self._setup_problem.lower():
-                raise missing_credentials(VENDOR, OPENAI_KEY_ENV)
+                raise missing_credentials(OPENAI_ERRORS)
             raise ProviderError(f"{VENDOR} client setup failed: {self._setup_problem}")
         client = self._client
         params = build_params(request, self.model, official=_is_official(client), memo=self._memo)
@@ -98,7 +97,7 @@ class OpenAIProvider:
                     yield event
             else:
                 answer = await self._post(client, params, stream=False)
-                body = answer_json(answer, vendor=VENDOR, base_url_env=OPENAI_BASE_URL_ENV)
+                body = answer_json(answer, OPENAI_ERRORS)
                 response = response_from_completion(body, self.model, fenced_code=self.fenced_code)
                 if response.text:
                     yield TextDelta(response.text)
@@ -106,9 +105,7 @@ class OpenAIProvider:
         except ProviderError:
             raise
         except Exception as exc:
-            raise map_sdk_error(
-                exc, vendor=VENDOR, key_env=OPENAI_KEY_ENV, secrets=(client.api_key,)
-            ) from exc
+            raise map_sdk_error(exc, OPENAI_ERRORS, (client.api_key,)) from exc
 
     async def _post(
         self, client: openai.AsyncOpenAI, params: dict[str, Any], *, stream: bool
@@ -138,7 +135,7 @@ class OpenAIProvider:
         chunks = answer.aiter_bytes()
         seen = False
         try:
-            refuse_a_page(answer, vendor=VENDOR, base_url_env=OPENAI_BASE_URL_ENV)
+            refuse_a_page(answer, OPENAI_ERRORS)
             async for event in server_sent_events(chunks):
                 seen = True
                 if event.data.startswith("[DONE]"):
@@ -148,15 +145,13 @@ class OpenAIProvider:
                 if not isinstance(chunk, dict):
                     continue
                 if chunk.get("error"):
-                    raise stream_error(
-                        chunk, vendor=VENDOR, key_env=OPENAI_KEY_ENV, secrets=(client.api_key,)
-                    )
+                    raise stream_error(chunk, OPENAI_ERRORS, (client.api_key,))
                 for piece in completion.add(chunk):
                     yield TextDelta(piece)
         finally:
             await answer.aclose()
         if completion.finish is None:
-            raise unfinished_stream(answer, seen, vendor=VENDOR, base_url_env=OPENAI_BASE_URL_ENV)
+            raise unfinished_stream(answer, seen, OPENAI_ERRORS)
         yield ResponseDone(
             apply_fenced_fallback(
                 completion.response(), id_prefix="call_", enabled=self.fenced_code

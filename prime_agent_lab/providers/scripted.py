@@ -56,12 +56,13 @@ from typing import Any
 from ..core.jsonfile import MiB, UnreadableFile, read_json
 from ..core.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
+from .builtin import SCRIPTED, SCRIPTED_ERRORS
 from .errors import error_for_status
 from .fenced import apply_fenced_fallback
 
 DEFAULT_SCRIPT = Path(__file__).resolve().parent.parent / "demo" / "demo_script.json"
 EXHAUSTED_TEXT = "The demo script has no more steps."
-VENDOR = "Scripted provider"
+VENDOR = SCRIPTED_ERRORS.vendor
 
 _WORD_GROUP = re.compile(r"(?:\S+\s*){1,3}|\s+")
 
@@ -93,13 +94,7 @@ class ScriptError:
     def to_error(self) -> ProviderError:
         if self.kind in ("timeout", "connection"):
             return ProviderError(f"{VENDOR}: {self.message}", kind=self.kind, retryable=True)
-        return error_for_status(
-            self.status or 500,
-            self.message,
-            vendor=VENDOR,
-            key_env=None,
-            retry_after=self.retry_after,
-        )
+        return error_for_status(self.status or 500, self.message, SCRIPTED_ERRORS, self.retry_after)
 
 
 @dataclass
@@ -221,7 +216,7 @@ def _parse_error(step: dict[str, Any], where: str) -> ScriptError:
 
 
 class ScriptedProvider:
-    name = "scripted"
+    name = SCRIPTED.name
 
     def __init__(
         self,
