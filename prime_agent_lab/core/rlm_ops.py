@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from prime_agent_kernel.operations import (
+    DELETE_SUBAGENT,
+    FIND_MODELS,
+    LIST_SUBAGENTS,
+    SPAWN_SUBAGENT,
+)
+
 from .bridge import BridgeError
 from .caller import CallerContext, Register
 
@@ -28,7 +35,7 @@ def register_rlm_operations(register: Register) -> None:
             raise BridgeError(400, "query must be a string")
         return [m for m in ctx.runtime.environment.models() if query.lower() in m.lower()]
 
-    register("rlm.spawn", spawn)
-    register("rlm.list_subagents", list_subagents)
-    register("rlm.delete_subagent", delete_subagent)
-    register("rlm.find_models", find_models)
+    register(SPAWN_SUBAGENT, spawn)
+    register(LIST_SUBAGENTS, list_subagents)
+    register(DELETE_SUBAGENT, delete_subagent)
+    register(FIND_MODELS, find_models)
