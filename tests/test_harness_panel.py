@@ -339,6 +339,7 @@ def test_edit_diff_shows_a_change_of_argument_order() -> None:
 STAND_IN_HOST = """
 import os, threading, time
 from prime_agent_kernel.harness_panel import build_panel
+from prime_agent_kernel.operations import WAIT_FOR_HARNESS_CHANGE
 
 def stand_in_call(op, payload, answers=[0]):
     # harness.wait_for_change: a first state at once, a second once the test releases it, then quiet

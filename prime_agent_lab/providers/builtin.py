@@ -53,6 +53,8 @@ def _make_anthropic(model: str, options: ProviderOptions) -> ModelProvider:
     api_key = options.api_key or held.get(ANTHROPIC_API_KEY)
     return AnthropicProvider(
         model,
+        name=ANTHROPIC.name,
+        errors=ANTHROPIC_ERRORS,
         stream=options.stream,
         timeout=options.timeout,
         api_key=api_key,
@@ -67,6 +69,8 @@ def _make_openai(model: str, options: ProviderOptions) -> ModelProvider:
 
     return OpenAIProvider(
         model,
+        name=OPENAI.name,
+        errors=OPENAI_ERRORS,
         stream=options.stream,
         timeout=options.timeout,
         api_key=options.api_key or options.held_keys.get(OPENAI_API_KEY),
@@ -80,6 +84,8 @@ def _make_scripted(model: str, options: ProviderOptions) -> ModelProvider:
 
     return ScriptedProvider(
         model,
+        name=SCRIPTED.name,
+        errors=SCRIPTED_ERRORS,
         script_path=options.script_path,
         stream=options.stream,
         fenced_code=options.fenced_code,
