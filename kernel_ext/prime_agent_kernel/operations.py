@@ -3,7 +3,8 @@ and the kernel call that makes it (or why no kernel call does).
 
 Both sides use these declarations. The kernel package calls the host only with them (`_call` in
 `__init__.py` refuses an undeclared operation or argument before anything is sent), and the
-host registers its handler under them (core/bridge.py refuses to register an undeclared name).
+host registers its handlers under them (the runtime's `BridgeService(declared=OPERATIONS)`
+refuses any other name). It imports nothing of either package, so the host's import is cheap.
 tests/test_bridge_operations.py checks the rest: every declared operation has a handler, each
 handler reads exactly the declared arguments, every call in the kernel package sends only
 declared ones, and every operation a kernel call should make is made. docs/bridge.md's table
@@ -12,8 +13,9 @@ docs/bridge.md`).
 
 An operation is its wire name (a `str`), so it goes wherever a name goes. It is named after
 what it does on the host; the kernel API names (`rlm`, `compact.run`, ...) are the user's and
-do not change with it. Adding one: a line here, its handler on the host, its kernel call.
-The host and the kernel always ship together, so a renamed operation needs no alias.
+do not change with it. Adding one: a line here, its handler on the host (a `core/*_ops.py`
+module), its kernel call; then the docs table. The host and the kernel always ship together, so
+a renamed operation needs no alias.
 """
 
 from __future__ import annotations
