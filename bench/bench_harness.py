@@ -50,7 +50,7 @@ def _median_ms(work, repeat):
 
 _h = rlm.harness
 print(_json.dumps({
-    "bridge": _median_ms(lambda i: _pak.client().call("harness.paths", {}), REPEAT),
+    "bridge": _median_ms(lambda i: _pak.client().call("harness.skill_paths", {}), REPEAT),
     "get": _median_ms(lambda i: _h.get("memory", "memory_7"), REPEAT),
     "list": _median_ms(lambda i: _h.list("memory"), REPEAT),
     "update": _median_ms(lambda i: _h.update_memory("memory_7", content=f"v{i}"), REPEAT),

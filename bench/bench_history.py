@@ -52,7 +52,7 @@ print(_json.dumps({
     "first": _first,
     "len": _median_ms(lambda: len(history), REPEAT),
     "search": _median_ms(lambda: history.search("needle-7"), REPEAT),
-    "full": _median_ms(lambda: _pak.client().call("history.get"), REPEAT),
+    "full": _median_ms(lambda: _pak.client().call("history.read"), REPEAT),
 }))
 """
 

@@ -26,13 +26,20 @@ from .core.events import Event
 from .core.jsonfile import UnreadableFile
 from .core.settings import CLI, Declared, declared, help_text
 from .core.stop_cause import USER_STOP, StopCause, terminated
-from .providers import PROVIDER_NAMES
 from .version import __version__
 
 DEMO_NOTEBOOK = Path(__file__).parent / "demo" / "prime-agent-demo.ipynb"
 
 
-CHOICES = {"provider": PROVIDER_NAMES}  # settings whose values the CLI can list
+def _provider_choices() -> list[str]:
+    """Every installed provider's name, also one that cannot be used (choosing it says why)."""
+    from .core.installed_providers import installed
+
+    found = installed()
+    return sorted([*found.names, *found.problems])
+
+
+CHOICES = {"provider": _provider_choices}  # settings whose values the CLI can list
 
 
 def _add_setting_flags(parser: argparse.ArgumentParser, names: tuple[str, ...] = ()) -> None:
@@ -52,7 +59,7 @@ def _add_setting_flags(parser: argparse.ArgumentParser, names: tuple[str, ...] =
             continue
         constants = setting.spec.cli_constants
         group: Any = parser.add_mutually_exclusive_group() if constants else parser
-        choices = CHOICES.get(setting.name)
+        choices = CHOICES[setting.name]() if setting.name in CHOICES else None
         group.add_argument(
             *setting.flags,
             dest=setting.name,
@@ -314,11 +321,10 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     loop.add_signal_handler(signal.SIGINT, stopper, "stopped by SIGINT")
     loop.add_signal_handler(signal.SIGTERM, stopper, "terminated by SIGTERM", terminated("SIGTERM"))
     from .adapters.withhold_keys import withhold_keys
-    from .core.redaction import SECRET_ENV_VARS
     from .headless import HeadlessRun
 
     # Before the kernel starts: it must neither inherit the keys nor read them from this process.
-    withheld = withhold_keys(SECRET_ENV_VARS)
+    withheld = withhold_keys(None)  # every installed provider's key variables
     logging.getLogger(__name__).info("%s", withheld.summary())
     printer = _Printer(
         args.mode, out, lambda: stopper("the output was closed, so the turn was stopped")

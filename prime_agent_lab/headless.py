@@ -45,7 +45,7 @@ from .core.runtime import AgentRuntime, choose_model
 from .core.session_trust import sign_session
 from .core.sessions import SessionLog, SessionRepository
 from .core.settings import CLI, DECLARED, Settings
-from .providers import held_credentials, make_provider
+from .providers import make_provider
 
 
 class KernelStartError(RuntimeError):
@@ -192,7 +192,7 @@ class HeadlessRun:
         return make_provider(
             settings.provider,
             model or settings.model,
-            **held_credentials(settings.provider, self._keys),
+            held_keys=self._keys,
             script_path=settings.script_path,
             stream=settings.stream,
             timeout=settings.request_timeout,

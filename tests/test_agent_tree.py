@@ -565,7 +565,7 @@ def forged_send(payload: dict[str, Any]) -> str:
         "import json, prime_agent_kernel\n"
         "try:\n"
         "    _r = await prime_agent_kernel.client().acall("
-        f"'agent_message.send', {json.dumps(payload)})\n"
+        f"'messages.send', {json.dumps(payload)})\n"
         "except Exception as exc:\n"
         "    _r = {'error': str(exc)}\n"
         "print('RESULT' + json.dumps(_r))"

@@ -277,7 +277,7 @@ async def test_bridge_http_refuses_unsigned_and_forged_requests(
             "kernel_id": kernel_id,
             "ts": time.time(),
             "nonce": "n",
-            "op": "history.get",
+            "op": "history.read",
             "payload": {},
         }
     )

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from prime_agent_lab.core.compaction import _cut_index, reserve_tokens
-from prime_agent_lab.core.tokens import context_window, reported_context
+from prime_agent_lab.core.installed_providers import context_window
+from prime_agent_lab.core.tokens import reported_context
 
 
 def step(n: int, cells: int, size: int = 400) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """The live harness panel (`prime_agent_kernel.harness_panel`, docs/harness.md "The panel").
 
 The first tests drive the widget against a small in-process stand-in for the host's
-`harness.watch` long poll; the kernel test below builds it in a real kernel against the real host.
+`harness.wait_for_change` long poll; the kernel test below builds it in a real kernel against the
+real host.
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ from typing import Any
 import ipywidgets as widgets
 import pytest
 from prime_agent_kernel.harness_panel import HarnessPanel, build_panel, edit_diff
+from prime_agent_kernel.operations import (
+    DELETE_ENTRY,
+    DELETE_ENTRY_BY_REFINEMENT,
+    ROLLBACK_REFINEMENT,
+    WAIT_FOR_HARNESS_CHANGE,
+)
 
 from prime_agent_lab.core.harness.store import HarnessStore
 
@@ -76,8 +83,8 @@ REFINEMENT = {
 
 
 class FakeHost:
-    """`harness.watch` as the host answers it: at once when the caller's stamp is old, else
-    when the state changes or the timeout passes. Records every other call."""
+    """The host's answer to `WAIT_FOR_HARNESS_CHANGE`: at once when the caller's stamp is old,
+    else when the state changes or the timeout passes. Records every other call."""
 
     def __init__(self, state: dict[str, Any]) -> None:
         self._state = state
@@ -96,7 +103,7 @@ class FakeHost:
     def call(self, op: str, payload: dict[str, Any]) -> Any:
         if op in self.unknown:
             raise RuntimeError(f"host refused the call (404): unknown bridge operation {op}")
-        if op != "harness.watch":
+        if op != WAIT_FOR_HARNESS_CHANGE:
             self.calls.append((op, payload))
             answer = self.answers.get(op, {"note": "applied"})
             if isinstance(answer, Exception):
@@ -216,13 +223,13 @@ def test_history_shows_each_edit_with_its_diff_and_rejection(fake_panel: Any) ->
 
 def test_rollback_button_asks_the_host_and_shows_its_answer(fake_panel: Any) -> None:
     host, panel = fake_panel
-    host.answers["refine.rollback"] = {"note": "queued: applies at the next turn boundary"}
+    host.answers[ROLLBACK_REFINEMENT] = {"note": "queued: applies at the next turn boundary"}
     host.set_state(state([], [REFINEMENT]))
     assert panel.wait_for_render(2, timeout=10)
     [rollback] = buttons(panel, 4, "Rollback")
     rollback.click()
     assert panel.wait_for_answer("queued: applies at the next turn boundary", timeout=10)
-    assert host.calls == [("refine.rollback", {"id": "r1"})]
+    assert host.calls == [(ROLLBACK_REFINEMENT, {"id": "r1"})]
     assert "Rollback of r1" in panel.last_answer
 
 
@@ -230,28 +237,28 @@ def test_delete_asks_first_then_asks_the_host_to_delete_at_the_turn_boundary(
     fake_panel: Any,
 ) -> None:
     host, panel = fake_panel
-    host.answers["refine.delete"] = {"note": "queued: applies at the next turn boundary"}
+    host.answers[DELETE_ENTRY_BY_REFINEMENT] = {"note": "queued: applies at the next turn boundary"}
     [delete] = buttons(panel, 1, "Delete")
     delete.click()
     assert host.calls == [] and delete.description == "Confirm delete"
     delete.click()
     assert panel.wait_for_answer("queued: applies at the next turn boundary", timeout=10)
     payload = {"kind": "memory", "id": "flaky_test", "global": False}
-    assert host.calls == [("refine.delete", payload)]
+    assert host.calls == [(DELETE_ENTRY_BY_REFINEMENT, payload)]
 
 
 def test_delete_on_a_host_without_refine_deletes_at_once_and_shows_errors(
     fake_panel: Any,
 ) -> None:
     host, panel = fake_panel
-    host.unknown.add("refine.delete")
-    host.answers["harness.delete"] = RuntimeError("host refused the call (404): no such entry")
+    host.unknown.add(DELETE_ENTRY_BY_REFINEMENT)
+    host.answers[DELETE_ENTRY] = RuntimeError("host refused the call (404): no such entry")
     [delete] = buttons(panel, 1, "Delete")
     delete.click()
     delete.click()
     assert panel.wait_for_answer("no such entry", timeout=10)
     payload = {"kind": "memory", "id": "flaky_test", "global": False}
-    assert host.calls == [("harness.delete", payload)]
+    assert host.calls == [(DELETE_ENTRY, payload)]
     assert 'data-tone="error"' in panel._answer.value
     # The button is given back, asking first again.
     assert not delete.disabled and delete.description == "Delete"
@@ -259,17 +266,19 @@ def test_delete_on_a_host_without_refine_deletes_at_once_and_shows_errors(
 
 def test_a_refused_rollback_gives_the_button_back_to_try_again(fake_panel: Any) -> None:
     host, panel = fake_panel
-    host.answers["refine.rollback"] = RuntimeError("host refused the call (409): r1 changed since")
+    host.answers[ROLLBACK_REFINEMENT] = RuntimeError(
+        "host refused the call (409): r1 changed since"
+    )
     host.set_state(state([], [REFINEMENT]))
     assert panel.wait_for_render(2, timeout=10)
     [rollback] = buttons(panel, 4, "Rollback")
     rollback.click()
     assert panel.wait_for_answer("changed since", timeout=10)
     assert not rollback.disabled
-    host.answers["refine.rollback"] = {"note": "queued: applies at the next turn boundary"}
+    host.answers[ROLLBACK_REFINEMENT] = {"note": "queued: applies at the next turn boundary"}
     rollback.click()
     assert panel.wait_for_answer("queued", timeout=10)
-    assert host.calls == [("refine.rollback", {"id": "r1"})] * 2
+    assert host.calls == [(ROLLBACK_REFINEMENT, {"id": "r1"})] * 2
 
 
 def test_closing_the_panel_stops_its_watcher() -> None:
@@ -292,7 +301,7 @@ def test_watch_errors_show_in_the_panel_and_it_keeps_trying(
     host = FakeHost(state([entry("memory", "m", "m", "back again")]))
 
     def flaky(op: str, payload: dict[str, Any]) -> Any:
-        if op == "harness.watch" and not attempts:
+        if op == WAIT_FOR_HARNESS_CHANGE and not attempts:
             attempts.append(1)
             raise RuntimeError("cannot reach the Prime Agent Lab host")
         return host.call(op, payload)
@@ -330,10 +339,11 @@ def test_edit_diff_shows_a_change_of_argument_order() -> None:
 STAND_IN_HOST = """
 import os, threading, time
 from prime_agent_kernel.harness_panel import build_panel
+from prime_agent_kernel.operations import WAIT_FOR_HARNESS_CHANGE
 
 def stand_in_call(op, payload, answers=[0]):
-    # harness.watch: a first state at once, a second once the test releases it, then quiet
-    if op != "harness.watch":
+    # harness.wait_for_change: a first state at once, a second once the test releases it, then quiet
+    if op != WAIT_FOR_HARNESS_CHANGE:
         return {"note": "applied"}
     answers[0] += 1
     if answers[0] == 2:

@@ -23,7 +23,7 @@ import pytest
 
 from prime_agent_lab.core.held_keys import HeldKeys
 from prime_agent_lab.core.messages import Message, ModelRequest
-from prime_agent_lab.providers import held_credentials, make_provider
+from prime_agent_lab.providers import make_provider
 
 from .fake_llm_server import FakeLLMServer, Policy, RecordedRequest, Reply
 from .lab_process import LabServer, ServerDidNotStart, start_lab
@@ -215,7 +215,7 @@ def test_the_anthropic_sdk_authenticates_with_the_held_credential_alone(
             "fake-model",
             base_url=base_url,
             stream=False,
-            **held_credentials("anthropic", HeldKeys(held)),
+            held_keys=HeldKeys(held),
         )
         request = ModelRequest(system="", messages=[Message(role="user", text="hi")], tools=[])
         async for _ in provider.stream(request):

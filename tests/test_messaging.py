@@ -434,7 +434,7 @@ async def test_a_forged_sender_in_the_payload_is_ignored(
     receipt = await send_from_kernel(
         roots.a,
         "prime_agent_kernel.Record(**await prime_agent_kernel.client().acall("
-        f"'agent_message.send', {forged}))",
+        f"'messages.send', {forged}))",
     )
     (opening,) = with_ids(roots.b, receipt["message_id"])
     assert (opening["from_session_id"], opening["from_name"], opening["relationship"]) == (

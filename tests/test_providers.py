@@ -24,7 +24,7 @@ from prime_agent_lab.core.messages import (
     ToolCall,
 )
 from prime_agent_lab.core.ports import ModelProvider, ProviderError, ResponseDone, TextDelta
-from prime_agent_lab.providers import DEFAULT_MODELS, PROVIDER_NAMES, make_provider
+from prime_agent_lab.providers import default_model, make_provider, provider_names
 from prime_agent_lab.providers.errors import parse_retry_after
 from prime_agent_lab.providers.fenced import python_blocks
 from prime_agent_lab.providers.scripted import DEFAULT_SCRIPT, EXHAUSTED_TEXT
@@ -126,7 +126,7 @@ async def test_text_and_tool_calls_are_assembled(server, providers, vendor, stre
     ]
     assert len({call.id for call in response.tool_calls}) == 2
     assert response.stop_reason == "tool_use"
-    assert response.model == DEFAULT_MODELS[vendor]
+    assert response.model == default_model(vendor)
     assert server.requests[-1].stream is stream
 
 
@@ -552,7 +552,7 @@ def test_unknown_provider_name_is_a_value_error():
 
 
 def test_factory_defaults():
-    assert PROVIDER_NAMES == ("anthropic", "openai", "scripted")
+    assert provider_names() == ("anthropic", "openai", "scripted")
     provider = make_provider("Scripted", None)
     assert (provider.name, provider.model) == ("scripted", "demo")
     assert make_provider("anthropic", None, api_key=KEY).model == "claude-sonnet-4-5"

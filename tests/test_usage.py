@@ -10,8 +10,9 @@ import pytest
 
 from prime_agent_lab.core.agent import Agent
 from prime_agent_lab.core.family import Family
+from prime_agent_lab.core.ports import Price
 from prime_agent_lab.core.sessions import SessionLog, SessionRepository
-from prime_agent_lab.core.usage import Price, price_of, usage_report
+from prime_agent_lab.core.usage import price_of, usage_report
 from tests.test_subagents import CHILD, WAIT_FOR_CHILDREN, headless, printed_json, run_tree
 
 REPORT = (

@@ -1,28 +1,57 @@
 """Prime Agent Lab's in-kernel package.
 
 The host loads it into an agent's kernel and calls `configure(...)`; it binds the kernel API
-names (`history`, `agent_message`, `agent_observe`; `rlm`, ... arrive with later features) into
-the user namespace. It never imports the host package: everything goes over the bridge.
+names (`history`, `agent_message`, `agent_observe`, `rlm`, `compact`, `refine`) into the user
+namespace. It never imports the host package: everything goes over the bridge.
+
+Importing the package loads none of the kernel API (the host imports the declarations of the
+bridge operations, `prime_agent_kernel.operations`, and nothing more): its classes and the bridge
+client load when the names are bound, or when one of the package's names below is first used.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from .bridge import BridgeClient, BridgeError
-from .compact import Compact, track
-from .harness import (
-    Harness,
-    HarnessEntry,
-    HarnessError,
-    install_finder,
-    watch_skill_modules,
-)
-from .history import Entry, History
-from .interrupts import install as install_interrupts
-from .messaging import AgentMessage, AgentObserve, Record
-from .refine import Refine
-from .rlm import RLM, AgentUsage, Subagent, SubagentHandle, show_link
+if TYPE_CHECKING:
+    from .bridge import BridgeClient, BridgeError
+    from .compact import Compact
+    from .harness import Harness, HarnessEntry, HarnessError
+    from .history import Entry, History
+    from .messaging import AgentMessage, AgentObserve, Record
+    from .refine import Refine
+    from .rlm import RLM, AgentUsage, Subagent, SubagentHandle
+
+_EXPORTS = {
+    "BridgeClient": ".bridge",
+    "BridgeError": ".bridge",
+    "Compact": ".compact",
+    "Harness": ".harness",
+    "HarnessEntry": ".harness",
+    "HarnessError": ".harness",
+    "Entry": ".history",
+    "History": ".history",
+    "AgentMessage": ".messaging",
+    "AgentObserve": ".messaging",
+    "Record": ".messaging",
+    "Refine": ".refine",
+    "RLM": ".rlm",
+    "AgentUsage": ".rlm",
+    "Subagent": ".rlm",
+    "SubagentHandle": ".rlm",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The kernel API's classes, loaded on first use (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "RLM",
@@ -64,6 +93,8 @@ _client: BridgeClient | None = None
 
 
 def client() -> BridgeClient:
+    from .bridge import BridgeError
+
     if _client is None:
         raise BridgeError(
             "this kernel is not attached to a Prime Agent Lab agent yet; attach one from the "
@@ -73,15 +104,24 @@ def client() -> BridgeClient:
 
 
 def _fetch_history(since: str | None) -> dict[str, Any]:
-    answer: dict[str, Any] = client().call("history.get", {"since": since})
+    from .operations import READ_HISTORY
+
+    answer: dict[str, Any] = _sync_call(READ_HISTORY, {"since": since})
     return answer
 
 
 async def _call(op: str, payload: dict[str, Any]) -> Any:
+    """Make a declared bridge operation with its declared arguments (operations.py)."""
+    from .operations import check_call
+
+    check_call(op, payload)
     return await client().acall(op, payload)
 
 
 def _sync_call(op: str, payload: dict[str, Any]) -> Any:
+    from .operations import check_call
+
+    check_call(op, payload)
     return client().call(op, payload)
 
 
@@ -92,6 +132,13 @@ def _kernel_key(shell: Any) -> bytes:
 def _bind_names(shell: Any) -> None:
     """Bind the kernel API names; a user's own variable of the same name is left alone
     (`history` is also `agent_history`, as researchers often have a `history` of their own)."""
+    from .compact import Compact, track
+    from .harness import Harness
+    from .history import History
+    from .messaging import AgentMessage, AgentObserve
+    from .refine import Refine
+    from .rlm import RLM, show_link
+
     record = History(_fetch_history)
     names: dict[str, Any] = {"agent_history": record}
     ours: dict[str, Any] = {
@@ -112,6 +159,10 @@ def _bind_names(shell: Any) -> None:
 
 def configure(bridge_url: str, kernel_id: str, shell: Any = None) -> None:
     """Point the bridge at the host and bind the kernel API names (idempotent)."""
+    from .bridge import BridgeClient
+    from .harness import install_finder, watch_skill_modules
+    from .interrupts import install as install_interrupts
+
     global _client
     if shell is None:
         from IPython import get_ipython

@@ -19,6 +19,8 @@ import types
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .operations import COMPACTION_STATUS, SCHEDULE_COMPACTION
+
 Call = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 _len, _isinstance, _int = builtins.len, builtins.isinstance, builtins.int  # users shadow builtins
@@ -33,14 +35,16 @@ class Compact:
     async def status(self) -> dict[str, Any]:
         """Tokens in the context now, the context window, percent used, whether a compaction is
         scheduled (and the threshold at which one starts by itself)."""
-        result: dict[str, Any] = await self._call("compact.status", {})
+        result: dict[str, Any] = await self._call(COMPACTION_STATUS, {})
         return result
 
     async def run(self, instructions: str | None = None) -> dict[str, Any]:
         """Schedule a compaction before the next model call (the turn then goes on):
         `{scheduled: True, note}` or `{scheduled: False, reason}`. `instructions` say what the
         summary must keep."""
-        result: dict[str, Any] = await self._call("compact.run", {"instructions": instructions})
+        result: dict[str, Any] = await self._call(
+            SCHEDULE_COMPACTION, {"instructions": instructions}
+        )
         return result
 
     def __repr__(self) -> str:

@@ -29,6 +29,15 @@ from typing import Any
 
 from .bridge import BridgeError
 from .files import MiB, UnreadableFile, read_bytes
+from .operations import (
+    CREATE_ENTRY,
+    DELETE_ENTRY,
+    GET_ENTRY,
+    HARNESS_STATE,
+    LIST_ENTRIES,
+    SKILL_PATHS,
+    UPDATE_ENTRY,
+)
 from .skill_check import SkillCheckError, check_skill_module
 
 SyncCall = Callable[[str, dict[str, Any]], Any]
@@ -200,7 +209,7 @@ class SkillFinder(importlib.abc.MetaPathFinder):
             # back here and must not ask again.
             self._asking = True
             try:
-                self._paths = list(self._call("harness.paths", {})["skill_paths"])
+                self._paths = list(self._call(SKILL_PATHS, {})["skill_paths"])
             except Exception:  # no host yet: imports go on as if the finder were not there
                 self._failed_at = time.monotonic()
             finally:
@@ -319,7 +328,7 @@ class Harness:
             "global": scope,
             "request": _current_request(),
         }
-        entry = HarnessEntry(self._call("harness.create", payload))
+        entry = HarnessEntry(self._call(CREATE_ENTRY, payload))
         self._reload_skill(entry)
         return entry
 
@@ -335,24 +344,24 @@ class Harness:
             "global": scope,
             "request": _current_request(),
         }
-        entry = HarnessEntry(self._call("harness.update", payload))
+        entry = HarnessEntry(self._call(UPDATE_ENTRY, payload))
         self._reload_skill(entry)
         return entry
 
     def delete(self, kind: str, id: str, *, global_: bool = False, **extra: Any) -> HarnessEntry:
         """Remove an entry; returns it as it was."""
         payload = {"kind": kind, "id": id, "global": _global(global_, extra)}
-        return HarnessEntry(self._call("harness.delete", payload))
+        return HarnessEntry(self._call(DELETE_ENTRY, payload))
 
     def get(self, kind: str, id: str) -> HarnessEntry | None:
         """The whole entry (`local:`/`global:` prefix, or the local store first), or None."""
-        found = self._call("harness.get", {"kind": kind, "id": id})
+        found = self._call(GET_ENTRY, {"kind": kind, "id": id})
         return HarnessEntry(found) if found is not None else None
 
     def list(self, kind: str | None = None) -> list[HarnessEntry]:
         """Entries of both scopes (of one kind, or all), sorted by kind, path, title, id. A
         store whose file is damaged is skipped with a warning that names the file."""
-        answer = self._call("harness.list", {"kind": kind})
+        answer = self._call(LIST_ENTRIES, {"kind": kind})
         for reason in answer.get("unavailable") or []:
             warnings.warn(f"rlm.harness: {reason}", HarnessWarning, stacklevel=2)
         return [HarnessEntry(e) for e in answer["entries"]]
@@ -490,7 +499,7 @@ class Harness:
 
     def state(self) -> dict[str, Any]:
         """Both stores as data: version, entries, refinement records, problems."""
-        result: dict[str, Any] = self._call("harness.state", {})
+        result: dict[str, Any] = self._call(HARNESS_STATE, {})
         return result
 
     def problems(self) -> list[str]:

@@ -2,10 +2,10 @@
 
 An ipywidgets widget with one tab per kind (prompt notes, memories, skills, sub-agents) and a
 History tab (each refinement with its trigger, rationale, every edit with a diff of before and
-after, and a Rollback button). A daemon thread long-polls the host (`harness.watch`) and pushes
-each new state into the widgets; widget updates sent from a background thread reach the browser.
-Rollback and delete go to the host, which applies them at the next turn boundary; the panel
-shows its answer.
+after, and a Rollback button). A daemon thread long-polls the host (`harness.wait_for_change`)
+and pushes each new state into the widgets; widget updates sent from a background thread reach
+the browser. Rollback and delete go to the host, which applies them at the next turn boundary;
+the panel shows its answer.
 
 Every colour is a JupyterLab theme variable (`--jp-*`), so the panel reads in light and dark.
 
@@ -30,6 +30,13 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from .operations import (
+    DELETE_ENTRY,
+    DELETE_ENTRY_BY_REFINEMENT,
+    ROLLBACK_REFINEMENT,
+    WAIT_FOR_HARNESS_CHANGE,
+)
+
 Call = Callable[[str, dict[str, Any]], Any]
 
 KIND_TABS = (
@@ -40,7 +47,7 @@ KIND_TABS = (
 )
 DIFF_FIELDS = ("title", "content", "path", "reference", "arguments", "metadata")
 WATCH_TIMEOUT = 25.0
-"""Seconds one `harness.watch` call may wait for a change (the host answers sooner on one)."""
+"""Seconds one `harness.wait_for_change` call may wait (the host answers sooner on a change)."""
 NONE = "-"
 UNKNOWN_OPERATION = "unknown bridge operation"
 """How the host refuses an op it does not offer (core/bridge.py)."""
@@ -127,7 +134,8 @@ class HarnessPanel(widgets.VBox):
         while not self._stop.is_set():
             try:
                 answer = self._call(
-                    "harness.watch", {"stamp": self._stamp, "timeout": self._watch_timeout}
+                    WAIT_FOR_HARNESS_CHANGE,
+                    {"stamp": self._stamp, "timeout": self._watch_timeout},
                 )
             except Exception as exc:  # the host is away or refused: say so, try again later
                 if not self._stop.is_set():
@@ -142,7 +150,7 @@ class HarnessPanel(widgets.VBox):
             self._stamp = answer.get("stamp")
 
     def show(self, state: dict[str, Any]) -> None:
-        """Render one `harness.state` answer into the tabs (any thread)."""
+        """Render one `harness.state` or `harness.wait_for_change` answer (any thread)."""
         with self._lock:
             if self._stop.is_set():
                 return
@@ -230,7 +238,7 @@ class HarnessPanel(widgets.VBox):
             button.description, button.button_style = "Delete", ""
             button.disabled = False
 
-        self._act(what, ("refine.delete", "harness.delete"), payload, on_failure=try_again)
+        self._act(what, (DELETE_ENTRY_BY_REFINEMENT, DELETE_ENTRY), payload, on_failure=try_again)
 
     def _refinement_row(self, record: dict[str, Any]) -> widgets.Widget:
         card = widgets.HTML(_refinement_html(record))
@@ -253,7 +261,7 @@ class HarnessPanel(widgets.VBox):
         button.disabled = True
         self._act(
             f"Rollback of {record.get('id')}",
-            "refine.rollback",
+            ROLLBACK_REFINEMENT,
             {"id": record.get("id")},
             on_failure=lambda: setattr(button, "disabled", False),
         )
@@ -266,8 +274,8 @@ class HarnessPanel(widgets.VBox):
         on_failure: Callable[[], None],
     ) -> None:
         """Ask the host in a thread of its own (the click handler returns at once). With
-        several ops, the first one the host offers: `refine.delete` records a delete as a
-        refinement applied at the turn boundary; a host without refine deletes at once. A
+        several ops, the first one the host offers: `refinement.delete_entry` records a delete
+        as a refinement applied at the turn boundary; a host without refine deletes at once. A
         refused or failed request gives the button back (`on_failure`) to try again."""
         self._show_answer(f"{what}: asking the host…")
 

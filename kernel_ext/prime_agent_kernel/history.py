@@ -65,7 +65,7 @@ def _entry(raw: dict[str, Any], code_by_call: dict[str, str]) -> Entry:
 
 
 Fetch = Callable[[str | None], dict[str, Any]]
-"""`history.get` with `since`: `{"base", "records", "last"}` (see the host's `history_since`)."""
+"""`history.read` with `since`: `{"base", "records", "last"}` (see the host's `history_since`)."""
 
 
 class History:

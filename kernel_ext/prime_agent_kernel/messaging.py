@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any
 
+from .operations import DESCRIBE_AGENT, LIST_FAMILY, RECENT_MESSAGES, SEND_MESSAGE
+
 Call = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 ROLES = ("parent", "sibling", "child")
@@ -65,12 +67,12 @@ class AgentMessage:
             "receiver_name": receiver_name,
             "mode": mode,
         }
-        return _records(await self._call("agent_message.send", payload))
+        return _records(await self._call(SEND_MESSAGE, payload))
 
     async def list_agents(self) -> list[Record]:
         """Who you can reach: `relationship`, `name`, `session_id`, `notebook_path`, `status`
         (running, idle, inactive)."""
-        return _records(await self._call("agent_message.list_agents", {}))  # type: ignore[no-any-return]
+        return _records(await self._call(LIST_FAMILY, {}))  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return (
@@ -89,12 +91,12 @@ class AgentObserve:
 
     async def get_agent(self, target: str) -> Record:
         """Its status, task, model, turns, messages waiting and the start of its last answer."""
-        return _records(await self._call("agent_observe.get_agent", {"target": target}))  # type: ignore[no-any-return]
+        return _records(await self._call(DESCRIBE_AGENT, {"target": target}))  # type: ignore[no-any-return]
 
     async def recent_messages(self, target: str, limit: int = 8) -> list[Record]:
         """Its newest `limit` messages (received, answered and sent), oldest first."""
         payload = {"target": target, "limit": limit}
-        return _records(await self._call("agent_observe.recent_messages", payload))  # type: ignore[no-any-return]
+        return _records(await self._call(RECENT_MESSAGES, payload))  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return "<agent_observe: await .get_agent(target); await .recent_messages(target, limit=8)>"

@@ -15,6 +15,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .messaging import Record
+from .operations import (
+    REFINEMENT_HISTORY,
+    REFINEMENT_STATUS,
+    ROLLBACK_REFINEMENT,
+    SCHEDULE_REFINEMENT,
+)
 
 Call = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
@@ -41,25 +47,25 @@ class Refine:
         if not isinstance(global_, bool):  # bool("no") would refine the shared store
             raise TypeError("global_ must be True or False")
         payload = {"instructions": instructions, "global": global_}
-        return Record(**await self._call("refine.run", payload))
+        return Record(**await self._call(SCHEDULE_REFINEMENT, payload))
 
     async def status(self) -> Record:
         """`pending` (requests not applied yet), `in_flight` (a planner call runs now),
         `waiting_to_apply`, `queued_rollbacks`."""
-        return Record(**await self._call("refine.status", {}))
+        return Record(**await self._call(REFINEMENT_STATUS, {}))
 
     async def history(self) -> list[Record]:
         """Every refinement of this session's and the global store, oldest first: `id`,
         `trigger`, `scope`, `summary`, `rationale`, `expected_outcome`, `edits` (each with
         `action`, `kind`, `id`, `applied`, `error`, `before`, `after`), `rollback_of`,
         `harness_version`, `created_at`, and `error` when planning failed."""
-        records = await self._call("refine.history", {})
+        records = await self._call(REFINEMENT_HISTORY, {})
         return [refinement_record(record) for record in records]
 
     async def rollback(self, refinement_id: str) -> Record:
         """Revert a refinement exactly, as a new recorded refinement. From a cell the agent is
         busy, so it is queued and applies at the next turn boundary."""
-        answer = await self._call("refine.rollback", {"id": refinement_id})
+        answer = await self._call(ROLLBACK_REFINEMENT, {"id": refinement_id})
         if isinstance(answer.get("refinement"), dict):
             answer = {**answer, "refinement": refinement_record(answer["refinement"])}
         return Record(**answer)

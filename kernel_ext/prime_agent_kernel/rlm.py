@@ -13,6 +13,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .operations import (
+    DELETE_SUBAGENT,
+    FIND_MODELS,
+    LIST_SUBAGENTS,
+    SPAWN_SUBAGENT,
+    SUBAGENT_USAGE,
+)
+
 Call = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
@@ -136,7 +144,7 @@ class RLM:
         self, prompt: str, name: str | None = None, model: str | None = None
     ) -> SubagentHandle:
         """Start a sub-agent on `prompt`; returns at once with its handle."""
-        answer = await self._call("rlm.spawn", {"prompt": prompt, "name": name, "model": model})
+        answer = await self._call(SPAWN_SUBAGENT, {"prompt": prompt, "name": name, "model": model})
         handle: SubagentHandle = _build(SubagentHandle, answer)
         if self._show is not None:
             self._show(handle.name, str(answer.get("notebook_link") or handle.notebook_path))
@@ -144,25 +152,23 @@ class RLM:
 
     async def list_subagents(self) -> list[Subagent]:
         """This agent's sub-agents with their status, oldest first."""
-        return [_build(Subagent, entry) for entry in await self._call("rlm.list_subagents", {})]
+        return [_build(Subagent, entry) for entry in await self._call(LIST_SUBAGENTS, {})]
 
     async def delete_subagent(self, child: Any) -> dict[str, Any]:
         """Remove an idle sub-agent (by handle, entry, id or name); its notebook and transcript
         stay on disk. A running one is not deleted."""
-        result: dict[str, Any] = await self._call(
-            "rlm.delete_subagent", {"child": _child_ref(child)}
-        )
+        result: dict[str, Any] = await self._call(DELETE_SUBAGENT, {"child": _child_ref(child)})
         return result
 
     async def find_models(self, query: str = "") -> list[str]:
         """The models a sub-agent can run on, as `provider/model`."""
-        result: list[str] = await self._call("rlm.find_models", {"query": query})
+        result: list[str] = await self._call(FIND_MODELS, {"query": query})
         return result
 
     async def usage(self) -> AgentUsage:
         """Tokens and cost of this agent's model calls, own and with its sub-agents', for every
         agent of its tree (`.children`, `.agents()`; printed as a table)."""
-        return _agent_usage(await self._call("rlm.usage", {}))
+        return _agent_usage(await self._call(SUBAGENT_USAGE, {}))
 
     def __repr__(self) -> str:
         return "rlm: await rlm(task, name=None, model=None) starts a sub-agent"

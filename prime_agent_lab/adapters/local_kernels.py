@@ -20,7 +20,7 @@ from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.paths import jupyter_path
 
-from ..core.redaction import SECRET_ENV_VARS, kernel_environment
+from ..core.redaction import kernel_environment
 from .kernel_calls import READY_TIMEOUT, Run, set_working_directory, wait_until_ready
 
 
@@ -92,12 +92,12 @@ class LocalKernels:
         self,
         kernel_name: str = "python3",
         cwd: Path | str | None = None,
-        env_strip: Sequence[str] = SECRET_ENV_VARS,
+        env_strip: Sequence[str] | None = None,  # None: the providers' key variables
         ready_timeout: float = READY_TIMEOUT,
     ) -> None:
         self.kernel_name = kernel_name
         self.cwd = str(cwd) if cwd is not None else os.getcwd()
-        self._env_strip = tuple(env_strip)
+        self._env_strip = None if env_strip is None else tuple(env_strip)
         self._ready_timeout = ready_timeout
         self._specs = kernel_spec_manager()
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.held_keys import HeldKeys
+from ..core.installed_providers import installed
 from ..core.redaction import redact_withheld
 
 log = logging.getLogger(__name__)
@@ -50,11 +51,12 @@ class Withheld:
         return "; ".join(parts)
 
 
-def withhold_keys(names: Iterable[str]) -> Withheld:
-    """Move `names` out of this process's environment into a holder: unset them (no process
-    started from now on inherits them), overwrite their values in the initial environment block
-    and make the process non-dumpable (Linux). Redaction keeps knowing the values."""
-    wanted = list(dict.fromkeys(names))
+def withhold_keys(names: Iterable[str] | None) -> Withheld:
+    """Move `names` (None: the key variables every installed provider declares) out of this
+    process's environment into a holder: unset them (no process started from now on inherits
+    them), overwrite their values in the initial environment block and make the process
+    non-dumpable (Linux). Redaction keeps knowing the values."""
+    wanted = list(dict.fromkeys(installed().key_variables() if names is None else names))
     values = {name: os.environ.pop(name) for name in wanted if name in os.environ}
     keys = HeldKeys(values)
     redact_withheld(keys.values())

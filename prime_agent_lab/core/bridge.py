@@ -5,8 +5,10 @@ signed with HMAC-SHA256 under the key of that kernel's own connection. The host 
 signature against the key it holds for the kernel named in the URL, so the caller's identity is
 proved by the signature; the session is then looked up from the kernel, never read from the
 payload. The operation is the body's `op` field, outside `payload`, so no payload key can reroute
-a request. Calls that take longer than `sync_wait` become jobs the kernel polls, which keeps every
-HTTP request short and lets an awaiting cell be interrupted.
+a request; a service built with `declared` (the runtime's: the table of
+`prime_agent_kernel.operations`, which the kernel uses too) registers only those operations.
+Calls that take longer than `sync_wait` become jobs the kernel polls, which keeps every HTTP
+request short and lets an awaiting cell be interrupted.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import re
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,9 +92,11 @@ class BridgeService:
         key_for_kernel: Callable[[str], bytes | None],
         session_for_kernel: Callable[[str], str | None],
         *,
+        declared: Collection[str] | None = None,
         sync_wait: float = 20.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self._declared = declared
         self._key_for_kernel = key_for_kernel
         self._session_for_kernel = session_for_kernel
         self._handlers: dict[str, Handler] = {}
@@ -102,6 +106,11 @@ class BridgeService:
         self._clock = clock
 
     def register(self, op: str, handler: Handler) -> None:
+        """Offer `handler` as operation `op`, which must be one of `declared` when given."""
+        if self._declared is not None and op not in self._declared:
+            raise ValueError(
+                f"bridge operation {op!r} is not declared in prime_agent_kernel/operations.py"
+            )
         if op in self._handlers:
             raise ValueError(f"bridge operation {op!r} is already registered")
         self._handlers[op] = handler
@@ -109,6 +118,10 @@ class BridgeService:
     @property
     def operations(self) -> list[str]:
         return sorted(self._handlers)
+
+    def handler(self, op: str) -> Handler:
+        """What answers `op` (KeyError when nothing is registered for it)."""
+        return self._handlers[op]
 
     # ------------------------------------------------------------ verification
 

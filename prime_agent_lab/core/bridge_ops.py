@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from prime_agent_kernel.operations import PING, READ_HISTORY
+
 from .bridge import BridgeService, Caller, payload_number
 from .sessions import SessionLog
 from .transcript import history_records, history_since
@@ -19,7 +21,7 @@ class HasSession(Protocol):
 def register_session_operations(
     bridge: BridgeService, context_for: Callable[[Caller], HasSession]
 ) -> None:
-    """`history.get` (the caller's own session record) and `ping` (a health and latency probe)."""
+    """The caller's own session record (`READ_HISTORY`) and a health and latency probe (`PING`)."""
 
     async def history_get(caller: Caller, payload: dict[str, Any]) -> Any:
         """The whole record, or with `since` (an entry id the kernel already holds, or None)
@@ -40,5 +42,5 @@ def register_session_operations(
             "echo": payload.get("echo"),
         }
 
-    bridge.register("history.get", history_get)
-    bridge.register("ping", ping)
+    bridge.register(READ_HISTORY, history_get)
+    bridge.register(PING, ping)

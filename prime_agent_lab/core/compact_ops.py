@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from prime_agent_kernel.operations import COMPACTION_STATUS, SCHEDULE_COMPACTION
+
 from .bridge import BridgeError
 from .caller import CallerContext, Register
 
 
 def register_compact_operations(register: Register) -> None:
-    """Offer `compact.status` and `compact.run` through `register` (`AgentRuntime.operation`)."""
+    """Offer the compaction's status and a compaction on request (`compact.status()`,
+    `compact.run()`) through `register` (`AgentRuntime.operation`)."""
 
     async def status(ctx: CallerContext, payload: dict[str, Any]) -> dict[str, Any]:
         return ctx.agent.compactor.status()
@@ -21,5 +24,5 @@ def register_compact_operations(register: Register) -> None:
             raise BridgeError(400, "instructions must be a string or None")
         return ctx.agent.compactor.schedule(instructions)
 
-    register("compact.status", status)
-    register("compact.run", run)
+    register(COMPACTION_STATUS, status)
+    register(SCHEDULE_COMPACTION, run)

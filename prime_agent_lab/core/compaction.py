@@ -16,12 +16,12 @@ from typing import Any
 from .agent_view import AgentView
 from .entry_schema import compaction_text
 from .entry_types import summarised, turn_boundary
+from .installed_providers import context_window
 from .kernel_gc import KernelGC, read_namespace
 from .messages import Message, ModelRequest, ModelResponse
 from .ports import ProviderError
 from .tokens import (
     context_tokens,
-    context_window,
     entries_tokens,
     entry_tokens,
     estimate_tokens,
@@ -86,8 +86,8 @@ class Compactor:
     # ------------------------------------------------------------ accounting
 
     def window(self) -> int:
-        config = self.agent.config
-        return context_window(self.agent.provider.model, config.context_window)
+        provider = self.agent.provider
+        return context_window(provider.model, self.agent.config.context_window, provider.name)
 
     def size(self) -> ContextSize:
         """The context the next model call will send: the size the provider reported for the

@@ -9,6 +9,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from prime_agent_kernel.operations import (
+    CREATE_ENTRY,
+    DELETE_ENTRY,
+    GET_ENTRY,
+    HARNESS_STATE,
+    LIST_ENTRIES,
+    SKILL_PATHS,
+    UPDATE_ENTRY,
+    WAIT_FOR_HARNESS_CHANGE,
+)
+
 from .bridge import BridgeError
 from .caller import CallerContext, Register
 from .harness.store import Harness, HarnessError, check_kind
@@ -146,14 +157,14 @@ def register_harness_operations(register: Register) -> None:
         changed = stores.stamp() != seen
         return {"changed": changed, **(await asyncio.to_thread(harness_state, stores))}
 
-    register("harness.create", create)
-    register("harness.update", update)
-    register("harness.delete", delete)
-    register("harness.get", get)
-    register("harness.list", list_entries)
-    register("harness.paths", paths)
-    register("harness.state", state)
-    register("harness.watch", watch)
+    register(CREATE_ENTRY, create)
+    register(UPDATE_ENTRY, update)
+    register(DELETE_ENTRY, delete)
+    register(GET_ENTRY, get)
+    register(LIST_ENTRIES, list_entries)
+    register(SKILL_PATHS, paths)
+    register(HARNESS_STATE, state)
+    register(WAIT_FOR_HARNESS_CHANGE, watch)
 
 
 def _kind(payload: dict[str, Any]) -> str:

@@ -1,9 +1,10 @@
 """Provider keys held by the host process outside its environment.
 
-The server and the CLI move the key variables (`kernel_env_strip`) out of their environment as they
-start (adapters/withhold_keys.py), so no process started later inherits them. The values live here;
-providers get them as explicit arguments (`providers.held_credentials`) and redaction still knows
-them (`core/redaction.py`).
+The server and the CLI move the key variables (`kernel_env_strip`; by default those every installed
+provider declares) out of their environment as they start (adapters/withhold_keys.py), so no process
+started later inherits them. The values live here; providers get them in their options
+(`ProviderOptions.held_keys`) and read their own, and redaction still knows them
+(`core/redaction.py`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from prime_agent_kernel.operations import (
+    DESCRIBE_AGENT,
+    LIST_FAMILY,
+    RECENT_MESSAGES,
+    SEND_MESSAGE,
+)
+
 from .bridge import payload_number
 from .caller import CallerContext, Operation, Register, TreeRuntime
 from .family import FamilyError
@@ -24,10 +31,10 @@ PREVIEW_CHARS = 500
 def register_message_operations(register: Register) -> None:
     """Offer the `agent_message` and `agent_observe` operations (see `caller.Register`)."""
     ops: dict[str, Operation] = {
-        "agent_message.send": send,
-        "agent_message.list_agents": list_agents,
-        "agent_observe.get_agent": get_agent,
-        "agent_observe.recent_messages": recent_messages,
+        SEND_MESSAGE: send,
+        LIST_FAMILY: list_agents,
+        DESCRIBE_AGENT: get_agent,
+        RECENT_MESSAGES: recent_messages,
     }
     for name, handler in ops.items():
         register(name, handler)

@@ -1,12 +1,13 @@
 """The three narrow ports the core talks to: a model provider, a notebook, a kernel.
 
 Adapters for jupyter_server (live documents, server kernels) and for the headless CLI (a file
-notebook, a local kernel) implement them; the core imports nothing from Jupyter.
+notebook, a local kernel) implement them; the core imports nothing from Jupyter. A model provider
+also declares itself (`ProviderPlugin`, found through an entry point: core/installed_providers.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -79,6 +80,89 @@ class ModelProvider(Protocol):
     model: str
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]: ...
+
+
+DEFAULT_CONTEXT_WINDOW = 128_000
+"""For a model nobody declares a window for: small enough to be safe for every current model."""
+
+
+@dataclass(frozen=True)
+class ErrorMapping:
+    """How a provider words its failures (the helpers of providers/errors.py read it): the
+    vendor as messages name it, the variables a message points the user to, and what each error
+    type that arrives inside an answer's stream (with HTTP 200) means, as an HTTP status."""
+
+    vendor: str
+    key_variable: str | None = None
+    base_url_variable: str | None = None
+    stream_error_statuses: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProviderOptions:
+    """What a host hands a provider's factory: its settings, an explicit key or endpoint, and
+    the key variables it took out of its environment (`held_keys`, core/held_keys.py). A
+    provider takes what applies to it and leaves the rest."""
+
+    stream: bool
+    timeout: float  # seconds per read and for the whole model call
+    fenced_code: bool  # run ```python blocks of an answer without tool calls
+    step_delay: float  # seconds per step, for providers that play something back
+    script_path: str | None = None
+    api_key: str | None = None  # wins over the held keys and the environment
+    base_url: str | None = None
+    held_keys: Mapping[str, str] = field(default_factory=dict)
+
+
+ProviderFactory = Callable[[str, ProviderOptions], ModelProvider]
+"""`make(model, options)`: a provider for `model` (never empty). Raises ValueError for bad
+options (an unreadable script, say); a missing key is the first call's `ProviderError`."""
+
+
+@dataclass(frozen=True)
+class Price:
+    """US dollars per million tokens."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+
+    def of(self, usage: dict[str, Any]) -> float:
+        def tokens(key: str) -> int:
+            value = usage.get(key)
+            return value if isinstance(value, int) else 0
+
+        return (
+            tokens("input_tokens") * self.input
+            + tokens("output_tokens") * self.output
+            + tokens("cache_read_tokens") * self.cache_read
+            + tokens("cache_write_tokens") * self.cache_write
+        ) / 1_000_000
+
+
+@dataclass(frozen=True)
+class ProviderPlugin:
+    """A model provider as it declares itself: everything the rest of the package knows of it.
+
+    Found through an entry point of the group `prime_agent_lab.providers` whose name is `name`
+    (core/installed_providers.py; the built-in ones are declared the same way). `key_variables`
+    are secrets: no kernel inherits them or reads them from the host, and their values are
+    redacted from every cell output. `context_windows` maps a prefix of a model name to its
+    window in tokens (the longest prefix wins; `default_context_window` otherwise); `prices` maps
+    a prefix to its list price the same way (a model without one has no known cost). Importing
+    the module that holds the declaration must stay cheap: `make` imports any SDK it needs.
+    """
+
+    name: str
+    make: ProviderFactory
+    default_model: str
+    key_variables: tuple[str, ...] = ()
+    context_windows: Mapping[str, int] = field(default_factory=dict)
+    default_context_window: int = DEFAULT_CONTEXT_WINDOW
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    errors: ErrorMapping | None = None
+    summary: str = ""  # one line: what it talks to, and how it is configured
 
 
 # ---------------------------------------------------------------- kernel port

@@ -2,6 +2,8 @@
 
 A key can still reach a cell (a file, a kernel started with a key on purpose), so a cell could
 print one. Every output of an agent cell passes through a `Redactor` before it is written anywhere.
+The keys are the values of the key variables every installed provider declares
+(core/installed_providers.py).
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-SECRET_ENV_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY")
+from .installed_providers import installed
+
 MIN_SECRET_LENGTH = 8
 REPLACEMENT = "[redacted]"
 
@@ -24,13 +27,13 @@ def redact_withheld(values: Iterable[str]) -> None:
 
 
 def kernel_environment(
-    strip: Iterable[str] = SECRET_ENV_VARS, environ: Mapping[str, str] | None = None
+    strip: Iterable[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The environment for a kernel the agent starts itself: this process's, without the
-    provider key variables. The host took them out of its environment at start already
-    (adapters/withhold_keys.py); this also drops one set since."""
+    variables `strip` (None: the providers' key variables). The host took them out of its
+    environment at start already (adapters/withhold_keys.py); this also drops one set since."""
     source = os.environ if environ is None else environ
-    dropped = set(strip)
+    dropped = set(installed().key_variables() if strip is None else strip)
     return {name: value for name, value in source.items() if name not in dropped}
 
 
@@ -41,10 +44,12 @@ class Redactor:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Redactor:
-        """The keys in `environ` (default: this process's environment and the keys it withheld)."""
+        """The values of the providers' key variables in `environ` (default: this process's
+        environment, and the keys it withheld)."""
         source = os.environ if environ is None else environ
         withheld = _withheld if environ is None else set()
-        return cls([*(source.get(name, "") for name in SECRET_ENV_VARS), *withheld])
+        variables = installed().key_variables()
+        return cls([*(source.get(name, "") for name in variables), *withheld])
 
     def __bool__(self) -> bool:
         return bool(self._secrets)

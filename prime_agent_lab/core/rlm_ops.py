@@ -4,6 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from prime_agent_kernel.operations import (
+    DELETE_SUBAGENT,
+    FIND_MODELS,
+    LIST_SUBAGENTS,
+    SPAWN_SUBAGENT,
+    SUBAGENT_USAGE,
+)
+
 from .bridge import BridgeError
 from .caller import CallerContext, Register
 from .usage import AgentUsage, usage_report
@@ -33,8 +41,8 @@ def register_rlm_operations(register: Register) -> None:
         """The caller's tokens and cost, own and with its sub-agents, per agent of its tree."""
         return usage_report(ctx.runtime, ctx.agent.session_id)
 
-    register("rlm.spawn", spawn)
-    register("rlm.list_subagents", list_subagents)
-    register("rlm.delete_subagent", delete_subagent)
-    register("rlm.find_models", find_models)
-    register("rlm.usage", usage)
+    register(SPAWN_SUBAGENT, spawn)
+    register(LIST_SUBAGENTS, list_subagents)
+    register(DELETE_SUBAGENT, delete_subagent)
+    register(FIND_MODELS, find_models)
+    register(SUBAGENT_USAGE, usage)

@@ -17,6 +17,8 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, Protocol
 
+from prime_agent_kernel.operations import OPERATIONS
+
 from .agent import Agent, AgentHooks, TurnOutcome
 from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
@@ -116,7 +118,9 @@ class AgentRuntime:
         self.family = Family(repository)
         self._kernel_session: dict[str, str] = {}  # kernel id -> session id
         self._background: set[asyncio.Future[Any]] = set()
-        self.bridge = BridgeService(environment.kernel_key, self._kernel_session.get)
+        self.bridge = BridgeService(
+            environment.kernel_key, self._kernel_session.get, declared=OPERATIONS
+        )
         register_session_operations(self.bridge, self.context)
         register_rlm_operations(self.operation)
         self._prompts: dict[str, tuple[Settings, str]] = {}
@@ -646,6 +650,7 @@ class AgentRuntime:
             except FamilyError as exc:
                 raise BridgeError(exc.status, exc.message) from None
 
+        call.__wrapped__ = handler  # type: ignore[attr-defined]  # for inspect.unwrap
         self.bridge.register(name, call)
 
     # ------------------------------------------------------------ lifetime

@@ -26,8 +26,6 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .redaction import SECRET_ENV_VARS
-
 SERVER = "server"
 CLI = "cli"
 BOTH = frozenset({SERVER, CLI})
@@ -87,10 +85,11 @@ class Settings:
     # ------------------------------------------------------------ the model
     provider: str = setting(
         "scripted",
-        """Model provider: 'anthropic' (Messages API; ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL),
-        'openai' (Chat Completions; OPENAI_API_KEY, OPENAI_BASE_URL, also for Ollama, vLLM and
-        other OpenAI-compatible servers) or 'scripted' (replays a script file; no key needed). An
-        unknown name is refused at start.""",
+        """Model provider, one of those installed: built in are 'anthropic' (Messages API;
+        ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), 'openai' (Chat Completions; OPENAI_API_KEY,
+        OPENAI_BASE_URL, also for Ollama, vLLM and other OpenAI-compatible servers) and
+        'scripted' (replays a script file; no key needed), and a package can add one
+        (docs/providers.md). An unknown name is refused at start.""",
     )
     model: str | None = setting(
         None,
@@ -191,8 +190,8 @@ class Settings:
     # ------------------------------------------------------------ compaction (docs/compaction.md)
     context_window: int = setting(
         0,
-        """The model's context window in tokens. 0: from the table of known Anthropic and
-        OpenAI models (128,000 for a model it does not know). Set it for other models, or small
+        """The model's context window in tokens. 0: as its provider declares it for the model
+        (128,000 for a model no provider knows). Set it for other models, or small
         to try compaction with the 'scripted' provider.""",
         min=0,
         shown_default="0 (known per model)",
@@ -224,14 +223,16 @@ class Settings:
         (docs/kernel-pool.md).""",
         min=0,
     )
-    kernel_env_strip: tuple[str, ...] = setting(
-        SECRET_ENV_VARS,
+    kernel_env_strip: tuple[str, ...] | None = setting(
+        None,
         """Environment variables taken out of the server process when the extension loads
-        (provider API keys by default): the providers get them from a holder, no kernel or
+        (by default the key variables every installed provider declares, docs/providers.md;
+        a list replaces them): the providers get them from a holder, no kernel or
         terminal started afterwards inherits them, and on Linux they are wiped from the process's
         initial environment block (`/proc/<pid>/environ`) and the process is made non-dumpable,
         so code the model writes cannot read them (README "Trust model").""",
         hosts=SERVER_ONLY,
+        shown_default="the providers' key variables",
     )
     bridge_url: str = setting(
         "",
@@ -363,7 +364,7 @@ class Declared:
     """One declared setting, as the generators read it."""
 
     name: str
-    type: Any  # the annotation: str, str | None, bool, int, float or tuple[str, ...]
+    type: Any  # the annotation: one of TYPES
     default: Any
     spec: _Spec
 
@@ -389,7 +390,8 @@ def _declared() -> dict[str, Declared]:
 
 
 DECLARED: dict[str, Declared] = _declared()
-TYPES = (str, str | None, bool, int, float, tuple[str, ...])  # what a generator must handle
+# what a generator must handle
+TYPES = (str, str | None, bool, int, float, tuple[str, ...], tuple[str, ...] | None)
 
 
 def declared(host: str | None = None) -> list[Declared]:
@@ -441,8 +443,10 @@ def problem(name: str, value: object) -> str | None:
         if isinstance(value, str) or (value is None and kind is not str):
             return None
         return f"must be a string, not {value!r}"
-    if kind == tuple[str, ...]:
+    if kind in (tuple[str, ...], tuple[str, ...] | None):
         if isinstance(value, tuple) and all(isinstance(v, str) for v in value):
+            return None
+        if value is None and kind != tuple[str, ...]:
             return None
         return f"must be a list of strings, not {value!r}"
     whole = kind is int

@@ -1,4 +1,5 @@
-"""Token accounting: how big the model's context is, and how big it may get.
+"""Token accounting: how big the model's context is (how big it may get is the context window
+each provider declares: core/installed_providers.py).
 
 The size of the context comes from what the provider reported for the latest model call (input
 plus cache tokens: what the model read, plus what it wrote, which it reads next time); whatever
@@ -20,38 +21,10 @@ IMAGE_TOKENS = 1_600
 """What one image in an observation is counted as (Anthropic bills a 1,092 x 1,092 image at about
 1,600 tokens; a plot is usually smaller)."""
 
-DEFAULT_CONTEXT_WINDOW = 128_000
-"""For a model the table does not know: small enough to be safe for every current model."""
-
-# Prefix of a model name -> its context window in tokens. The longest matching prefix wins.
-CONTEXT_WINDOWS: dict[str, int] = {
-    "claude-": 200_000,
-    "claude-sonnet-4": 200_000,
-    "claude-opus-4": 200_000,
-    "claude-3": 200_000,
-    "gpt-4.1": 1_047_576,
-    "gpt-4o": 128_000,
-    "gpt-4-turbo": 128_000,
-    "gpt-4": 8_192,
-    "gpt-5": 400_000,
-    "o1": 200_000,
-    "o3": 200_000,
-    "o4": 200_000,
-}
-
 
 def estimate_tokens(text: str) -> int:
     """Tokens of `text`, estimated at four characters a token (rounded up)."""
     return (len(text) + 3) // 4
-
-
-def context_window(model: str, override: int | None = None) -> int:
-    """The context window of `model` (a bare name or `provider/model`); `override` wins."""
-    if override:
-        return override
-    name = model.rpartition("/")[2].lower()
-    best = max((p for p in CONTEXT_WINDOWS if name.startswith(p)), key=len, default=None)
-    return CONTEXT_WINDOWS[best] if best is not None else DEFAULT_CONTEXT_WINDOW
 
 
 def message_tokens(

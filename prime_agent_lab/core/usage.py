@@ -4,7 +4,8 @@ Every model call of an agent's turns is an `assistant_message` entry with the pr
 `usage` and the `provider` and `model` that answered. An agent's own figures add up its calls (on
 every branch: a call abandoned by a branch was still made); its total adds its sub-agents' totals.
 Cost is in US dollars at the vendor's list price of the model that answered each call; it is
-`None` when a call was answered by a model whose price the table below does not know (a model
+`None` when a call was answered by a model whose provider declares no price for it
+(`ProviderPlugin.prices`) (a model
 behind another service's base URL is priced as the vendor's, which it may not be).
 
 Side calls (a compaction's summary, a refinement's planning) are not counted here yet.
@@ -12,62 +13,18 @@ Side calls (a compaction's summary, a refinement's planning) are not counted her
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from .caller import TreeRuntime
+from .installed_providers import installed
+from .ports import Price
 from .sessions import SessionError, SessionLog
 
 
-@dataclass(frozen=True)
-class Price:
-    """US dollars per million tokens."""
-
-    input: float
-    output: float
-    cache_read: float
-    cache_write: float
-
-    def of(self, usage: dict[str, Any]) -> float:
-        def tokens(key: str) -> int:
-            value = usage.get(key)
-            return value if isinstance(value, int) else 0
-
-        return (
-            tokens("input_tokens") * self.input
-            + tokens("output_tokens") * self.output
-            + tokens("cache_read_tokens") * self.cache_read
-            + tokens("cache_write_tokens") * self.cache_write
-        ) / 1_000_000
-
-
-# (provider, prefix of the model name) -> list price, 2025. The longest matching prefix wins.
-# OpenAI bills no cache writes. The scripted provider plays a script: nothing is billed.
-PRICES: dict[tuple[str, str], Price] = {
-    ("anthropic", "claude-opus-4"): Price(15.0, 75.0, 1.5, 18.75),
-    ("anthropic", "claude-opus-4-5"): Price(5.0, 25.0, 0.5, 6.25),
-    ("anthropic", "claude-sonnet-4"): Price(3.0, 15.0, 0.3, 3.75),
-    ("anthropic", "claude-3-7-sonnet"): Price(3.0, 15.0, 0.3, 3.75),
-    ("anthropic", "claude-3-5-sonnet"): Price(3.0, 15.0, 0.3, 3.75),
-    ("anthropic", "claude-haiku-4-5"): Price(1.0, 5.0, 0.1, 1.25),
-    ("anthropic", "claude-3-5-haiku"): Price(0.8, 4.0, 0.08, 1.0),
-    ("openai", "gpt-4.1"): Price(2.0, 8.0, 0.5, 0.0),
-    ("openai", "gpt-4.1-mini"): Price(0.4, 1.6, 0.1, 0.0),
-    ("openai", "gpt-4.1-nano"): Price(0.1, 0.4, 0.025, 0.0),
-    ("openai", "gpt-4o"): Price(2.5, 10.0, 1.25, 0.0),
-    ("openai", "gpt-4o-mini"): Price(0.15, 0.6, 0.075, 0.0),
-    ("openai", "gpt-5"): Price(1.25, 10.0, 0.125, 0.0),
-    ("openai", "gpt-5-mini"): Price(0.25, 2.0, 0.025, 0.0),
-    ("openai", "gpt-5-nano"): Price(0.05, 0.4, 0.005, 0.0),
-    ("scripted", ""): Price(0.0, 0.0, 0.0, 0.0),
-}
-
-
 def price_of(provider: str, model: str) -> Price | None:
-    """The list price of `model` answered by `provider`, or None when the table does not know it."""
-    name = model.rpartition("/")[2].lower()
-    known = [prefix for vendor, prefix in PRICES if vendor == provider and name.startswith(prefix)]
-    return PRICES[provider, max(known, key=len)] if known else None
+    """The list price of `model` answered by `provider`, as the provider declares it (the
+    longest matching prefix of its `prices`), or None when it declares none for that model."""
+    return installed().price(provider, model)
 
 
 class AgentUsage(TypedDict):

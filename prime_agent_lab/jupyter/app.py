@@ -18,7 +18,7 @@ from ..core.harness.keeper import ENV_GLOBAL_DIR, default_global_dir
 from ..core.held_keys import HeldKeys
 from ..core.sessions import SessionRepository
 from ..core.settings import SERVER, Declared, declared, help_text
-from ..providers import held_credentials, make_provider
+from ..providers import make_provider
 from . import atomic_contents, kernel_websocket
 from .handlers import handlers
 from .host import AgentHost, HostSettings
@@ -37,6 +37,8 @@ def _trait(setting: Declared) -> TraitType[Any, Any]:
     help = help_text(setting.name, SERVER)
     if setting.type == tuple[str, ...]:
         trait: TraitType[Any, Any] = List(Unicode(), default_value=list(setting.default), help=help)
+    elif setting.type == tuple[str, ...] | None:
+        trait = List(Unicode(), default_value=setting.default, allow_none=True, help=help)
     elif setting.type == str | None:
         trait = Unicode(setting.default, allow_none=True, help=help)
     else:
@@ -77,7 +79,7 @@ class PrimeAgentLab(SettingTraits):  # type: ignore[misc, valid-type]
         return make_provider(
             provider,
             model,
-            **held_credentials(provider, self._held_keys),
+            held_keys=self._held_keys,
             script_path=self.script_path,
             stream=self.stream,
             timeout=self.request_timeout,

@@ -20,7 +20,7 @@ from ..adapters.kernel_calls import (
     set_working_directory,
     wait_until_ready,
 )
-from ..core.redaction import SECRET_ENV_VARS, kernel_environment
+from ..core.redaction import kernel_environment
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +41,13 @@ class ServerKernels:
         self,
         serverapp: Any,
         kernel_name: str = "python3",
-        env_strip: Sequence[str] = SECRET_ENV_VARS,
+        env_strip: Sequence[str] | None = None,  # None: the providers' key variables
         start_path: str = "",
         ready_timeout: float = READY_TIMEOUT,
     ) -> None:
         self._serverapp = serverapp
         self.kernel_name = kernel_name
-        self._env_strip = tuple(env_strip)
+        self._env_strip = None if env_strip is None else tuple(env_strip)
         self._start_path = start_path  # API path of the directory pooled kernels start in
         self._ready_timeout = ready_timeout
 

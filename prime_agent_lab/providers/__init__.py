@@ -1,23 +1,25 @@
 """Model providers: the adapters behind the `ModelProvider` port.
 
-`make_provider` is the only entry point the rest of the package needs. Vendor SDKs are imported
-only when their provider is made (importing `anthropic` alone takes seconds).
+`make_provider` is the only entry point the rest of the package needs. Which providers exist is
+not written here: each declares itself (`ProviderPlugin`) and is found through its entry point
+(core/installed_providers.py); the built-in ones are in `builtin.py`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from ..core.ports import ModelProvider
+from ..core.installed_providers import installed
+from ..core.ports import ModelProvider, ProviderOptions
 
-PROVIDER_NAMES = ("anthropic", "openai", "scripted")
 
-DEFAULT_MODELS = {
-    "anthropic": "claude-sonnet-4-5",
-    "openai": "gpt-4.1",
-    "scripted": "demo",
-}
+def provider_names() -> tuple[str, ...]:
+    """The names of the installed providers, sorted."""
+    return installed().names
+
+
+def default_model(name: str) -> str:
+    return installed().find(name).default_model
 
 
 def make_provider(
@@ -28,69 +30,34 @@ def make_provider(
     stream: bool = True,
     timeout: float = 600.0,
     api_key: str | None = None,
-    auth_token: str | None = None,
     base_url: str | None = None,
+    held_keys: Mapping[str, str] | None = None,
     fenced_code: bool = False,
     step_delay: float = 0.0,
 ) -> ModelProvider:
-    """Build the provider called `name` ("anthropic", "openai" or "scripted").
+    """Build the installed provider called `name` (any case).
 
     `model` None or empty picks the provider's default model. `api_key`/`base_url` override the
-    vendor's environment variables (ANTHROPIC_* / OPENAI_*); `auth_token` (Anthropic only, a
-    bearer token) is the alternative to `api_key`. A host that withheld the key variables passes
-    them here (`held_credentials`). `script_path` is for "scripted" only;
-    without it the bundled demo script plays. `timeout` bounds each read and the whole model call.
-    `fenced_code` turns a ```python block in an answer without tool calls into a cell (for models
-    without tool calling; off by default). `step_delay` paces the scripted provider. Raises
-    ValueError for an unknown name or a bad script; a missing API key is reported by the first
-    call, as a ProviderError of kind "auth".
+    vendor's environment variables; `held_keys` are the key variables a host took out of its
+    environment (core/held_keys.py), which the provider reads its key from. `script_path` and
+    `step_delay` are for providers that play something back ("scripted"); `timeout` bounds each
+    read and the whole model call; `fenced_code` turns a ```python block in an answer without
+    tool calls into a cell (for models without tool calling; off by default). Raises ValueError
+    for an unknown name or bad options; a missing API key is reported by the first call, as a
+    ProviderError of kind "auth".
     """
-    key = name.strip().lower()
-    if key not in PROVIDER_NAMES:
-        valid = ", ".join(PROVIDER_NAMES)
-        raise ValueError(f"Unknown model provider {name!r}; valid names: {valid}")
-    chosen = model or DEFAULT_MODELS[key]
-    if key == "scripted":
-        from .scripted import ScriptedProvider
-
-        return ScriptedProvider(
-            chosen,
-            script_path=script_path,
-            stream=stream,
-            fenced_code=fenced_code,
-            step_delay=step_delay,
-        )
-    options: dict[str, Any] = {
-        "stream": stream,
-        "timeout": timeout,
-        "api_key": api_key,
-        "base_url": base_url,
-        "fenced_code": fenced_code,
-    }
-    # Import only the SDK in use: each costs 0.4 to 1.2 s at start-up.
-    if key == "anthropic":
-        from .anthropic import AnthropicProvider
-
-        return AnthropicProvider(chosen, auth_token=auth_token, **options)
-    from .openai import OpenAIProvider
-
-    return OpenAIProvider(chosen, **options)
+    plugin = installed().find(name)
+    options = ProviderOptions(
+        stream=stream,
+        timeout=timeout,
+        fenced_code=fenced_code,
+        step_delay=step_delay,
+        script_path=script_path,
+        api_key=api_key,
+        base_url=base_url,
+        held_keys=held_keys or {},
+    )
+    return plugin.make(model or plugin.default_model, options)
 
 
-def held_credentials(name: str, keys: Mapping[str, str]) -> dict[str, str]:
-    """`make_provider` arguments for provider `name` from key variables the host holds outside
-    its environment (core/held_keys.py): `api_key` from ANTHROPIC_API_KEY or OPENAI_API_KEY,
-    else `auth_token` from ANTHROPIC_AUTH_TOKEN (the SDK's own order; it takes one of the two).
-    Empty when none is held: the SDK then looks in the environment and its config as usual."""
-    vendor = name.strip().lower()
-    if vendor == "anthropic":
-        if keys.get("ANTHROPIC_API_KEY"):
-            return {"api_key": keys["ANTHROPIC_API_KEY"]}
-        if keys.get("ANTHROPIC_AUTH_TOKEN"):
-            return {"auth_token": keys["ANTHROPIC_AUTH_TOKEN"]}
-    elif vendor == "openai" and keys.get("OPENAI_API_KEY"):
-        return {"api_key": keys["OPENAI_API_KEY"]}
-    return {}
-
-
-__all__ = ["DEFAULT_MODELS", "PROVIDER_NAMES", "held_credentials", "make_provider"]
+__all__ = ["default_model", "make_provider", "provider_names"]

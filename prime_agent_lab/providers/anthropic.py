@@ -12,11 +12,9 @@ import anthropic
 import httpx2
 
 from ..core.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
-from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
+from ..core.ports import ErrorMapping, ProviderError, ProviderEvent, ResponseDone, TextDelta
 from .common import WireMemo, tool_input, within_deadline
 from .errors import (
-    ANTHROPIC_BASE_URL_ENV,
-    ANTHROPIC_KEY_ENV,
     answer_json,
     map_sdk_error,
     refuse_a_page,
@@ -26,17 +24,18 @@ from .errors import (
 from .fenced import apply_fenced_fallback
 from .sse import server_sent_events
 
-VENDOR = "Anthropic API"
 _EPHEMERAL = {"type": "ephemeral"}
 
 
 class AnthropicProvider:
-    name = "anthropic"
+    """`name` and `errors` come from the provider's declaration (providers/builtin.py)."""
 
     def __init__(
         self,
         model: str,
         *,
+        name: str,
+        errors: ErrorMapping,
         stream: bool = True,
         timeout: float = 600.0,
         api_key: str | None = None,
@@ -44,7 +43,9 @@ class AnthropicProvider:
         base_url: str | None = None,
         fenced_code: bool = False,
     ) -> None:
+        self.name = name
         self.model = model
+        self._errors = errors
         self.streaming = stream
         self.timeout = timeout
         self.fenced_code = fenced_code
@@ -70,12 +71,14 @@ class AnthropicProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         if self._client is None:
             raise ProviderError(
-                f"{VENDOR} client setup failed ({self._setup_problem}); set the "
-                f"{ANTHROPIC_KEY_ENV} environment variable or pass an API key.",
+                f"{self._errors.vendor} client setup failed ({self._setup_problem}); set the "
+                f"{self._errors.key_variable} environment variable or pass an API key.",
                 kind="auth",
             )
         params = build_params(request, self.model, self._memo)
-        async for event in within_deadline(self._call(self._client, params), self.timeout, VENDOR):
+        async for event in within_deadline(
+            self._call(self._client, params), self.timeout, self._errors.vendor
+        ):
             yield event
 
     async def _call(
@@ -87,7 +90,7 @@ class AnthropicProvider:
                     yield event
             else:
                 answer = await _post(client, params, self._memo, stream=False)
-                body = answer_json(answer, vendor=VENDOR, base_url_env=ANTHROPIC_BASE_URL_ENV)
+                body = answer_json(answer, self._errors)
                 response = response_from_message(body, self.model, fenced_code=self.fenced_code)
                 if response.text:
                     yield TextDelta(response.text)
@@ -95,9 +98,7 @@ class AnthropicProvider:
         except ProviderError:
             raise
         except Exception as exc:
-            raise map_sdk_error(
-                exc, vendor=VENDOR, key_env=ANTHROPIC_KEY_ENV, secrets=_secrets(client)
-            ) from exc
+            raise map_sdk_error(exc, self._errors, _secrets(client)) from exc
 
     async def _stream(
         self, client: anthropic.AsyncAnthropic, params: dict[str, Any]
@@ -106,25 +107,21 @@ class AnthropicProvider:
         answer = await _post(client, params, self._memo, stream=True)
         seen = False
         try:
-            refuse_a_page(answer, vendor=VENDOR, base_url_env=ANTHROPIC_BASE_URL_ENV)
+            refuse_a_page(answer, self._errors)
             async for sse in server_sent_events(answer.aiter_bytes()):
                 seen = True
                 if sse.event not in _STREAM_EVENTS:
                     continue  # ping, and event types newer than this code
                 event = json.loads(sse.data)
                 if sse.event == "error":
-                    raise stream_error(
-                        event, vendor=VENDOR, key_env=ANTHROPIC_KEY_ENV, secrets=_secrets(client)
-                    )
+                    raise stream_error(event, self._errors, _secrets(client))
                 piece = message.add(sse.event, event) if isinstance(event, dict) else None
                 if piece:
                     yield TextDelta(piece)
         finally:
             await answer.aclose()
         if not message.finished:
-            raise unfinished_stream(
-                answer, seen, vendor=VENDOR, base_url_env=ANTHROPIC_BASE_URL_ENV
-            )
+            raise unfinished_stream(answer, seen, self._errors)
         yield ResponseDone(
             apply_fenced_fallback(message.response(), id_prefix="toolu_", enabled=self.fenced_code)
         )

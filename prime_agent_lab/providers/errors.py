@@ -5,7 +5,10 @@ on: `APIStatusError` (with `status_code`, `response`, `body`), `APIConnectionErr
 subclass `APITimeoutError`. Errors raised while reading a stream come straight from httpx2, the
 SDKs' HTTP library, and are mapped here too.
 
-Only the loop retries; `retryable` tells it whether a retry can help.
+Nothing here names a vendor: each provider declares its `ErrorMapping` (core/ports.py: the
+vendor as messages name it, its key and base URL variables, what its in-stream error types mean)
+and hands it to these helpers. Only the loop retries; `retryable` tells it whether a retry can
+help.
 """
 
 from __future__ import annotations
@@ -15,33 +18,12 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..core.ports import ProviderError
-
-ANTHROPIC_KEY_ENV = "ANTHROPIC_API_KEY"
-OPENAI_KEY_ENV = "OPENAI_API_KEY"
-ANTHROPIC_BASE_URL_ENV = "ANTHROPIC_BASE_URL"
-OPENAI_BASE_URL_ENV = "OPENAI_BASE_URL"
+from ..core.ports import ErrorMapping, ProviderError
 
 # What a web server, not a model API, answers: a base URL that points at a website or a proxy's
 # login page gets one of these, with 200, for any path.
 _PAGE_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _EVENT_STREAM = "text/event-stream"
-
-# In-stream errors arrive with HTTP 200; their `error.type` tells what really happened.
-_ERROR_TYPE_STATUS: dict[str, int] = {
-    "invalid_request_error": 400,
-    "authentication_error": 401,
-    "permission_error": 403,
-    "not_found_error": 404,
-    "request_too_large": 413,
-    "rate_limit_error": 429,
-    "rate_limit_exceeded": 429,
-    "insufficient_quota": 429,
-    "api_error": 500,
-    "server_error": 500,
-    "timeout_error": 504,
-    "overloaded_error": 529,
-}
 
 _MAX_DETAIL = 500
 
@@ -78,19 +60,17 @@ def redact(text: str, secrets: Iterable[str | None]) -> str:
 
 
 def error_for_status(
-    status: int,
-    detail: str,
-    *,
-    vendor: str,
-    key_env: str | None,
-    retry_after: float | None = None,
+    status: int, detail: str, errors: ErrorMapping, retry_after: float | None = None
 ) -> ProviderError:
     """The `ProviderError` for an HTTP status; `detail` is the server's own explanation."""
+    vendor = errors.vendor
     suffix = f": {detail}" if detail else ""
     if status in (401, 403):
         hint = ""
-        if key_env:
-            hint = f"; check the {key_env} environment variable or the configured API key"
+        if errors.key_variable:
+            hint = (
+                f"; check the {errors.key_variable} environment variable or the configured API key"
+            )
         return ProviderError(
             f"{vendor} rejected the credentials (HTTP {status}){hint}{suffix}",
             kind="auth",
@@ -127,60 +107,57 @@ def error_for_status(
     )
 
 
-def missing_credentials(vendor: str, key_env: str) -> ProviderError:
-    return ProviderError(
-        f"No API key for {vendor}: set the {key_env} environment variable or pass an API key.",
-        kind="auth",
-    )
+def missing_credentials(errors: ErrorMapping) -> ProviderError:
+    where = f"set the {errors.key_variable} environment variable or " if errors.key_variable else ""
+    return ProviderError(f"No API key for {errors.vendor}: {where}pass an API key.", kind="auth")
 
 
-def incomplete_stream(vendor: str) -> ProviderError:
+def incomplete_stream(errors: ErrorMapping) -> ProviderError:
     return ProviderError(
-        f"{vendor} stream ended before the response was complete (connection dropped?)",
+        f"{errors.vendor} stream ended before the response was complete (connection dropped?)",
         kind="connection",
         retryable=True,
     )
 
 
-def not_the_api(response: Any, media: str, *, vendor: str, base_url_env: str) -> ProviderError:
+def not_the_api(response: Any, media: str, errors: ErrorMapping) -> ProviderError:
     """A 200 answer that is not the API's (a web page, plain text): a wrong base URL, which no
     retry can fix."""
+    setting = " or ".join(v for v in (errors.base_url_variable, "base_url") if v)
     return ProviderError(
         f"the server at {_address(response)} answered with {media or 'no content type'}, not "
-        f"the {vendor}: check the base URL ({base_url_env} or base_url)",
+        f"the {errors.vendor}: check the base URL ({setting})",
         kind="not_api",
     )
 
 
-def refuse_a_page(response: Any, *, vendor: str, base_url_env: str) -> None:
+def refuse_a_page(response: Any, errors: ErrorMapping) -> None:
     """Raise `not_the_api` for an answer that is a web page, before its body is read."""
     media = media_type(response)
     if media in _PAGE_TYPES:
-        raise not_the_api(response, media, vendor=vendor, base_url_env=base_url_env)
+        raise not_the_api(response, media, errors)
 
 
-def answer_json(response: Any, *, vendor: str, base_url_env: str) -> Any:
+def answer_json(response: Any, errors: ErrorMapping) -> Any:
     """The JSON body of a non-streamed answer; a page, or a body in another format that is not
     JSON either, is `not_the_api`."""
-    refuse_a_page(response, vendor=vendor, base_url_env=base_url_env)
+    refuse_a_page(response, errors)
     try:
         return response.json()
     except ValueError:
         media = media_type(response)
         if _is_json(media):
             raise  # the API's own format, broken: reported as an unexpected failure
-        raise not_the_api(response, media, vendor=vendor, base_url_env=base_url_env) from None
+        raise not_the_api(response, media, errors) from None
 
 
-def unfinished_stream(
-    response: Any, events_seen: bool, *, vendor: str, base_url_env: str
-) -> ProviderError:
+def unfinished_stream(response: Any, events_seen: bool, errors: ErrorMapping) -> ProviderError:
     """Why a streamed answer ended unfinished: a body that held no event at all and is neither
     an event stream nor JSON is not the API's; anything else is a stream that stopped early."""
     media = media_type(response)
     if not events_seen and media and media != _EVENT_STREAM and not _is_json(media):
-        return not_the_api(response, media, vendor=vendor, base_url_env=base_url_env)
-    return incomplete_stream(vendor)
+        return not_the_api(response, media, errors)
+    return incomplete_stream(errors)
 
 
 def media_type(response: Any) -> str:
@@ -204,15 +181,13 @@ def _address(response: Any) -> str:
 
 
 def map_sdk_error(
-    exc: BaseException,
-    *,
-    vendor: str,
-    key_env: str,
-    secrets: Iterable[str | None] = (),
+    exc: BaseException, errors: ErrorMapping, secrets: Iterable[str | None] = ()
 ) -> ProviderError:
-    """Map an exception from the `anthropic` or `openai` SDK (or httpx2 under them)."""
+    """Map an exception from an SDK generated like the `anthropic` and `openai` ones (or from
+    httpx2 under them)."""
     import httpx2
 
+    vendor = errors.vendor
     secrets = tuple(secrets)
     if isinstance(exc, ProviderError):
         return exc
@@ -225,11 +200,9 @@ def map_sdk_error(
         status = status_code
         if status < 400:
             # An error event inside a 200 stream: derive the status from the error type.
-            status = _ERROR_TYPE_STATUS.get(_error_type(body) or "", 500)
+            status = _stream_status(body, errors)
         headers = getattr(response, "headers", None)
-        return error_for_status(
-            status, detail, vendor=vendor, key_env=key_env, retry_after=parse_retry_after(headers)
-        )
+        return error_for_status(status, detail, errors, parse_retry_after(headers))
 
     name = type(exc).__name__
     lineage = {cls.__name__ for cls in type(exc).__mro__}
@@ -248,26 +221,27 @@ def map_sdk_error(
         # openai raises a bare APIError for an error object inside a stream.
         body = getattr(exc, "body", None)
         fallback = getattr(exc, "message", None) or str(exc)
-        return stream_error(
-            body, vendor=vendor, key_env=key_env, secrets=secrets, fallback=fallback
-        )
+        return stream_error(body, errors, secrets, fallback=fallback)
     if "Missing credentials" in str(exc) or "Could not resolve authentication" in str(exc):
-        return missing_credentials(vendor, key_env)
+        return missing_credentials(errors)
     return ProviderError(f"{vendor} call failed: {name}: {redact(str(exc), secrets)}")
 
 
 def stream_error(
     body: Any,
-    *,
-    vendor: str,
-    key_env: str,
+    errors: ErrorMapping,
     secrets: Iterable[str | None] = (),
     fallback: str = "an error event arrived inside the answer's stream",
 ) -> ProviderError:
     """An error object inside a 200 stream: its `error.type` tells what really happened."""
-    status = _ERROR_TYPE_STATUS.get(_error_type(body) or "", 500)
     detail = redact(_server_detail(body, fallback), secrets)
-    return error_for_status(status, detail, vendor=vendor, key_env=key_env)
+    return error_for_status(_stream_status(body, errors), detail, errors)
+
+
+def _stream_status(body: Any, errors: ErrorMapping) -> int:
+    """The HTTP status an error object inside a 200 stream stands for (500 when its type is
+    not one the provider declares)."""
+    return errors.stream_error_statuses.get(_error_type(body) or "", 500)
 
 
 def _error_type(body: Any) -> str | None:

@@ -17,11 +17,9 @@ import httpx2
 import openai
 
 from ..core.messages import ImagePart, Message, ModelRequest, ModelResponse, ToolCall, Usage
-from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
+from ..core.ports import ErrorMapping, ProviderError, ProviderEvent, ResponseDone, TextDelta
 from .common import WireMemo, tool_arguments_json, within_deadline
 from .errors import (
-    OPENAI_BASE_URL_ENV,
-    OPENAI_KEY_ENV,
     answer_json,
     map_sdk_error,
     missing_credentials,
@@ -32,7 +30,6 @@ from .errors import (
 from .fenced import apply_fenced_fallback
 from .sse import drain, server_sent_events
 
-VENDOR = "OpenAI-compatible API"
 _POST_TAKES_CONTENT = "content" in inspect.signature(openai.AsyncOpenAI.post).parameters
 
 _STREAM_FIELDS = {"stream": True, "stream_options": {"include_usage": True}}
@@ -47,19 +44,23 @@ _FINISH_REASONS = {
 
 
 class OpenAIProvider:
-    name = "openai"
+    """`name` and `errors` come from the provider's declaration (providers/builtin.py)."""
 
     def __init__(
         self,
         model: str,
         *,
+        name: str,
+        errors: ErrorMapping,
         stream: bool = True,
         timeout: float = 600.0,
         api_key: str | None = None,
         base_url: str | None = None,
         fenced_code: bool = False,
     ) -> None:
+        self.name = name
         self.model = model
+        self._errors = errors
         self.streaming = stream
         self.timeout = timeout
         self.fenced_code = fenced_code
@@ -82,11 +83,13 @@ class OpenAIProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         if self._client is None:
             if "credentials" in self._setup_problem.lower():
-                raise missing_credentials(VENDOR, OPENAI_KEY_ENV)
-            raise ProviderError(f"{VENDOR} client setup failed: {self._setup_problem}")
+                raise missing_credentials(self._errors)
+            raise ProviderError(f"{self._errors.vendor} client setup failed: {self._setup_problem}")
         client = self._client
         params = build_params(request, self.model, official=_is_official(client), memo=self._memo)
-        async for event in within_deadline(self._call(client, params), self.timeout, VENDOR):
+        async for event in within_deadline(
+            self._call(client, params), self.timeout, self._errors.vendor
+        ):
             yield event
 
     async def _call(
@@ -98,7 +101,7 @@ class OpenAIProvider:
                     yield event
             else:
                 answer = await self._post(client, params, stream=False)
-                body = answer_json(answer, vendor=VENDOR, base_url_env=OPENAI_BASE_URL_ENV)
+                body = answer_json(answer, self._errors)
                 response = response_from_completion(body, self.model, fenced_code=self.fenced_code)
                 if response.text:
                     yield TextDelta(response.text)
@@ -106,9 +109,7 @@ class OpenAIProvider:
         except ProviderError:
             raise
         except Exception as exc:
-            raise map_sdk_error(
-                exc, vendor=VENDOR, key_env=OPENAI_KEY_ENV, secrets=(client.api_key,)
-            ) from exc
+            raise map_sdk_error(exc, self._errors, (client.api_key,)) from exc
 
     async def _post(
         self, client: openai.AsyncOpenAI, params: dict[str, Any], *, stream: bool
@@ -138,7 +139,7 @@ class OpenAIProvider:
         chunks = answer.aiter_bytes()
         seen = False
         try:
-            refuse_a_page(answer, vendor=VENDOR, base_url_env=OPENAI_BASE_URL_ENV)
+            refuse_a_page(answer, self._errors)
             async for event in server_sent_events(chunks):
                 seen = True
                 if event.data.startswith("[DONE]"):
@@ -148,15 +149,13 @@ class OpenAIProvider:
                 if not isinstance(chunk, dict):
                     continue
                 if chunk.get("error"):
-                    raise stream_error(
-                        chunk, vendor=VENDOR, key_env=OPENAI_KEY_ENV, secrets=(client.api_key,)
-                    )
+                    raise stream_error(chunk, self._errors, (client.api_key,))
                 for piece in completion.add(chunk):
                     yield TextDelta(piece)
         finally:
             await answer.aclose()
         if completion.finish is None:
-            raise unfinished_stream(answer, seen, vendor=VENDOR, base_url_env=OPENAI_BASE_URL_ENV)
+            raise unfinished_stream(answer, seen, self._errors)
         yield ResponseDone(
             apply_fenced_fallback(
                 completion.response(), id_prefix="call_", enabled=self.fenced_code

@@ -55,13 +55,12 @@ from typing import Any
 
 from ..core.jsonfile import MiB, UnreadableFile, read_json
 from ..core.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
-from ..core.ports import ProviderError, ProviderEvent, ResponseDone, TextDelta
+from ..core.ports import ErrorMapping, ProviderError, ProviderEvent, ResponseDone, TextDelta
 from .errors import error_for_status
 from .fenced import apply_fenced_fallback
 
 DEFAULT_SCRIPT = Path(__file__).resolve().parent.parent / "demo" / "demo_script.json"
 EXHAUSTED_TEXT = "The demo script has no more steps."
-VENDOR = "Scripted provider"
 
 _WORD_GROUP = re.compile(r"(?:\S+\s*){1,3}|\s+")
 
@@ -90,16 +89,11 @@ class ScriptError:
     retry_after: float | None
     repeat: int
 
-    def to_error(self) -> ProviderError:
+    def to_error(self, errors: ErrorMapping) -> ProviderError:
         if self.kind in ("timeout", "connection"):
-            return ProviderError(f"{VENDOR}: {self.message}", kind=self.kind, retryable=True)
-        return error_for_status(
-            self.status or 500,
-            self.message,
-            vendor=VENDOR,
-            key_env=None,
-            retry_after=self.retry_after,
-        )
+            message = f"{errors.vendor}: {self.message}"
+            return ProviderError(message, kind=self.kind, retryable=True)
+        return error_for_status(self.status or 500, self.message, errors, self.retry_after)
 
 
 @dataclass
@@ -221,18 +215,22 @@ def _parse_error(step: dict[str, Any], where: str) -> ScriptError:
 
 
 class ScriptedProvider:
-    name = "scripted"
+    """`name` and `errors` come from the provider's declaration (providers/builtin.py)."""
 
     def __init__(
         self,
-        model: str = "demo",
+        model: str,
         *,
+        name: str,
+        errors: ErrorMapping,
         script_path: str | None = None,
         stream: bool = True,
         fenced_code: bool = False,
         step_delay: float = 0.0,
     ) -> None:
+        self.name = name
         self.model = model
+        self._errors = errors
         self.streaming = stream
         self.fenced_code = fenced_code
         self.step_delay = max(0.0, step_delay)
@@ -257,7 +255,7 @@ class ScriptedProvider:
             failed = self._failures.get(number, 0)
             if failed < error.repeat:
                 self._failures[number] = failed + 1
-                raise error.to_error()
+                raise error.to_error(self._errors)
 
         turn = self._turn_at(position, request, script)
         text = _fill_agents(_fill(turn.text, request), request)
@@ -297,7 +295,7 @@ class ScriptedProvider:
         self._side_played[request.purpose] = played + 1
         step = steps[played] if played < len(steps) else None
         if isinstance(step, ScriptError):
-            raise step.to_error()
+            raise step.to_error(self._errors)
         if step is not None:
             text = step.text
         elif request.purpose in SIDE_DEFAULTS:

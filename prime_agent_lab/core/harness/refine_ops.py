@@ -7,6 +7,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from prime_agent_kernel.operations import (
+    DELETE_ENTRY_BY_REFINEMENT,
+    REFINEMENT_HISTORY,
+    REFINEMENT_STATUS,
+    ROLLBACK_REFINEMENT,
+    SCHEDULE_REFINEMENT,
+)
+
 from ..bridge import BridgeError
 from ..caller import CallerContext, Register
 from .refiner import RefineError, Refiner
@@ -15,9 +23,9 @@ from .refiner import RefineError, Refiner
 def register_refine_operations(
     register: Register, refiner_of: Callable[[str], Refiner | None]
 ) -> None:
-    """Offer `refine.run`, `refine.status`, `refine.history`, `refine.rollback` and
-    `refine.delete` (a user's delete from a panel, recorded as a refinement) through `register`
-    (`AgentRuntime.operation`)."""
+    """Offer what `refine.run()`, `refine.status()`, `refine.history()` and
+    `refine.rollback()` call, and a user's delete from a panel recorded as a refinement
+    (`DELETE_ENTRY_BY_REFINEMENT`), through `register` (`AgentRuntime.operation`)."""
 
     def refiner(ctx: CallerContext) -> Refiner:
         found = refiner_of(ctx.agent.session_id)
@@ -54,11 +62,11 @@ def register_refine_operations(
         with _errors():
             return await refiner(ctx).delete(kind, entry_id, global_)
 
-    register("refine.run", run)
-    register("refine.status", status)
-    register("refine.history", history)
-    register("refine.rollback", rollback)
-    register("refine.delete", delete)
+    register(SCHEDULE_REFINEMENT, run)
+    register(REFINEMENT_STATUS, status)
+    register(REFINEMENT_HISTORY, history)
+    register(ROLLBACK_REFINEMENT, rollback)
+    register(DELETE_ENTRY_BY_REFINEMENT, delete)
 
 
 @contextmanager
