@@ -121,23 +121,22 @@ class HeadlessPath:
         provider = make_provider("scripted", None, script_path=script, stream=False)
         notebook = FileNotebook(self.workdir / path, DEFAULTS.notebook_output_cap)
         self._extra.append(notebook)
-        kernel = await self.run._environment.start_child_kernel(path, "")
+        kernel = await self.run.fleet.child_kernel(path, "")
         session = self.runtime.create_session(path, provider)
         agent, _ = await self.runtime.start_agent(session, provider, notebook, kernel)
         return agent
 
     async def notebook(self, path: str, ready: Callable[[Any], bool]) -> Any:
         assert self.run is not None
-        for open_notebook in [self.run._notebook, *self.run.notebooks, *self._extra]:
-            if open_notebook is not None:
-                open_notebook.flush()
+        for open_notebook in [*self.run.notebooks.opened, *self._extra]:
+            open_notebook.flush()
         nb = nbformat.read(self.workdir / path, as_version=4)
         assert ready(nb), f"{path} is not as expected: {nb}"
         return nb
 
     async def restart_root_kernel(self) -> None:
-        assert self.run is not None and self.run._km is not None
-        await self.run._km.restart_kernel(now=True)
+        assert self.run is not None
+        await self.run.fleet.manager(self.run.kernel_id).restart_kernel(now=True)
 
     async def restart(self) -> int:
         """Close the run (as the CLI does at its end) and continue its root in a new one."""
