@@ -97,9 +97,6 @@ class HeadlessRun:
         except LocalKernelStartFailed as exc:
             raise KernelStartError(str(exc)) from exc.__cause__
         provider = self.choice.default()
-        self.settings = self.runtime.settings = dataclasses.replace(
-            self.settings, provider=provider.name, model=provider.model
-        )  # as resolved: the models sub-agents may ask for name it
         notebook = await self.notebooks.open(self._notebook_name)
         session = self._open_session(provider)
         self.session_dir = session.directory

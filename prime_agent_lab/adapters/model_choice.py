@@ -24,6 +24,7 @@ class ModelChoice:
         self._settings = settings
         self._keys = keys
         self._default = default
+        self._resolved: tuple[str, str] | None = None  # (provider, model) when none is set
 
     def make(self, provider: str, model: str | None) -> ModelProvider:
         """A provider `provider` on `model` (None: its default), configured by the settings."""
@@ -40,18 +41,29 @@ class ModelChoice:
         )
 
     def configured(self) -> ModelProvider:
-        """The provider and model the settings name."""
+        """The provider and model the settings name (the provider's default model if none)."""
         settings = self._settings()
-        return self.make(settings.provider, settings.model)
+        provider = self.make(settings.provider, settings.model)
+        if not settings.model:
+            self._resolved = (provider.name, provider.model)
+        return provider
+
+    def _default_model(self) -> tuple[str, str]:
+        settings = self._settings()
+        if settings.model:
+            return settings.provider, settings.model
+        if self._resolved is None:  # learnt from the first provider made
+            self.configured()
+        assert self._resolved is not None
+        return self._resolved
 
     def default(self) -> ModelProvider:
         return self._default() if self._default is not None else self.configured()
 
     def models(self) -> list[str]:
         """The models agents may run on, as `provider/model`, the default first."""
-        settings = self._settings()
-        default = f"{settings.provider}/{settings.model}"
-        return [default, *(m for m in settings.subagent_models if m != default)]
+        default = "/".join(self._default_model())
+        return [default, *(m for m in self._settings().subagent_models if m != default)]
 
     def provider(self, model: str | None) -> ModelProvider:
         """A provider for `model` (`provider/model`, a bare model name, or None: the default);
@@ -59,7 +71,6 @@ class ModelChoice:
         if model is None:
             return self.default()
         name, chosen = choose_model(model, self.models())
-        settings = self._settings()
-        if (name, chosen) == (settings.provider, settings.model):
+        if (name, chosen) == self._default_model():
             return self.default()
         return self.make(name, chosen)
