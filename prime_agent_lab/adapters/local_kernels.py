@@ -101,6 +101,7 @@ class LocalKernels:
         self._env_strip = tuple(env_strip)
         self._ready_timeout = ready_timeout
         self._specs = kernel_spec_manager()
+        self._spec: KernelSpec | None = None
 
     def _manager(self) -> AsyncKernelManager:
         return AsyncKernelManager(
@@ -109,8 +110,11 @@ class LocalKernels:
 
     def spec(self) -> KernelSpec:
         """The kernel spec; LocalKernelStartFailed naming the installed ones when there is none."""
+        if self._spec is not None:
+            return self._spec
         try:
-            return self._specs.get_kernel_spec(self.kernel_name)
+            self._spec = self._specs.get_kernel_spec(self.kernel_name)
+            return self._spec
         except NoSuchKernel:
             installed = ", ".join(sorted(self._specs.find_kernel_specs())) or "none"
             raise LocalKernelStartFailed(
