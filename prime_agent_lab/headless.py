@@ -81,6 +81,7 @@ class HeadlessRun:
         environment = HostEnvironment(self.fleet, self.choice, self.notebooks)
         self.runtime = AgentRuntime(self.repository, environment, self.settings)
         self.fleet.serve(self.runtime)
+        self.runtime.start()  # messages queued by an earlier run wait again
 
     @property
     def agent(self) -> Agent:
@@ -88,7 +89,6 @@ class HeadlessRun:
         return self._agent
 
     async def start(self, listener: Callable[[Event], None]) -> None:
-        self.runtime.start()  # messages queued by an earlier run wait again
         # Launch the kernel process first (a bad kernel name fails here, before anything else):
         # it boots on the other core while this process imports the model SDK (up to a second)
         # and the model writes its first answer.
