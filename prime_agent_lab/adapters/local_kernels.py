@@ -126,21 +126,18 @@ class LocalKernels:
         """A kernel launched and not waited for: it boots while the caller goes on (its first
         use waits for it)."""
         self.spec()
-        manager = self._manager()
-        try:
-            await manager.start_kernel(cwd=self.cwd, env=kernel_environment(self._env_strip))
-        except Exception as exc:
-            await _clean_up(manager)
-            raise LocalKernelStartFailed(
-                f"the kernel {self.kernel_name!r} could not start: {type(exc).__name__}: {exc}"
-            ) from exc
-        return LocalKernel(manager)
+        return LocalKernel(await self._started(ready=False))
 
     async def start(self) -> LocalKernel:
+        """A kernel that answered `kernel_info` (for a pool)."""
+        return LocalKernel(await self._started(ready=True))
+
+    async def _started(self, ready: bool) -> AsyncKernelManager:
         manager = self._manager()
         try:
             await manager.start_kernel(cwd=self.cwd, env=kernel_environment(self._env_strip))
-            await wait_until_ready(manager, self._ready_timeout)
+            if ready:
+                await wait_until_ready(manager, self._ready_timeout)
         except NoSuchKernel:
             raise LocalKernelStartFailed(
                 f"no kernel spec {self.kernel_name!r} (see `jupyter kernelspec list`)"
@@ -150,7 +147,7 @@ class LocalKernels:
             raise LocalKernelStartFailed(
                 f"the kernel {self.kernel_name!r} could not start: {type(exc).__name__}: {exc}"
             ) from exc
-        return LocalKernel(manager)
+        return manager
 
     async def discard(self, kernel: LocalKernel) -> None:
         if kernel.manager.has_kernel:
