@@ -124,7 +124,7 @@ async def bench(runs: int) -> None:
             resident: list[float] = []
             evicted: list[float] = []
             restored: list[float] = []
-            pool = run._environment._pool
+            pool = run.fleet.pool
             turn = 1
             for _ in range(runs):
                 turn += 1

@@ -48,7 +48,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "kernel_ext")]
 
 from jupyter_client.manager import AsyncKernelManager  # noqa: E402
 
-import prime_agent_lab.headless as headless_module  # noqa: E402
 from prime_agent_lab.adapters.kernel_executor import KernelExecutor, bridge_setup_code  # noqa: E402
 from prime_agent_lab.adapters.local_kernels import kernel_spec_manager  # noqa: E402
 from prime_agent_lab.core.events import Event  # noqa: E402
@@ -125,8 +124,9 @@ class GatedProvider:
 
 
 @contextmanager
-def timed_calls(marks: list[tuple[str, float, float]], pool: Any) -> Any:
+def timed_calls(marks: list[tuple[str, float, float]], run: HeadlessRun) -> Any:
     """Record the start and end of each pool `take()` and kernel hand-out of the run."""
+    pool, backend = run.fleet.pool, run.backend
 
     def wrap(name: str, call: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def timed(*args: Any, **kwargs: Any) -> Any:
@@ -137,13 +137,13 @@ def timed_calls(marks: list[tuple[str, float, float]], pool: Any) -> Any:
 
         return timed
 
-    original_take, original_hand_out = pool.take, headless_module.hand_out
-    pool.take = wrap("take", original_take)
-    headless_module.hand_out = wrap("hand-out", original_hand_out)
+    original_take, original_hand_out = pool.take, backend.hand_out
+    pool.take = wrap("take", original_take)  # type: ignore[method-assign]
+    backend.hand_out = wrap("hand-out", original_hand_out)  # type: ignore[method-assign]
     try:
         yield
     finally:
-        pool.take, headless_module.hand_out = original_take, original_hand_out
+        pool.take, backend.hand_out = original_take, original_hand_out  # type: ignore[method-assign]
 
 
 class TreeMemory:
@@ -264,7 +264,7 @@ def printed(session: Any, marker: str) -> list[Any]:
 
 
 def pool_of(run: HeadlessRun) -> Any:
-    return run._environment._pool  # the CLI's pool: the benchmark waits for it to be full
+    return run.fleet.pool  # the CLI's pool: the benchmark waits for it to be full
 
 
 async def until(condition: Callable[[], bool], timeout: float = 120) -> None:
@@ -346,7 +346,7 @@ async def spawn_series(
             colds.append(await cold_start(workdir))
 
     try:
-        with timed_calls(marks, pool):
+        with timed_calls(marks, run):
             await play(run, recorder, settle_then_baseline)
     finally:
         await run.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -122,23 +123,22 @@ class HeadlessPath:
         provider = make_provider("scripted", None, script_path=script, stream=False)
         notebook = FileNotebook(self.workdir / path, DEFAULTS.notebook_output_cap)
         self._extra.append(notebook)
-        kernel = await self.run._environment.start_child_kernel(path, "")
+        kernel = await self.run.fleet.child_kernel(path, "")
         session = self.runtime.create_session(path, provider)
         agent, _ = await self.runtime.start_agent(session, provider, notebook, kernel)
         return agent
 
     async def notebook(self, path: str, ready: Callable[[Any], bool]) -> Any:
         assert self.run is not None
-        for open_notebook in [self.run._notebook, *self.run.notebooks, *self._extra]:
-            if open_notebook is not None:
-                open_notebook.flush()
+        for open_notebook in [*self.run.notebooks.opened, *self._extra]:
+            open_notebook.flush()
         nb = nbformat.read(self.workdir / path, as_version=4)
         assert ready(nb), f"{path} is not as expected: {nb}"
         return nb
 
     async def restart_root_kernel(self) -> None:
-        assert self.run is not None and self.run._km is not None
-        await self.run._km.restart_kernel(now=True)
+        assert self.run is not None
+        await self.run.fleet.manager(self.run.kernel_id).restart_kernel(now=True)
 
     async def restart(self) -> int:
         """Close the run (as the CLI does at its end) and continue its root in a new one."""
@@ -245,18 +245,31 @@ class ServerPath:
             self.host.serverapp.web_app.settings["prime_agent_host"] = self.original
 
 
-@pytest.fixture(params=["headless", "server"])
-def tree(request: Any, tmp_path: Path, jp_asyncio_loop: Any) -> Iterator[TreePath]:
-    path: TreePath
-    if request.param == "server":
+def tree_path(name: str, request: Any, tmp_path: Path) -> TreePath:
+    if name == "server":
         host = request.getfixturevalue("host")
-        path = ServerPath(
+        return ServerPath(
             host, request.getfixturevalue("make_notebook"), request.getfixturevalue("jp_root_dir")
         )
-    else:
-        path = HeadlessPath(tmp_path / "headless")
+    return HeadlessPath(tmp_path / "headless")
+
+
+@pytest.fixture(params=["headless", "server"])
+def tree(request: Any, tmp_path: Path, jp_asyncio_loop: Any) -> Iterator[TreePath]:
+    path = tree_path(request.param, request, tmp_path)
     yield path
     jp_asyncio_loop.run_until_complete(path.close())
+
+
+@pytest.fixture
+def both_hosts(
+    request: Any, tmp_path: Path, jp_asyncio_loop: Any
+) -> Iterator[tuple[TreePath, TreePath]]:
+    """The headless path and the server's, for one scenario played through each."""
+    paths = (tree_path("headless", request, tmp_path), tree_path("server", request, tmp_path))
+    yield paths
+    for path in paths:
+        jp_asyncio_loop.run_until_complete(path.close())
 
 
 # ------------------------------------------------------------------ helpers
@@ -330,6 +343,88 @@ def subagent_links(nb: Any) -> list[str]:
         for output in cell.get("outputs", [])
         if output.get("metadata", {}).get("prime_agent", {}).get("role") == "subagent_link"
     ]
+
+
+# ------------------------------------------------------------------ 0. both hosts alike
+
+PARITY_TURNS = [
+    {"code": "x = 21\nprint(x * 2)"},
+    {
+        "code": 'greeter = await rlm("greet your parent", name="greeter")\n'
+        + wait_for_children(("replied",))
+    },
+    {"text": "done: {messages}"},
+]
+PARITY_CHILD = [
+    {
+        "code": 'receipt = await agent_message.send("hello from the child", receiver_role="parent")'
+        "\nprint(receipt.delivery_status)"
+    },
+    {"text": "greeted"},
+]
+# Session ids, message ids, other ids (uuid hex, with or without dashes) and ISO times.
+VARYING = re.compile(
+    r"\d{8}-\d{6}-[0-9a-f]{6}|msg_[0-9a-f]+|[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}"
+    r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?"
+)
+ENTRY_TEXTS = ("text", "observation", "final_text", "task", "name", "status", "stop_reason")
+
+
+def scrubbed(value: Any) -> Any:
+    return json.loads(VARYING.sub("<id>", json.dumps(value, sort_keys=True)))
+
+
+def session_record(agent: Agent) -> list[Any]:
+    """The session's entry types and texts in order (a cell's code is its text)."""
+    record = []
+    for entry in agent.session.path():
+        texts = {k: entry[k] for k in ENTRY_TEXTS if isinstance(entry.get(k), str)}
+        code = [json.loads(c["arguments"]).get("code") for c in entry.get("tool_calls", [])]
+        record.append([entry["type"], texts, code])
+    return scrubbed(record)
+
+
+def notebook_record(nb: Any) -> list[Any]:
+    """Each cell's type, source and outputs; blank cells aside (a live document given a
+    notebook without cells makes one, where the user types next)."""
+    cells = [c for c in nb.cells if c.source or c.get("outputs")]
+    return scrubbed([[c.cell_type, c.source, c.get("outputs", [])] for c in cells])
+
+
+def cells_ran(count: int) -> Callable[[Any], bool]:
+    def ready(nb: Any) -> bool:
+        ran = [c for c in nb.cells if c.cell_type == "code" and c.get("execution_count")]
+        return len(ran) == count
+
+    return ready
+
+
+async def play_parity_scenario(tree: TreePath) -> dict[str, Any]:
+    root = await tree.start(write_script(tree, PARITY_TURNS, PARITY_CHILD))
+    final = await tree.run_root("count, then have a child greet you")
+    child = child_named(tree, root, "greeter")
+    return {
+        "final": final,
+        "root log": session_record(root),
+        "child log": session_record(child),
+        "root notebook": notebook_record(await tree.notebook(ROOT, cells_ran(2))),
+        "child notebook": notebook_record(
+            await tree.notebook("analysis.agents/greeter.ipynb", cells_ran(1))
+        ),
+    }
+
+
+async def test_two_cells_a_child_and_a_message_leave_the_same_logs_and_notebooks_on_both_hosts(
+    both_hosts: tuple[TreePath, TreePath],
+) -> None:
+    headless, server = both_hosts
+
+    on_headless = await play_parity_scenario(headless)
+    on_server = await play_parity_scenario(server)
+
+    assert on_headless["final"] == "done: hello from the child"
+    for part, seen in on_headless.items():
+        assert on_server[part] == seen, part
 
 
 # ------------------------------------------------------------------ 1. fan-out

@@ -163,7 +163,8 @@ async def test_an_entry_written_in_the_users_own_cell_is_recorded_as_the_users(
             "rlm.harness.create_memory('from the agent', 'a')\n"
             "rlm.harness.create_memory('shared', 'b')",
         )
-        user = run._km.client()  # another client of the same kernel, as the notebook tab is
+        # another client of the same kernel, as the notebook tab is
+        user = run.fleet.manager(run.kernel_id).client()
         user.start_channels()
         try:
             await user.wait_for_ready(timeout=60)

@@ -164,6 +164,53 @@ async def test_a_refused_attach_creates_no_session_and_leaves_no_provider_open(
     assert list(host.agents) == [agent.session_id]
 
 
+def held_for(host: Any, session_id: str, kernel_id: str) -> dict[str, bool]:
+    """What the runtime keeps for a session: the attached agent, the kernel whose bridge calls
+    act as it, its refiner and auto-refine gate, a snapshot restore waiting for its kernel."""
+    runtime = host.runtime
+    return {
+        "agent": session_id in runtime.agents,
+        "kernel": runtime._kernel_session.get(kernel_id) == session_id,
+        "refiner": runtime.refiners.get(session_id) is not None,
+        "auto_refine": runtime.refiners.auto(session_id) is not None,
+        "snapshot_due": session_id in runtime.snapshots._due,
+    }
+
+
+async def test_an_attach_that_fails_after_the_agent_was_registered_undoes_what_detach_undoes(
+    host: Any, make_notebook: Any, agent_script: Any, monkeypatch: Any
+) -> None:
+    use_script(host, agent_script([{"text": "done"}]))
+    made, closed = track_providers(host)
+    kept = await host.attach(make_notebook("kept.ipynb"))
+    kept_kernel = kept.kernel.kernel_id
+    held = held_for(host, kept.session_id, kept_kernel)
+    assert [what for what, kept_it in held.items() if kept_it] == [
+        "agent",
+        "kernel",
+        "refiner",
+        "auto_refine",
+    ]
+    await host.runtime.detach(kept)
+    detached = held_for(host, kept.session_id, kept_kernel)
+    use_kernel = host._use_kernel
+
+    def bind_then_fail(agent: Any, kernel_id: str) -> None:
+        use_kernel(agent, kernel_id)
+        raise OSError(28, "No space left on device")  # the attach's next write
+
+    monkeypatch.setattr(host, "_use_kernel", bind_then_fail)
+    path = make_notebook("failing.ipynb")
+    with pytest.raises(OSError):
+        await host.attach(path)
+
+    (failed,) = [s.session_id for s in host.repository.summaries() if s.notebook_path == path]
+    kernel_id = await host.resolve_kernel(path)
+    assert held_for(host, failed, kernel_id) == detached
+    assert not any(detached.values())
+    assert made[-1] is not made[0] and all(p in closed for p in made)
+
+
 async def test_hidden_and_unreadable_notebooks_are_refused_before_any_kernel_starts(
     jp_fetch: Any, host: Any, jp_serverapp: Any, make_notebook: Any, jp_root_dir: Path
 ) -> None:

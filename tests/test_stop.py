@@ -331,7 +331,7 @@ async def test_stop_ends_an_agent_cell_that_awaits_and_blocks_without_restarting
     observation = results[1]["observation"]
     assert "KeyboardInterrupt" in observation or "CancelledError" in observation, observation
     assert "restarted" not in observation
-    assert host.executor(kernel_id).restarts == 0
+    assert host.fleet.executor(kernel_id).restarts == 0
     assert not any(
         i["type"] == "notice" and i.get("kind") == "kernel_restarted"
         for i in chat_transcript(agent.session)
@@ -371,7 +371,7 @@ async def test_a_stop_that_needs_a_restart_brings_back_what_the_kernel_held_when
     await _last_agent_cell_shows(jp_serverapp, path, "ignoring")
     await host.stop(agent.session_id)
 
-    assert host.executor(kernel_id).restarts == 1
+    assert host.fleet.executor(kernel_id).restarts == 1
     result = [e for e in agent.session.path() if e["type"] == "tool_result"][-1]
     observation = result["observation"]
     assert result["status"] == "interrupted" and "kernel was restarted" in observation

@@ -92,7 +92,7 @@ async def test_a_child_notebook_opened_before_its_kernel_is_handed_out_runs_on_t
     )
     use_script(host, str(script))
     parent = await host.attach(make_notebook("work/analysis.ipynb"))
-    pool = host._environment._kernel_pool()
+    pool = host.fleet.pool
     take = pool.take
     opened: dict[str, str] = {}
 

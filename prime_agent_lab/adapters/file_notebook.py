@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +159,43 @@ class FileCellWriter:
     def sync(self) -> None:
         """Copy the folded outputs into the notebook's cell."""
         self._cell["outputs"] = self._fold.outputs()
+
+
+class FileNotebooks:
+    """The notebooks of a headless run: files under `cwd`, made by `make`, each kept (and written
+    at the end of the run, `flush`) once opened. Nothing attaches to them while the run goes."""
+
+    def __init__(self, cwd: Path, make: Callable[[Path], FileNotebook]) -> None:
+        self._cwd = cwd
+        self._make = make
+        self.opened: list[FileNotebook] = []
+
+    async def create(self, path: str, cells: list[dict[str, Any]]) -> FileNotebook:
+        file = self._cwd / path
+        if file.exists():
+            raise FileExistsError(path)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        notebook = self._make(file)
+        notebook.nb["cells"].extend(cells)
+        notebook.changed()
+        notebook.flush()
+        self.opened.append(notebook)
+        return notebook
+
+    async def open(self, path: str) -> FileNotebook:
+        notebook = self._make(self._cwd / path)
+        self.opened.append(notebook)
+        return notebook
+
+    def has_client(self, session_id: str, kernel_id: str) -> bool:
+        return False
+
+    def flush(self) -> list[NotebookNotSaved]:
+        """Write every opened notebook; what could not be saved (the others are saved)."""
+        unsaved = []
+        for notebook in self.opened:
+            try:
+                notebook.flush()
+            except NotebookNotSaved as exc:
+                unsaved.append(exc)
+        return unsaved

@@ -1,7 +1,8 @@
 """Kernels of the headless CLI: local processes through jupyter_client's `AsyncKernelManager`.
 
-`LocalKernels` is the kernel source of the CLI's kernel pool (`start`, `discard`, `alive`);
-`hand_out` moves a pooled kernel to the directory its notebook lives in.
+`LocalKernels` starts them (`launch`: at once; `start`: booted, for a pool) and `hand_out` moves a
+pooled kernel to the directory its notebook lives in; `LocalBackend` is what the kernel fleet
+(adapters/kernel_fleet.py) knows of them, by id.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager, NoSuchKernel
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.paths import jupyter_path
 
@@ -100,14 +101,43 @@ class LocalKernels:
         self._env_strip = None if env_strip is None else tuple(env_strip)
         self._ready_timeout = ready_timeout
         self._specs = kernel_spec_manager()
+        self._spec: KernelSpec | None = None
 
-    async def start(self) -> LocalKernel:
-        manager = AsyncKernelManager(
+    def _manager(self) -> AsyncKernelManager:
+        return AsyncKernelManager(
             kernel_name=self.kernel_name, kernel_spec_manager=self._specs, **ipc_transport()
         )
+
+    def spec(self) -> KernelSpec:
+        """The kernel spec; LocalKernelStartFailed naming the installed ones when there is none."""
+        if self._spec is not None:
+            return self._spec
+        try:
+            self._spec = self._specs.get_kernel_spec(self.kernel_name)
+            return self._spec
+        except NoSuchKernel:
+            installed = ", ".join(sorted(self._specs.find_kernel_specs())) or "none"
+            raise LocalKernelStartFailed(
+                f"cannot start kernel {self.kernel_name!r}: no such kernel spec "
+                f"(installed: {installed}; see `jupyter kernelspec list`)"
+            ) from None
+
+    async def launch(self) -> LocalKernel:
+        """A kernel launched and not waited for: it boots while the caller goes on (its first
+        use waits for it)."""
+        self.spec()
+        return LocalKernel(await self._started(ready=False))
+
+    async def start(self) -> LocalKernel:
+        """A kernel that answered `kernel_info` (for a pool)."""
+        return LocalKernel(await self._started(ready=True))
+
+    async def _started(self, ready: bool) -> AsyncKernelManager:
+        manager = self._manager()
         try:
             await manager.start_kernel(cwd=self.cwd, env=kernel_environment(self._env_strip))
-            await wait_until_ready(manager, self._ready_timeout)
+            if ready:
+                await wait_until_ready(manager, self._ready_timeout)
         except NoSuchKernel:
             raise LocalKernelStartFailed(
                 f"no kernel spec {self.kernel_name!r} (see `jupyter kernelspec list`)"
@@ -117,7 +147,7 @@ class LocalKernels:
             raise LocalKernelStartFailed(
                 f"the kernel {self.kernel_name!r} could not start: {type(exc).__name__}: {exc}"
             ) from exc
-        return LocalKernel(manager)
+        return manager
 
     async def discard(self, kernel: LocalKernel) -> None:
         if kernel.manager.has_kernel:
@@ -126,6 +156,60 @@ class LocalKernels:
 
     async def alive(self, kernel: LocalKernel) -> bool:
         return bool(await kernel.manager.is_alive())
+
+
+class LocalBackend:
+    """The CLI's kernels as the kernel fleet knows them: by id, started in `cwd`, all shut down
+    when the fleet closes. No restart is seen from outside: the CLI's cells report their own."""
+
+    def __init__(self, kernels: LocalKernels) -> None:
+        self.kernels = kernels
+        self._running: dict[str, LocalKernel] = {}
+
+    def _add(self, kernel: LocalKernel) -> str:
+        self._running[kernel.kernel_id] = kernel
+        return kernel.kernel_id
+
+    async def launch(self) -> str:
+        return self._add(await self.kernels.launch())
+
+    async def start(self) -> str:
+        return self._add(await self.kernels.start())
+
+    def manager(self, kernel_id: str) -> AsyncKernelManager:
+        return self._running[kernel_id].manager
+
+    def managed(self, kernel_id: str) -> bool:
+        return kernel_id in self._running
+
+    async def alive(self, kernel_id: str) -> bool:
+        kernel = self._running.get(kernel_id)
+        return kernel is not None and await self.kernels.alive(kernel)
+
+    async def shut_down(self, kernel_id: str) -> None:
+        kernel = self._running.pop(kernel_id, None)
+        if kernel is not None:
+            await self.kernels.discard(kernel)
+
+    def directory(self, cwd: str) -> str:
+        return str((Path(self.kernels.cwd) / cwd).resolve())
+
+    async def notebook_kernel(self, notebook_path: str) -> str | None:
+        return None  # a notebook file has no kernel of its own
+
+    async def hand_out(self, kernel_id: str, notebook_path: str, directory: str, run: Run) -> None:
+        await hand_out(self._running[kernel_id], directory, run=run)
+
+    def follow_restarts(self, restarted: Callable[[str], None]) -> None:
+        return None
+
+    def follow_deaths(self, kernel_id: str, died: Callable[[], None]) -> None:
+        return None
+
+    async def close(self) -> None:
+        for kernel_id in list(self._running):
+            with contextlib.suppress(Exception):
+                await self.shut_down(kernel_id)
 
 
 async def hand_out(

@@ -108,3 +108,10 @@ class PendingKernel:
         with contextlib.suppress(BaseException):
             return await self._acquire
         return None
+
+
+def kernel_arrived(kernel: KernelPort) -> bool:
+    """A kernel that code ran or can run in (one still starting holds nothing)."""
+    if isinstance(kernel, PendingKernel):
+        return kernel.kernel is not None
+    return bool(kernel.kernel_id)

@@ -4,7 +4,8 @@ A host (the Jupyter server extension, or the headless CLI) supplies an `AgentEnv
 make a model provider, the notebook of a new child, a kernel for it, and the key that proves a
 kernel's bridge calls. Everything else lives here once: which agent is on which kernel, the bridge
 and the caller context of its operations, the loop's hooks, crash recovery when a session is
-opened, and (in `family.py`, `mailbox.py`) the tree of agents and the messages between them.
+opened, what an earlier run left queued (`start`), the end of a run (`close`), and (in
+`family.py`, `mailbox.py`) the tree of agents and the messages between them.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from .harness_ops import register_harness_operations
 from .lifecycle import Lifecycle
 from .mailbox import Mailbox
 from .message_ops import register_message_operations
-from .pending_kernel import PendingKernel
+from .pending_kernel import PendingKernel, kernel_arrived
 from .ports import KernelPort, ModelProvider, NotebookPort
 from .prompts import PromptSettings, build_system_prompt
 from .recovery import close_interrupted_turn
@@ -50,6 +51,7 @@ from .session_trust import Untrusted, sign_session, untrusted_items
 from .session_trust import describe as describe_untrusted
 from .sessions import SessionError, SessionLog, SessionRepository, now_iso
 from .settings import Settings
+from .shutdown import ShutdownReport, stop_and_snapshot
 from .snapshots import SnapshotKeeper, SnapshotSettings, forget_skill_paths
 from .stop_cause import USER_STOP, StopCause
 from .text import preview, shorten
@@ -95,6 +97,10 @@ class AgentEnvironment(Protocol):
     def has_client(self, session_id: str, kernel_id: str) -> bool:
         """Someone is attached to the agent (its chat, or its notebook open on `kernel_id`):
         it is not evicted while so."""
+        ...
+
+    async def close(self) -> None:
+        """The runtime is done: the kernels the host keeps for it go (a pool, executors)."""
         ...
 
 
@@ -389,16 +395,20 @@ class AgentRuntime:
         if holder is not None and (agent is None or holder == agent.session_id):
             del self._kernel_session[kernel_id]
 
-    def detach(self, agent: Agent) -> None:
-        """Forget an idle agent; its session stays on disk and can be opened again."""
+    def detach(self, agent: Agent) -> Awaitable[Any]:
+        """Forget an idle agent; its session stays on disk and can be opened again. Its
+        refiner and provider close in the background (awaiting the result waits for them)."""
         if self.agents.get(agent.session_id) is agent:
             del self.agents[agent.session_id]
         if agent.kernel is not None and agent.kernel.kernel_id:
             self.unbind_kernel(agent.kernel.kernel_id, agent)
         agent.events.emit("status", status="inactive")
         self.snapshots.agent_gone(agent.session_id)
-        self.spawn(self.refiners.agent_gone(agent.session_id))
-        self.spawn(close_provider(agent.provider))
+        gone = asyncio.gather(
+            self.refiners.agent_gone(agent.session_id), close_provider(agent.provider)
+        )
+        self.spawn(gone)
+        return gone
 
     # ------------------------------------------------------------ sub-agents
 
@@ -655,6 +665,34 @@ class AgentRuntime:
 
     # ------------------------------------------------------------ lifetime
 
+    def start(self) -> int:
+        """Open over what earlier runs left, before the first agent is attached: the messages
+        they queued wait again (delivered exactly once). How many wait."""
+        return self.mailbox.recover()
+
+    def deliver_recovered(self) -> None:
+        """Once the event loop runs (the server serves; the CLI's root agent is up): bring back
+        the agents that recovered messages wait for, and deliver them, in the background."""
+        self.mailbox.deliver_recovered()
+
+    async def close(
+        self, cause: StopCause = USER_STOP, within: float | None = None
+    ) -> ShutdownReport:
+        """The host ends: turns still running stop with `cause` and every resident agent's
+        kernel is snapshotted (all of it within `within` seconds; None: as long as that takes);
+        then the agents go (providers closed, the kernels asked for released) and the host's
+        kernels with them (`AgentEnvironment.close`). What was stopped, saved and not."""
+        self.mailbox.close()  # a stopped turn must not let a waiting message start the next one
+        report = await stop_and_snapshot(
+            list(self.agents.values()),
+            lambda session_id: self.save_snapshot(session_id, "shutdown"),
+            cause,
+            within,
+        )
+        await self.shutdown()
+        await self.environment.close()
+        return report
+
     def spawn(self, awaitable: Awaitable[Any]) -> None:
         """Run `awaitable` in the background, kept alive until it ends."""
         task = asyncio.ensure_future(awaitable)
@@ -735,7 +773,7 @@ class AgentRuntime:
         one line per snapshot that failed, for the caller to report."""
         failed = []
         for agent in list(self.agents.values()):
-            if agent.running or not kernel_arrived(agent):
+            if agent.running or not kernel_arrived(agent.kernel):
                 continue  # busy, or its kernel never came (nothing ran there)
             try:
                 await self.save_snapshot(agent.session_id, "shutdown")
@@ -754,13 +792,6 @@ class AgentRuntime:
         member = self.family.member(child.session_id)
         if member is not None and member.parent_session_id is not None:
             self._child_status(self.agents.get(member.parent_session_id), child, "inactive")
-
-
-def kernel_arrived(agent: Agent) -> bool:
-    """The agent has a kernel that code ran or can run in (one still starting holds nothing)."""
-    if isinstance(agent.kernel, PendingKernel):
-        return agent.kernel.kernel is not None
-    return bool(agent.kernel.kernel_id)
 
 
 async def close_provider(provider: ModelProvider) -> None:

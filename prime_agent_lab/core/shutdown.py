@@ -1,5 +1,5 @@
-"""The process is stopping: end the running turns as `shutdown` and snapshot every resident agent,
-within a total time bound, so a shutdown never hangs on a kernel.
+"""The process is stopping: end the running turns and snapshot every resident agent, within a
+total time bound when one is given (the server's, so a shutdown never hangs on a kernel).
 
 Per agent, in parallel: a running turn is stopped first (its cell interrupted, its `turn_end`
 written with the cause); then the agent's kernel variables are snapshotted if time is left. A stop
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from .agent import Agent
-from .runtime import AgentRuntime, kernel_arrived
+from .pending_kernel import kernel_arrived
 from .stop_cause import StopCause
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,7 @@ class ShutdownReport:
     stopped: list[str] = field(default_factory=list)  # session ids whose turn was stopped
     snapshotted: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # session id -> why no snapshot
+    failed: dict[str, str] = field(default_factory=dict)  # session id -> the snapshot's error
     seconds: float = 0.0
 
     def summary(self) -> str:
@@ -38,26 +40,32 @@ class ShutdownReport:
         parts += [f"no snapshot of {sid}: {why}" for sid, why in self.skipped.items()]
         return f"{'; '.join(parts)} in {self.seconds:.2f} s"
 
+    def failures(self) -> list[str]:
+        """One line per snapshot that failed."""
+        return [f"the kernel snapshot of {s} was not saved: {e}" for s, e in self.failed.items()]
+
+
+Save = Callable[[str], Awaitable[object]]
+"""Snapshots the kernel of an agent (by session id)."""
+
 
 async def stop_and_snapshot(
-    runtime: AgentRuntime, cause: StopCause, seconds: float
+    agents: list[Agent], save: Save, cause: StopCause, seconds: float | None
 ) -> ShutdownReport:
-    """Stop every running turn with `cause`, then snapshot every resident agent's kernel, all
-    within `seconds`. No queued message starts a turn from here on. What is still going at the
-    end is left to the shutdown that follows (its snapshot is then missing, and said so)."""
+    """Stop every running turn of `agents` with `cause`, then snapshot each one's kernel, all
+    within `seconds` (None: however long it takes). What is still going at the end is left to
+    the shutdown that follows (its snapshot is then missing, and said so)."""
     loop = asyncio.get_running_loop()
     started = loop.time()
-    deadline = started + seconds
-    stop_deadline = started + seconds * STOP_SHARE
+    deadline = None if seconds is None else started + seconds
+    stop_deadline = None if seconds is None else started + seconds * STOP_SHARE
     report = ShutdownReport()
-    runtime.mailbox.close()  # a stopped turn must not let a waiting message start the next one
-    agents = list(runtime.agents.values())
     work = {
-        asyncio.ensure_future(_finish(runtime, agent, cause, stop_deadline, report)): agent
+        asyncio.ensure_future(_finish(save, agent, cause, stop_deadline, report)): agent
         for agent in agents
     }
     if work:
-        _, late = await asyncio.wait(work, timeout=max(0.0, deadline - loop.time()))
+        _, late = await asyncio.wait(work, timeout=_left(deadline))
         for task in late:
             task.cancel()
             report.skipped.setdefault(work[task].session_id, f"not done within {seconds:g} s")
@@ -65,17 +73,22 @@ async def stop_and_snapshot(
     return report
 
 
+def _left(deadline: float | None) -> float | None:
+    if deadline is None:
+        return None
+    return max(0.0, deadline - asyncio.get_running_loop().time())
+
+
 async def _finish(
-    runtime: AgentRuntime,
+    save: Save,
     agent: Agent,
     cause: StopCause,
-    stop_deadline: float,
+    stop_deadline: float | None,
     report: ShutdownReport,
 ) -> None:
-    loop = asyncio.get_running_loop()
     if agent.running:
         stopping = asyncio.ensure_future(agent.stop(cause))
-        await asyncio.wait({stopping}, timeout=max(0.0, stop_deadline - loop.time()))
+        await asyncio.wait({stopping}, timeout=_left(stop_deadline))
         report.stopped.append(agent.session_id)
         if not stopping.done():
             turn = agent.turn_task
@@ -84,11 +97,12 @@ async def _finish(
             await asyncio.wait({stopping}, timeout=CANCEL_WAIT)
             report.skipped[agent.session_id] = "its cell did not stop in time"
             return
-    if not kernel_arrived(agent):
+    if not kernel_arrived(agent.kernel):
         return  # nothing ever ran there
     try:
-        await runtime.save_snapshot(agent.session_id, "shutdown")
+        await save(agent.session_id)
     except Exception as exc:
         report.skipped[agent.session_id] = f"{type(exc).__name__}: {exc}"
+        report.failed[agent.session_id] = str(exc)
         return
     report.snapshotted.append(agent.session_id)

@@ -13,12 +13,12 @@ from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float, Integer, List, TraitType, Unicode
 
+from ..adapters.model_choice import ModelChoice
 from ..adapters.withhold_keys import withhold_keys
 from ..core.harness.keeper import ENV_GLOBAL_DIR, default_global_dir
 from ..core.held_keys import HeldKeys
 from ..core.sessions import SessionRepository
 from ..core.settings import SERVER, Declared, declared, help_text
-from ..providers import make_provider
 from . import atomic_contents, kernel_websocket
 from .handlers import handlers
 from .host import AgentHost, HostSettings
@@ -65,27 +65,12 @@ class PrimeAgentLab(SettingTraits):  # type: ignore[misc, valid-type]
     load_other_extensions = True
     _held_keys = HeldKeys()  # the `kernel_env_strip` variables, taken out of the environment
 
-    def _make_provider(self) -> Any:
-        return self._provider_for(self.provider, self.model)
-
     def _global_harness_dir(self) -> Path:
         if self.harness_dir:
             return Path(self.harness_dir).expanduser()
         if os.environ.get(ENV_GLOBAL_DIR):
             return default_global_dir()
         return Path(jupyter_data_dir()) / "prime_agent_lab" / "harness"
-
-    def _provider_for(self, provider: str, model: str | None) -> Any:
-        return make_provider(
-            provider,
-            model,
-            held_keys=self._held_keys,
-            script_path=self.script_path,
-            stream=self.stream,
-            timeout=self.request_timeout,
-            fenced_code=self.fenced_code_fallback,
-            step_delay=self.step_delay,
-        )
 
     def _default_bridge_url(self) -> str:
         app = self.serverapp
@@ -110,9 +95,8 @@ class PrimeAgentLab(SettingTraits):  # type: ignore[misc, valid-type]
                 **{s.name: _trait_value(getattr(self, s.name)) for s in declared(SERVER)},
                 host=SERVER,
                 bridge_address=self._default_bridge_url,
-                provider_for=self._provider_for,
             )
-            first = self._make_provider()
+            first = ModelChoice(lambda: settings, self._held_keys).configured()
         except (ValueError, FileNotFoundError) as exc:
             self.log.critical("Prime Agent Lab cannot start: %s", exc)
             sys.exit(1)
@@ -127,10 +111,10 @@ class PrimeAgentLab(SettingTraits):  # type: ignore[misc, valid-type]
             Path(self.sessions_dir) if self.sessions_dir else root / ".prime-agent" / "sessions"
         )
         self.host = AgentHost(
-            self.serverapp, SessionRepository(sessions_dir), settings, self._make_provider
+            self.serverapp, SessionRepository(sessions_dir), settings, keys=self._held_keys
         )
         self.settings["prime_agent_host"] = self.host
-        self.host.runtime.mailbox.recover()  # messages queued before a restart wait again
+        self.host.runtime.start()  # messages queued before a restart wait again
         self._configure_server_created_rooms()
         kernel_websocket.install(self.serverapp, self.settings)  # a busy kernel never stalls a tab
         atomic_contents.install(  # no half-written notebooks
@@ -167,7 +151,7 @@ class PrimeAgentLab(SettingTraits):  # type: ignore[misc, valid-type]
         """The event loop runs now: deliver the messages that waited across the restart."""
         host = getattr(self, "host", None)
         if host is not None:
-            host.runtime.mailbox.deliver_recovered()
+            host.runtime.deliver_recovered()
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(handlers())

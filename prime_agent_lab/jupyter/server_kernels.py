@@ -1,4 +1,6 @@
-"""Kernels the server starts for sub-agents: the kernel source of the server's kernel pool.
+"""The server's kernels as the kernel fleet sees them (adapters/kernel_fleet.py): the kernels of
+jupyter_server's kernel manager, a notebook's kernel found (or started) through its Jupyter
+session, and the kernels pre-started for sub-agents.
 
 Kernels are started through jupyter_server's kernel manager (never as processes of our own), so
 the same code runs them on a Kernel or Enterprise Gateway when the server has `--gateway-url`.
@@ -8,10 +10,11 @@ session, so a browser opening the notebook joins the same kernel.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..adapters.kernel_calls import (
@@ -20,22 +23,24 @@ from ..adapters.kernel_calls import (
     set_working_directory,
     wait_until_ready,
 )
+from ..adapters.kernel_fleet import HandOutFailed
 from ..core.redaction import kernel_environment
 
 log = logging.getLogger(__name__)
+
+KERNEL_ACTIONS_SCHEMA = "https://events.jupyter.org/jupyter_server/kernel_actions/v1"
+
+__all__ = ["HandOutFailed", "ServerKernelStartFailed", "ServerKernels", "hand_to_notebook"]
 
 
 class ServerKernelStartFailed(RuntimeError):
     """The server could not start a kernel; the message names the kernel spec and the cause."""
 
 
-class HandOutFailed(RuntimeError):
-    """A pooled kernel could not become the notebook's kernel; the message says why."""
-
-
 class ServerKernels:
-    """Starts ready kernels (they answered `kernel_info`) in the server's kernel manager, without
-    the provider key variables in their environment."""
+    """Kernels of the server's kernel manager, started without the provider key variables in
+    their environment: ready ones for the pool (they answered `kernel_info`), and a notebook's
+    own kernel as its Jupyter session."""
 
     def __init__(
         self,
@@ -50,10 +55,74 @@ class ServerKernels:
         self._env_strip = None if env_strip is None else tuple(env_strip)
         self._start_path = start_path  # API path of the directory pooled kernels start in
         self._ready_timeout = ready_timeout
+        self.bindings: dict[str, str] = {}  # notebook path -> kernel id, reported by the UI
 
     @property
     def _kernels(self) -> Any:
         return self._serverapp.kernel_manager
+
+    @property
+    def _sessions(self) -> Any:
+        return self._serverapp.session_manager
+
+    def manager(self, kernel_id: str) -> Any:
+        return self._kernels.get_kernel(kernel_id)
+
+    def managed(self, kernel_id: str) -> bool:
+        return kernel_id in self._kernels
+
+    def connected(self, kernel_id: str) -> bool:
+        """A notebook tab has a websocket open on the kernel."""
+        connections = getattr(self._kernels, "_kernel_connections", {})
+        return bool(kernel_id and connections.get(kernel_id, 0))
+
+    # ------------------------------------------------------------ a notebook's own kernel
+
+    async def notebook_kernel(self, notebook_path: str) -> str | None:
+        """The kernel of the notebook's Jupyter session (a user opened it), else None."""
+        if not await self._sessions.session_exists(path=notebook_path):
+            return None
+        model = await self._sessions.get_session(path=notebook_path)
+        return str(model["kernel"]["id"])
+
+    async def resolve(self, path: str, hint: str | None = None) -> str:
+        """The notebook's kernel: the UI's report first, then the sessions API, else a new one."""
+        for candidate in (hint, self.bindings.get(path)):
+            if candidate and candidate in self._kernels:
+                self.bindings[path] = candidate
+                return candidate
+        for session in await self._sessions.list_sessions():
+            kernel = session.get("kernel") or {}
+            if session.get("path") == path and kernel.get("id") in self._kernels:
+                self.bindings[path] = kernel["id"]
+                return str(kernel["id"])
+        kernel_id = await self._start_notebook_kernel(path)
+        self.bindings[path] = kernel_id
+        return kernel_id
+
+    async def _start_notebook_kernel(self, path: str) -> str:
+        """Start the notebook's kernel (as its Jupyter session, which the browser later reuses)
+        without the provider key variables in its environment."""
+        name = posixpath.basename(path)
+        env = {
+            **kernel_environment(self._env_strip),
+            "JPY_SESSION_NAME": self._sessions.get_kernel_env(path, name)["JPY_SESSION_NAME"],
+        }
+        contents = self._serverapp.contents_manager
+        kernel_path = await _maybe_await(contents.get_kernel_path(path))
+        kernel_id = await self._kernels.start_kernel(
+            path=kernel_path, kernel_name=self.kernel_name, env=env
+        )
+        model = await self._sessions.create_session(
+            path=path, name=name, type="notebook", kernel_id=kernel_id
+        )
+        return str(model["kernel"]["id"])
+
+    def moved(self, old: str, new: str) -> None:
+        if old in self.bindings:
+            self.bindings[new] = self.bindings.pop(old)
+
+    # ------------------------------------------------------------ sub-agents' kernels
 
     async def start(self) -> str:
         """Start a kernel and return its id once it has booted."""
@@ -86,6 +155,43 @@ class ServerKernels:
         if kernel_id not in self._kernels:
             return False
         return bool(await _maybe_await(self._kernels.get_kernel(kernel_id).is_alive()))
+
+    def directory(self, cwd: str) -> str:
+        return str(self._kernels.cwd_for_path(cwd or ""))
+
+    async def hand_out(self, kernel_id: str, notebook_path: str, directory: str, run: Run) -> None:
+        await hand_to_notebook(self._serverapp, kernel_id, notebook_path, directory, run=run)
+        self.bindings[notebook_path] = kernel_id
+
+    async def shut_down(self, kernel_id: str) -> None:
+        """A sub-agent's kernel goes with its Jupyter session."""
+        with contextlib.suppress(Exception):
+            for model in await self._sessions.list_sessions():
+                if (model.get("kernel") or {}).get("id") == kernel_id:
+                    await self._sessions.delete_session(model["id"])  # shuts the kernel down too
+        if kernel_id in self._kernels:
+            with contextlib.suppress(Exception):
+                await self._kernels.shutdown_kernel(kernel_id)
+
+    # ------------------------------------------------------------ restarts
+
+    def follow_restarts(self, restarted: Callable[[str], None]) -> None:
+        """jupyter_server's `kernel_actions` events: every restart, whoever asked for it."""
+        logger = getattr(self._serverapp, "event_logger", None)
+        if logger is None:
+            return
+
+        async def on_action(logger: Any, schema_id: str, data: dict[str, Any]) -> None:
+            if data.get("action") == "restart" and data.get("status") == "success":
+                restarted(str(data.get("kernel_id", "")))
+
+        logger.add_listener(schema_id=KERNEL_ACTIONS_SCHEMA, listener=on_action)
+
+    def follow_deaths(self, kernel_id: str, died: Callable[[], None]) -> None:
+        self._kernels.get_kernel(kernel_id).add_restart_callback(died, "restart")
+
+    async def close(self) -> None:
+        return None  # the server's kernels are the server's to stop
 
 
 async def hand_to_notebook(

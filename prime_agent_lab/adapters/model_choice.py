@@ -1,0 +1,76 @@
+"""Which model an agent runs on, for both hosts: the configured provider and model for roots and
+by default, and the `subagent_models` a sub-agent may ask for (`rlm(..., model=...)`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from ..core.ports import ModelProvider
+from ..core.runtime import choose_model
+from ..core.settings import Settings
+from ..providers import make_provider
+
+
+class ModelChoice:
+    def __init__(
+        self,
+        settings: Callable[[], Settings],
+        keys: Mapping[str, str],
+        default: Callable[[], ModelProvider] | None = None,
+    ) -> None:
+        """`settings`: the host's settings as they are now; `keys`: provider keys held outside
+        the environment (core/held_keys.py); `default`: how the default provider is made (the
+        configured one when None)."""
+        self._settings = settings
+        self._keys = keys
+        self._default = default
+        self._resolved: tuple[str, str] | None = None  # (provider, model) when none is set
+
+    def make(self, provider: str, model: str | None) -> ModelProvider:
+        """A provider `provider` on `model` (None: its default), configured by the settings."""
+        settings = self._settings()
+        return make_provider(
+            provider,
+            model,
+            held_keys=self._keys,
+            script_path=settings.script_path,
+            stream=settings.stream,
+            timeout=settings.request_timeout,
+            fenced_code=settings.fenced_code_fallback,
+            step_delay=settings.step_delay,
+        )
+
+    def configured(self) -> ModelProvider:
+        """The provider and model the settings name (the provider's default model if none)."""
+        settings = self._settings()
+        provider = self.make(settings.provider, settings.model)
+        if not settings.model:
+            self._resolved = (provider.name, provider.model)
+        return provider
+
+    def _default_model(self) -> tuple[str, str]:
+        settings = self._settings()
+        if settings.model:
+            return settings.provider, settings.model
+        if self._resolved is None:  # learnt from the first provider made
+            self.configured()
+        assert self._resolved is not None
+        return self._resolved
+
+    def default(self) -> ModelProvider:
+        return self._default() if self._default is not None else self.configured()
+
+    def models(self) -> list[str]:
+        """The models agents may run on, as `provider/model`, the default first."""
+        default = "/".join(self._default_model())
+        return [default, *(m for m in self._settings().subagent_models if m != default)]
+
+    def provider(self, model: str | None) -> ModelProvider:
+        """A provider for `model` (`provider/model`, a bare model name, or None: the default);
+        ValueError naming the models there are when it is not one of them."""
+        if model is None:
+            return self.default()
+        name, chosen = choose_model(model, self.models())
+        if (name, chosen) == self._default_model():
+            return self.default()
+        return self.make(name, chosen)
