@@ -6,6 +6,11 @@ kernel's bridge calls. Everything else lives here once: which agent is on which 
 and the caller context of its operations, the loop's hooks, crash recovery when a session is
 opened, what an earlier run left queued (`start`), the end of a run (`close`), and (in
 `family.py`, `mailbox.py`) the tree of agents and the messages between them.
+
+Size: over 600 lines because it is the one place that holds the tree's live state (which agent
+is loaded, on which kernel, spawning or closing); the rules it applies live elsewhere (family,
+mailbox, snapshots, lifecycle, refiners, the kernel fleet). Splitting the sub-agent half out
+(spawn, status, delete) is the next step when it grows.
 """
 
 from __future__ import annotations
