@@ -316,8 +316,8 @@ def test_the_cli_refuses_an_out_of_bounds_flag_before_running(
     )
 
 
-def test_a_server_with_an_out_of_bounds_setting_stops_at_start_naming_it(tmp_path: Path) -> None:
-    done = subprocess.run(
+def _server_with(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [
             sys.executable,
             "-m",
@@ -327,7 +327,7 @@ def test_a_server_with_an_out_of_bounds_setting_stops_at_start_naming_it(tmp_pat
             "--ServerApp.port=0",
             "--ServerApp.allow_root=True",
             f"--ServerApp.root_dir={tmp_path}",
-            "--PrimeAgentLab.cell_timeout=-5",
+            *options,
         ],
         cwd=tmp_path,
         capture_output=True,
@@ -335,11 +335,26 @@ def test_a_server_with_an_out_of_bounds_setting_stops_at_start_naming_it(tmp_pat
         timeout=120,
         env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")},
     )
+
+
+def test_a_server_with_an_out_of_bounds_setting_stops_at_start_naming_it(tmp_path: Path) -> None:
+    done = _server_with(tmp_path, "--PrimeAgentLab.cell_timeout=-5")
     assert done.returncode == 1
     assert (
         "Prime Agent Lab cannot start: c.PrimeAgentLab.cell_timeout must be a positive number, "
         "not -5" in done.stderr
     )
+
+
+def test_a_server_with_a_setting_of_the_wrong_type_stops_at_start_naming_it(
+    tmp_path: Path,
+) -> None:
+    """jupyter_server logs a failed extension link and goes on; the agent would run on the
+    defaults (the demo model instead of the one asked for)."""
+    done = _server_with(tmp_path, "--PrimeAgentLab.model=foo", "--PrimeAgentLab.output_cap=1.5")
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Prime Agent Lab cannot start: c.PrimeAgentLab: The 'output_cap' trait" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_a_headless_run_refuses_a_setting_that_is_not_declared(tmp_path: Path) -> None:

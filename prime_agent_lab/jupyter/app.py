@@ -11,7 +11,7 @@ from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool, Float, Integer, List, TraitType, Unicode
+from traitlets import Bool, Float, Integer, List, TraitError, TraitType, Unicode
 
 from ..adapters.model_choice import ModelChoice
 from ..adapters.withhold_keys import withhold_keys
@@ -64,6 +64,16 @@ class PrimeAgentLab(SettingTraits):  # type: ignore[misc, valid-type]
     name = "prime_agent_lab"
     load_other_extensions = True
     _held_keys = HeldKeys()  # the `kernel_env_strip` variables, taken out of the environment
+
+    def _link_jupyter_server_extension(self, serverapp: Any) -> None:
+        """A value of the wrong type (`c.PrimeAgentLab.cell_timeout = "abc"`) stops the server
+        with one line naming the setting, like a value out of bounds does; jupyter_server would
+        log the error and go on with this extension half-configured."""
+        try:
+            super()._link_jupyter_server_extension(serverapp)
+        except TraitError as exc:
+            serverapp.log.critical("Prime Agent Lab cannot start: c.PrimeAgentLab: %s", exc)
+            sys.exit(1)
 
     def _global_harness_dir(self) -> Path:
         if self.harness_dir:
