@@ -219,6 +219,27 @@ async def test_fork_makes_a_valid_notebook_and_a_session_that_continues_on_a_fre
     assert second["notebook_path"] == "work/study-fork-2.ipynb"
 
 
+async def test_forks_asked_for_at_once_each_get_their_own_notebook(
+    host: Any, jp_fetch: Any, make_notebook: Any, fake_llm: FakeLLMServer
+) -> None:
+    agent = await three_turns(host, make_notebook("at-once.ipynb"))
+    gamma = entry(await host.session_tree(agent.session_id), "user_message", "gamma")
+
+    forks = await asyncio.gather(
+        *(
+            fetch_json(
+                jp_fetch, "sessions", agent.session_id, "fork", body={"entry_id": gamma["id"]}
+            )
+            for _ in range(6)
+        )
+    )
+
+    assert [status for status, _ in forks] == [201] * 6, forks
+    paths = sorted(fork["notebook_path"] for _, fork in forks)
+    assert paths == [f"at-once-fork-{n}.ipynb" for n in range(1, 7)]
+    assert len({fork["session_id"] for _, fork in forks}) == 6
+
+
 def _saved_code_count(path: Path) -> int:
     notebook = read_saved_notebook(path)
     return 0 if notebook is None else sum(c.cell_type == "code" for c in notebook.cells)

@@ -31,6 +31,7 @@ class ServerNotebooks:
         self._settings = settings
         self._kernels = kernels
         self._agents = agents
+        self._creating: set[str] = set()  # paths claimed by a create that has not saved yet
 
     @property
     def _contents(self) -> Any:
@@ -76,6 +77,17 @@ class ServerNotebooks:
             raise HostError(400, f"cannot open {shorten(path)} as a notebook: {reason}") from None
 
     async def create(self, path: str, cells: list[dict[str, Any]]) -> NotebookPort:
+        """A new notebook at `path`; FileExistsError when the path is taken, also by a create
+        still under way (two forks at once must not get the same notebook)."""
+        if path in self._creating:
+            raise FileExistsError(path)
+        self._creating.add(path)  # claimed before the first await
+        try:
+            return await self._create(path, cells)
+        finally:
+            self._creating.discard(path)
+
+    async def _create(self, path: str, cells: list[dict[str, Any]]) -> NotebookPort:
         contents = self._contents
         if await maybe_await(contents.file_exists(path)):
             raise FileExistsError(path)
