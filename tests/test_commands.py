@@ -282,6 +282,10 @@ async def test_a_bad_form_an_unknown_command_or_session_answers_clearly(
         jp_fetch, "POST", "sessions", agent.session_id, "commands", "tree", body={"args": 3}
     )
     assert (code, reply["message"]) == (400, "args must be a string, not a number")
+    too_long = "x" * (host.settings.max_message_chars + 1)
+    code, reply = await command(jp_fetch, agent.session_id, "refine", too_long)
+    assert code == 413 and "max_message_chars" in reply["message"], reply
+    assert not list(agent.session.directory.rglob("refinements.jsonl"))  # nothing planned
 
 
 async def test_usage_through_the_rest_route_gives_own_and_total_per_agent_of_the_tree(

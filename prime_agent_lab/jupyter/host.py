@@ -33,7 +33,13 @@ from ..core.settings import Settings
 from ..core.stop_cause import SERVER_SHUTDOWN, USER_STOP, StopCause
 from ..core.text import shorten
 from .host_branches import HostBranches
-from .host_errors import HostError, attached, http_error_text, normalize_notebook_path
+from .host_errors import (
+    HostError,
+    attached,
+    http_error_text,
+    normalize_notebook_path,
+    refuse_long_text,
+)
 from .host_harness import HostHarness
 from .live_notebook import LiveNotebook
 from .server_kernels import ServerKernels
@@ -263,14 +269,7 @@ class AgentHost(HostBranches, HostHarness):
     async def send(self, session_id: str, text: str) -> int:
         if not isinstance(text, str) or not text.strip():
             raise HostError(400, "message text is required")
-        limit = self.settings.max_message_chars
-        if len(text) > limit:
-            raise HostError(
-                413,
-                f"the message has {len(text):,} characters; the limit is {limit:,} "
-                f"({self.settings.spell('max_message_chars')}). Put long input in a file or a "
-                "variable and ask the agent to read it.",
-            )
+        refuse_long_text(text, self.settings, "message")
         agent = self.agent(session_id)
         if agent.running:
             raise HostError(409, "the agent is already working on a turn; stop it or wait")

@@ -11,6 +11,7 @@ from typing import Any
 from tornado import web
 
 from ..core.agent import Agent
+from ..core.settings import Settings
 from ..core.text import shorten
 
 
@@ -19,6 +20,18 @@ class HostError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def refuse_long_text(text: str, settings: Settings, what: str) -> None:
+    """A 413 for text over `max_message_chars`: a chat message, `/refine` instructions."""
+    limit = settings.max_message_chars
+    if len(text) > limit:
+        raise HostError(
+            413,
+            f"the {what} has {len(text):,} characters; the limit is {limit:,} "
+            f"({settings.spell('max_message_chars')}). Put long input in a file or a "
+            "variable and ask the agent to read it.",
+        )
 
 
 def normalize_notebook_path(path: str) -> str:

@@ -11,14 +11,16 @@ from typing import Any
 from ..core.harness.refiner import RefineError, Refiner
 from ..core.runtime import AgentRuntime
 from ..core.sessions import SessionRepository
+from ..core.settings import Settings
 from ..core.text import shorten
 from ..core.wire import TrustState
-from .host_errors import HostError, attached
+from .host_errors import HostError, attached, refuse_long_text
 
 
 class HostHarness:
     runtime: AgentRuntime
     repository: SessionRepository
+    settings: Settings
 
     def _refiner(self, session_id: str) -> Refiner:
         agent = attached(self.runtime.agents, session_id)
@@ -29,6 +31,7 @@ class HostHarness:
 
     def refine(self, session_id: str, instructions: str | None, global_: bool) -> dict[str, Any]:
         """`/refine`: plan a refinement in the background; it applies at a turn boundary."""
+        refuse_long_text(instructions or "", self.settings, "refinement's instructions")
         with _refine_errors():
             return self._refiner(session_id).schedule(instructions, global_, trigger="user")
 
