@@ -47,8 +47,10 @@ def session_entries(directory: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()[1:] if line]
 
 
-def popen_cli(cwd: Path, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
-    env = dict(os.environ)
+def popen_cli(
+    cwd: Path, *args: str, env_extra: dict[str, str] | None = None, **kwargs: Any
+) -> subprocess.Popen[str]:
+    env = {**os.environ, **(env_extra or {})}
     env["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT), str(ROOT / "kernel_ext"), env.get("PYTHONPATH", "")]
     )
@@ -433,6 +435,8 @@ def test_lab_prints_the_demo_notebooks_url_and_does_not_ask_about_news(tmp_path:
         f"--port={port}",
         "--ServerApp.ip=127.0.0.1",
         start_new_session=True,
+        # this user's own JupyterLab settings (an answered news prompt) are not the question
+        env_extra={"JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "user-settings")},
     )
     assert process.stderr is not None
     lines: list[str] = []
