@@ -404,10 +404,11 @@ def _error_text(exc: BaseException) -> str:
     """One line for the user: the message of our own errors, a plain sentence for a full disk,
     the exception's type and message for anything else."""
     from .adapters.file_notebook import NotebookNotSaved
+    from .adapters.model_choice import ProviderUnavailable
     from .core.sessions import SessionWriteError
     from .core.whole_writes import is_disk_full
 
-    own = (SessionWriteError, NotebookNotSaved, UnreadableFile)
+    own = (SessionWriteError, NotebookNotSaved, UnreadableFile, ProviderUnavailable)
     if isinstance(exc, own) or str(exc).startswith("cannot"):
         return str(exc)
     if isinstance(exc, OSError) and is_disk_full(exc):

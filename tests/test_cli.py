@@ -343,3 +343,10 @@ def test_agents_that_keep_messaging_each_other_are_stopped_at_the_turn_limit(
     end = json_lines(done.stdout)[-1]
     assert end["ok"] is False
     assert "ran 4 turns in this run (--max-turns)" in end["error"]
+
+
+def test_a_script_that_cannot_be_read_is_one_plain_line(tmp_path: Path) -> None:
+    done = cli(tmp_path, "run", "--script", str(tmp_path / "nowhere.json"), "hi")
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert lines == [f"prime-agent-lab: the script file {tmp_path / 'nowhere.json'} is missing"]

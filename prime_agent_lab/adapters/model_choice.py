@@ -11,6 +11,11 @@ from ..core.settings import Settings
 from ..providers import make_provider
 
 
+class ProviderUnavailable(ValueError):
+    """A provider that cannot be made as configured (an unknown name, an unreadable script):
+    its message is a sentence for the user."""
+
+
 class ModelChoice:
     def __init__(
         self,
@@ -29,16 +34,19 @@ class ModelChoice:
     def make(self, provider: str, model: str | None) -> ModelProvider:
         """A provider `provider` on `model` (None: its default), configured by the settings."""
         settings = self._settings()
-        return make_provider(
-            provider,
-            model,
-            held_keys=self._keys,
-            script_path=settings.script_path,
-            stream=settings.stream,
-            timeout=settings.request_timeout,
-            fenced_code=settings.fenced_code_fallback,
-            step_delay=settings.step_delay,
-        )
+        try:
+            return make_provider(
+                provider,
+                model,
+                held_keys=self._keys,
+                script_path=settings.script_path,
+                stream=settings.stream,
+                timeout=settings.request_timeout,
+                fenced_code=settings.fenced_code_fallback,
+                step_delay=settings.step_delay,
+            )
+        except ValueError as exc:
+            raise ProviderUnavailable(str(exc)) from None
 
     def configured(self) -> ModelProvider:
         """The provider and model the settings name (the provider's default model if none)."""

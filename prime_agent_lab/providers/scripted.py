@@ -118,7 +118,7 @@ def load_script(path: str | Path) -> Script:
     try:
         data = read_json(path, MAX_SCRIPT_BYTES)
     except UnreadableFile as exc:
-        raise ValueError(f"Cannot read script {exc}") from None
+        raise ValueError(f"the script file {exc}") from None
     return _parse_script(data, path)
 
 
