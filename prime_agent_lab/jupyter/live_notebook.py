@@ -34,6 +34,7 @@ from pycrdt import Array, Map, Text
 from ..adapters.output_cap import NotebookOutputCap
 from ..core.branching import OTHER_BRANCH, mark_cell
 from ..core.output_fold import Appended, Change, OutputFold, Replaced, StreamExtended
+from ..core.overwrites import overwritten
 from ..core.ports import NotebookUnavailable, OutputEvent
 
 __all__ = ["ORIGIN", "LiveCellWriter", "LiveNotebook", "NotebookUnavailable"]
@@ -302,8 +303,15 @@ def _reloading(room: Any) -> bool:
 
 def _youtput(output: dict[str, Any]) -> Map:
     if output.get("output_type") == "stream":
-        return Map({**output, "text": Text(str(output.get("text", "")))})
+        return Map({**output, "text": Text(overwritten(str(output.get("text", ""))))})
     return Map(dict(output))
+
+
+def _as_stored(output: dict[str, Any]) -> dict[str, Any]:
+    """An output of the fold as the live document holds it (`_youtput`), for comparing."""
+    if output.get("output_type") == "stream":
+        return {**output, "text": overwritten(str(output.get("text", "")))}
+    return output
 
 
 def _is_blank_code_cell(ycell: Map) -> bool:
@@ -489,7 +497,7 @@ class LiveCellWriter:
         return None
 
     def _write_all(self, ycell: Map) -> None:
-        wanted = self._fold.outputs()
+        wanted = [_as_stored(o) for o in self._fold.outputs()]
         outputs = ycell.get("outputs")
         if not isinstance(outputs, Array):
             ycell["outputs"] = outputs = Array()
@@ -559,9 +567,20 @@ def _append_stream_text(ycell: Map, name: str, text: str) -> None:
             shared = last["text"]
             if isinstance(shared, Text):
                 # Bind first: `last["text"] += s` would write the Text back and empty it.
-                shared += text
+                if _overwrites(shared, text):  # as JupyterLab keeps it: the bar's last state
+                    resolved = overwritten(str(shared) + text)
+                    del shared[:]
+                    shared += resolved
+                else:
+                    shared += text
                 return
-    outputs.append(Map({"output_type": "stream", "name": name, "text": Text(text)}))
+    outputs.append(Map({"output_type": "stream", "name": name, "text": Text(overwritten(text))}))
+
+
+def _overwrites(shared: Text, text: str) -> bool:
+    """Whether appending `text` changes what is already there: it holds a backspace or a
+    carriage return, or the shared text ends with a carriage return still to apply."""
+    return "\r" in text or "\x08" in text or (len(shared) > 0 and shared[len(shared) - 1 :] == "\r")
 
 
 def _mark_finished(ycell: Map, execution_count: int | None) -> None:
