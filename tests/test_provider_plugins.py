@@ -315,3 +315,14 @@ def _turn_ended(base: Path, session_id: str) -> bool:
         return bool(turn_ends(base, session_id))
     except FileNotFoundError:
         return False
+
+
+def test_another_packages_provider_under_a_built_in_name_is_ignored_and_the_built_in_stays() -> (
+    None
+):
+    found = discover(
+        extra=[EntryPoint("scripted", "tests.provider_plugin.plugged_provider:PLUGIN", GROUP)]
+    )
+    assert found.find("scripted").default_model == "demo"  # the built-in, not the plugin
+    assert "ignored: the name is built in" in found.problems["scripted"]
+    assert "tests.provider_plugin.plugged_provider:PLUGIN" in found.problems["scripted"]

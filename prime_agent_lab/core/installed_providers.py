@@ -85,7 +85,9 @@ def discover(extra: Iterable[EntryPoint] = ()) -> InstalledProviders:
     """Load the providers the installed entry points of GROUP declare, and `extra` ones (tests
     pass entry points of their own). An entry point that fails to load, that is not a
     `ProviderPlugin`, whose name differs from the declaration's or that two distributions
-    declare is not used; `problems` says why, and choosing it by name reports that."""
+    declare is not used; `problems` says why, and choosing it by name reports that. Another
+    package's provider under a built-in name is ignored (and said in `problems`): the built-in
+    stays usable."""
     points: dict[str, list[EntryPoint]] = {}
     for point in [*_installed_entry_points(), *extra]:
         points.setdefault(point.name.strip().lower(), []).append(point)
@@ -93,6 +95,11 @@ def discover(extra: Iterable[EntryPoint] = ()) -> InstalledProviders:
     problems: dict[str, str] = {}
     for name in sorted(points):
         found = points[name]
+        ours = [p for p in found if p.value.startswith(f"{__package__.split('.')[0]}.")]
+        if ours and len(found) > len(ours):  # a built-in's name is not another package's to take
+            others = " and ".join(f"{p.value} ({_distribution(p)})" for p in found if p not in ours)
+            problems[name] = f"also declared by {others}, which is ignored: the name is built in"
+            found = ours
         if len({p.value for p in found}) > 1:
             where = " and ".join(f"{p.value} ({_distribution(p)})" for p in found)
             problems[name] = f"declared more than once: {where}"
