@@ -138,6 +138,12 @@ def test_cost_adds_each_calls_list_price_and_is_unknown_when_one_model_has_none(
     assert report["cost_total"] == pytest.approx(4.8 + 0.56)
     assert report["usage_total"]["input_tokens"] == 2_000_000
 
+    tree.family.mark_deleted(priced.session_id, repository.directory(priced.session_id))
+    after = usage_report(tree, root.session_id)
+    assert after["usage_total"] == report["usage_total"]  # what it spent stays spent
+    assert after["cost_total"] == report["cost_total"]
+    assert [(c["name"], c["status"]) for c in after["children"]] == [("cheap", "deleted")]
+
     with_calls(repository.load(priced.session_id), ("openai", "local-llama", {"input_tokens": 5}))
     report = usage_report(tree, root.session_id)
     assert report["children"][0]["cost"] is None

@@ -158,13 +158,16 @@ class Family:
             found = self._members.get(session_id)
         return found if found is not None and session_id not in self._deleted else None
 
-    def children(self, session_id: str) -> list[Member]:
+    def children(self, session_id: str, deleted: bool = False) -> list[Member]:
+        """The direct children of `session_id`, oldest first; with `deleted`, those taken out
+        of the tree too (what they spent still counts)."""
         self.refresh()
         return sorted(
             (
                 m
                 for m in self._members.values()
-                if m.parent_session_id == session_id and m.session_id not in self._deleted
+                if m.parent_session_id == session_id
+                and (deleted or m.session_id not in self._deleted)
             ),
             key=lambda m: m.created,
         )

@@ -92,8 +92,13 @@ def _node(
 ) -> AgentUsage:
     calls, tokens, cost = _tally(session) if session is not None else (0, {}, 0.0)
     children = []
-    for member in runtime.family.children(session_id):
-        child_status = runtime.child_status(member.session_id)
+    family = runtime.family
+    for member in family.children(session_id, deleted=True):  # what was spent stays spent
+        child_status = (
+            "deleted"
+            if family.is_deleted(member.session_id)
+            else runtime.child_status(member.session_id)
+        )
         child_session = _session(runtime, member.session_id)
         children.append(_node(runtime, member.session_id, child_session, member.name, child_status))
     total = dict(tokens)
