@@ -200,6 +200,9 @@ async def test_fork_makes_a_valid_notebook_and_a_session_that_continues_on_a_fre
         (host.repository.directory(fork["session_id"]) / "session.jsonl").read_text().split("\n")[0]
     )
     assert header["forked_from"] == fork["forked_from"]
+    records = (host.repository.directory(fork["session_id"]) / "session.jsonl").read_text()
+    kinds = [json.loads(line).get("kind") for line in records.splitlines()[1:]]
+    assert header["copied_entries"] == kinds.index("forked")  # the copies come first
 
     forked = await host.attach(fork["notebook_path"], session_id=fork["session_id"])
     assert forked.kernel.kernel_id != agent.kernel.kernel_id  # its own, fresh kernel

@@ -155,3 +155,29 @@ def test_usage_of_a_session_that_does_not_exist_is_a_lookup_error(tmp_path: Path
     tree = StoredTree(SessionRepository(tmp_path / "sessions"))
     with pytest.raises(LookupError, match="no session"):
         usage_report(tree, "nosuchsession")
+
+
+def test_a_fork_counts_only_the_calls_it_made_itself(tmp_path: Path) -> None:
+    repository = SessionRepository(tmp_path / "sessions")
+    calls = {"input_tokens": 100, "output_tokens": 10}
+    origin = with_calls(
+        repository.create(notebook_path="a.ipynb", provider="scripted", model="demo"),
+        ("scripted", "demo", calls),
+        ("scripted", "demo", calls),
+    )
+    fork = repository.create(
+        notebook_path="a-fork-1.ipynb",
+        provider="scripted",
+        model="demo",
+        forked_from={"session_id": origin.session_id, "entry_id": origin.entries[-1]["id"]},
+        copied_entries=len(origin.entries),
+    )
+    fork.adopt(origin.entries)  # as core/branching.py copies them: ids and times kept
+    with_calls(fork, ("scripted", "demo", {"input_tokens": 7, "output_tokens": 1}))
+    tree = StoredTree(repository)
+
+    report = usage_report(tree, fork.session_id)
+
+    assert report["calls"] == 1
+    assert report["usage"] == {"input_tokens": 7, "output_tokens": 1}
+    assert usage_report(tree, origin.session_id)["calls"] == 2

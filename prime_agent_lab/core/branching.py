@@ -358,6 +358,7 @@ async def write_copy(
         "provider": provider,
         "model": model,
         plan.origin_key: origin,
+        "copied_entries": len(plan.entries),  # the first ones: the origin's, not its own
     }
     session = SessionLog.create(repository.directory(session_id), header)
     session.adopt(plan.entries)

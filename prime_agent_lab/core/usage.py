@@ -58,7 +58,7 @@ def _tally(session: SessionLog) -> tuple[int, dict[str, int], float | None]:
     """(calls, tokens, cost) of the session's model calls."""
     calls, tokens, cost = 0, {}, 0.0
     priced = True
-    for entry in session.entries:
+    for entry in session.entries[_copied(session) :]:  # a copy's calls were its origin's
         usage = entry.get("usage")
         if entry["type"] != "assistant_message" or not isinstance(usage, dict):
             continue
@@ -72,6 +72,12 @@ def _tally(session: SessionLog) -> tuple[int, dict[str, int], float | None]:
         else:
             cost += price.of(usage)
     return calls, tokens, cost if priced else None
+
+
+def _copied(session: SessionLog) -> int:
+    """How many of a fork's or a clone's first entries it copied from its origin."""
+    count = session.header.get("copied_entries")
+    return count if isinstance(count, int) and count > 0 else 0
 
 
 def usage_report(runtime: TreeRuntime, session_id: str) -> AgentUsage:
