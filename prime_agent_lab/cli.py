@@ -373,7 +373,8 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         if stopped is not None:
             error = stopped
         elif outcome is not None:
-            error = outcome.error or f"the turn ended with {outcome.stop_reason}"
+            limit = outcome.final_text if outcome.stop_reason == "max_iterations" else ""
+            error = outcome.error or limit or f"the turn ended with {outcome.stop_reason}"
     if unsaved is not None:
         ok, error = False, "; ".join(e for e in (error, unsaved) if e)
     if error and run.snapshot_failures:  # the same cause, most often: one line says both

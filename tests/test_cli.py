@@ -350,3 +350,14 @@ def test_a_script_that_cannot_be_read_is_one_plain_line(tmp_path: Path) -> None:
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert lines == [f"prime-agent-lab: the script file {tmp_path / 'nowhere.json'} is missing"]
+
+
+def test_a_run_cut_by_the_iteration_limit_names_the_flag_that_sets_it(
+    tmp_path: Path, agent_script: Any
+) -> None:
+    script = agent_script([{"code": "x = 1"}, {"code": "x = 2"}, {"text": "never"}])
+    done = cli(tmp_path, "run", "--script", script, "--max-iterations", "2", "go")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "prime-agent-lab: Stopped after 2 model calls in one turn (--max-iterations)."
+    )
