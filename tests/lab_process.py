@@ -216,3 +216,26 @@ def shutdown(server: LabServer) -> None:
             os.killpg(process.pid, sig)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=grace)
+
+
+def server_exit(root: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """Run `jupyter server` in `root` with `options` until it exits (a server that refuses to
+    start); its return code and output. One that starts runs into the timeout."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "server",
+            "--no-browser",
+            "--ServerApp.port=0",
+            "--ServerApp.allow_root=True",
+            f"--ServerApp.root_dir={root}",
+            *options,
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "JUPYTER_RUNTIME_DIR": str(root / "runtime")},
+    )

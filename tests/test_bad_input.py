@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +10,7 @@ import nbformat
 import pytest
 
 from .conftest import read_saved_notebook, run_turn, use_script, wait_for
+from .lab_process import server_exit
 from .test_server_e2e import live_agent_cells
 
 
@@ -196,24 +194,7 @@ async def test_provider_error_that_is_not_retryable_ends_the_turn_and_keeps_the_
 
 
 def test_unknown_provider_name_stops_the_server_at_start(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jupyter",
-            "server",
-            "--no-browser",
-            "--ServerApp.port=0",
-            "--ServerApp.allow_root=True",
-            f"--ServerApp.root_dir={tmp_path}",
-            "--PrimeAgentLab.provider=bogus",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")},
-    )
+    done = server_exit(tmp_path, "--PrimeAgentLab.provider=bogus")
     assert done.returncode == 1
     assert "Prime Agent Lab cannot start: Unknown model provider 'bogus'" in done.stderr
     assert "anthropic, openai, scripted" in done.stderr

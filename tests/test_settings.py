@@ -6,10 +6,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +31,7 @@ from prime_agent_lab.core.settings import (
 from prime_agent_lab.headless import HeadlessRun
 from prime_agent_lab.jupyter.app import PrimeAgentLab
 
+from .lab_process import server_exit
 from .test_cli import cli, json_lines
 from .test_core import ListProvider, call, make_agent
 
@@ -316,29 +314,8 @@ def test_the_cli_refuses_an_out_of_bounds_flag_before_running(
     )
 
 
-def _server_with(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jupyter",
-            "server",
-            "--no-browser",
-            "--ServerApp.port=0",
-            "--ServerApp.allow_root=True",
-            f"--ServerApp.root_dir={tmp_path}",
-            *options,
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")},
-    )
-
-
 def test_a_server_with_an_out_of_bounds_setting_stops_at_start_naming_it(tmp_path: Path) -> None:
-    done = _server_with(tmp_path, "--PrimeAgentLab.cell_timeout=-5")
+    done = server_exit(tmp_path, "--PrimeAgentLab.cell_timeout=-5")
     assert done.returncode == 1
     assert (
         "Prime Agent Lab cannot start: c.PrimeAgentLab.cell_timeout must be a positive number, "
@@ -351,7 +328,7 @@ def test_a_server_with_a_setting_of_the_wrong_type_stops_at_start_naming_it(
 ) -> None:
     """jupyter_server logs a failed extension link and goes on; the agent would run on the
     defaults (the demo model instead of the one asked for)."""
-    done = _server_with(tmp_path, "--PrimeAgentLab.model=foo", "--PrimeAgentLab.output_cap=1.5")
+    done = server_exit(tmp_path, "--PrimeAgentLab.model=foo", "--PrimeAgentLab.output_cap=1.5")
     assert done.returncode == 1, done.stderr[-2000:]
     assert "Prime Agent Lab cannot start: c.PrimeAgentLab: The 'output_cap' trait" in done.stderr
     assert "Traceback" not in done.stderr
