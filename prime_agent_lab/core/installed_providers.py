@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from importlib import metadata
 from importlib.metadata import EntryPoint
 from pathlib import Path
+from typing import TypeVar
 
 from .ports import DEFAULT_CONTEXT_WINDOW, Price, ProviderPlugin
 
+V = TypeVar("V")
 GROUP = "prime_agent_lab.providers"
 DISTRIBUTION = "prime-agent-lab"
 CHECKOUT_PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
@@ -61,13 +63,9 @@ class InstalledProviders:
         chosen = self.plugins.get((provider or vendor).strip().lower())
         candidates = [chosen] if chosen is not None else list(self.plugins.values())
         name = bare.lower()
-        best: tuple[int, int] | None = None  # (prefix length, window)
-        for plugin in candidates:
-            for prefix, window in plugin.context_windows.items():
-                if name.startswith(prefix.lower()) and (best is None or len(prefix) > best[0]):
-                    best = (len(prefix), window)
-        if best is not None:
-            return best[1]
+        found = [m for p in candidates if (m := _longest_prefix(p.context_windows, name))]
+        if found:
+            return max(found, key=lambda match: match[0])[1]
         return chosen.default_context_window if chosen is not None else DEFAULT_CONTEXT_WINDOW
 
     def price(self, provider: str, model: str) -> Price | None:
@@ -76,9 +74,16 @@ class InstalledProviders:
         plugin = self.plugins.get(provider.strip().lower())
         if plugin is None:
             return None
-        name = model.rpartition("/")[2].lower()
-        known = [prefix for prefix in plugin.prices if name.startswith(prefix)]
-        return plugin.prices[max(known, key=len)] if known else None
+        match = _longest_prefix(plugin.prices, model.rpartition("/")[2].lower())
+        return match[1] if match else None
+
+
+def _longest_prefix(table: Mapping[str, V], name: str) -> tuple[int, V] | None:
+    """(length, value) of the longest prefix of `name` in `table` (any case), else None."""
+    known = [
+        (len(prefix), value) for prefix, value in table.items() if name.startswith(prefix.lower())
+    ]
+    return max(known, key=lambda match: match[0]) if known else None
 
 
 def discover(extra: Iterable[EntryPoint] = ()) -> InstalledProviders:
