@@ -116,8 +116,9 @@ class AgentHooks:
     - `prompt_version`: the harness version that prompt was built from, recorded on each
       `assistant_message` (None: not recorded);
     - `should_continue`: after an answer without tool calls and an empty inbox, whether the turn
-      goes on (the continue-or-stop policy: goals, autonomous runs); it may wait (for children,
-      a user's cell) and puts what the model should read next into the inbox;
+      goes on (the continue-or-stop policy: goals, autonomous runs, `core/continuation.py`); it
+      may wait (for children, a user's cell) and records what the model reads next
+      (`Agent.continue_with`); the model-call count of `max_iterations` starts again after it;
     - `turn_ended`: called once the turn's task is done (the agent is no longer running), for
       what comes after a turn (follow-up messages, notices to a parent);
     - `before_turn`: awaited before the turn's message is recorded (a kernel snapshot that is
@@ -340,15 +341,20 @@ class Agent:
         try:
             if unwritten is not None:
                 raise unwritten
-            for _ in range(self.config.max_iterations):
+            calls = 0  # model calls since the turn began or a continuer kept it going
+            while calls < self.config.max_iterations:
+                calls += 1
                 await self.hooks.before_model_call(self, turn)
                 self._take_inbox(turn)
                 context = await self.hooks.transform_context(self, turn)
                 response = await self._call_model(turn, context)
                 if not response.tool_calls:
-                    if self._take_inbox(turn) or await self.hooks.should_continue(
+                    if self._take_inbox(turn):
+                        continue
+                    if await self.hooks.should_continue(
                         self, TurnOutcome(turn, "end_turn", response.text)
                     ):
+                        calls = 0
                         continue
                     stop_reason, final_text = "end_turn", response.text
                     break
@@ -614,6 +620,13 @@ class Agent:
             self.notice(RESTART_NOTICE_KINDS[result.restarted], restart_note, turn=turn)
         if restored is not None:
             self.notice(*restored.notice, turn=turn)
+
+    def continue_with(self, text: str, reason: str, summary: str) -> None:
+        """What the model reads next in a turn a continuer keeps going (`should_continue`):
+        recorded as a `continuation` entry, shown in the chat as one notice line."""
+        turn = self.current_turn
+        self.session.append("continuation", turn=turn, text=text, reason=reason, summary=summary)
+        self.events.emit("notice", turn=turn, kind="continuation", text=summary, reason=reason)
 
     def notice(self, kind: str, text: str, turn: int | None = None) -> None:
         """Something the user must know that is not an error (a kernel restart, ...)."""

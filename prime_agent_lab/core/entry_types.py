@@ -136,6 +136,11 @@ NOTICE_KINDS: dict[str, NoticeKindSpec] = {
     "session_trusted": NoticeKindSpec(
         "the user trusted them and they now load", for_the_user_only=True
     ),
+    "continuation": NoticeKindSpec(
+        "the harness kept the turn going after the model answered (an active goal, an "
+        "autonomous run's gate or budget); the text is the line the chat shows, the model "
+        "reads the `continuation` entry's own text"
+    ),
     "session_unreadable": NoticeKindSpec(
         "a newer session of this notebook is damaged and was skipped (the text names it and "
         "why), so this is another session",
@@ -246,6 +251,30 @@ AGENT_MESSAGE = EntryType(
     summarised=_message_lines,
     chat=_agent_message_chat,
     chat_items=("agent_message",),
+    in_history=always,
+)
+
+
+CONTINUATION = EntryType(
+    "continuation",
+    "The harness kept a turn going after the model answered without a cell (docs/autonomy.md): "
+    "the model reads `text` at once, the chat shows `summary`.",
+    {
+        "turn": TURN,
+        "text": Field(str, "what the model reads next", required=True),
+        "reason": Field(str, "`goal`, `gate`, `autonomous` or `wrap_up`", required=True),
+        "summary": Field(str, "the one line the chat shows", required=True),
+    },
+    {
+        "turn": 2,
+        "text": "[continuation] The goal is still active. Audit every requirement ...",
+        "reason": "goal",
+        "summary": "Continuing: the goal is not complete.",
+    },
+    seen=lambda entry, in_turn: now(text_of(entry, "text")),
+    summarised=_message_lines,
+    chat=lambda entry, context: notice_item(entry, "continuation", text_of(entry, "summary")),
+    chat_items=("notice",),
     in_history=always,
 )
 
@@ -713,6 +742,7 @@ DECLARED: dict[str, EntryType] = {
         CELL_STARTED,
         TOOL_RESULT,
         AGENT_MESSAGE,
+        CONTINUATION,
         NOTICE,
         ERROR,
         TURN_END,

@@ -30,6 +30,7 @@ from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
 from .caller import CallerContext, Operation
 from .compact_ops import register_compact_operations
+from .continuation import Continuers
 from .events import Event, EventBus
 from .family import (
     SESSION_UNREADABLE,
@@ -154,6 +155,7 @@ class AgentRuntime:
             lambda: settings_of(self.settings),
         )
         register_refine_operations(self.operation, self.refiners.get)
+        self.continuers = Continuers()  # goals, autonomous runs: docs/autonomy.md
 
     # ------------------------------------------------------------ sessions and agents
 
@@ -317,6 +319,7 @@ class AgentRuntime:
             after_restart=self.snapshots.after_restart,
             before_cell=self.snapshots.before_cell,
             before_model_call=self._before_model_call,
+            should_continue=self.continuers,
         )
 
     async def _before_model_call(self, agent: Agent, turn: int) -> None:

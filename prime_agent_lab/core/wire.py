@@ -499,6 +499,8 @@ class NoticeEvent(TypedDict):
     turn: NotRequired[int]
     kind: NoticeKind
     text: str
+    reason: NotRequired[str]
+    """For a `continuation`: why the turn went on (`goal`, `gate`, `autonomous`, `wrap_up`)."""
 
 
 class NotebookMovedEvent(TypedDict):
