@@ -12,6 +12,8 @@ from jupyter_ydoc import YNotebook
 from pycrdt import Provider
 from pycrdt.websocket.websocket import HttpxWebsocket
 
+from prime_agent_lab.jupyter.live_notebook import LiveNotebook
+
 from .conftest import next_event, read_saved_notebook, run_turn, use_script, wait_for
 from .test_server_e2e import live_agent_cells, wait_for_first_cell_output
 
@@ -298,3 +300,34 @@ async def test_one_file_reached_through_a_symlink_keeps_the_agent_cells_of_both_
     assert cell_text(cells[0]).startswith("linked started\n")
     assert "linked done" in cell_text(cells[0])
     assert isinstance(cells[0]["execution_count"], int)
+
+
+class _DocumentOnly:
+    """The collaboration extension as LiveNotebook uses it, serving one document, no room."""
+
+    def __init__(self, doc: YNotebook) -> None:
+        self.doc = doc
+
+    async def get_document(
+        self, path: str, content_type: str, file_format: str, copy: bool, create: bool
+    ) -> YNotebook:
+        return self.doc
+
+
+async def test_cells_a_reload_took_away_come_back_in_turn_order_whichever_is_written_first() -> (
+    None
+):
+    doc = YNotebook()
+    doc.set({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    notebook = LiveNotebook(_DocumentOnly(doc), "order.ipynb", 10_000)
+    meta = {"prime_agent": {"session_id": "s", "turn": 1, "role": "agent"}}
+    first = await notebook.append_code_cell("print('first')", meta)
+    second = await notebook.append_code_cell("print('second')", meta)
+    with doc.ydoc.transaction():  # a reload from a file without the agent's cells
+        del doc.ycells[:]
+        doc.ycells.append(doc.create_ycell({"cell_type": "code", "source": "user", "id": "u1"}))
+    second.restore_after_reload()  # the running cell gets there first
+    first.restore_after_reload()
+    await second.settled()
+    await first.settled()
+    assert [c.get("id") for c in doc.ycells] == ["u1", first.cell_id, second.cell_id]

@@ -189,11 +189,31 @@ class LiveNotebook:
         self._current_turn = (metadata.get("prime_agent") or {}).get("turn")
         self._writers = self._guarded()  # forget cells no reload needs to bring back
         writer = LiveCellWriter(
-            doc, ycell, cell, NotebookOutputCap(self._output_cap), notice=self._notice
+            doc,
+            ycell,
+            cell,
+            NotebookOutputCap(self._output_cap),
+            notice=self._notice,
+            place=self._insert_in_order,
         )
         self._writers.append(writer)
         self._last_writer = writer
         return writer
+
+    def _insert_in_order(self, doc: Any, ycell: Map, cell_id: str) -> None:
+        """Write back a cell a reload took away: before the cells of agent writers that came
+        after it, else at the end. Each writer writes itself back when the document is free
+        (the running cell first, most often), so without this a turn's cells came back in the
+        order their writers got there."""
+        ids = [w.cell_id for w in self._writers]
+        later = set(ids[ids.index(cell_id) + 1 :]) if cell_id in ids else set()
+        cells = doc.ycells
+        if later:
+            for index in range(len(cells)):
+                if cells[index].get("id") in later:
+                    cells.insert(index, ycell)
+                    return
+        _insert_before_trailing_blank(doc, ycell)
 
     async def save(self) -> None:
         """Settle the last cell, then repair the one case the room cannot see: every tab closed
@@ -340,8 +360,12 @@ class LiveCellWriter:
         cell: dict[str, Any],
         cap: NotebookOutputCap,
         notice: Notice | None = None,
+        place: Callable[[Any, Map, str], None] | None = None,
     ) -> None:
+        """`place` puts the cell back into a document a reload took it from (default: at the
+        end, before a trailing blank cell)."""
         self._doc = doc
+        self._place = place
         self._ycell: Map | None = ycell
         self._cell = cell
         self._fold = OutputFold(admit_stream=cap.admit)
@@ -511,7 +535,10 @@ class LiveCellWriter:
 
     def _append_again(self) -> Map:
         ycell = self._doc.create_ycell(self.snapshot())
-        _insert_before_trailing_blank(self._doc, ycell)
+        if self._place is not None:
+            self._place(self._doc, ycell, self.cell_id)
+        else:
+            _insert_before_trailing_blank(self._doc, ycell)
         ycell["execution_state"] = self._state
         return ycell
 
