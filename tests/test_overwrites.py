@@ -6,7 +6,7 @@ import pytest
 from pycrdt import Array, Doc, Map
 
 from prime_agent_lab.core.overwrites import overwritten
-from prime_agent_lab.jupyter.live_notebook import _append_stream_text, _youtput
+from prime_agent_lab.jupyter.live_cell import _append_stream_text, _youtput
 
 
 @pytest.mark.parametrize(

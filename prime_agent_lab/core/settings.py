@@ -170,10 +170,7 @@ class Settings:
         above=0,
     )
     max_iterations: int = setting(
-        40,
-        """Model calls allowed in one turn before the turn is stopped; counted again from 0
-        when a goal or an autonomous run keeps the turn going (docs/autonomy.md).""",
-        min=1,
+        40, "Model calls per turn before it is stopped; counted anew after a continuation.", min=1
     )
     max_message_chars: int = setting(
         100_000,
