@@ -57,6 +57,16 @@ def _add_setting_flags(parser: argparse.ArgumentParser, names: tuple[str, ...] =
                 help=help,
             )
             continue
+        if setting.type in (tuple[str, ...], tuple[str, ...] | None):  # repeated: one per value
+            parser.add_argument(
+                *setting.flags,
+                dest=setting.name,
+                action=_AppendToTuple,
+                default=setting.default,
+                metavar=_metavar(setting),
+                help=f"{help} (repeatable)",
+            )
+            continue
         constants = setting.spec.cli_constants
         group: Any = parser.add_mutually_exclusive_group() if constants else parser
         choices = CHOICES[setting.name]() if setting.name in CHOICES else None
@@ -80,9 +90,16 @@ def _add_setting_flags(parser: argparse.ArgumentParser, names: tuple[str, ...] =
             )
 
 
+class _AppendToTuple(argparse.Action):
+    """A repeatable flag of a list setting: each use adds one value to the tuple."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        setattr(namespace, self.dest, (*(getattr(namespace, self.dest, None) or ()), values))
+
+
 def _metavar(setting: Declared) -> str:
-    """`N`, `NUMBER`, or the last word of the name (`--harness-dir DIR`)."""
-    return {int: "N", float: "NUMBER"}.get(setting.type) or setting.name.split("_")[-1].upper()
+    """`N`, `NUMBER`, or the last word of the flag (`--harness-dir DIR`)."""
+    return {int: "N", float: "NUMBER"}.get(setting.type) or setting.flags[0].split("-")[-1].upper()
 
 
 def _parser_of(name: str) -> Callable[[str], Any]:
