@@ -21,14 +21,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .core import settings
-from .core.entry_types import TOLD_AS_MESSAGES
+from .core.entry_types import TOLD_AS_MESSAGES, autonomy_line
 from .core.events import Event
+from .core.gates import parse_gate
 from .core.jsonfile import UnreadableFile
 from .core.settings import CLI, Declared, declared, help_text
 from .core.stop_cause import USER_STOP, StopCause, terminated
 from .version import __version__
 
 DEMO_NOTEBOOK = Path(__file__).parent / "demo" / "prime-agent-demo.ipynb"
+AUTONOMY_SUCCESS = ("gates_passed", "goal_complete", "continuations_used")  # exit status 0
 
 
 def _provider_choices() -> list[str]:
@@ -365,6 +367,8 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         await run.start(printer)
         if run.recovered_turn is not None:
             printer.recovered(run.recovered_turn)
+        if args.autonomous:
+            _start_autonomy(run)
         turn = asyncio.ensure_future(run.agent.run_turn(args.prompt))
         stopper.watch(run.runtime.stop_all)
         outcome = await run.settle(await turn)
@@ -386,6 +390,11 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     # A run stopped by a signal is not a success even when the root had already answered:
     # the sub-agents still working were cut.
     ok = outcome is not None and outcome.stop_reason == "end_turn" and stopped is None
+    autonomous = _autonomy_end(run) if args.autonomous and settled else None
+    if autonomous is not None:
+        ok = autonomous["reason"] in AUTONOMY_SUCCESS and stopped is None
+        if error is None and not ok and stopped is None:
+            error = f"the {autonomous['line']}"
     if error is None and not ok:
         if stopped is not None:
             error = stopped
@@ -408,6 +417,12 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     }
     if error:
         record["error"] = error
+    if autonomous is not None:
+        record["reason"], record["autonomy"] = autonomous["reason"], autonomous["used"]
+    elif args.autonomous:
+        record["reason"] = "stopped" if stopped is not None else "error"
+    if autonomous is not None and args.mode == "text" and ok:
+        printer.text(f"\n{autonomous['line']}")
     if args.mode == "json":
         printer.emit(record)
     if error:
@@ -416,6 +431,38 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     elif args.mode == "text":
         printer.text(f"\nnotebook: {record['notebook']}\nsession: {record['session_dir']}\n")
     return 0 if ok else 1
+
+
+def _start_autonomy(run: Any) -> None:
+    """The task runs as an autonomous run with the flags' budgets and gates (not recorded in
+    the session: a later run without the flags is not autonomous)."""
+    from .core.autonomy import Budgets
+
+    settings = run.settings
+    run.runtime.autonomy.configure(
+        run.agent,
+        True,
+        Budgets.of(settings),
+        list(settings.autonomous_gates),
+        persist=False,
+    )
+
+
+def _autonomy_end(run: Any) -> dict[str, Any] | None:
+    """How the autonomous run ended: its reason, what it used and the line that says so."""
+    autonomy = run.runtime.autonomy
+    ended = autonomy.run(run.agent.session_id)
+    if ended is None or not ended.ended:
+        return None
+    entry = run.agent.session.last_of("autonomy")
+    used = dict(entry.get("used") or {}) if entry is not None else {}
+    budgets = ended.config.budgets
+    line = (
+        f"{autonomy_line(entry) if entry is not None else 'autonomous run ended'} "
+        f"(reason {ended.reason}; budgets {budgets.max_turns} turns, {budgets.max_tokens:,} "
+        f"tokens, {budgets.timeout_minutes:g} min)"
+    )
+    return {"reason": ended.reason, "used": used, "line": line[0].lower() + line[1:]}
 
 
 def _error_text(exc: BaseException) -> str:
@@ -508,6 +555,14 @@ def main(argv: list[str] | None = None) -> int:
         return _lab(args, extra)
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    words = sys.argv[1:] if argv is None else argv
+    if any(word.startswith("--autonomous-") for word in words):
+        args.autonomous = True  # any --autonomous-* flag turns it on
+    for gate in args.autonomous_gates:
+        try:
+            parse_gate(gate)
+        except (ValueError, SyntaxError) as exc:
+            parser.error(f"--autonomous-gate {gate!r}: {exc}")
     if args.resume_session is not None:
         if args.session is not None or args.resume:
             parser.error("--resume SESSION cannot be combined with --session or --continue")

@@ -80,6 +80,7 @@ class HeadlessRun:
         self.choice = ModelChoice(lambda: self.settings, keys or {})
         environment = HostEnvironment(self.fleet, self.choice, self.notebooks)
         self.runtime = AgentRuntime(self.repository, environment, self.settings)
+        self.runtime.autonomy.root = cwd  # gates run in the run's folder
         self.fleet.serve(self.runtime)
         self.runtime.start()  # messages queued by an earlier run wait again
 

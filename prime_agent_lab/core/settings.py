@@ -349,7 +349,7 @@ class Settings:
         20.0, "Minutes after an auto-refine review before the next one may run.", min=0
     )
 
-    # ------------------------------------------------------------ autonomous runs (docs/autonomy.md)
+    # ------------------------------------------------------------ autonomy (docs/autonomy.md)
     autonomous: bool = setting(
         False,
         """Run each task as an autonomous run: the agent keeps going (no human is available)
