@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .core import settings
-from .core.entry_types import TOLD_AS_MESSAGES, autonomy_line
+from .core.entry_types import TOLD_AS_MESSAGES
 from .core.events import Event
 from .core.gates import parse_gate
 from .core.jsonfile import UnreadableFile
@@ -368,7 +368,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         if run.recovered_turn is not None:
             printer.recovered(run.recovered_turn)
         if args.autonomous:
-            _start_autonomy(run)
+            run.start_autonomy()
         turn = asyncio.ensure_future(run.agent.run_turn(args.prompt))
         stopper.watch(run.runtime.stop_all)
         outcome = await run.settle(await turn)
@@ -390,7 +390,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     # A run stopped by a signal is not a success even when the root had already answered:
     # the sub-agents still working were cut.
     ok = outcome is not None and outcome.stop_reason == "end_turn" and stopped is None
-    autonomous = _autonomy_end(run) if args.autonomous and settled else None
+    autonomous = run.autonomy_end() if args.autonomous and settled else None
     if autonomous is not None:
         ok = autonomous["reason"] in AUTONOMY_SUCCESS and stopped is None
         if error is None and not ok and stopped is None:
@@ -431,38 +431,6 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     elif args.mode == "text":
         printer.text(f"\nnotebook: {record['notebook']}\nsession: {record['session_dir']}\n")
     return 0 if ok else 1
-
-
-def _start_autonomy(run: Any) -> None:
-    """The task runs as an autonomous run with the flags' budgets and gates (not recorded in
-    the session: a later run without the flags is not autonomous)."""
-    from .core.autonomy import Budgets
-
-    settings = run.settings
-    run.runtime.autonomy.configure(
-        run.agent,
-        True,
-        Budgets.of(settings),
-        list(settings.autonomous_gates),
-        persist=False,
-    )
-
-
-def _autonomy_end(run: Any) -> dict[str, Any] | None:
-    """How the autonomous run ended: its reason, what it used and the line that says so."""
-    autonomy = run.runtime.autonomy
-    ended = autonomy.run(run.agent.session_id)
-    if ended is None or not ended.ended:
-        return None
-    entry = run.agent.session.last_of("autonomy")
-    used = dict(entry.get("used") or {}) if entry is not None else {}
-    budgets = ended.config.budgets
-    line = (
-        f"{autonomy_line(entry) if entry is not None else 'autonomous run ended'} "
-        f"(reason {ended.reason}; budgets {budgets.max_turns} turns, {budgets.max_tokens:,} "
-        f"tokens, {budgets.timeout_minutes:g} min)"
-    )
-    return {"reason": ended.reason, "used": used, "line": line[0].lower() + line[1:]}
 
 
 def _error_text(exc: BaseException) -> str:
