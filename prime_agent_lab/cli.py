@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .core import settings
+from .core.autonomy import SUCCESS as AUTONOMY_SUCCESS
 from .core.entry_types import TOLD_AS_MESSAGES
 from .core.events import Event
 from .core.gates import parse_gate
@@ -30,7 +31,6 @@ from .core.stop_cause import USER_STOP, StopCause, terminated
 from .version import __version__
 
 DEMO_NOTEBOOK = Path(__file__).parent / "demo" / "prime-agent-demo.ipynb"
-AUTONOMY_SUCCESS = ("gates_passed", "goal_complete", "continuations_used")  # exit status 0
 
 
 def _provider_choices() -> list[str]:
@@ -392,7 +392,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     ok = outcome is not None and outcome.stop_reason == "end_turn" and stopped is None
     autonomous = run.autonomy_end() if args.autonomous and settled else None
     if autonomous is not None:
-        ok = autonomous["reason"] in AUTONOMY_SUCCESS and stopped is None
+        ok = autonomous["reason"] in AUTONOMY_SUCCESS and stopped is None  # exit status 0
         if error is None and not ok and stopped is None:
             error = f"the {autonomous['line']}"
     if error is None and not ok:

@@ -4,12 +4,16 @@ and a real kernel: gates, the workspace fingerprint, budgets, `run_end.reason` a
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from .test_cli import cli, json_lines
+from .test_cli import ROOT, cli, json_lines
+from .test_gates import _gone_soon
 
 NEVER_ENDING = {"turns": [{"text": "Working.", "code": "x = 1"}] * 200}
 
@@ -214,3 +218,33 @@ def test_the_token_budget_counts_a_sub_agents_tokens(tmp_path: Path) -> None:
         for e in _entries(folder, end, "assistant_message")
     )
     assert own < 12000, "the parent alone stayed under the budget: the child's tokens counted"
+
+
+def test_ctrl_c_during_a_gate_kills_the_gate_s_tree_and_the_run_ends_stopped(
+    tmp_path: Path,
+) -> None:
+    folder = _work(tmp_path)
+    sleeper = tmp_path / "sleeper.pid"
+    gate = f"sleep 300 & echo $! > {sleeper}; wait"
+    env = {**os.environ}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "kernel_ext")])
+    script = _script(folder, {"turns": [{"text": "Done."}]})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "prime_agent_lab.cli", "run", "--mode", "json",
+         "--script", str(script), "--autonomous-gate", gate, "go"],
+        cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not sleeper.exists() or not sleeper.read_text().strip():
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 1, stderr
+    end = json_lines(stdout)[-1]
+    assert (end["reason"], end["error"]) == ("stopped", "stopped by SIGINT")
+    assert _gone_soon(int(sleeper.read_text()))
+    assert not [r for r in json_lines(stdout) if r["type"] == "gate_run"], "a cut gate is no result"

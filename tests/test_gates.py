@@ -185,3 +185,26 @@ def test_outside_git_every_file_counts_and_hashing_stops_at_the_cap(tmp_path: Pa
     assert second != first
     capped = workspace_fingerprint(tmp_path, cap=5)
     assert capped.note is not None and "1 files past" in capped.note
+
+
+def test_a_walk_stops_past_the_file_limit_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("prime_agent_lab.core.fingerprint.MAX_FILES", 3)
+    for index in range(5):
+        (tmp_path / f"f{index}.txt").write_text(str(index))
+    found = workspace_fingerprint(tmp_path)
+    assert found.note == "files past the first 3 were not compared"
+
+
+def test_a_process_that_left_the_gate_s_session_cannot_hold_the_gate_open(tmp_path: Path) -> None:
+    pidfile = tmp_path / "escaped.pid"
+    started = time.monotonic()
+    result = _run(f"setsid sleep 60 & echo $! > {pidfile}; echo hi", tmp_path, timeout=30)
+    try:
+        assert time.monotonic() - started < 20
+        assert result.exit_status == 0
+        assert result.output.startswith("hi\n")
+        assert "a process the gate started holds it" in result.output
+    finally:
+        os.kill(int(pidfile.read_text()), 9)

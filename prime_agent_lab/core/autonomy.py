@@ -458,9 +458,12 @@ class Autonomy:
             f"(exit status {status}; failed attempt {record.failures} of {retries})."
         )
         if result is _UNCHANGED:
+            compared = record.failed_at.note if record.failed_at is not None else None
             head += (
                 " It was not run again: the workspace is unchanged since the failed run, so it "
-                "would fail the same way. Its output then:"
+                "would fail the same way"
+                + (f" ({compared})" if compared else "")
+                + ". Its output then:"
             )
         else:
             head += " Its output:"

@@ -6,7 +6,8 @@ size and content hash. The harness's own files are left out: `.prime-agent/` (th
 changes every turn), the run's notebook and its sub-agents' folder (agent cells are the record of
 the work, not the work), `.ipynb_checkpoints` and `.git`. Otherwise a failed gate would always
 count as changed and run again. Hashing stops past a size cap (the note says so); the files past
-it still count by path, size and modification time.
+it still count by path, size and modification time. Past `MAX_FILES` files the rest are not
+looked at (the note says so too).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 ALWAYS_SKIPPED = (".prime-agent", ".git", ".ipynb_checkpoints")
 HASH_CAP_BYTES = 256 * 2**20
+MAX_FILES = 50_000  # a walk stops here: a folder that big (a home directory) is not one task's
 GIT_TIMEOUT = 60.0
 _BLOCK = 1 << 20
 
@@ -89,8 +91,9 @@ def _git_fingerprint(folder: Path, skip: tuple[str, ...], cap: int) -> Fingerpri
     untracked = _git(folder, "ls-files", "--others", "--exclude-standard", "-z", *spec)
     names = sorted(n for n in untracked.decode("utf-8", "surrogateescape").split("\0") if n)
     hasher = _Hasher(cap)
-    for name in names:
+    for name in names[:MAX_FILES]:
         hasher.add(folder / name, name, digest)
+    hasher.left_out = max(len(names) - MAX_FILES, 0)
     return Fingerprint(digest.hexdigest(), hasher.note())
 
 
@@ -105,6 +108,9 @@ def _walk_fingerprint(folder: Path, skip: tuple[str, ...], cap: int) -> Fingerpr
         )
         for name in sorted(files):
             relative = _relative(relative_root, name)
+            if hasher.files >= MAX_FILES:
+                hasher.left_out = 1
+                return Fingerprint(digest.hexdigest(), hasher.note())
             if relative not in skip:
                 hasher.add(Path(root) / name, relative, digest)
     return Fingerprint(digest.hexdigest(), hasher.note())
@@ -122,8 +128,11 @@ class _Hasher:
         self.cap = cap
         self.hashed = 0
         self.unhashed = 0  # files counted by size and time only
+        self.files = 0
+        self.left_out = 0  # files past MAX_FILES (a walk: at least this many)
 
     def add(self, path: Path, relative: str, digest: hashlib._Hash) -> None:
+        self.files += 1
         try:
             stat = path.lstat()
         except OSError:
@@ -152,9 +161,12 @@ class _Hasher:
         return content.hexdigest()
 
     def note(self) -> str | None:
-        if not self.unhashed:
-            return None
-        return (
-            f"{self.unhashed} files past the first {self.cap // 2**20} MB were compared by size "
-            "and modification time, not content"
-        )
+        notes = []
+        if self.unhashed:
+            notes.append(
+                f"{self.unhashed} files past the first {self.cap // 2**20} MB were compared by "
+                "size and modification time, not content"
+            )
+        if self.left_out:
+            notes.append(f"files past the first {MAX_FILES:,} were not compared")
+        return "; ".join(notes) or None

@@ -24,6 +24,8 @@ from .ports import ExecutionResult, KernelPort, OutputEvent
 
 PYTHON_PREFIX = "py:"
 READ_CHUNK = 64 * 1024
+EXIT_POLL = 0.05  # seconds between looks at whether a shell gate exited
+DRAIN_SECONDS = 5.0  # to read what a gate wrote before it exited (or was killed)
 GateKind = Literal["shell", "python"]
 
 
@@ -144,33 +146,46 @@ async def run_shell_gate(gate: Gate, cwd: Path, timeout: float, limit: int) -> G
             output.add(decoder.decode(chunk))
         output.add(decoder.decode(b"", final=True))
 
-    async def finish() -> int:
-        status = await process.wait()
-        _kill_tree(process.pid)  # leftovers would hold the pipe open
-        return status
+    async def exited() -> int:
+        # The exit status, as soon as the shell exits: `process.wait()` may also wait for the
+        # output to close, which a process the gate left behind keeps open.
+        while process.returncode is None:
+            await asyncio.sleep(EXIT_POLL)
+        return process.returncode
 
     reading = asyncio.ensure_future(read_all())
     timed_out = False
     status: int | None = None
     try:
-        status = await asyncio.wait_for(finish(), timeout)
+        status = await asyncio.wait_for(exited(), timeout)
     except TimeoutError:
         timed_out = True
-        _kill_tree(process.pid)
-        await process.wait()
     except BaseException:  # cancelled (Stop, a budget): the tree goes with it
         _kill_tree(process.pid)
         reading.cancel()
         with contextlib.suppress(BaseException):
-            await process.wait()
+            await _let_go(process, reading)
         raise
-    with contextlib.suppress(asyncio.CancelledError):
-        await reading
+    _kill_tree(process.pid)  # what it left running, or all of it at its timeout
+    if not await _let_go(process, reading):
+        output.add("\n[the rest of the output was not read: a process the gate started holds it]")
     text = strip_ansi(output.text())
     if timed_out:
         text += f"\n[the gate was killed after {timeout:g} s, its timeout]"
     seconds = time.monotonic() - started
     return GateResult(gate, None if timed_out else status, text, seconds, timed_out)
+
+
+async def _let_go(process: asyncio.subprocess.Process, reading: asyncio.Future[None]) -> bool:
+    """Read what the killed gate left in its output and release the process; False when a
+    process that left the gate's session still holds the output open (it is closed here)."""
+    done, _ = await asyncio.wait({reading}, timeout=DRAIN_SECONDS)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(process.wait(), DRAIN_SECONDS)
+    if not done:
+        reading.cancel()
+        process._transport.close()  # type: ignore[attr-defined]  # no public way to let go
+    return bool(done)
 
 
 # ---------------------------------------------------------------- Python gates
