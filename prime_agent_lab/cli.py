@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             parse_gate(gate)
         except (ValueError, SyntaxError) as exc:
-            parser.error(f"--autonomous-gate {gate!r}: {exc}")
+            parser.error(f"{settings.spell('autonomous_gates', CLI)} {gate!r}: {exc}")
     if args.resume_session is not None:
         if args.session is not None or args.resume:
             parser.error("--resume SESSION cannot be combined with --session or --continue")

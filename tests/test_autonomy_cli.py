@@ -248,3 +248,12 @@ def test_ctrl_c_during_a_gate_kills_the_gate_s_tree_and_the_run_ends_stopped(
     assert (end["reason"], end["error"]) == ("stopped", "stopped by SIGINT")
     assert _gone_soon(int(sleeper.read_text()))
     assert not [r for r in json_lines(stdout) if r["type"] == "gate_run"], "a cut gate is no result"
+
+
+def test_a_python_gate_that_does_not_compile_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    done = cli(tmp_path, "run", "--autonomous-gate", "py:assert (", "go")
+    assert done.returncode == 2
+    assert "--autonomous-gate 'py:assert ('" in done.stderr and "never closed" in done.stderr
+    assert not (tmp_path / "agent.ipynb").exists()

@@ -141,6 +141,7 @@ class Autonomy:
         self._configs: dict[str, AutonomyConfig] = {}
         self._runs: dict[str, AutonomousRun] = {}
         self._listening: set[str] = set()
+        self._first_turn: dict[str, int] = {}  # switched on mid-turn: runs start with the next
         runtime.continuers.add("autonomous", self.should_continue)
 
     @property
@@ -191,6 +192,8 @@ class Autonomy:
         parsed = tuple(parse_gate(g) for g in gates) if gates is not None else current.gates
         config = AutonomyConfig(enabled, budgets or current.budgets, parsed, persisted=persist)
         self._configs[agent.session_id] = config
+        if enabled and agent.current_turn is not None:  # the next message's turn is the run
+            self._first_turn[agent.session_id] = agent.current_turn + 1
         run = self._runs.get(agent.session_id)
         if not enabled and run is not None and not run.ended and run.reason is None:
             run.reason = "stopped"
@@ -289,7 +292,9 @@ class Autonomy:
         turn's first call; a call past the budget of the run it belongs to ends that run."""
         run = self._runs.get(agent.session_id)
         fresh = run is None or run.turn != turn
-        if fresh and self.config(agent.session_id).enabled and self._parent_of(agent) is None:
+        due = turn >= self._first_turn.get(agent.session_id, 0)
+        enabled = self.config(agent.session_id).enabled
+        if fresh and due and enabled and self._parent_of(agent) is None:
             run = self._start(agent, turn)
         if run is None or run.turn != turn:
             run = self._run_above(agent.session_id)
