@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from prime_agent_lab.core.stop_cause import SERVER_SHUTDOWN
+
 from .conftest import next_event, use_script, wait_for
 
 DEFAULT_BUDGETS = {
@@ -106,6 +108,22 @@ async def test_stop_ends_the_run_and_turns_the_switch_off(
     await wait_for(lambda: not agent.running, timeout=60)
     state = await _autonomy(jp_fetch, session_id)
     assert (state["enabled"], state["run"]["reason"]) == (False, "stopped")
+
+
+async def test_a_server_shutdown_during_a_run_leaves_the_switch_on(
+    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(host, agent_script([{"text": "Working.", "code": "import time; time.sleep(60)"}]))
+    session_id = await _attach(jp_fetch, make_notebook("shutdown.ipynb"))
+    await _autonomy(jp_fetch, session_id, {"enabled": True})
+    agent = host.agent(session_id)
+    await host.send(session_id, "go")
+    await wait_for(lambda: agent.current_cell_id is not None, timeout=60)
+    await host.runtime.stop_all(SERVER_SHUTDOWN)
+    state = await _autonomy(jp_fetch, session_id)
+    assert (state["enabled"], state["run"]["reason"]) == (True, "stopped")
+    host.runtime.autonomy._configs.clear()  # as after the restart: the session's log says it
+    assert (await _autonomy(jp_fetch, session_id))["enabled"] is True
 
 
 @pytest.mark.parametrize(

@@ -365,6 +365,7 @@ class Autonomy:
         run.ended = True
         if run.timer is not None:
             run.timer.cancel()
+        stopped_by_user = run.reason is None and stop_reason == "stopped"  # not a budget's stop
         if run.reason is None:
             run.reason = _TURN_END_REASONS.get(stop_reason, "error")
         used = self._run_state(run)
@@ -384,7 +385,7 @@ class Autonomy:
         )
         self._notice(agent, entry)
         config = self.config(agent.session_id)
-        if run.reason == "stopped" and config.enabled:  # Stop turns the mode off
+        if stopped_by_user and config.enabled:  # Stop turns it off; a server shutdown does not
             self.configure(agent, False, persist=config.persisted)
         else:
             self._emit_state(agent)
