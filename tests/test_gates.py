@@ -200,7 +200,9 @@ def test_a_walk_stops_past_the_file_limit_and_says_so(
 def test_a_process_that_left_the_gate_s_session_cannot_hold_the_gate_open(tmp_path: Path) -> None:
     pidfile = tmp_path / "escaped.pid"
     started = time.monotonic()
-    result = _run(f"setsid sleep 60 & echo $! > {pidfile}; echo hi", tmp_path, timeout=30)
+    escape = f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 60' &"  # out of the gate's session
+    wait = f"while [ ! -s {pidfile} ]; do sleep 0.01; done"
+    result = _run(f"{escape} {wait}; echo hi", tmp_path, timeout=30)
     try:
         assert time.monotonic() - started < 20
         assert result.exit_status == 0

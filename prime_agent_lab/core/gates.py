@@ -24,7 +24,7 @@ from .ports import ExecutionResult, KernelPort, OutputEvent
 
 PYTHON_PREFIX = "py:"
 READ_CHUNK = 64 * 1024
-EXIT_POLL = 0.05  # seconds between looks at whether a shell gate exited
+EXIT_POLL = 0.05  # longest pause between looks at whether a shell gate exited
 DRAIN_SECONDS = 5.0  # to read what a gate wrote before it exited (or was killed)
 GateKind = Literal["shell", "python"]
 
@@ -149,8 +149,10 @@ async def run_shell_gate(gate: Gate, cwd: Path, timeout: float, limit: int) -> G
     async def exited() -> int:
         # The exit status, as soon as the shell exits: `process.wait()` may also wait for the
         # output to close, which a process the gate left behind keeps open.
+        pause = 0.002
         while process.returncode is None:
-            await asyncio.sleep(EXIT_POLL)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, EXIT_POLL)
         return process.returncode
 
     reading = asyncio.ensure_future(read_all())
