@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .entry_types import gate_line
+from .entry_types import autonomy_line, gate_line
 from .events import Event
 from .fingerprint import Fingerprint, harness_paths, workspace_fingerprint
 from .gates import Gate, GateResult, parse_gate, run_python_gate, run_shell_gate
@@ -391,8 +391,6 @@ class Autonomy:
             self._emit_state(agent)
 
     def _notice(self, agent: Agent, entry: dict[str, Any]) -> None:
-        from .entry_types import autonomy_line
-
         fields = {"turn": entry["turn"]} if entry.get("turn") is not None else {}
         agent.events.emit("notice", kind="autonomy", text=autonomy_line(entry), **fields)
 
