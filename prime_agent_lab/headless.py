@@ -83,6 +83,7 @@ class HeadlessRun:
         environment = HostEnvironment(self.fleet, self.choice, self.notebooks)
         self.runtime = AgentRuntime(self.repository, environment, self.settings)
         self.runtime.autonomy.root = cwd  # gates run in the run's folder
+        self.runtime.autonomy.recorded = False  # the flags say whether a run is autonomous
         self.fleet.serve(self.runtime)
         self.runtime.start()  # messages queued by an earlier run wait again
 

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from prime_agent_lab.core.sessions import SessionRepository
+
 from .test_cli import ROOT, cli, json_lines
 from .test_gates import _gone_soon
 
@@ -257,3 +259,18 @@ def test_a_python_gate_that_does_not_compile_is_refused_before_anything_runs(
     assert done.returncode == 2
     assert "--autonomous-gate 'py:assert ('" in done.stderr and "never closed" in done.stderr
     assert not (tmp_path / "agent.ipynb").exists()
+
+
+def test_a_session_switched_on_in_the_panel_is_not_autonomous_when_the_cli_continues_it(
+    tmp_path: Path,
+) -> None:
+    folder = _work(tmp_path)
+    _, records = _run(folder, {"turns": [{"text": "first"}, {"text": "second"}]})
+    session_dir = folder / records[-1]["session_dir"]
+    session = SessionRepository(session_dir.parent).load(session_dir.name)
+    budgets = {"max_turns": 12, "max_tokens": 80000, "timeout_minutes": 30, "continuations": 3}
+    session.append("autonomy", event="configured", enabled=True, budgets=budgets, gates=[])
+    done, records = _run(folder, {"turns": [{"text": "first"}, {"text": "second"}]}, "--continue")
+    assert done.returncode == 0, done.stderr
+    assert records[-1]["final_text"] == "second" and "reason" not in records[-1]
+    assert not [r for r in records if r["type"] in ("autonomy", "gate_run")]

@@ -138,6 +138,7 @@ class Autonomy:
     def __init__(self, runtime: AgentRuntime) -> None:
         self.runtime = runtime
         self.root = Path.cwd()  # the folder notebook paths are relative to (the server's root)
+        self.recorded = True  # a session's recorded switch counts (the server; a CLI run's flags)
         self._configs: dict[str, AutonomyConfig] = {}
         self._runs: dict[str, AutonomousRun] = {}
         self._listening: set[str] = set()
@@ -156,7 +157,7 @@ class Autonomy:
         if known is not None:
             return known
         config = self._defaults()
-        session = self.runtime._session_of(session_id)
+        session = self.runtime._session_of(session_id) if self.recorded else None
         for entry in reversed(session.path() if session is not None else []):
             if entry["type"] == "autonomy" and entry.get("event") == "configured":
                 config = self._recorded(entry, config)
