@@ -26,7 +26,7 @@ from .events import Event
 from .fingerprint import Fingerprint, harness_paths, workspace_fingerprint
 from .gates import Gate, GateResult, parse_gate, run_python_gate, run_shell_gate
 from .settings import Settings
-from .stop_cause import StopCause
+from .stop_cause import StopCause, budget_used
 
 if TYPE_CHECKING:
     from .agent import Agent, TurnOutcome
@@ -269,7 +269,7 @@ class Autonomy:
             "max_tokens": f"its budget of {budgets.max_tokens:,} tokens",
             "timeout": f"its time budget of {budgets.timeout_minutes:g} minutes",
         }[reason]
-        return StopCause("stopped", f"the autonomous run used {what}, which stopped the turn")
+        return budget_used(what)
 
     def _stop_run(self, run: AutonomousRun, reason: str) -> None:
         """End the run now: its agent's turn and its sub-agents' turns are stopped."""
