@@ -394,7 +394,8 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     if autonomous is not None:
         ok = autonomous["reason"] in AUTONOMY_SUCCESS and stopped is None  # exit status 0
         if error is None and not ok and stopped is None:
-            error = f"the {autonomous['line']}"
+            cause = outcome.error if outcome is not None and autonomous["reason"] == "error" else ""
+            error = f"{cause} (the {autonomous['line']})" if cause else f"the {autonomous['line']}"
     if error is None and not ok:
         if stopped is not None:
             error = stopped

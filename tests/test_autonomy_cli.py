@@ -274,3 +274,13 @@ def test_a_session_switched_on_in_the_panel_is_not_autonomous_when_the_cli_conti
     assert done.returncode == 0, done.stderr
     assert records[-1]["final_text"] == "second" and "reason" not in records[-1]
     assert not [r for r in records if r["type"] in ("autonomy", "gate_run")]
+
+
+def test_a_failed_model_call_ends_the_run_with_reason_error_and_says_why(tmp_path: Path) -> None:
+    folder = _work(tmp_path)
+    script = {"turns": [{"error": {"status": 401, "message": "invalid x-api-key"}}, {"text": "no"}]}
+    done, records = _run(folder, script, "--autonomous")
+    assert done.returncode == 1
+    end = records[-1]
+    assert end["reason"] == "error"
+    assert "invalid x-api-key" in end["error"] and "autonomous run ended: error" in end["error"]
