@@ -284,3 +284,14 @@ def test_a_failed_model_call_ends_the_run_with_reason_error_and_says_why(tmp_pat
     end = records[-1]
     assert end["reason"] == "error"
     assert "invalid x-api-key" in end["error"] and "autonomous run ended: error" in end["error"]
+
+
+def test_text_mode_ends_a_successful_run_with_one_line_saying_how(tmp_path: Path) -> None:
+    folder = _work(tmp_path)
+    script = _script(folder, {"turns": [{"text": "Done."}]})
+    flags = ("--script", str(script), "--autonomous-continuations", "0")
+    done = cli(folder, "run", *flags, "do the task")
+    assert done.returncode == 0, done.stderr
+    (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("autonomous run ended")]
+    assert line.startswith("autonomous run ended: continuations used after 1 turn, ")
+    assert line.endswith("(reason continuations_used; budgets 12 turns, 80,000 tokens, 30 min)")

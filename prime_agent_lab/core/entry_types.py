@@ -355,9 +355,9 @@ def autonomy_line(entry: Entry) -> str:
         return f"Autonomous run started ({limits})."
     used = entry.get("used") if isinstance(entry.get("used"), dict) else {}
     reason = AUTONOMY_REASONS.get(text_of(entry, "reason"), text_of(entry, "reason"))
-    seconds = used.get("seconds")
+    seconds, turns = used.get("seconds"), used.get("turns", 0)
     return (
-        f"Autonomous run ended: {reason} after {used.get('turns', 0)} turns, "
+        f"Autonomous run ended: {reason} after {turns} turn{'' if turns == 1 else 's'}, "
         f"{used.get('tokens', 0):,} tokens, "
         f"{duration_words(seconds if isinstance(seconds, float | int) else 0)}"
     )
