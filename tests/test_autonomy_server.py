@@ -12,7 +12,9 @@ from tornado.httpclient import HTTPClientError
 
 from prime_agent_lab.core.stop_cause import SERVER_SHUTDOWN
 
-from .conftest import next_event, use_script, wait_for
+from .conftest import next_event, run_turn, use_script, wait_for
+from .test_subagents import WAIT_FOR_CHILDREN
+from .test_subagents_server import tree_script
 
 DEFAULT_BUDGETS = {
     "max_turns": 12,
@@ -145,3 +147,20 @@ async def test_a_bad_update_is_refused_clearly_and_changes_nothing(
     assert refused.value.code == 400
     assert says in json.loads(refused.value.response.body)["message"]
     assert (await _autonomy(jp_fetch, session_id))["enabled"] is False
+
+
+async def test_a_sub_agent_cannot_be_switched_on_its_parent_can(
+    jp_fetch: Any, host: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    spawn = 'a = await rlm("alpha words", name="alpha")'
+    script = [{"code": spawn}, {"code": WAIT_FOR_CHILDREN}, {"text": "{last_output_line}"}]
+    use_script(host, tree_script(tmp_path, script))
+    parent_id = await _attach(jp_fetch, make_notebook("family.ipynb"))
+    await run_turn(host, parent_id, "fan out")
+    (child,) = [a for a in host.agents.values() if a.session_id != parent_id]
+    assert (await _autonomy(jp_fetch, child.session_id))["enabled"] is False
+    with pytest.raises(HTTPClientError) as refused:
+        await _autonomy(jp_fetch, child.session_id, {"enabled": True})
+    assert refused.value.code == 409
+    assert "switch on its parent" in json.loads(refused.value.response.body)["message"]
+    assert (await _autonomy(jp_fetch, parent_id, {"enabled": True}))["enabled"] is True

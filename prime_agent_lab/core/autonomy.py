@@ -96,6 +96,10 @@ class Budgets:
         return cls(**values)
 
 
+class SubAgentRefused(ValueError):
+    """Autonomous mode asked for a sub-agent: only the agent the user talks to runs so."""
+
+
 @dataclass(frozen=True)
 class AutonomyConfig:
     """A session's autonomous mode: on or off, its budgets and its gates."""
@@ -156,7 +160,7 @@ class Autonomy:
         known = self._configs.get(session_id)
         if known is not None:
             return known
-        config = self._defaults()
+        config = self._defaults(root=self._parent(session_id) is None)
         session = self.runtime._session_of(session_id) if self.recorded else None
         for entry in reversed(session.path() if session is not None else []):
             if entry["type"] == "autonomy" and entry.get("event") == "configured":
@@ -165,9 +169,11 @@ class Autonomy:
         self._configs[session_id] = config
         return config
 
-    def _defaults(self) -> AutonomyConfig:
+    def _defaults(self, root: bool) -> AutonomyConfig:
+        """The settings' mode; only an agent the user talks to runs autonomously."""
         gates = tuple(parse_gate(g) for g in self.settings.autonomous_gates)
-        return AutonomyConfig(self.settings.autonomous, Budgets.of(self.settings), gates)
+        enabled = self.settings.autonomous and root
+        return AutonomyConfig(enabled, Budgets.of(self.settings), gates)
 
     def _recorded(self, entry: dict[str, Any], default: AutonomyConfig) -> AutonomyConfig:
         try:
@@ -189,6 +195,11 @@ class Autonomy:
         changed). `persist`: recorded in the session (the server's switch) so a restart keeps
         it; a CLI run's flags are not. Turning it off lets a running run end at the model's
         next answer (reason `stopped`)."""
+        if enabled and self._parent(agent.session_id) is not None:
+            raise SubAgentRefused(
+                "a sub-agent does not run autonomously: switch on its parent (the agent you "
+                "talk to); its sub-agents' work counts in that run's budgets"
+            )
         current = self.config(agent.session_id)
         parsed = tuple(parse_gate(g) for g in gates) if gates is not None else current.gates
         config = AutonomyConfig(enabled, budgets or current.budgets, parsed, persisted=persist)
@@ -295,7 +306,7 @@ class Autonomy:
         fresh = run is None or run.turn != turn
         due = turn >= self._first_turn.get(agent.session_id, 0)
         enabled = self.config(agent.session_id).enabled
-        if fresh and due and enabled and self._parent_of(agent) is None:
+        if fresh and due and enabled and self._parent(agent.session_id) is None:
             run = self._start(agent, turn)
         if run is None or run.turn != turn:
             run = self._run_above(agent.session_id)
@@ -307,8 +318,8 @@ class Autonomy:
         self._stop_run(run, over)
         await asyncio.Event().wait()  # the stop cancels this turn here
 
-    def _parent_of(self, agent: Agent) -> str | None:
-        member = self.runtime.family.member(agent.session_id)
+    def _parent(self, session_id: str) -> str | None:
+        member = self.runtime.family.member(session_id)
         return member.parent_session_id if member is not None else None
 
     def _run_above(self, session_id: str) -> AutonomousRun | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.autonomy import Budgets
+from ..core.autonomy import Budgets, SubAgentRefused
 from ..core.runtime import AgentRuntime
 from ..core.sessions import SessionRepository
 from ..core.text import json_type, shorten
@@ -45,6 +45,8 @@ class HostAutonomy:
                 else None
             )
             self.runtime.autonomy.configure(agent, enabled, budgets, gates)
+        except SubAgentRefused as exc:
+            raise HostError(409, str(exc)) from None
         except SyntaxError as exc:
             raise HostError(400, f"a py: gate does not compile: {exc.msg}") from None
         except ValueError as exc:
