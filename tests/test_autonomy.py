@@ -121,3 +121,19 @@ def test_a_goal_completed_in_the_run_ends_it_goal_complete(tmp_path: Path) -> No
     run = autonomy.run(agent.session_id)
     assert run is not None and run.reason == "goal_complete"
     assert not [e for e in agent.session.path() if e["type"] == "continuation"]
+
+
+def test_an_agent_loaded_again_still_has_its_runs_ended(tmp_path: Path) -> None:
+    agent, autonomy, runtime = _autonomous_agent(tmp_path, [ModelResponse(text="one")] * 4)
+    asyncio.run(agent.run_turn("go"))
+    hooks = AgentHooks(should_continue=runtime.continuers, before_model_call=autonomy.at_model_call)
+    provider = ListProvider([ModelResponse(text="two")] * 4)
+    again = Agent(  # the same session, loaded again (a reattach, a restart): a new event bus
+        agent.session, provider, MemoryNotebook(), EchoKernel(), runtime.settings, hooks=hooks
+    )
+    runtime.agents[again.session_id] = again
+    asyncio.run(again.run_turn("again"))
+    run = autonomy.run(again.session_id)
+    assert run is not None and (run.turn, run.ended, run.reason) == (2, True, "continuations_used")
+    ended = [e for e in again.session.path() if e["type"] == "autonomy" and e["event"] == "ended"]
+    assert len(ended) == 2

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .entry_types import autonomy_line, gate_line
-from .events import Event
+from .events import Event, EventBus
 from .fingerprint import Fingerprint, harness_paths, workspace_fingerprint
 from .gates import Gate, GateResult, parse_gate, run_python_gate, run_shell_gate
 from .settings import Settings
@@ -145,7 +146,8 @@ class Autonomy:
         self.recorded = True  # a session's recorded switch counts (the server; a CLI run's flags)
         self._configs: dict[str, AutonomyConfig] = {}
         self._runs: dict[str, AutonomousRun] = {}
-        self._listening: set[str] = set()
+        # the buses listened to: an agent loaded again has a new one
+        self._listening: weakref.WeakSet[EventBus] = weakref.WeakSet()
         self._first_turn: dict[str, int] = {}  # switched on mid-turn: runs start with the next
         runtime.continuers.add("autonomous", self.should_continue)
 
@@ -343,12 +345,15 @@ class Autonomy:
             first_entry=len(agent.session.entries),
             tokens_before=self._tree_tokens(agent.session_id),
         )
+        earlier = self._runs.get(agent.session_id)
+        if earlier is not None and earlier.timer is not None:  # never saw its end (reloaded)
+            earlier.timer.cancel()
         self._runs[agent.session_id] = run
         run.timer = asyncio.get_running_loop().call_later(
             config.budgets.timeout_minutes * 60, self._time_up, run
         )
-        if agent.session_id not in self._listening:
-            self._listening.add(agent.session_id)
+        if agent.events not in self._listening:
+            self._listening.add(agent.events)
             agent.events.add_listener(self._listener(agent))
         entry = agent.session.append(
             "autonomy",
