@@ -210,3 +210,9 @@ def test_a_process_that_left_the_gate_s_session_cannot_hold_the_gate_open(tmp_pa
         assert "a process the gate started holds it" in result.output
     finally:
         os.kill(int(pidfile.read_text()), 9)
+
+
+def test_a_gate_whose_folder_is_gone_fails_with_a_clear_output(tmp_path: Path) -> None:
+    result = _run("true", tmp_path / "gone")
+    assert (result.exit_status, result.passed) == (127, False)
+    assert result.output.startswith(f"the gate could not start in {tmp_path / 'gone'}: ")

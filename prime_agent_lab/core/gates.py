@@ -24,6 +24,7 @@ from .ports import ExecutionResult, KernelPort, OutputEvent
 
 PYTHON_PREFIX = "py:"
 READ_CHUNK = 64 * 1024
+NOT_STARTED = 127  # the shell's own status for a command that could not be run
 EXIT_POLL = 0.05  # longest pause between looks at whether a shell gate exited
 DRAIN_SECONDS = 5.0  # to read what a gate wrote before it exited (or was killed)
 GateKind = Literal["shell", "python"]
@@ -128,14 +129,18 @@ async def run_shell_gate(gate: Gate, cwd: Path, timeout: float, limit: int) -> G
     process tree is killed; whatever it left running when the shell exits is killed too (a
     gate must not leave processes behind, nor hold its output open)."""
     started = time.monotonic()
-    process = await asyncio.create_subprocess_shell(
-        gate.source,
-        cwd=str(cwd),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-    )
+    try:
+        process = await asyncio.create_subprocess_shell(
+            gate.source,
+            cwd=str(cwd),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:  # the folder is gone, no shell: a failed gate the model can read
+        text = f"the gate could not start in {cwd}: {exc.strerror or exc}"
+        return GateResult(gate, NOT_STARTED, text, time.monotonic() - started)
     output = _Bounded(limit)
     assert process.stdout is not None
     stdout = process.stdout
