@@ -13,8 +13,10 @@ from prime_agent_lab.core.agent import Agent, AgentHooks
 from prime_agent_lab.core.autonomy import CONTINUATION_PROMPT, Autonomy, Budgets
 from prime_agent_lab.core.continuation import Continuers
 from prime_agent_lab.core.messages import ModelResponse, Usage
+from prime_agent_lab.core.runtime import AgentRuntime
 from prime_agent_lab.core.sessions import SessionLog, SessionRepository
 from prime_agent_lab.core.settings import Settings
+from prime_agent_lab.core.trust import Signer
 from prime_agent_lab.core.usage import session_usage
 
 from .test_core import EchoKernel, ListProvider, MemoryNotebook, call
@@ -137,3 +139,15 @@ def test_an_agent_loaded_again_still_has_its_runs_ended(tmp_path: Path) -> None:
     assert run is not None and (run.turn, run.ended, run.reason) == (2, True, "continuations_used")
     ended = [e for e in again.session.path() if e["type"] == "autonomy" and e["event"] == "ended"]
     assert len(ended) == 2
+
+
+def test_the_runtime_asks_the_autonomous_continuer_last(tmp_path: Path) -> None:
+    # After the goal continuer (docs/autonomy.md): an active goal continues first, and a goal
+    # completed during an autonomous run ends it `goal_complete`.
+    environment = SimpleNamespace(kernel_key=lambda kernel_id: None)
+    signer = Signer.load(tmp_path / "secret")
+    runtime = AgentRuntime(
+        SessionRepository(tmp_path / "sessions"), environment, Settings(), signer
+    )  # type: ignore[arg-type]
+    assert runtime.continuers.names[-1] == "autonomous"
+    assert runtime.autonomy.settings is runtime.settings
