@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .core import settings
+from .core.autonomy import SUCCESS as AUTONOMY_SUCCESS
 from .core.entry_types import TOLD_AS_MESSAGES
 from .core.events import Event
+from .core.gates import parse_gate
 from .core.jsonfile import UnreadableFile
 from .core.settings import CLI, Declared, declared, help_text
 from .core.stop_cause import USER_STOP, StopCause, terminated
@@ -57,6 +59,16 @@ def _add_setting_flags(parser: argparse.ArgumentParser, names: tuple[str, ...] =
                 help=help,
             )
             continue
+        if setting.type in (tuple[str, ...], tuple[str, ...] | None):  # repeated: one per value
+            parser.add_argument(
+                *setting.flags,
+                dest=setting.name,
+                action=_AppendToTuple,
+                default=setting.default,
+                metavar=_metavar(setting),
+                help=f"{help} (repeatable)",
+            )
+            continue
         constants = setting.spec.cli_constants
         group: Any = parser.add_mutually_exclusive_group() if constants else parser
         choices = CHOICES[setting.name]() if setting.name in CHOICES else None
@@ -80,9 +92,16 @@ def _add_setting_flags(parser: argparse.ArgumentParser, names: tuple[str, ...] =
             )
 
 
+class _AppendToTuple(argparse.Action):
+    """A repeatable flag of a list setting: each use adds one value to the tuple."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        setattr(namespace, self.dest, (*(getattr(namespace, self.dest, None) or ()), values))
+
+
 def _metavar(setting: Declared) -> str:
-    """`N`, `NUMBER`, or the last word of the name (`--harness-dir DIR`)."""
-    return {int: "N", float: "NUMBER"}.get(setting.type) or setting.name.split("_")[-1].upper()
+    """`N`, `NUMBER`, or the last word of the flag (`--harness-dir DIR`)."""
+    return {int: "N", float: "NUMBER"}.get(setting.type) or setting.flags[0].split("-")[-1].upper()
 
 
 def _parser_of(name: str) -> Callable[[str], Any]:
@@ -348,6 +367,8 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         await run.start(printer)
         if run.recovered_turn is not None:
             printer.recovered(run.recovered_turn)
+        if args.autonomous:
+            run.start_autonomy()
         turn = asyncio.ensure_future(run.agent.run_turn(args.prompt))
         stopper.watch(run.runtime.stop_all)
         outcome = await run.settle(await turn)
@@ -369,6 +390,12 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     # A run stopped by a signal is not a success even when the root had already answered:
     # the sub-agents still working were cut.
     ok = outcome is not None and outcome.stop_reason == "end_turn" and stopped is None
+    autonomous = run.autonomy_end() if args.autonomous and settled else None
+    if autonomous is not None:
+        ok = autonomous["reason"] in AUTONOMY_SUCCESS and stopped is None  # exit status 0
+        if error is None and not ok and stopped is None:
+            cause = outcome.error if outcome is not None and autonomous["reason"] == "error" else ""
+            error = f"{cause} (the {autonomous['line']})" if cause else f"the {autonomous['line']}"
     if error is None and not ok:
         if stopped is not None:
             error = stopped
@@ -391,6 +418,12 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     }
     if error:
         record["error"] = error
+    if autonomous is not None:
+        record["reason"], record["autonomy"] = autonomous["reason"], autonomous["used"]
+    elif args.autonomous:
+        record["reason"] = "stopped" if stopped is not None else "error"
+    if autonomous is not None and args.mode == "text" and ok:
+        printer.text(f"\n{autonomous['line']}")
     if args.mode == "json":
         printer.emit(record)
     if error:
@@ -491,6 +524,14 @@ def main(argv: list[str] | None = None) -> int:
         return _lab(args, extra)
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    words = sys.argv[1:] if argv is None else argv
+    if any(word.startswith("--autonomous-") for word in words):
+        args.autonomous = True  # any --autonomous-* flag turns it on
+    for gate in args.autonomous_gates:
+        try:
+            parse_gate(gate)
+        except (ValueError, SyntaxError) as exc:
+            parser.error(f"{settings.spell('autonomous_gates', CLI)} {gate!r}: {exc}")
     if args.resume_session is not None:
         if args.session is not None or args.resume:
             parser.error("--resume SESSION cannot be combined with --session or --continue")

@@ -22,6 +22,8 @@ from .adapters.kernel_fleet import KernelFleet
 from .adapters.local_kernels import LocalBackend, LocalKernels, LocalKernelStartFailed
 from .adapters.model_choice import ModelChoice
 from .core.agent import Agent, TurnOutcome
+from .core.autonomy import Budgets
+from .core.entry_types import autonomy_line
 from .core.events import Event, EventBus
 from .core.pending_kernel import PendingKernel
 from .core.ports import KernelPort, ModelProvider
@@ -80,6 +82,8 @@ class HeadlessRun:
         self.choice = ModelChoice(lambda: self.settings, keys or {})
         environment = HostEnvironment(self.fleet, self.choice, self.notebooks)
         self.runtime = AgentRuntime(self.repository, environment, self.settings)
+        self.runtime.autonomy.root = cwd  # gates run in the run's folder
+        self.runtime.autonomy.recorded = False  # the flags say whether a run is autonomous
         self.fleet.serve(self.runtime)
         self.runtime.start()  # messages queued by an earlier run wait again
 
@@ -154,6 +158,32 @@ class HeadlessRun:
             stop_reason=str(last.get("stop_reason", "")),
             final_text=str(last.get("final_text", "")),
         )
+
+    def start_autonomy(self) -> None:
+        """The task runs as an autonomous run with the settings' budgets and gates, not recorded
+        in the session (a later run without `--autonomous` is not autonomous)."""
+        self.runtime.autonomy.configure(
+            self.agent,
+            True,
+            Budgets.of(self.settings),
+            list(self.settings.autonomous_gates),
+            persist=False,
+        )
+
+    def autonomy_end(self) -> dict[str, Any] | None:
+        """How the autonomous run ended: its `reason`, what it `used` and the `line` that says
+        so with the budgets; None when no run ended."""
+        ended = self.runtime.autonomy.run(self.agent.session_id)
+        entry = self.agent.session.last_of("autonomy")
+        if ended is None or not ended.ended or entry is None:
+            return None
+        budgets = ended.config.budgets
+        line = (
+            f"{autonomy_line(entry)} (reason {ended.reason}; budgets {budgets.max_turns} turns, "
+            f"{budgets.max_tokens:,} tokens, {budgets.timeout_minutes:g} min)"
+        )
+        used = dict(entry.get("used") or {})
+        return {"reason": ended.reason, "used": used, "line": line[0].lower() + line[1:]}
 
     def _file_notebook(self, file: Path) -> FileNotebook:
         spec = self.backend.kernels.spec()

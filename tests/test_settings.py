@@ -386,3 +386,9 @@ def test_a_cli_run_takes_the_depth_limit_and_names_its_flag_when_a_spawn_is_refu
     end = json_lines(done.stdout)[-1]
     assert "the depth limit is 0 (--max-depth)" in end["final_text"]
     assert "PrimeAgentLab" not in done.stdout
+
+
+def test_a_list_setting_is_a_repeatable_cli_flag_in_the_order_given() -> None:
+    settings = parse_run("--autonomous-gate", "pytest -q", "--autonomous-gate", "py:assert ok")
+    assert settings.autonomous_gates == ("pytest -q", "py:assert ok")
+    assert parse_run().autonomous_gates == ()

@@ -12,7 +12,7 @@ export type CellStatus = 'ok' | 'error' | 'timeout' | 'died' | 'interrupted' | '
 
 export type StopReason = 'end_turn' | 'stopped' | 'shutdown' | 'error' | 'max_iterations' | 'interrupted';
 
-export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'continuation' | 'session_unreadable';
+export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'continuation' | 'gate_passed' | 'gate_failed' | 'autonomy' | 'session_unreadable';
 
 export type ErrorKind = 'provider' | 'kernel' | 'notebook' | 'tool_arguments' | 'internal' | 'disk';
 
@@ -28,7 +28,7 @@ export type EditAction = 'create' | 'update' | 'delete';
 
 export type UntrustedKind = 'snapshot' | 'harness' | 'mail';
 
-export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'continuation' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned';
+export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'continuation' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned' | 'gate_run' | 'autonomy';
 
 export interface IServerInfo {
   version: string;
@@ -274,6 +274,39 @@ export interface ITrustState {
   signed?: IUntrustedPart[];
 }
 
+/** The budgets of an autonomous run (`timeout_minutes`: wall time from its start). */
+export interface IAutonomyBudgets {
+  max_turns: number;
+  max_tokens: number;
+  timeout_minutes: number;
+  continuations: number;
+}
+
+/** The session's current (or last) autonomous run: what it used, and how it ended (`reason` null while it runs: `gates_passed`, `goal_complete`, `continuations_used`, `retries_exhausted`, `max_turns`, `max_tokens`, `timeout`, `stopped`, `error`). */
+export interface IAutonomyRun {
+  started: string;
+  turns: number;
+  tokens: number;
+  elapsed_seconds: number;
+  continuations: number;
+  reason: string | null;
+}
+
+/** Answer of `GET` and `PUT .../sessions/<id>/autonomy`, and the `autonomy` event's state. */
+export interface IAutonomyState {
+  enabled: boolean;
+  budgets: IAutonomyBudgets;
+  gates: string[];
+  run: IAutonomyRun | null;
+}
+
+/** Body of `PUT .../sessions/<id>/autonomy`: budgets and gates left out stay as they are. */
+export interface IAutonomyUpdate {
+  enabled: boolean;
+  budgets?: IAutonomyBudgets;
+  gates?: string[];
+}
+
 export interface IStatusEvent {
   seq: number;
   session_id: string;
@@ -464,6 +497,31 @@ export interface IRefinementEvent {
   text: string;
 }
 
+/** A gate of an autonomous run ran (or was not re-run on an unchanged workspace). */
+export interface IGateRunEvent {
+  seq: number;
+  session_id: string;
+  type: 'gate_run';
+  turn?: number;
+  command: string;
+  kind: 'shell' | 'python';
+  attempt: number;
+  exit_status: number | null;
+  passed: boolean;
+  seconds: number;
+  output: string;
+  skipped_unchanged: boolean;
+  text: string;
+}
+
+/** The session's autonomy state changed: turned on or off, a run started, made a model call or ended. */
+export interface IAutonomyEvent {
+  seq: number;
+  session_id: string;
+  type: 'autonomy';
+  state: IAutonomyState;
+}
+
 export type ChatItem =
   | IUserItem
   | IAssistantItem
@@ -492,7 +550,9 @@ export type AgentEvent =
   | IChildStatusEvent
   | IBranchMovedEvent
   | ITurnEndedEvent
-  | IRefinementEvent;
+  | IRefinementEvent
+  | IGateRunEvent
+  | IAutonomyEvent;
 
 /** The notice line for a turn that ended this way. */
 export const STOP_NOTICES: Partial<Record<StopReason, string>> = {
@@ -503,7 +563,7 @@ export const STOP_NOTICES: Partial<Record<StopReason, string>> = {
 };
 
 /** Notice kinds the chat shows as warnings (the user lost state, something failed). */
-export const WARNING_NOTICES: ReadonlySet<NoticeKind> = new Set<NoticeKind>(['child_error', 'compaction_failed', 'kernel_died', 'kernel_restarted', 'kernel_restarted_externally', 'kernel_state_not_restored', 'message_undeliverable', 'session_unreadable', 'session_untrusted']);
+export const WARNING_NOTICES: ReadonlySet<NoticeKind> = new Set<NoticeKind>(['child_error', 'compaction_failed', 'gate_failed', 'kernel_died', 'kernel_restarted', 'kernel_restarted_externally', 'kernel_state_not_restored', 'message_undeliverable', 'session_unreadable', 'session_untrusted']);
 
 export type AgentEventType = AgentEvent['type'];
 

@@ -176,6 +176,7 @@ TURN = Field(int, "the turn it belongs to", nullable=True)
 _JSON_NAMES = {
     str: "a string",
     int: "a number",
+    float: "a number",
     bool: "a boolean",
     dict: "an object",
     list: "an array",

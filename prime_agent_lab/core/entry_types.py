@@ -141,6 +141,21 @@ NOTICE_KINDS: dict[str, NoticeKindSpec] = {
         "autonomous run's gate or budget); the text is the line the chat shows, the model "
         "reads the `continuation` entry's own text"
     ),
+    "gate_passed": NoticeKindSpec(
+        "a gate of an autonomous run passed (the line: command, exit status, time, output head)",
+        for_the_user_only=True,
+    ),
+    "gate_failed": NoticeKindSpec(
+        "a gate of an autonomous run failed, or was not re-run on an unchanged workspace (its "
+        "output reaches the model in the continuation)",
+        warning=True,
+        for_the_user_only=True,
+    ),
+    "autonomy": NoticeKindSpec(
+        "an autonomous run was turned on or off, started or ended (the end line says why, and "
+        "the budgets it used)",
+        for_the_user_only=True,
+    ),
     "session_unreadable": NoticeKindSpec(
         "a newer session of this notebook is damaged and was skipped (the text names it and "
         "why), so this is another session",
@@ -276,6 +291,141 @@ CONTINUATION = EntryType(
     chat=lambda entry, context: notice_item(entry, "continuation", text_of(entry, "summary")),
     chat_items=("notice",),
     in_history=always,
+)
+
+
+# ---------------------------------------------------------------- gate_run, autonomy
+
+AUTONOMY_REASONS = {
+    "gates_passed": "gates passed",
+    "goal_complete": "goal complete",
+    "continuations_used": "continuations used",
+    "retries_exhausted": "gate retries exhausted",
+    "max_turns": "turn budget used",
+    "max_tokens": "token budget used",
+    "timeout": "timed out",
+    "stopped": "stopped",
+    "error": "error",
+}
+"""How an autonomous run ended (`run_end.reason` of the CLI), with its words in the chat."""
+
+
+def duration_words(seconds: float) -> str:
+    """`4.2 s`, `1 m 20 s`, `2 h 5 m`."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} m {rest} s"
+    return f"{minutes // 60} h {minutes % 60} m"
+
+
+def gate_line(entry: Entry) -> str:
+    """The chat line of a gate run: command, exit status, time and the output's first line."""
+    command, attempt = text_of(entry, "command"), entry.get("attempt")
+    if entry.get("skipped_unchanged"):
+        return (
+            f"Gate `{command}` not re-run (attempt {attempt}): the workspace is unchanged since "
+            "it failed."
+        )
+    status = entry.get("exit_status")
+    how = "passed" if entry.get("passed") else "failed"
+    exit_words = "killed at its timeout" if status is None else f"exit {status}"
+    seconds = entry.get("seconds")
+    took = f", {duration_words(seconds)}" if isinstance(seconds, float | int) else ""
+    head = next((ln.strip() for ln in text_of(entry, "output").splitlines() if ln.strip()), "")
+    return f"Gate `{command}` {how} ({exit_words}{took})" + (f": {head[:200]}" if head else "")
+
+
+def autonomy_line(entry: Entry) -> str:
+    """The chat line of an autonomy record: turned on or off, a run started or ended."""
+    budgets = entry.get("budgets") if isinstance(entry.get("budgets"), dict) else {}
+    gates = [str(g) for g in entry.get("gates") or []]
+    limits = (
+        f"{budgets.get('max_turns')} turns, {budgets.get('max_tokens', 0):,} tokens, "
+        f"{budgets.get('timeout_minutes')} min"
+        + (f"; gates: {', '.join(gates)}" if gates else "; no gates")
+    )
+    event = entry.get("event")
+    if event == "configured":
+        return (
+            f"Autonomous mode on ({limits})." if entry.get("enabled") else ("Autonomous mode off.")
+        )
+    if event == "started":
+        return f"Autonomous run started ({limits})."
+    used = entry.get("used") if isinstance(entry.get("used"), dict) else {}
+    reason = AUTONOMY_REASONS.get(text_of(entry, "reason"), text_of(entry, "reason"))
+    seconds, turns = used.get("seconds"), used.get("turns", 0)
+    return (
+        f"Autonomous run ended: {reason} after {turns} turn{'' if turns == 1 else 's'}, "
+        f"{used.get('tokens', 0):,} tokens, "
+        f"{duration_words(seconds if isinstance(seconds, float | int) else 0)}"
+    )
+
+
+GATE_RUN = EntryType(
+    "gate_run",
+    "One run of a gate of an autonomous run (docs/autonomy.md); the model does not read it (the "
+    "continuation carries a failed gate's output), the chat shows one line.",
+    {
+        "turn": TURN,
+        "command": Field(str, "the gate as given (`pytest -q`, `py:assert x == 1`)", required=True),
+        "kind": Field(str, "`shell` or `python`", required=True),
+        "attempt": Field(int, "this gate's run in the autonomous run, from 1", required=True),
+        "exit_status": Field(
+            int, "0 passed; null: killed at its timeout or not run", nullable=True
+        ),
+        "passed": Field(bool, "whether it passed", required=True),
+        "seconds": Field(float, "how long it ran"),
+        "output": Field(str, "its output, cut to `gate_output_chars`"),
+        "skipped_unchanged": Field(bool, "not re-run: the workspace is unchanged since it failed"),
+    },
+    {
+        "turn": 2,
+        "command": "pytest -q",
+        "kind": "shell",
+        "attempt": 1,
+        "exit_status": 1,
+        "passed": False,
+        "seconds": 1.5,
+        "output": "1 failed, 3 passed",
+        "skipped_unchanged": False,
+    },
+    chat=lambda entry, context: notice_item(
+        entry, "gate_passed" if entry.get("passed") else "gate_failed", gate_line(entry)
+    ),
+    chat_items=("notice",),
+)
+
+AUTONOMY = EntryType(
+    "autonomy",
+    "Autonomous mode turned on or off for the session (`configured`: the latest one on the path "
+    "is its state), or a run of it `started` or `ended` (docs/autonomy.md). The model does not "
+    "read it; the chat shows one line.",
+    {
+        "turn": TURN,
+        "event": Field(str, "`configured`, `started` or `ended`", required=True),
+        "enabled": Field(bool, "`configured`: whether autonomous mode is on"),
+        "reason": Field(str, "`ended`: how (`gates_passed`, `max_turns`, ...)", nullable=True),
+        "budgets": Field(dict, "`max_turns`, `max_tokens`, `timeout_minutes`, `continuations`"),
+        "gates": Field(list, "the gates, in order"),
+        "used": Field(dict, "`ended`: `turns`, `tokens`, `seconds`, `continuations` of the run"),
+    },
+    {
+        "turn": 3,
+        "event": "ended",
+        "reason": "gates_passed",
+        "budgets": {
+            "max_turns": 12,
+            "max_tokens": 80000,
+            "timeout_minutes": 30,
+            "continuations": 3,
+        },
+        "gates": ["pytest -q"],
+        "used": {"turns": 3, "tokens": 12345, "seconds": 80.0, "continuations": 1},
+    },
+    chat=lambda entry, context: notice_item(entry, "autonomy", autonomy_line(entry)),
+    chat_items=("notice",),
 )
 
 
@@ -754,6 +904,8 @@ DECLARED: dict[str, EntryType] = {
         REFINE_REVIEW,
         MESSAGE_SENT,
         CHILD_SPAWNED,
+        GATE_RUN,
+        AUTONOMY,
     )
 }
 """Every entry type a session log holds, by name. Loading tolerates other types (a newer build

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from prime_agent_kernel.operations import OPERATIONS
 
 from .agent import Agent, AgentHooks, TurnOutcome
+from .autonomy import Autonomy
 from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
 from .caller import CallerContext, Operation
@@ -156,6 +157,7 @@ class AgentRuntime:
         )
         register_refine_operations(self.operation, self.refiners.get)
         self.continuers = Continuers()  # goals, autonomous runs: docs/autonomy.md
+        self.autonomy = Autonomy(self)  # continuer "autonomous", after "goal"
 
     # ------------------------------------------------------------ sessions and agents
 
@@ -324,6 +326,7 @@ class AgentRuntime:
 
     async def _before_model_call(self, agent: Agent, turn: int) -> None:
         await self.refiners.at_boundary(agent.session_id)
+        await self.autonomy.at_model_call(agent, turn)  # budgets stop a run here
 
     def system_prompt(self, session_id: str) -> str:
         """The base prompt, what this agent may spawn, a sub-agent's doctrine, and the

@@ -11,8 +11,10 @@ The core reads one typed object (`settings.cell_timeout`); `Settings.host` says 
 it, so a message names the setting the way that host's user sets it.
 
 This file grows by one field per setting, and should: that is the point of declaring them here.
-When it passes 600 lines, move the generators (bounds texts, the README table) to a module of
-their own and keep the declaration here.
+
+Size: over 600 lines because it is one table (every setting, with its help text) and the
+generators that read it. The generators (bounds texts, the README table) are the next to move to
+a module of their own when the table grows further.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class _Spec:
     cli_aliases: tuple[str, ...]  # further spellings of the flag (kept from older releases)
     cli_constants: tuple[tuple[str, Any], ...]  # flags that set one value: ("--no-x", 0)
     shown_default: str | None  # the README's default, when the value alone says too little
+    cli_flag: str | None = None  # the flag, when not the name's (a list's flag is singular)
 
 
 def setting(
@@ -64,6 +67,7 @@ def setting(
     cli_aliases: tuple[str, ...] = (),
     cli_constants: dict[str, Any] | None = None,
     shown_default: str | None = None,
+    cli_flag: str | None = None,
 ) -> Any:
     """Declare one setting (a field of `Settings`). `help` may name other settings as `{name}`;
     each host renders them its own way."""
@@ -76,6 +80,7 @@ def setting(
         cli_aliases=cli_aliases,
         cli_constants=tuple((cli_constants or {}).items()),
         shown_default=shown_default,
+        cli_flag=cli_flag,
     )
     return field(default=default, metadata={_SPEC: spec})
 
@@ -343,6 +348,50 @@ class Settings:
         20.0, "Minutes after an auto-refine review before the next one may run.", min=0
     )
 
+    # ------------------------------------------------------------ autonomy (docs/autonomy.md)
+    autonomous: bool = setting(
+        False,
+        """Run each task as an autonomous run: the agent keeps going (no human is available)
+        until its gates pass or a budget ends it. The server: the Autonomous switch of new
+        sessions starts on. The CLI: any `--autonomous-*` flag turns it on too.""",
+    )
+    autonomous_gates: tuple[str, ...] = setting(
+        (),
+        """Checks an autonomous run must pass before it ends, in order: a shell command run in
+        the run's folder (exit status 0 passes), or `py:EXPR`, an `assert` or an expression
+        checked in the agent's kernel. The CLI flag is repeatable.""",
+        cli_flag="--autonomous-gate",
+    )
+    autonomous_max_turns: int = setting(
+        12, "Model calls an autonomous run may make (its sub-agents' not counted).", min=1
+    )
+    autonomous_max_tokens: int = setting(
+        80_000,
+        """Tokens an autonomous run may use: input, output and cache writes of its model calls
+        and its sub-agents' (cache reads not counted).""",
+        min=1,
+    )
+    autonomous_timeout: float = setting(
+        30.0, "Minutes of wall time an autonomous run may take.", above=0
+    )
+    autonomous_continuations: int = setting(
+        3,
+        """Times an autonomous run without gates is kept going with the continuation prompt
+        after the model answered it was done.""",
+        min=0,
+    )
+    gate_retries: int = setting(
+        3, "Failed runs of one gate before an autonomous run ends (retries exhausted).", min=1
+    )
+    gate_timeout: float = setting(
+        300.0, "Seconds a gate may run before its whole process tree is killed.", above=0
+    )
+    gate_output_chars: int = setting(
+        6000,
+        "Characters of a failed gate's output the model reads (its head and tail are kept).",
+        min=200,
+    )
+
     # Not a setting: which host built these settings, so messages spell a setting its way.
     host: str = SERVER
 
@@ -375,7 +424,8 @@ class Declared:
     @property
     def flags(self) -> tuple[str, ...]:
         """The CLI flags, the generated one first (`--cell-timeout`), then the aliases."""
-        return ("--" + self.name.replace("_", "-"), *self.spec.cli_aliases)
+        generated = "--" + self.name.replace("_", "-")
+        return (self.spec.cli_flag or generated, *self.spec.cli_aliases)
 
 
 def _declared() -> dict[str, Declared]:

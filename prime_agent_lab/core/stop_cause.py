@@ -32,3 +32,9 @@ def terminated(signal_name: str) -> StopCause:
     """The CLI run got `signal_name` (SIGTERM): the process is being ended, not stopped by
     the user at the keyboard."""
     return StopCause("shutdown", f"the run was terminated ({signal_name}), which stopped the turn")
+
+
+def budget_used(what: str) -> StopCause:
+    """An autonomous run used `what` ("its budget of 12 model calls"): the run ends, its turn is
+    stopped like a Stop (docs/autonomy.md; the run's own reason says which budget)."""
+    return StopCause("stopped", f"the autonomous run used {what}, which stopped the turn")

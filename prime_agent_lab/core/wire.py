@@ -303,6 +303,48 @@ class TrustState(TypedDict):
     """`POST`: what was untrusted and is now signed and loading."""
 
 
+# ---------------------------------------------------------------- autonomy (docs/autonomy.md)
+
+
+class AutonomyBudgets(TypedDict):
+    """The budgets of an autonomous run (`timeout_minutes`: wall time from its start)."""
+
+    max_turns: int
+    max_tokens: int
+    timeout_minutes: float
+    continuations: int
+
+
+class AutonomyRun(TypedDict):
+    """The session's current (or last) autonomous run: what it used, and how it ended (`reason`
+    null while it runs: `gates_passed`, `goal_complete`, `continuations_used`,
+    `retries_exhausted`, `max_turns`, `max_tokens`, `timeout`, `stopped`, `error`)."""
+
+    started: str
+    turns: int
+    tokens: int
+    elapsed_seconds: float
+    continuations: int
+    reason: str | None
+
+
+class AutonomyState(TypedDict):
+    """Answer of `GET` and `PUT .../sessions/<id>/autonomy`, and the `autonomy` event's state."""
+
+    enabled: bool
+    budgets: AutonomyBudgets
+    gates: list[str]
+    run: AutonomyRun | None
+
+
+class AutonomyUpdate(TypedDict):
+    """Body of `PUT .../sessions/<id>/autonomy`: budgets and gates left out stay as they are."""
+
+    enabled: bool
+    budgets: NotRequired[AutonomyBudgets]
+    gates: NotRequired[list[str]]
+
+
 # ---------------------------------------------------------------- branching (docs/branching.md)
 
 
@@ -573,6 +615,35 @@ class RefinementEvent(TypedDict):
     text: str
 
 
+class GateRunEvent(TypedDict):
+    """A gate of an autonomous run ran (or was not re-run on an unchanged workspace)."""
+
+    seq: int
+    session_id: str
+    type: Literal["gate_run"]
+    turn: NotRequired[int]
+    command: str
+    kind: Literal["shell", "python"]
+    attempt: int
+    exit_status: int | None
+    passed: bool
+    seconds: float
+    output: str
+    skipped_unchanged: bool
+    text: str
+    """The chat's line (also sent as a `notice` of kind `gate_passed` / `gate_failed`)."""
+
+
+class AutonomyEvent(TypedDict):
+    """The session's autonomy state changed: turned on or off, a run started, made a model call
+    or ended."""
+
+    seq: int
+    session_id: str
+    type: Literal["autonomy"]
+    state: AutonomyState
+
+
 AgentEvent = (
     StatusEvent
     | TurnStartedEvent
@@ -592,6 +663,8 @@ AgentEvent = (
     | BranchMovedEvent
     | TurnEndedEvent
     | RefinementEvent
+    | GateRunEvent
+    | AutonomyEvent
 )
 
 EVENT_FIELDS_ADDED_BY_BUS = frozenset({"seq", "type", "session_id"})
@@ -655,6 +728,10 @@ _INTERFACES: list[type] = [
     RefinementItem,
     UntrustedPart,
     TrustState,
+    AutonomyBudgets,
+    AutonomyRun,
+    AutonomyState,
+    AutonomyUpdate,
     *typing.get_args(AgentEvent),
 ]
 _UNIONS: dict[str, object] = {"ChatItem": ChatItem, "AgentEvent": AgentEvent}

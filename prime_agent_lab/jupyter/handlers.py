@@ -288,6 +288,23 @@ class TrustHandler(_Base):
         self.reply(await self.host.trust(self.session_id(session_id)))
 
 
+class AutonomyHandler(_Base):
+    """`GET .../autonomy`: the session's autonomous mode and run (`AutonomyState`); `PUT`: turn
+    it on or off with budgets and gates (`AutonomyUpdate`), docs/autonomy.md."""
+
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def get(self, session_id: str) -> None:
+        self.reply(self.host.autonomy_state(self.session_id(session_id)))
+
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def put(self, session_id: str) -> None:
+        self.reply(self.host.set_autonomy(self.session_id(session_id), self.body()))
+
+
 class BindingsHandler(_Base):
     @web.authenticated
     @authorized
@@ -447,6 +464,7 @@ def handlers() -> list[tuple[str, Any]]:
         (rf"/prime-agent/api/sessions/{_SESSION}/refine", RefineHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/refinements", RefinementsHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/trust", TrustHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/autonomy", AutonomyHandler),
         (
             rf"/prime-agent/api/sessions/{_SESSION}/refinements/{_REFINEMENT}/rollback",
             RollbackHandler,

@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..adapters.host_environment import HostEnvironment
@@ -32,6 +33,7 @@ from ..core.sessions import (
 from ..core.settings import Settings
 from ..core.stop_cause import SERVER_SHUTDOWN, USER_STOP, StopCause
 from ..core.text import shorten
+from .host_autonomy import HostAutonomy
 from .host_branches import HostBranches
 from .host_errors import (
     HostError,
@@ -58,7 +60,7 @@ class HostSettings(Settings):
     bridge_address: Callable[[], str]  # the URL kernels call the host on, once the server listens
 
 
-class AgentHost(HostBranches, HostHarness):
+class AgentHost(HostBranches, HostHarness, HostAutonomy):
     def __init__(
         self,
         serverapp: Any,
@@ -85,6 +87,7 @@ class AgentHost(HostBranches, HostHarness):
         )
         environment = HostEnvironment(self.fleet, self.choice, self.notebooks)
         self.runtime = AgentRuntime(repository, environment, settings)
+        self.runtime.autonomy.root = Path(serverapp.root_dir)  # gates run in a notebook's folder
         self.fleet.serve(self.runtime)
         # One lock per notebook: attaching one notebook (which may start its kernel) never
         # holds up another notebook's agent.

@@ -1,0 +1,166 @@
+"""The panel's Autonomous switch on a real jupyter_server: `GET`/`PUT .../autonomy`, an autonomous
+run started by a message, its gates in the notebook's folder, its `autonomy` events, and Stop."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from prime_agent_lab.core.stop_cause import SERVER_SHUTDOWN
+
+from .conftest import next_event, run_turn, use_script, wait_for
+from .test_subagents import WAIT_FOR_CHILDREN
+from .test_subagents_server import tree_script
+
+DEFAULT_BUDGETS = {
+    "max_turns": 12,
+    "max_tokens": 80000,
+    "timeout_minutes": 30.0,
+    "continuations": 3,
+}
+
+
+async def _autonomy(jp_fetch: Any, session_id: str, body: dict[str, Any] | None = None) -> Any:
+    path = ("prime-agent", "api", "sessions", session_id, "autonomy")
+    if body is None:
+        return json.loads((await jp_fetch(*path)).body)
+    return json.loads((await jp_fetch(*path, method="PUT", body=json.dumps(body))).body)
+
+
+async def _attach(jp_fetch: Any, path: str) -> str:
+    response = await jp_fetch(
+        "prime-agent", "api", "sessions", method="POST", body=json.dumps({"notebook_path": path})
+    )
+    return str(json.loads(response.body)["session_id"])
+
+
+async def test_the_switch_runs_the_next_message_autonomously_until_its_gate_passes(
+    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any, jp_root_dir: Path
+) -> None:
+    use_script(
+        host,
+        agent_script(
+            [
+                {"text": "Done."},
+                {"text": "Fixing.", "code": "open('done.txt', 'w').write('ok')"},
+                {"text": "Fixed."},
+            ]
+        ),
+    )
+    session_id = await _attach(jp_fetch, make_notebook("work/auto.ipynb"))
+    assert await _autonomy(jp_fetch, session_id) == {
+        "enabled": False,
+        "budgets": DEFAULT_BUDGETS,
+        "gates": [],
+        "run": None,
+    }
+    budgets = {**DEFAULT_BUDGETS, "max_turns": 6}
+    state = await _autonomy(
+        jp_fetch, session_id, {"enabled": True, "budgets": budgets, "gates": ["test -f done.txt"]}
+    )
+    assert (state["enabled"], state["budgets"], state["gates"]) == (
+        True,
+        budgets,
+        ["test -f done.txt"],
+    )
+    agent = host.agent(session_id)
+    queue = agent.events.subscribe()
+    await jp_fetch(
+        "prime-agent", "api", "sessions", session_id, "messages",
+        method="POST", body=json.dumps({"text": "make done.txt"}),
+    )  # fmt: skip
+    started = await next_event(queue, "autonomy")
+    assert started["state"]["run"]["reason"] is None
+    await wait_for(lambda: not agent.running, timeout=60)
+
+    assert (jp_root_dir / "work" / "done.txt").read_text() == "ok"  # the notebook's folder
+    state = await _autonomy(jp_fetch, session_id)
+    assert state["enabled"] is True
+    assert (state["run"]["reason"], state["run"]["turns"]) == ("gates_passed", 3)
+    events = [queue.get_nowait() for _ in range(queue.qsize())]
+    gates = [e for e in events if e["type"] == "gate_run"]
+    assert [g["passed"] for g in gates] == [False, True]
+    assert events[-1]["type"] in ("autonomy", "status")
+
+    detail = json.loads((await jp_fetch("prime-agent", "api", "sessions", session_id)).body)
+    lines = [i["text"] for i in detail["transcript"] if i["type"] == "notice"]
+    assert any(line.startswith("Gate `test -f done.txt` failed (exit 1") for line in lines)
+    assert any(
+        line.startswith("Autonomous run ended: gates passed after 3 turns") for line in lines
+    )
+
+    host.runtime.autonomy._configs.clear()  # as after a restart: the session's log says it
+    assert (await _autonomy(jp_fetch, session_id))["enabled"] is True
+
+
+async def test_stop_ends_the_run_and_turns_the_switch_off(
+    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(host, agent_script([{"text": "Working.", "code": "import time; time.sleep(60)"}]))
+    session_id = await _attach(jp_fetch, make_notebook("stop.ipynb"))
+    await _autonomy(jp_fetch, session_id, {"enabled": True})
+    agent = host.agent(session_id)
+    await host.send(session_id, "go")
+    await wait_for(lambda: agent.current_cell_id is not None, timeout=60)
+    await jp_fetch("prime-agent", "api", "sessions", session_id, "stop", method="POST", body="{}")
+    await wait_for(lambda: not agent.running, timeout=60)
+    state = await _autonomy(jp_fetch, session_id)
+    assert (state["enabled"], state["run"]["reason"]) == (False, "stopped")
+
+
+async def test_a_server_shutdown_during_a_run_leaves_the_switch_on(
+    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(host, agent_script([{"text": "Working.", "code": "import time; time.sleep(60)"}]))
+    session_id = await _attach(jp_fetch, make_notebook("shutdown.ipynb"))
+    await _autonomy(jp_fetch, session_id, {"enabled": True})
+    agent = host.agent(session_id)
+    await host.send(session_id, "go")
+    await wait_for(lambda: agent.current_cell_id is not None, timeout=60)
+    await host.runtime.stop_all(SERVER_SHUTDOWN)
+    state = await _autonomy(jp_fetch, session_id)
+    assert (state["enabled"], state["run"]["reason"]) == (True, "stopped")
+    host.runtime.autonomy._configs.clear()  # as after the restart: the session's log says it
+    assert (await _autonomy(jp_fetch, session_id))["enabled"] is True
+
+
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        ({"enabled": "yes"}, "enabled must be true or false"),
+        ({"enabled": True, "gates": "pytest"}, "gates must be a list of strings"),
+        ({"enabled": True, "gates": ["py:assert ("]}, "py: gate does not compile"),
+        ({"enabled": True, "budgets": {"max_turns": 0}}, "budgets.max_turns"),
+        ({"enabled": True, "budgets": {"turns": 3}}, "no field turns"),
+    ],
+)
+async def test_a_bad_update_is_refused_clearly_and_changes_nothing(
+    jp_fetch: Any, host: Any, make_notebook: Any, body: dict[str, Any], says: str
+) -> None:
+    session_id = await _attach(jp_fetch, make_notebook("bad.ipynb"))
+    with pytest.raises(HTTPClientError) as refused:
+        await _autonomy(jp_fetch, session_id, body)
+    assert refused.value.code == 400
+    assert says in json.loads(refused.value.response.body)["message"]
+    assert (await _autonomy(jp_fetch, session_id))["enabled"] is False
+
+
+async def test_a_sub_agent_cannot_be_switched_on_its_parent_can(
+    jp_fetch: Any, host: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    spawn = 'a = await rlm("alpha words", name="alpha")'
+    script = [{"code": spawn}, {"code": WAIT_FOR_CHILDREN}, {"text": "{last_output_line}"}]
+    use_script(host, tree_script(tmp_path, script))
+    parent_id = await _attach(jp_fetch, make_notebook("family.ipynb"))
+    await run_turn(host, parent_id, "fan out")
+    (child,) = [a for a in host.agents.values() if a.session_id != parent_id]
+    assert (await _autonomy(jp_fetch, child.session_id))["enabled"] is False
+    with pytest.raises(HTTPClientError) as refused:
+        await _autonomy(jp_fetch, child.session_id, {"enabled": True})
+    assert refused.value.code == 409
+    assert "switch on its parent" in json.loads(refused.value.response.body)["message"]
+    assert (await _autonomy(jp_fetch, parent_id, {"enabled": True}))["enabled"] is True
