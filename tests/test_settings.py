@@ -24,10 +24,9 @@ from prime_agent_lab.core.settings import (
     Settings,
     declared,
     help_text,
-    markdown_table,
-    readme_with_table,
     spell,
 )
+from prime_agent_lab.core.settings_readme import markdown_table, readme_with_table
 from prime_agent_lab.headless import HeadlessRun
 from prime_agent_lab.jupyter.app import PrimeAgentLab
 
@@ -265,7 +264,7 @@ def test_the_readme_settings_table_is_current() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert readme_with_table(readme) == readme, (
         "the README's settings table is stale: run "
-        "`python -m prime_agent_lab.core.settings --readme README.md`"
+        "`python -m prime_agent_lab.core.settings_readme --readme README.md`"
     )
     assert "| `cell_timeout` | `--cell-timeout` |" in markdown_table()
 
