@@ -341,6 +341,62 @@ def _describe(answer: object, fallback: str) -> str:
 
 _GLOBAL = Argument("global", "flag", "the shared global harness store, not this session's")
 
+# ---------------------------------------------------------------- /heartbeat (docs/autonomy.md)
+
+
+async def _heartbeat(host: CommandHost, session_id: str, values: dict[str, Any]) -> CommandNote:
+    from .heartbeat_commands import set_heartbeat
+
+    return {"text": set_heartbeat(host.runtime, session_id, values)}
+
+
+async def _heartbeat_keyword(
+    host: CommandHost, session_id: str, values: dict[str, Any], keyword: str
+) -> CommandNote:
+    from .heartbeat_commands import change_heartbeat
+
+    return {"text": change_heartbeat(host.runtime, session_id, keyword)}
+
+
+async def _heartbeat_pause(host: CommandHost, session_id: str, values: dict[str, Any]) -> Any:
+    return await _heartbeat_keyword(host, session_id, values, "pause")
+
+
+async def _heartbeat_resume(host: CommandHost, session_id: str, values: dict[str, Any]) -> Any:
+    return await _heartbeat_keyword(host, session_id, values, "resume")
+
+
+async def _heartbeat_stop(host: CommandHost, session_id: str, values: dict[str, Any]) -> Any:
+    return await _heartbeat_keyword(host, session_id, values, "stop")
+
+
+async def _heartbeat_status(host: CommandHost, session_id: str, values: dict[str, Any]) -> Any:
+    return await _heartbeat_keyword(host, session_id, values, "status")
+
+
+_HEARTBEAT = Command(
+    "heartbeat",
+    "Bring this agent back on a schedule with an instruction; the agent cannot change it.",
+    (
+        Form(
+            "Set this session's heartbeat (replacing the one before): `every <dur> "
+            "[--steer|--follow-up] <instruction>`; steer enters a running turn, follow-up "
+            "waits for it to end.",
+            "note",
+            _heartbeat,
+            arguments=(
+                Argument("steer", "flag", "enter a running turn at its next model call (default)"),
+                Argument("follow-up", "flag", "wait until a running turn ends"),
+                Argument("schedule", "text", "every <dur> [--steer|--follow-up] <instruction>"),
+            ),
+        ),
+        Form("Pause the heartbeat.", "note", _heartbeat_pause, keyword="pause"),
+        Form("Resume the paused heartbeat.", "note", _heartbeat_resume, keyword="resume"),
+        Form("Stop and remove the heartbeat.", "note", _heartbeat_stop, keyword="stop"),
+        Form("The heartbeat and its next run.", "note", _heartbeat_status, keyword="status"),
+    ),
+)
+
 COMMANDS: tuple[Command, ...] = (
     Command(
         "help", "List the chat commands.", (Form("Each command and its forms.", "help", _help),)
@@ -399,6 +455,7 @@ COMMANDS: tuple[Command, ...] = (
         "Tokens and cost of this agent and each of its sub-agents, own and in total.",
         (Form("Usage per agent of the tree below this one.", "usage", _usage),),
     ),
+    _HEARTBEAT,
 )
 
 BY_NAME: dict[str, Command] = {command.name: command for command in COMMANDS}
