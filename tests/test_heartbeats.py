@@ -302,3 +302,27 @@ async def test_a_schedules_file_from_someone_elses_folder_does_not_fire_until_tr
     await wait_for(lambda: agent.session.last_of("turn_end") is not None)
     assert [t["text"].splitlines()[-1] for t in ticks(agent)] == ["upload the data"]
     assert untrusted_items(host.runtime, agent.session_id) == []
+
+
+async def test_a_job_another_process_writes_is_seen_at_the_timers_next_wake(
+    host: Any, make_notebook: Any, agent_script: Any, fake_time: FakeTime
+) -> None:
+    agent = await attach(host, agent_script, make_notebook("cli.ipynb"), [{"text": "done"}])
+    await arm(host)
+    scheduler = host.runtime.scheduler
+    wakes = scheduler.wakes
+    # as `prime-agent-lab schedule add` does it: its own store object, the user's secret
+    elsewhere = ScheduleStore(agent.session.directory, Signer.load())
+    at = fake_time.now + timedelta(seconds=2)
+    once = parse(f"at {at.isoformat()}", fake_time.now)
+    elsewhere.add(new_job("cli", "from the terminal", once, fake_time.now))
+    assert not scheduler.pinned(agent.session_id)  # not seen yet: nothing told this process
+
+    fake_time.advance(5)  # the watch interval: the timer stats the stamp and reads the file
+    await wait_for(lambda: scheduler.wakes > wakes)
+    await wait_for(lambda: agent.session.last_of("turn_end") is not None)
+
+    (tick,) = ticks(agent)
+    assert tick["schedule_owner"] == "cli" and tick["text"].endswith("\nfrom the terminal")
+    (job,) = elsewhere.read().jobs
+    assert (job["status"], job["run_count"]) == ("completed", 1)
