@@ -68,6 +68,7 @@ class Scheduler:
         self._stamp: int | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self.wakes = 0  # how often the timer woke (the bench reads it)
         self.pause_after_claim = float(os.environ.get(PAUSE_AFTER_CLAIM_ENV) or 0)
@@ -138,6 +139,11 @@ class Scheduler:
         """The lifecycle's pin: an agent with an active job is not evicted."""
         return session_id in self._pinned
 
+    @property
+    def active_sessions(self) -> int:
+        """How many sessions have an active job (pinned agents)."""
+        return len(self._pinned)
+
     def untrusted(self, session_id: str) -> str | None:
         """What an unsigned (or foreign-signed) schedules file of the session would run."""
         schedules = self.store(session_id).read()
@@ -161,11 +167,22 @@ class Scheduler:
         if self._closed or (self._task is not None and not self._task.done()):
             return
         self._wake = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
         self._task = asyncio.ensure_future(self._run())
 
     def wake(self) -> None:
-        if self._wake is not None:
+        """Re-arm the timer now (from the event loop, or from a thread: trusting a session
+        signs its files off the loop)."""
+        if self._wake is None or self._loop is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
             self._wake.set()
+        elif not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._wake.set)
 
     def agent_started(self, session_id: str) -> None:
         """A root agent came back: its jobs that waited for it may fire now."""
