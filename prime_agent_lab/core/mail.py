@@ -31,7 +31,7 @@ class Mail:
     body: str
     notice: str | None = None  # a notice kind: the runtime tells a parent about its child
     released: bool = False  # a follow-up whose wait is over: its target's run ended
-    origin: dict[str, str] | None = None  # a scheduled job's tick (`ScheduleOrigin`), not a sender
+    origin: dict[str, str] | None = None  # a scheduled job's tick (`TICK_FIELDS`), no sender
 
     @property
     def text(self) -> str:
@@ -106,7 +106,7 @@ class Mail:
         if mail.notice is not None and mail.notice not in TOLD_AS_MESSAGES:
             return None
         if origin is not None:
-            if not isinstance(origin, dict) or set(origin) != set(ORIGIN_FIELDS):
+            if not isinstance(origin, dict) or set(origin) != set(TICK_FIELDS):
                 return None
             if not all(isinstance(v, str) for v in origin.values()):
                 return None
@@ -129,9 +129,6 @@ _MAIL_FIELDS = (
     "body",
 )
 
-
-ORIGIN_FIELDS = TICK_FIELDS
-"""The fields of a scheduled job's tick (core/scheduler.py), on its mail, entry and event."""
 
 _WHOSE = {"user": "the user's", "agent": "yours", "cli": "set from the terminal"}
 

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from .mail import ORIGIN_FIELDS
+from .entry_types import TICK_FIELDS
 from .schedules import (
     CHANGED_STAMP,
     SCHEDULES_FILE,
@@ -155,8 +155,10 @@ class Scheduler:
 
     def trust(self, session_id: str) -> bool:
         """The user trusts the session: sign its schedules file as it is; it fires from now."""
-        signed = self.store(session_id).sign()
+        store = self.store(session_id)
+        signed = store.sign()
         if signed:
+            store.recover(self.clock())  # a dispatch it brought open is not replayed either
             self.changed(session_id)
         return signed
 
@@ -278,7 +280,7 @@ class Scheduler:
             await asyncio.sleep(self.pause_after_claim)
         origin = dict(
             zip(
-                ORIGIN_FIELDS,
+                TICK_FIELDS,
                 (
                     job["id"],
                     job["label"],
