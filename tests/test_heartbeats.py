@@ -185,6 +185,10 @@ async def test_a_steer_tick_enters_the_running_turn_and_a_follow_up_tick_waits_f
         lambda: len([e for e in heartbeat_events(agent) if e["phase"] == "delivered"]) == 2
     )
     assert agent.running and ticks(agent) == []  # both wait: the agent is inside its cell
+    fake_time.advance(10)  # due again while the first ticks still wait: skipped, coalesced
+    await wait_for(
+        lambda: len([e for e in heartbeat_events(agent) if e["phase"] == "skipped"]) == 2
+    )
 
     queue = agent.events.subscribe()
     flag.write_text("go")
@@ -192,8 +196,11 @@ async def test_a_steer_tick_enters_the_running_turn_and_a_follow_up_tick_waits_f
     await next_event(queue, "turn_ended")
     agent.events.unsubscribe(queue)
 
-    where = {e["schedule_id"]: (e["type"], e["turn"]) for e in ticks(agent)}
-    assert where == {steer["id"]: ("agent_message", 1), follow["id"]: ("user_message", 2)}
+    where = [(e["schedule_id"], e["type"], e["turn"]) for e in ticks(agent)]
+    assert sorted(where) == sorted(
+        [(steer["id"], "agent_message", 1), (follow["id"], "user_message", 2)]
+    )
+    assert all(j["last_skipped_at"] and j["run_count"] == 1 for j in store.read().jobs)
 
 
 async def test_the_agent_cannot_change_or_delete_the_users_heartbeat(
@@ -247,7 +254,10 @@ async def test_a_tick_brings_an_evicted_agent_back_and_an_active_heartbeat_pins_
         new_job("agent", "add a bang", parse("every 10s", fake_time.now), fake_time.now)
     )
     scheduler.changed(child.session_id)
+    set_runtime(host, evict_after_minutes=0.01 / 60)
     assert scheduler.pinned(child.session_id) and lifecycle.held(child)
+    await asyncio.sleep(1.0)  # idle past the eviction time (0.6 s)
+    assert await lifecycle.sweep() == []  # an active heartbeat keeps it loaded
 
     def pause(entry: dict[str, Any]) -> None:
         entry["status"] = "paused"
@@ -255,8 +265,9 @@ async def test_a_tick_brings_an_evicted_agent_back_and_an_active_heartbeat_pins_
     store.update(job["id"], pause, fake_time.now)
     scheduler.changed(child.session_id)
     assert not scheduler.pinned(child.session_id)
-    set_runtime(host, evict_after_minutes=0.01 / 60)
-    await wait_for(lambda: child.session_id not in host.agents and process_gone(pid), timeout=60)
+    await wait_for(lambda: lifecycle.evictable(child))
+    assert await lifecycle.sweep() == [child.session_id]
+    await wait_for(lambda: child.session_id not in host.agents and process_gone(pid))
 
     def resume(entry: dict[str, Any]) -> None:
         entry["status"], entry["next_run_at"] = "active", iso(fake_time.now + timedelta(seconds=1))
