@@ -10,6 +10,7 @@ the fake clock, so no test waits real minutes for a tick.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -337,3 +338,41 @@ async def test_a_job_another_process_writes_is_seen_at_the_timers_next_wake(
     assert tick["schedule_owner"] == "cli" and tick["text"].endswith("\nfrom the terminal")
     (job,) = elsewhere.read().jobs
     assert (job["status"], job["run_count"]) == ("completed", 1)
+
+
+async def test_a_store_that_cannot_be_written_is_retried_later_and_a_lost_tick_says_why(
+    host: Any,
+    make_notebook: Any,
+    agent_script: Any,
+    fake_time: FakeTime,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    agent = await attach(host, agent_script, make_notebook("full.ipynb"), [{"text": "ok"}])
+    await command(host, agent, "every 10s check")
+    scheduler = host.runtime.scheduler
+    store = store_of(host, agent)
+    real_claim = ScheduleStore.claim_due
+
+    def disk_full(self: ScheduleStore, *args: Any) -> Any:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ScheduleStore, "claim_due", disk_full)
+    await arm(host)
+    wakes = scheduler.wakes
+    fake_time.advance(10)
+    await asyncio.sleep(0.3)
+    assert scheduler.wakes - wakes <= 2  # tried once, then waits: no busy loop
+    assert store.read().jobs[0]["run_count"] == 0
+
+    monkeypatch.setattr(ScheduleStore, "claim_due", real_claim)
+
+    def unwritable(*args: Any) -> str:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(host.runtime.mailbox, "deliver_tick", unwritable)
+    fake_time.advance(30)  # the retry time
+    await wait_for(lambda: any(e["phase"] == "interrupted" for e in heartbeat_events(agent)))
+    (job,) = store.read().jobs
+    assert job["run_count"] == 1 and "No space left on device" in job["last_error"]
+    assert [d["state"] for d in store.read().dispatches] == ["interrupted"]
+    assert ticks(agent) == []  # lost, said so, never replayed

@@ -24,7 +24,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .entry_types import TICK_FIELDS
@@ -41,6 +41,7 @@ from .sessions import is_session_id
 log = logging.getLogger(__name__)
 
 WATCH_SECONDS = 5.0
+RETRY_SECONDS = 30.0  # a store that cannot be written (a full disk) is tried again after this
 PAUSE_AFTER_CLAIM_ENV = "PRIME_AGENT_LAB_TEST_PAUSE_AFTER_CLAIM"
 """Tests only: seconds to wait between claiming a tick and delivering it (a crash window)."""
 
@@ -261,9 +262,10 @@ class Scheduler:
 
         try:
             results = await asyncio.to_thread(store.claim_due, now, waiting)
-        except OSError as exc:
+        except OSError as exc:  # nothing was claimed; not again at once (no busy loop)
             log.warning("the due jobs of %s cannot be claimed: %s", session_id, exc)
-            results = []
+            self._earliest[session_id] = now + timedelta(seconds=RETRY_SECONDS)
+            return 0
         delivered = 0
         for result in results:
             if isinstance(result, Skip):
