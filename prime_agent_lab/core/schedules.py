@@ -248,8 +248,8 @@ class ScheduleStore:
                 job["updated_at"] = iso(now)
                 if schedules.open_dispatch(job["id"]) is not None or waiting(job):
                     job["last_skipped_at"] = iso(now)
-                    if following is None:  # a one-shot whose tick is still on its way
-                        job["next_run_at"] = None
+                    if following is None:  # a one-shot: its one tick is the one on its way
+                        job["status"] = "completed"
                     out.append(Skip(dict(job)))
                     continue
                 dispatch = {
