@@ -340,7 +340,7 @@ async def test_a_job_another_process_writes_is_seen_at_the_timers_next_wake(
     assert (job["status"], job["run_count"]) == ("completed", 1)
 
 
-async def test_a_store_that_cannot_be_written_is_retried_later_and_a_lost_tick_says_why(
+async def test_a_full_disk_never_spins_the_timer_replays_a_tick_or_blocks_the_next_one(
     host: Any,
     make_notebook: Any,
     agent_script: Any,
@@ -376,3 +376,21 @@ async def test_a_store_that_cannot_be_written_is_retried_later_and_a_lost_tick_s
     assert job["run_count"] == 1 and "No space left on device" in job["last_error"]
     assert [d["state"] for d in store.read().dispatches] == ["interrupted"]
     assert ticks(agent) == []  # lost, said so, never replayed
+
+    # journaled, but its dispatch cannot be closed: delivered once, closed at the next wake
+    monkeypatch.undo()
+    real_delivered = ScheduleStore.delivered
+    monkeypatch.setattr(ScheduleStore, "delivered", disk_full)
+    fake_time.advance(10)
+    await wait_for(lambda: agent.session.last_of("turn_end") is not None)
+    assert [d["state"] for d in store.read().dispatches] == ["interrupted", "open"]
+    monkeypatch.setattr(ScheduleStore, "delivered", real_delivered)
+    fake_time.advance(10)
+    await wait_for(lambda: len(ticks(agent)) == 2)
+    closed = ("delivered", "interrupted")
+    await wait_for(lambda: all(d["state"] in closed for d in store.read().dispatches))
+    assert [d["state"] for d in store.read().dispatches] == [
+        "interrupted",
+        "delivered",
+        "delivered",
+    ]

@@ -66,6 +66,8 @@ class Scheduler:
         self._earliest: dict[str, datetime] = {}  # trusted stores with an active job
         self._pinned: set[str] = set()  # sessions with an active job
         self._mtimes: dict[str, int | None] = {}
+        # ticks journaled whose dispatch could not be closed (a full disk): closed at next wake
+        self._unrecorded: dict[str, dict[str, str]] = {}
         self._stamp: int | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -261,6 +263,9 @@ class Scheduler:
             return isinstance(last, str) and mailbox.waiting(session_id, last)
 
         try:
+            for dispatch_id, message_id in list(self._unrecorded.get(session_id, {}).items()):
+                await asyncio.to_thread(store.delivered, dispatch_id, message_id, now)
+                del self._unrecorded[session_id][dispatch_id]
             results = await asyncio.to_thread(store.claim_due, now, waiting)
         except OSError as exc:  # nothing was claimed; not again at once (no busy loop)
             log.warning("the due jobs of %s cannot be claimed: %s", session_id, exc)
@@ -302,8 +307,12 @@ class Scheduler:
             await asyncio.to_thread(store.close_dispatch, dispatch["id"], str(exc), self.clock())
             self._emit(session_id, "interrupted", job, dispatch=dispatch, error=str(exc))
             return 0
-        await asyncio.to_thread(store.delivered, dispatch["id"], message_id, self.clock())
         self._emit(session_id, "delivered", job, dispatch=dispatch, message_id=message_id)
+        try:
+            await asyncio.to_thread(store.delivered, dispatch["id"], message_id, self.clock())
+        except OSError as exc:  # journaled all the same: the mailbox delivers it once
+            log.warning("the tick %s of %s is not recorded yet: %s", message_id, job["id"], exc)
+            self._unrecorded.setdefault(session_id, {})[dispatch["id"]] = message_id
         return 1
 
     def _emit(
