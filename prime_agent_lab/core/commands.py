@@ -28,6 +28,8 @@ from typing import Any, Literal, Protocol, TypedDict
 
 from . import wire
 from .caller import TreeRuntime
+from .family import FamilyError
+from .heartbeat_commands import change_heartbeat, set_heartbeat
 from .text import shorten
 from .usage import AgentUsage, usage_report
 from .wire import RefinementList, SessionCopy, SessionTree
@@ -345,33 +347,20 @@ _GLOBAL = Argument("global", "flag", "the shared global harness store, not this 
 
 
 async def _heartbeat(host: CommandHost, session_id: str, values: dict[str, Any]) -> CommandNote:
-    from .heartbeat_commands import set_heartbeat
-
-    return {"text": set_heartbeat(host.runtime, session_id, values)}
-
-
-async def _heartbeat_keyword(
-    host: CommandHost, session_id: str, values: dict[str, Any], keyword: str
-) -> CommandNote:
-    from .heartbeat_commands import change_heartbeat
-
-    return {"text": change_heartbeat(host.runtime, session_id, keyword)}
+    try:
+        return {"text": set_heartbeat(host.runtime, session_id, values)}
+    except FamilyError as exc:
+        raise CommandError(exc.status, exc.message) from None
 
 
-async def _heartbeat_pause(host: CommandHost, session_id: str, values: dict[str, Any]) -> Any:
-    return await _heartbeat_keyword(host, session_id, values, "pause")
+def _heartbeat_keyword(keyword: str) -> Handler:
+    async def run(host: CommandHost, session_id: str, values: dict[str, Any]) -> CommandNote:
+        try:
+            return {"text": change_heartbeat(host.runtime, session_id, keyword)}
+        except FamilyError as exc:
+            raise CommandError(exc.status, exc.message) from None
 
-
-async def _heartbeat_resume(host: CommandHost, session_id: str, values: dict[str, Any]) -> Any:
-    return await _heartbeat_keyword(host, session_id, values, "resume")
-
-
-async def _heartbeat_stop(host: CommandHost, session_id: str, values: dict[str, Any]) -> Any:
-    return await _heartbeat_keyword(host, session_id, values, "stop")
-
-
-async def _heartbeat_status(host: CommandHost, session_id: str, values: dict[str, Any]) -> Any:
-    return await _heartbeat_keyword(host, session_id, values, "status")
+    return run
 
 
 _HEARTBEAT = Command(
@@ -390,10 +379,15 @@ _HEARTBEAT = Command(
                 Argument("schedule", "text", "every <dur> [--steer|--follow-up] <instruction>"),
             ),
         ),
-        Form("Pause the heartbeat.", "note", _heartbeat_pause, keyword="pause"),
-        Form("Resume the paused heartbeat.", "note", _heartbeat_resume, keyword="resume"),
-        Form("Stop and remove the heartbeat.", "note", _heartbeat_stop, keyword="stop"),
-        Form("The heartbeat and its next run.", "note", _heartbeat_status, keyword="status"),
+        *(
+            Form(said, "note", _heartbeat_keyword(keyword), keyword=keyword)
+            for keyword, said in (
+                ("pause", "Pause the heartbeat."),
+                ("resume", "Resume the paused heartbeat."),
+                ("stop", "Stop and remove the heartbeat."),
+                ("status", "The heartbeat and its next run."),
+            )
+        ),
     ),
 )
 

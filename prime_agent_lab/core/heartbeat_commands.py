@@ -21,10 +21,9 @@ _SET = re.compile(r"(every\s*\d+\s*[a-z]+)(?:\s+(.*))?", re.IGNORECASE | re.DOTA
 _FLAG = re.compile(r"--(steer|follow-up|follow_up)(?:\s+|$)")
 
 
-def _error(status: int, message: str) -> Exception:
-    from .commands import CommandError
-
-    return CommandError(status, message)
+def _error(status: int, message: str) -> FamilyError:
+    """What the command says to the user (core/commands.py answers it with `status`)."""
+    return FamilyError(status, message)
 
 
 def set_heartbeat(runtime: TreeRuntime, session_id: str, values: dict[str, Any]) -> str:
@@ -49,10 +48,7 @@ def set_heartbeat(runtime: TreeRuntime, session_id: str, values: dict[str, Any])
         raise _error(400, "Choose one of --steer and --follow-up.")
     if not rest:
         raise _error(400, f"What should the agent do on each tick? Usage: {USAGE}")
-    try:
-        instruction = checked_instruction(rest)
-    except FamilyError as exc:
-        raise _error(exc.status, exc.message) from None
+    instruction = checked_instruction(rest)
     mode = "follow_up" if "follow-up" in flags else "steer"
     job = new_job("user", instruction, schedule, now, None, mode)  # type: ignore[arg-type]
     store = scheduler.store(session_id)
