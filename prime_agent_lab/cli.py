@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from . import schedule_cli
 from .core import settings
 from .core.autonomy import SUCCESS as AUTONOMY_SUCCESS
 from .core.entry_types import TOLD_AS_MESSAGES
@@ -166,6 +167,7 @@ def _parser() -> argparse.ArgumentParser:
         "notebook. Extra arguments go to `jupyter lab`.",
     )
     _add_setting_flags(lab, ("provider", "model"))
+    schedule_cli.add_parser(commands)  # heartbeats and schedules: docs/autonomy.md
     return parser
 
 
@@ -211,6 +213,8 @@ class _Printer:
             self._line(f"  sub-agent {event['name']}: {event['status']}")
         elif kind == "notice" and event.get("kind") not in TOLD_AS_MESSAGES:
             self._line(f"  note: {event['text']}")
+        elif kind == "heartbeat":
+            self._line(f"  heartbeat {event['label']!r} ({event['schedule_id']}): {event['phase']}")
         elif kind == "turn_ended":
             self.finish()
         self._write("")
@@ -522,6 +526,14 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if args.command == "lab":
         return _lab(args, extra)
+    if args.command == "schedule":
+        if extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        try:
+            return schedule_cli.run(args, sys.stdout)
+        except schedule_cli.ScheduleCommandError as exc:
+            print(f"prime-agent-lab schedule: {exc}", file=sys.stderr)
+            return 1
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     words = sys.argv[1:] if argv is None else argv

@@ -31,3 +31,14 @@ def test_startup_benchmark_smoke_run_prints_its_table() -> None:
     python, sdk_import, floor, cli, ours = map(float, rows[0][1:])
     assert min(python, sdk_import, floor, cli) > 0  # it must run, not meet a time
     assert abs(cli - floor - ours) < 0.002
+
+
+def test_schedules_benchmark_smoke_run_prints_its_tables() -> None:
+    out = run_bench("bench_schedules.py", "--smoke", timeout=170)
+    rows = {
+        line.split()[0]: line.split() for line in out.splitlines() if line[:10].strip().isdigit()
+    }
+    assert set(rows) == {"0", "100"} and rows["100"][1] == "100"  # every heartbeat pins its agent
+    assert "ratio 100 / 0 heartbeats:" in out
+    delays = [line for line in out.splitlines() if line.startswith("due -> ")]
+    assert [line.split("  ")[0] for line in delays] == ["due -> claimed", "due -> turn_started"]

@@ -197,6 +197,11 @@ EXAMPLES: dict[tuple[str, str | None], str] = {
     ("refine", "history"): "history",
     ("refine", "rollback"): "rollback {refinement}",
     ("usage", None): "",
+    ("heartbeat", None): "every 10m --follow-up check the training log",
+    ("heartbeat", "status"): "status",
+    ("heartbeat", "pause"): "pause",
+    ("heartbeat", "resume"): "resume",
+    ("heartbeat", "stop"): "stop",
 }
 
 PROPOSAL = {
@@ -250,6 +255,9 @@ async def test_every_declared_form_runs_through_the_rest_route(
     assert replies["refine", None]["answer"]["text"].startswith("/refine --global: ")
     assert replies["refine", "rollback"]["answer"]["text"].startswith("Rollback of ref")
     assert replies["usage", None]["answer"]["session_id"] == agent.session_id
+    assert replies["heartbeat", None]["answer"]["text"].startswith("Heartbeat hb_")
+    assert "every 10m, follow-up" in replies["heartbeat", "status"]["answer"]["text"]
+    assert "stopped" in replies["heartbeat", "stop"]["answer"]["text"]
 
 
 async def _refinement_recorded(host: Any, session_id: str) -> None:
@@ -319,3 +327,17 @@ async def test_usage_through_the_rest_route_gives_own_and_total_per_agent_of_the
     assert root["usage_total"] == host.runtime.tree_usage(parent.session_id)
     # The scripted provider plays a script: its calls are known to cost nothing.
     assert (root["cost"], root["cost_total"], child["cost"]) == (0.0, 0.0, 0.0)
+
+
+def test_heartbeat_takes_its_schedule_as_text_and_its_keywords_alone() -> None:
+    assert parsed("heartbeat", "every 5m --follow-up look") == (
+        None,
+        {"steer": False, "follow-up": False, "schedule": "every 5m --follow-up look"},
+    )
+    assert parsed("heartbeat", "--follow-up every 10s look") == (
+        None,
+        {"steer": False, "follow-up": True, "schedule": "every 10s look"},
+    )
+    for keyword in ("pause", "resume", "stop", "status"):
+        assert parsed("heartbeat", keyword) == (keyword, {})
+    assert parsed("heartbeat", "stop the run when the loss explodes")[0] is None

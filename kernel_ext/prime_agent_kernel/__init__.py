@@ -1,8 +1,9 @@
 """Prime Agent Lab's in-kernel package.
 
 The host loads it into an agent's kernel and calls `configure(...)`; it binds the kernel API
-names (`history`, `agent_message`, `agent_observe`, `rlm`, `compact`, `refine`) into the user
-namespace. It never imports the host package: everything goes over the bridge.
+names (`history`, `agent_message`, `agent_observe`, `rlm`, `compact`, `refine`,
+`rlm_heartbeat`) into the user namespace. It never imports the host package: everything goes
+over the bridge.
 
 Importing the package loads none of the kernel API (the host imports the declarations of the
 bridge operations, `prime_agent_kernel.operations`, and nothing more): its classes and the bridge
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from .bridge import BridgeClient, BridgeError
     from .compact import Compact
     from .harness import Harness, HarnessEntry, HarnessError
+    from .heartbeat import Heartbeat
     from .history import Entry, History
     from .messaging import AgentMessage, AgentObserve, Record
     from .refine import Refine
@@ -27,6 +29,7 @@ _EXPORTS = {
     "BridgeClient": ".bridge",
     "BridgeError": ".bridge",
     "Compact": ".compact",
+    "Heartbeat": ".heartbeat",
     "Harness": ".harness",
     "HarnessEntry": ".harness",
     "HarnessError": ".harness",
@@ -65,6 +68,7 @@ __all__ = [
     "Harness",
     "HarnessEntry",
     "HarnessError",
+    "Heartbeat",
     "History",
     "Record",
     "Refine",
@@ -134,6 +138,7 @@ def _bind_names(shell: Any) -> None:
     (`history` is also `agent_history`, as researchers often have a `history` of their own)."""
     from .compact import Compact, track
     from .harness import Harness
+    from .heartbeat import Heartbeat
     from .history import History
     from .messaging import AgentMessage, AgentObserve
     from .refine import Refine
@@ -148,6 +153,7 @@ def _bind_names(shell: Any) -> None:
         "rlm": RLM(_call, show_link, harness=Harness(_sync_call)),
         "compact": Compact(_call),
         "refine": Refine(_call),
+        "rlm_heartbeat": Heartbeat(_call),
     }
     for name, value in ours.items():
         existing = shell.user_ns.get(name)

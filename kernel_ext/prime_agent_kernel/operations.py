@@ -197,6 +197,33 @@ DELETE_ENTRY_BY_REFINEMENT = _declare(
 )
 
 
+# ------------------------------------------------------------------ heartbeats (`rlm_heartbeat`)
+CREATE_HEARTBEAT = _declare(
+    "heartbeats.create",
+    ("instruction", "interval", "label", "delivery_mode"),
+    "`rlm_heartbeat.create(instruction, interval, label, delivery_mode)`",
+    "the new heartbeat (the agent's own), with its first run",
+)
+LIST_HEARTBEATS = _declare(
+    "heartbeats.list",
+    ("include_inactive",),
+    "`rlm_heartbeat.list(include_inactive)`",
+    "the session's jobs: the agent's own, and the user's and the terminal's read-only",
+)
+UPDATE_HEARTBEAT = _declare(
+    "heartbeats.update",
+    ("id", "instruction", "interval", "label", "delivery_mode", "status"),
+    "`rlm_heartbeat.update(id, ...)`",
+    "the heartbeat as changed (only the agent's own)",
+)
+DELETE_HEARTBEAT = _declare(
+    "heartbeats.delete",
+    ("id",),
+    "`rlm_heartbeat.delete(id)`",
+    "what was deleted (only the agent's own)",
+)
+
+
 def check_call(op: str, payload: dict[str, object]) -> Operation:
     """The declaration of `op`, once `payload` carries only its arguments; ValueError else."""
     declared = OPERATIONS.get(op)

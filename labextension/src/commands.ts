@@ -192,5 +192,62 @@ export const CHAT_COMMANDS: readonly ICommandSpec[] = [
         "arguments": []
       }
     ]
+  },
+  {
+    "name": "heartbeat",
+    "help": "Bring this agent back on a schedule with an instruction; the agent cannot change it.",
+    "forms": [
+      {
+        "keyword": null,
+        "usage": "/heartbeat [--steer] [--follow-up] [schedule]",
+        "help": "Set this session's heartbeat (replacing the one before): `every <dur> [--steer|--follow-up] <instruction>`; steer enters a running turn, follow-up waits for it to end.",
+        "view": "note",
+        "arguments": [
+          {
+            "name": "steer",
+            "kind": "flag",
+            "help": "enter a running turn at its next model call (default)"
+          },
+          {
+            "name": "follow-up",
+            "kind": "flag",
+            "help": "wait until a running turn ends"
+          },
+          {
+            "name": "schedule",
+            "kind": "text",
+            "help": "every <dur> [--steer|--follow-up] <instruction>"
+          }
+        ]
+      },
+      {
+        "keyword": "pause",
+        "usage": "/heartbeat pause",
+        "help": "Pause the heartbeat.",
+        "view": "note",
+        "arguments": []
+      },
+      {
+        "keyword": "resume",
+        "usage": "/heartbeat resume",
+        "help": "Resume the paused heartbeat.",
+        "view": "note",
+        "arguments": []
+      },
+      {
+        "keyword": "stop",
+        "usage": "/heartbeat stop",
+        "help": "Stop and remove the heartbeat.",
+        "view": "note",
+        "arguments": []
+      },
+      {
+        "keyword": "status",
+        "usage": "/heartbeat status",
+        "help": "The heartbeat and its next run.",
+        "view": "note",
+        "arguments": []
+      }
+    ]
   }
 ];

@@ -22,11 +22,17 @@ export type ChildStatus = 'running' | 'idle' | 'inactive' | 'replied' | 'complet
 
 export type DeliveryMode = 'auto' | 'steer' | 'follow_up';
 
+export type ScheduleOwner = 'user' | 'agent' | 'cli';
+
+export type ScheduleKind = 'every' | 'cron' | 'in' | 'at';
+
+export type HeartbeatPhase = 'claimed' | 'delivered' | 'skipped' | 'interrupted';
+
 export type RefineScope = 'local' | 'global';
 
 export type EditAction = 'create' | 'update' | 'delete';
 
-export type UntrustedKind = 'snapshot' | 'harness' | 'mail';
+export type UntrustedKind = 'snapshot' | 'harness' | 'mail' | 'schedules';
 
 export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'continuation' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned' | 'gate_run' | 'autonomy';
 
@@ -64,6 +70,11 @@ export interface IUserItem {
   relationship?: Relationship;
   composed?: string;
   notice?: NoticeKind;
+  schedule_id?: string;
+  schedule_label?: string;
+  schedule_owner?: ScheduleOwner;
+  schedule_kind?: ScheduleKind;
+  scheduled_for?: string;
 }
 
 export interface IAssistantItem {
@@ -97,16 +108,21 @@ export interface INoticeItem {
   kind?: NoticeKind;
 }
 
-/** Another agent's message taken into a running turn. */
+/** Another agent's message taken into a running turn (or a heartbeat's tick). */
 export interface IAgentMessageItem {
   type: 'agent_message';
   turn: number;
   text: string;
-  from_session_id: string;
+  from_session_id?: string;
   from_name: string;
-  relationship: Relationship;
+  relationship?: Relationship;
   composed: string;
   notice?: NoticeKind;
+  schedule_id?: string;
+  schedule_label?: string;
+  schedule_owner?: ScheduleOwner;
+  schedule_kind?: ScheduleKind;
+  scheduled_for?: string;
 }
 
 /** A sub-agent this agent spawned (`rlm(...)`): its notebook opens from the chat. */
@@ -328,9 +344,14 @@ export interface ITurnStartedEvent {
   composed?: string;
   mode?: DeliveryMode;
   notice?: NoticeKind;
+  schedule_id?: string;
+  schedule_label?: string;
+  schedule_owner?: ScheduleOwner;
+  schedule_kind?: ScheduleKind;
+  scheduled_for?: string;
 }
 
-/** Another agent's message, taken into the running turn between two model calls. */
+/** Another agent's message (or a steer tick of a heartbeat), taken into the running turn between two model calls. */
 export interface IAgentMessageEvent {
   seq: number;
   session_id: string;
@@ -338,12 +359,17 @@ export interface IAgentMessageEvent {
   turn: number;
   text: string;
   message_id: string;
-  from_session_id: string;
-  from_name: string;
-  relationship: Relationship;
+  from_session_id?: string;
+  from_name?: string;
+  relationship?: Relationship;
   composed: string;
   mode: DeliveryMode;
   notice?: NoticeKind;
+  schedule_id?: string;
+  schedule_label?: string;
+  schedule_owner?: ScheduleOwner;
+  schedule_kind?: ScheduleKind;
+  scheduled_for?: string;
 }
 
 export interface ITextDeltaEvent {
@@ -522,6 +548,25 @@ export interface IAutonomyEvent {
   state: IAutonomyState;
 }
 
+/** A scheduled job's tick (docs/autonomy.md), on the target agent's bus. */
+export interface IHeartbeatEvent {
+  seq: number;
+  session_id: string;
+  type: 'heartbeat';
+  phase: HeartbeatPhase;
+  schedule_id: string;
+  label: string;
+  owner: ScheduleOwner;
+  delivery_mode: 'steer' | 'follow_up';
+  next_run_at: string | null;
+  run_count: number;
+  scheduled_for?: string;
+  coalesced?: number;
+  message_id?: string;
+  skipped_at?: string;
+  error?: string;
+}
+
 export type ChatItem =
   | IUserItem
   | IAssistantItem
@@ -552,7 +597,8 @@ export type AgentEvent =
   | ITurnEndedEvent
   | IRefinementEvent
   | IGateRunEvent
-  | IAutonomyEvent;
+  | IAutonomyEvent
+  | IHeartbeatEvent;
 
 /** The notice line for a turn that ended this way. */
 export const STOP_NOTICES: Partial<Record<StopReason, string>> = {

@@ -26,6 +26,7 @@ class TreeRuntime(Protocol):
     settings: Any
     environment: Any
     mailbox: Any
+    scheduler: Any
     harnesses: Any
     signer: Signer
 

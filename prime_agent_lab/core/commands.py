@@ -28,6 +28,8 @@ from typing import Any, Literal, Protocol, TypedDict
 
 from . import wire
 from .caller import TreeRuntime
+from .family import FamilyError
+from .heartbeat_commands import change_heartbeat, set_heartbeat
 from .text import shorten
 from .usage import AgentUsage, usage_report
 from .wire import RefinementList, SessionCopy, SessionTree
@@ -341,6 +343,54 @@ def _describe(answer: object, fallback: str) -> str:
 
 _GLOBAL = Argument("global", "flag", "the shared global harness store, not this session's")
 
+# ---------------------------------------------------------------- /heartbeat (docs/autonomy.md)
+
+
+async def _heartbeat(host: CommandHost, session_id: str, values: dict[str, Any]) -> CommandNote:
+    try:
+        return {"text": set_heartbeat(host.runtime, session_id, values)}
+    except FamilyError as exc:
+        raise CommandError(exc.status, exc.message) from None
+
+
+def _heartbeat_keyword(keyword: str) -> Handler:
+    async def run(host: CommandHost, session_id: str, values: dict[str, Any]) -> CommandNote:
+        try:
+            return {"text": change_heartbeat(host.runtime, session_id, keyword)}
+        except FamilyError as exc:
+            raise CommandError(exc.status, exc.message) from None
+
+    return run
+
+
+_HEARTBEAT = Command(
+    "heartbeat",
+    "Bring this agent back on a schedule with an instruction; the agent cannot change it.",
+    (
+        Form(
+            "Set this session's heartbeat (replacing the one before): `every <dur> "
+            "[--steer|--follow-up] <instruction>`; steer enters a running turn, follow-up "
+            "waits for it to end.",
+            "note",
+            _heartbeat,
+            arguments=(
+                Argument("steer", "flag", "enter a running turn at its next model call (default)"),
+                Argument("follow-up", "flag", "wait until a running turn ends"),
+                Argument("schedule", "text", "every <dur> [--steer|--follow-up] <instruction>"),
+            ),
+        ),
+        *(
+            Form(said, "note", _heartbeat_keyword(keyword), keyword=keyword)
+            for keyword, said in (
+                ("pause", "Pause the heartbeat."),
+                ("resume", "Resume the paused heartbeat."),
+                ("stop", "Stop and remove the heartbeat."),
+                ("status", "The heartbeat and its next run."),
+            )
+        ),
+    ),
+)
+
 COMMANDS: tuple[Command, ...] = (
     Command(
         "help", "List the chat commands.", (Form("Each command and its forms.", "help", _help),)
@@ -399,6 +449,7 @@ COMMANDS: tuple[Command, ...] = (
         "Tokens and cost of this agent and each of its sub-agents, own and in total.",
         (Form("Usage per agent of the tree below this one.", "usage", _usage),),
     ),
+    _HEARTBEAT,
 )
 
 BY_NAME: dict[str, Command] = {command.name: command for command in COMMANDS}

@@ -180,6 +180,8 @@ WARNING_NOTICES = frozenset(k for k, n in NOTICE_KINDS.items() if n.warning)
 
 _BLOB_NAME = re.compile(r"^[0-9a-f]{64}\.[a-z0-9]{1,8}$")
 _ORIGIN_FIELDS = ("from_session_id", "from_name", "relationship", "composed")
+TICK_FIELDS = ("schedule_id", "schedule_label", "schedule_owner", "schedule_kind", "scheduled_for")
+"""The fields of a message a scheduled job's tick made (core/scheduler.py), not another agent."""
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "sessions.md"
 
 
@@ -203,10 +205,13 @@ def _user_seen(entry: Entry, in_turn: bool) -> tuple[Seen, ...]:
 
 
 def _user_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
-    origin = {k: entry[k] for k in _ORIGIN_FIELDS if isinstance(entry.get(k), str)}
+    origin = {k: entry[k] for k in (*_ORIGIN_FIELDS, *TICK_FIELDS) if isinstance(entry.get(k), str)}
     if isinstance(entry.get("notice"), str):
         origin["notice"] = entry["notice"]
     return [{"type": "user", "turn": entry.get("turn"), "text": entry["text"], **origin}]  # type: ignore[typeddict-item]
+
+
+_TICK_LACKS = ("from_session_id", "relationship")  # a tick has no sending agent
 
 
 def _agent_message_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
@@ -214,7 +219,8 @@ def _agent_message_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
         "type": "agent_message",
         "turn": entry.get("turn"),
         "text": entry["text"],
-        **{k: str(entry.get(k, "")) for k in _ORIGIN_FIELDS},
+        **{k: str(entry.get(k, "")) for k in _ORIGIN_FIELDS if k not in _TICK_LACKS},
+        **{k: entry[k] for k in (*_TICK_LACKS, *TICK_FIELDS) if isinstance(entry.get(k), str)},
     }
     if isinstance(entry.get("notice"), str):
         item["notice"] = entry["notice"]
@@ -233,6 +239,11 @@ _ORIGIN = {
     "composed": Field(str, "when the sender wrote it"),
     "mode": Field(str, "`auto`, `steer` or `follow_up`"),
     "notice": Field(str, "set when it only carries a sub-agent's notice to the model"),
+    "schedule_id": Field(str, "a scheduled job's tick: the job (docs/autonomy.md)"),
+    "schedule_label": Field(str, "the job's label"),
+    "schedule_owner": Field(str, "whose job: `user`, `agent` or `cli`"),
+    "schedule_kind": Field(str, "`every`, `cron`, `in` or `at`"),
+    "scheduled_for": Field(str, "when the tick was due"),
 }
 
 USER_MESSAGE = EntryType(

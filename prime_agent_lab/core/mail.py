@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from .entry_types import TOLD_AS_MESSAGES
+from .entry_types import TICK_FIELDS, TOLD_AS_MESSAGES
 from .reach import ROLES
 from .sessions import now_iso
 from .wire import DeliveryMode, Relationship
@@ -25,18 +25,21 @@ class Mail:
     to_name: str
     from_session_id: str
     from_name: str
-    relationship: Relationship  # the sender, seen from the receiver
+    relationship: Relationship | None  # the sender, seen from the receiver (None: a tick)
     composed: str
     mode: DeliveryMode
     body: str
     notice: str | None = None  # a notice kind: the runtime tells a parent about its child
     released: bool = False  # a follow-up whose wait is over: its target's run ended
+    origin: dict[str, str] | None = None  # a scheduled job's tick (`TICK_FIELDS`), no sender
 
     @property
     def text(self) -> str:
         """What the receiver's model reads."""
         if self.notice is not None:
             return f"[notice] {self.body}"
+        if self.origin is not None:
+            return f"{tick_header(self.origin)}\n{self.body}"
         header = (
             f'[message from {self.relationship} "{self.from_name}", written {self.composed}, '
             f"id {self.message_id}]"
@@ -47,6 +50,13 @@ class Mail:
     def fields(self) -> dict[str, Any]:
         """The fields of the receiver's entry and event (`TurnStartedEvent`,
         `AgentMessageEvent` in wire.py)."""
+        if self.origin is not None:
+            return {
+                "message_id": self.message_id,
+                "composed": self.composed,
+                "mode": self.mode,
+                **self.origin,
+            }
         return {
             "message_id": self.message_id,
             "from_session_id": self.from_session_id,
@@ -76,20 +86,33 @@ class Mail:
             "mode": self.mode,
             "body": self.body,
             **({"notice": self.notice} if self.notice is not None else {}),
+            **({"origin": self.origin} if self.origin is not None else {}),
         }
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Mail | None:
+        origin = record.get("origin")
         try:
-            mail = cls(**{k: record[k] for k in _MAIL_FIELDS}, notice=record.get("notice"))
+            mail = cls(
+                **{k: record[k] for k in _MAIL_FIELDS},
+                notice=record.get("notice"),
+                origin=origin,
+            )
         except (KeyError, TypeError):
             return None
-        text_fields = [getattr(mail, k) for k in _MAIL_FIELDS]
+        text_fields = [getattr(mail, k) for k in _MAIL_FIELDS if k != "relationship"]
         if not all(isinstance(v, str) for v in text_fields):
             return None
         if mail.notice is not None and mail.notice not in TOLD_AS_MESSAGES:
             return None
-        if mail.relationship not in ROLES or mail.mode not in MODES:
+        if origin is not None:
+            if not isinstance(origin, dict) or set(origin) != set(TICK_FIELDS):
+                return None
+            if not all(isinstance(v, str) for v in origin.values()):
+                return None
+        elif mail.relationship not in ROLES:
+            return None
+        if mail.mode not in MODES:
             return None
         return mail
 
@@ -105,6 +128,19 @@ _MAIL_FIELDS = (
     "mode",
     "body",
 )
+
+
+_WHOSE = {"user": "the user's", "agent": "yours", "cli": "set from the terminal"}
+
+
+def tick_header(origin: dict[str, str]) -> str:
+    """The line the model reads before a tick's instruction."""
+    what = "scheduled message" if origin["schedule_kind"] in ("in", "at") else "heartbeat"
+    whose = _WHOSE.get(origin["schedule_owner"], origin["schedule_owner"])
+    return (
+        f'[{what} "{origin["schedule_label"]}" ({whose}, id {origin["schedule_id"]}), '
+        f"due {origin['scheduled_for']}]"
+    )
 
 
 @dataclass(frozen=True)

@@ -269,6 +269,34 @@ class Mailbox:
         self._write(parent_id, self._runtime.signer.sign_object(SIGNED_FOR, mail.record()))
         self._deliver(mail)
 
+    def deliver_tick(
+        self, target_id: str, body: str, mode: DeliveryMode, origin: dict[str, str]
+    ) -> str:
+        """A scheduled job's tick (core/scheduler.py) for `target_id`: journaled like a message
+        (signed, so it survives a crash and is delivered exactly once), then delivered as one:
+        `steer` enters a running turn at its next model call, `follow_up` waits for the run
+        to end, an idle target starts a turn, a target not loaded is brought back. Its id."""
+        member = self._runtime.family.member(target_id)
+        mail = Mail(
+            message_id=f"tick_{secrets.token_hex(8)}",
+            to_session_id=target_id,
+            to_name=member_name(member, self.loaded()) if member is not None else target_id,
+            from_session_id=target_id,  # the job lives in the target's own folder
+            from_name=origin["schedule_label"],
+            relationship=None,
+            composed=now_iso(),
+            mode=mode,
+            body=body,
+            origin=origin,
+        )
+        self._write(target_id, self._runtime.signer.sign_object(SIGNED_FOR, mail.record()))
+        self._deliver(mail)
+        return mail.message_id
+
+    def waiting(self, target_id: str, message_id: str) -> bool:
+        """`message_id` is queued for `target_id` and not yet in its log."""
+        return any(m.message_id == message_id for m in self._pending.get(target_id, ()))
+
     # ------------------------------------------------------------ delivering
 
     def _deliver(self, mail: Mail) -> DeliveryStatus:
@@ -360,6 +388,12 @@ class Mailbox:
 
     def _undeliverable(self, mail: Mail, reason: str) -> None:
         """Tell the sender once (a notice naming the message id), then close the message."""
+        if mail.origin is not None or mail.relationship is None:  # a tick: no sender to tell
+            self._write(
+                mail.to_session_id,
+                {"type": "dropped", "message_id": mail.message_id, "reason": reason},
+            )
+            return
         text = (
             f'Your message {mail.message_id} to {_INVERSE[mail.relationship]} "{mail.to_name}" '
             f'can never be delivered: {reason}. It said: "{shorten(mail.body, 120)}"'

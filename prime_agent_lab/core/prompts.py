@@ -48,6 +48,14 @@ and `await agent_observe.recent_messages(name)` shows one's recent transcript.
 A message from another agent arrives as `[message from <relationship> "<name>", written <time>, \
 id <id>]` and its text; reply with `agent_message.send` (your text answer goes to the researcher).
 
+# Heartbeats
+`await rlm_heartbeat.create(instruction, interval="every 5m", label=None, delivery_mode="steer")` \
+brings you back on a schedule (`every N s|m|h`, at least 10 s, or a 5-field cron expression); \
+`await rlm_heartbeat.list()`, `.update(id, ...)` (`status="paused"`), `.delete(id)`. A tick \
+arrives as `[heartbeat "<label>" (<whose>, id <id>), due <time>]` and its instruction; `steer` \
+ticks enter a running turn, `follow_up` ones wait for it to end. The user's heartbeat \
+(`/heartbeat`) is theirs: you can read it but not change it.
+
 # Answering
 When the task is done, stop calling the tool and answer in text: what you found, the numbers \
 that support it, and where they are (variable names) so the researcher can check. Be concise.

@@ -46,6 +46,7 @@ from .harness.keeper import HarnessKeeper
 from .harness.refine_ops import register_refine_operations
 from .harness.refiners import Refiners
 from .harness_ops import register_harness_operations
+from .heartbeat_ops import register_heartbeat_operations
 from .lifecycle import Lifecycle
 from .mailbox import Mailbox
 from .message_ops import register_message_operations
@@ -54,6 +55,7 @@ from .ports import KernelPort, ModelProvider, NotebookPort
 from .prompts import PromptSettings, build_system_prompt
 from .recovery import close_interrupted_turn
 from .rlm_ops import register_rlm_operations
+from .scheduler import Scheduler
 from .session_trust import Untrusted, sign_session, untrusted_items
 from .session_trust import describe as describe_untrusted
 from .sessions import SessionError, SessionLog, SessionRepository, now_iso
@@ -157,6 +159,10 @@ class AgentRuntime:
         )
         register_refine_operations(self.operation, self.refiners.get)
         self.continuers = Continuers()  # goals, autonomous runs: docs/autonomy.md
+        # heartbeats and schedules (docs/autonomy.md): one timer; an active job pins its agent
+        self.scheduler = Scheduler(self)
+        self.lifecycle.add_pin(self.scheduler.pinned)
+        register_heartbeat_operations(self.operation)
         self.autonomy = Autonomy(self)  # continuer "autonomous", after "goal"
 
     # ------------------------------------------------------------ sessions and agents
@@ -274,6 +280,7 @@ class AgentRuntime:
         elif isinstance(kernel, PendingKernel):  # arriving: its snapshot comes back once it is
             self.snapshots.kernel_bound(agent)
         self.mailbox.agent_started(agent)
+        self.scheduler.agent_started(session.session_id)
         agent.events.add_listener(lambda event: self._child_turn_started(agent, event))
         member = self.family.member(session.session_id)
         self.refiners.agent_started(agent, root=member is None or member.depth == 0)
@@ -678,13 +685,17 @@ class AgentRuntime:
 
     def start(self) -> int:
         """Open over what earlier runs left, before the first agent is attached: the messages
-        they queued wait again (delivered exactly once). How many wait."""
-        return self.mailbox.recover()
+        they queued wait again (delivered exactly once), their schedules are read (a tick a
+        crash cut between claim and delivery is marked interrupted). How many messages wait."""
+        waiting = self.mailbox.recover()
+        self.scheduler.load()
+        return waiting
 
     def deliver_recovered(self) -> None:
         """Once the event loop runs (the server serves; the CLI's root agent is up): bring back
         the agents that recovered messages wait for, and deliver them, in the background."""
         self.mailbox.deliver_recovered()
+        self.scheduler.arm()  # the timer of the heartbeats and schedules
 
     async def close(
         self, cause: StopCause = USER_STOP, within: float | None = None
@@ -753,6 +764,7 @@ class AgentRuntime:
     async def shutdown(self) -> None:
         self.mailbox.close()  # stopping a turn must not start one for a waiting message
         await self.lifecycle.close()
+        await self.scheduler.close()
         self.snapshots.close()
         await self.refiners.close()
         for agent in list(self.agents.values()):

@@ -1,10 +1,11 @@
 """Which parts of a session (and of its sub-agents' sessions) were not made by this user, and
 trusting them.
 
-Three things a session folder holds are loaded or acted on without anyone asking: the kernel
+Four things a session folder holds are loaded or acted on without anyone asking: the kernel
 snapshot (restored when the agent starts: pickles run code), the local harness store (its notes
 enter the system prompt, its skill modules become importable) and queued mail (it starts a turn,
-and at server start it would load the agent). Each carries this user's signature
+and at server start it would load the agent), and scheduled jobs (they start turns on their
+own). Each carries this user's signature
 (core/trust.py); what does not is described here and loaded only once the user trusts the
 session: the chat's "Trust and restore", `prime-agent-lab run --trust`, `POST .../trust`.
 Trusting signs what is there now, for the session and every sub-agent below it.
@@ -107,6 +108,9 @@ def untrusted_items(runtime: TreeRuntime, session_id: str) -> list[Untrusted]:
                     f'(they start turns; the first says "{first}")',
                 )
             )
+        schedules = runtime.scheduler.untrusted(sid)
+        if schedules is not None:
+            items.append(Untrusted(sid, where, "schedules", schedules))
     return items
 
 
@@ -133,4 +137,5 @@ def sign_session(runtime: TreeRuntime, session_id: str) -> list[Untrusted]:
         sign_snapshot(runtime.repository.directory(sid), runtime.signer)
         _local_store(runtime, sid).sign()
         runtime.mailbox.trust_queued(sid)
+        runtime.scheduler.trust(sid)
     return before

@@ -50,6 +50,17 @@ Relationship = Literal["parent", "child", "sibling"]
 
 DeliveryMode = Literal["auto", "steer", "follow_up"]
 
+ScheduleOwner = Literal["user", "agent", "cli"]
+"""Whose scheduled job (docs/autonomy.md): the user's `/heartbeat`, the agent's
+`rlm_heartbeat`, or `prime-agent-lab schedule` from the terminal."""
+
+ScheduleKind = Literal["every", "cron", "in", "at"]
+
+HeartbeatPhase = Literal["claimed", "delivered", "skipped", "interrupted"]
+"""What happened to a due tick: claimed (before delivery), delivered (journaled in the mailbox),
+skipped (the previous tick is still open or not yet taken: coalesced), interrupted (it could not
+be journaled; never replayed)."""
+
 # ---------------------------------------------------------------- REST answers
 
 
@@ -94,21 +105,33 @@ class UserItem(TypedDict):
     notice: NotRequired[NoticeKind]
     """Set when the message only carries a sub-agent's notice to the model; the chat shows
     that notice's own line (a `notice` item/event) and no message bubble."""
+    schedule_id: NotRequired[str]
+    """Set on a scheduled job's tick (a heartbeat): the job, and the fields below."""
+    schedule_label: NotRequired[str]
+    schedule_owner: NotRequired[ScheduleOwner]
+    schedule_kind: NotRequired[ScheduleKind]
+    scheduled_for: NotRequired[str]
 
 
 class AgentMessageItem(TypedDict):
-    """Another agent's message taken into a running turn."""
+    """Another agent's message taken into a running turn (or a heartbeat's tick)."""
 
     type: Literal["agent_message"]
     turn: int
     text: str
-    from_session_id: str
+    from_session_id: NotRequired[str]
+    """Absent on a tick (`schedule_id`): no agent sent it."""
     from_name: str
-    relationship: Relationship
+    relationship: NotRequired[Relationship]
     composed: str
     notice: NotRequired[NoticeKind]
     """Set when the message only carries a sub-agent's notice to the model; the chat shows
     that notice's own line (a `notice` item/event) and no message bubble."""
+    schedule_id: NotRequired[str]
+    schedule_label: NotRequired[str]
+    schedule_owner: NotRequired[ScheduleOwner]
+    schedule_kind: NotRequired[ScheduleKind]
+    scheduled_for: NotRequired[str]
 
 
 class ChildItem(TypedDict):
@@ -280,7 +303,7 @@ class SessionWithTranscript(SessionInfo):
 
 # ---------------------------------------------------------------- trust (docs/trust.md)
 
-UntrustedKind = Literal["snapshot", "harness", "mail"]
+UntrustedKind = Literal["snapshot", "harness", "mail", "schedules"]
 
 
 class UntrustedPart(TypedDict):
@@ -433,10 +456,17 @@ class TurnStartedEvent(TypedDict):
     notice: NotRequired[NoticeKind]
     """Set when the message only carries a sub-agent's notice to the model; the chat shows
     that notice's own line (a `notice` item/event) and no message bubble."""
+    schedule_id: NotRequired[str]
+    """Set when a scheduled job's tick started the turn: the job, and the fields below."""
+    schedule_label: NotRequired[str]
+    schedule_owner: NotRequired[ScheduleOwner]
+    schedule_kind: NotRequired[ScheduleKind]
+    scheduled_for: NotRequired[str]
 
 
 class AgentMessageEvent(TypedDict):
-    """Another agent's message, taken into the running turn between two model calls."""
+    """Another agent's message (or a steer tick of a heartbeat), taken into the running turn
+    between two model calls."""
 
     seq: int
     session_id: str
@@ -444,14 +474,44 @@ class AgentMessageEvent(TypedDict):
     turn: int
     text: str
     message_id: str
-    from_session_id: str
-    from_name: str
-    relationship: Relationship
+    from_session_id: NotRequired[str]
+    """Absent on a tick (`schedule_id`): no agent sent it."""
+    from_name: NotRequired[str]
+    relationship: NotRequired[Relationship]
     composed: str
     mode: DeliveryMode
     notice: NotRequired[NoticeKind]
     """Set when the message only carries a sub-agent's notice to the model; the chat shows
     that notice's own line (a `notice` item/event) and no message bubble."""
+    schedule_id: NotRequired[str]
+    schedule_label: NotRequired[str]
+    schedule_owner: NotRequired[ScheduleOwner]
+    schedule_kind: NotRequired[ScheduleKind]
+    scheduled_for: NotRequired[str]
+
+
+class HeartbeatEvent(TypedDict):
+    """A scheduled job's tick (docs/autonomy.md), on the target agent's bus."""
+
+    seq: int
+    session_id: str
+    type: Literal["heartbeat"]
+    phase: HeartbeatPhase
+    schedule_id: str
+    label: str
+    owner: ScheduleOwner
+    delivery_mode: Literal["steer", "follow_up"]
+    next_run_at: str | None
+    """The job's next run after this tick (None: a one-shot's only tick)."""
+    run_count: int
+    scheduled_for: NotRequired[str]
+    """When the claimed tick was due."""
+    coalesced: NotRequired[int]
+    """`claimed`: ticks missed before this one (the server was down), folded into it."""
+    message_id: NotRequired[str]
+    """`delivered`: the mailbox message that carries it."""
+    skipped_at: NotRequired[str]
+    error: NotRequired[str]
 
 
 class TextDeltaEvent(TypedDict):
@@ -665,6 +725,7 @@ AgentEvent = (
     | RefinementEvent
     | GateRunEvent
     | AutonomyEvent
+    | HeartbeatEvent
 )
 
 EVENT_FIELDS_ADDED_BY_BUS = frozenset({"seq", "type", "session_id"})
@@ -698,6 +759,9 @@ _ALIASES: dict[str, object] = {
     "Relationship": Relationship,
     "ChildStatus": ChildStatus,
     "DeliveryMode": DeliveryMode,
+    "ScheduleOwner": ScheduleOwner,
+    "ScheduleKind": ScheduleKind,
+    "HeartbeatPhase": HeartbeatPhase,
     "RefineScope": RefineScope,
     "EditAction": EditAction,
     "UntrustedKind": UntrustedKind,

@@ -1,0 +1,139 @@
+"""Heartbeats across a real `jupyter lab` restart and a SIGKILL between a tick's claim and its
+delivery (issue 17's schedule acceptance). The server is a subprocess (`tests/lab_process.py`)
+on the scripted provider; the test talks to it over REST and reads the session folder.
+
+The crash window is real: `PRIME_AGENT_LAB_TEST_PAUSE_AFTER_CLAIM` makes the server wait between
+writing the claim and journaling the tick's message, and the test kills it there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from prime_agent_lab.core.scheduler import PAUSE_AFTER_CLAIM_ENV
+from prime_agent_lab.core.schedules import INTERRUPTED
+
+from .lab_process import LabServer, ServerDidNotStart, shutdown, start_lab
+from .test_server_crash import entries, wait_until
+
+SCRIPT: dict[str, Any] = {"turns": [{"text": "tick seen"}], "restart_each_message": True}
+
+
+@pytest.fixture
+def jp_asyncio_loop() -> Iterator[None]:
+    yield None  # no in-process server here: the server is a subprocess
+
+
+@pytest.fixture
+def jp_server_cleanup() -> Iterator[None]:
+    yield None
+
+
+@pytest.fixture
+def servers() -> Iterator[list[LabServer]]:
+    started: list[LabServer] = []
+    yield started
+    for server in started:
+        shutdown(server)
+
+
+def start(base: Path, servers: list[LabServer]) -> LabServer:
+    try:
+        server = start_lab(base, SCRIPT, extra_args=("--PrimeAgentLab.kernel_pool_size=0",))
+    except ServerDidNotStart as exc:
+        pytest.fail(str(exc), pytrace=False)
+    servers.append(server)
+    return server
+
+
+def open_root(server: LabServer) -> str:
+    """Open (or reopen) the root notebook's agent, as a tab does; its session id."""
+    answer = server.api("POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"})
+    return str(answer["session_id"])
+
+
+def set_heartbeat(server: LabServer, session_id: str, args: str) -> str:
+    path = f"prime-agent/api/sessions/{session_id}/commands/heartbeat"
+    return str(server.api("POST", path, {"args": args})["answer"]["text"])
+
+
+def schedules(base: Path, session_id: str) -> dict[str, Any]:
+    path = base / "sessions" / session_id / "schedules.json"
+    return json.loads(path.read_text()) if path.exists() else {"jobs": [], "dispatches": []}
+
+
+def ticks(base: Path, session_id: str) -> list[dict[str, Any]]:
+    return [e for e in entries(base, session_id) if e.get("schedule_id")]
+
+
+def journaled_ticks(base: Path, session_id: str) -> list[dict[str, Any]]:
+    mailbox = base / "sessions" / session_id / "mailbox.jsonl"
+    if not mailbox.exists():
+        return []
+    records = [json.loads(line) for line in mailbox.read_text().splitlines() if line.strip()]
+    return [r for r in records if r["type"] == "queued" and "origin" in r]
+
+
+def test_a_tick_killed_between_claim_and_delivery_is_interrupted_and_never_replayed(
+    tmp_path: Path, servers: list[LabServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = tmp_path
+    monkeypatch.setenv(PAUSE_AFTER_CLAIM_ENV, "120")
+    server = start(base, servers)
+    nbformat.write(nbformat.v4.new_notebook(), server.root_dir / "analysis.ipynb")
+    root_id = open_root(server)
+    set_heartbeat(server, root_id, "every 10s check the log")
+
+    def claimed() -> Any:
+        return [d for d in schedules(base, root_id)["dispatches"] if d["state"] == "open"]
+
+    (lost,) = wait_until(claimed, "the tick to be claimed", server)
+    os.kill(server.process.pid, signal.SIGKILL)  # inside the claim-to-delivery window
+    server.process.wait(timeout=30)
+    assert journaled_ticks(base, root_id) == [] and ticks(base, root_id) == []
+
+    monkeypatch.delenv(PAUSE_AFTER_CLAIM_ENV)
+    again = start(base, servers)
+    stored = schedules(base, root_id)
+    states = {d["id"]: d["state"] for d in stored["dispatches"]}
+    assert states[lost["id"]] == "interrupted"
+    (job,) = stored["jobs"]
+    assert job["last_error"] == INTERRUPTED and job["run_count"] == 1
+
+    # the heartbeat goes on after the restart: the next tick, never the lost one
+    assert open_root(again) == root_id
+    (tick,) = wait_until(lambda: ticks(base, root_id), "a tick after the restart", again)
+    assert tick["scheduled_for"] != lost["scheduled_for"]
+    (journaled,) = journaled_ticks(base, root_id)
+    assert journaled["message_id"] == tick["message_id"]
+    dispatches = schedules(base, root_id)["dispatches"]
+    assert [d["state"] for d in dispatches if d["id"] == lost["id"]] == ["interrupted"]
+    assert not any(d.get("message_id") and d["id"] == lost["id"] for d in dispatches)
+
+
+def test_a_heartbeat_fires_after_a_server_restart(tmp_path: Path, servers: list[LabServer]) -> None:
+    base = tmp_path
+    server = start(base, servers)
+    nbformat.write(nbformat.v4.new_notebook(), server.root_dir / "analysis.ipynb")
+    root_id = open_root(server)
+    said = set_heartbeat(server, root_id, "every 10s --follow-up check the log")
+    assert "follow-up" in said
+    wait_until(lambda: len(ticks(base, root_id)) == 1, "the first tick", server)
+
+    shutdown(server)  # a plain restart: the schedules stay on disk
+    again = start(base, servers)
+    assert open_root(again) == root_id
+
+    wait_until(lambda: len(ticks(base, root_id)) == 2, "a tick after the restart", again)
+    second = ticks(base, root_id)[1]
+    assert second["text"].endswith("\ncheck the log") and second["mode"] == "follow_up"
+    turn_ends = [e for e in entries(base, root_id) if e["type"] == "turn_end"]
+    assert [e["final_text"] for e in turn_ends[:2]] == ["tick seen", "tick seen"]
