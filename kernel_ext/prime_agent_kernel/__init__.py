@@ -1,8 +1,8 @@
 """Prime Agent Lab's in-kernel package.
 
 The host loads it into an agent's kernel and calls `configure(...)`; it binds the kernel API
-names (`history`, `agent_message`, `agent_observe`, `rlm`, `compact`, `refine`) into the user
-namespace. It never imports the host package: everything goes over the bridge.
+names (`history`, `agent_message`, `agent_observe`, `rlm`, `compact`, `refine`, `goal`) into the
+user namespace. It never imports the host package: everything goes over the bridge.
 
 Importing the package loads none of the kernel API (the host imports the declarations of the
 bridge operations, `prime_agent_kernel.operations`, and nothing more): its classes and the bridge
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .bridge import BridgeClient, BridgeError
     from .compact import Compact
+    from .goal import Goal
     from .harness import Harness, HarnessEntry, HarnessError
     from .history import Entry, History
     from .messaging import AgentMessage, AgentObserve, Record
@@ -27,6 +28,7 @@ _EXPORTS = {
     "BridgeClient": ".bridge",
     "BridgeError": ".bridge",
     "Compact": ".compact",
+    "Goal": ".goal",
     "Harness": ".harness",
     "HarnessEntry": ".harness",
     "HarnessError": ".harness",
@@ -62,6 +64,7 @@ __all__ = [
     "BridgeError",
     "Compact",
     "Entry",
+    "Goal",
     "Harness",
     "HarnessEntry",
     "HarnessError",
@@ -133,6 +136,7 @@ def _bind_names(shell: Any) -> None:
     """Bind the kernel API names; a user's own variable of the same name is left alone
     (`history` is also `agent_history`, as researchers often have a `history` of their own)."""
     from .compact import Compact, track
+    from .goal import Goal
     from .harness import Harness
     from .history import History
     from .messaging import AgentMessage, AgentObserve
@@ -148,6 +152,7 @@ def _bind_names(shell: Any) -> None:
         "rlm": RLM(_call, show_link, harness=Harness(_sync_call)),
         "compact": Compact(_call),
         "refine": Refine(_call),
+        "goal": Goal(_call),
     }
     for name, value in ours.items():
         existing = shell.user_ns.get(name)

@@ -237,6 +237,16 @@ class KernelExecutor:
             await self._ensure_client()
             await self._ensure_setup()
 
+    async def wait_idle(self) -> None:
+        """Return once no other client's cell runs in the kernel (a goal's continuation waits
+        for the user's cell; core/goals.py). Takes the lock, so it also waits for a harness run
+        or a stopped cell of the agent's still being reaped."""
+        async with self._lock:
+            if not await self.km.is_alive():
+                return
+            client = await self._ensure_client()
+            await self._wait_until_idle(client, _Ticket(lambda state: None))
+
     # ------------------------------------------------------------ execution
 
     async def execute(
