@@ -95,8 +95,12 @@ class PendingKernel:
         return isinstance(kernel, RequestOwner) and kernel.owns_request(msg_id)
 
     async def wait_idle(self) -> None:
-        """A kernel still arriving runs no one's cell: nothing to wait for."""
-        kernel = self.kernel
+        """Once the kernel arrived, until no other client's cell runs in it (one that never
+        arrives runs no one's cell)."""
+        try:
+            kernel = await self.ready()
+        except KernelUnavailable:
+            return
         if isinstance(kernel, IdleWaiter):
             await kernel.wait_idle()
 

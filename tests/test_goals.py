@@ -1,0 +1,238 @@
+"""Goals (core/goals.py, docs/autonomy.md) on the real runtime with real kernels and the scripted
+model: an active goal keeps the turn going until `goal.complete()`, whatever the model says; a
+budget crossing asks once for a wrap-up; a continuation waits for sub-agents and for the user's
+cell, and fires once; the state is the session's, so a restart keeps it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from prime_agent_lab.core.agent import Agent
+from prime_agent_lab.core.sessions import now_iso
+from prime_agent_lab.headless import HeadlessRun
+
+from .kernel_clients import UserClient, wait_for_file
+from .test_subagents import headless
+
+
+def script(tmp_path: Path, turns: list[dict[str, Any]], **extra: Any) -> str:
+    path = tmp_path / f"script-{time.monotonic_ns()}.json"
+    path.write_text(json.dumps({"turns": turns, **extra}), encoding="utf-8")
+    return str(path)
+
+
+def of_type(agent: Agent, kind: str) -> list[dict[str, Any]]:
+    return [e for e in agent.session.path() if e["type"] == kind]
+
+
+def printed(agent: Agent) -> list[str]:
+    return [str(e["observation"]) for e in of_type(agent, "tool_result")]
+
+
+async def started(run: HeadlessRun) -> HeadlessRun:
+    await run.start(lambda event: None)
+    return run
+
+
+CREATE = 'r = await goal.create("say done three times, then complete")\nprint(r["goal"]["status"])'
+COMPLETE = 'r = await goal.complete()\nprint(r["completion_budget_report"])'
+
+
+async def test_a_goal_continues_through_done_answers_until_goal_complete(tmp_path: Path) -> None:
+    turns = [
+        {"code": CREATE},
+        {"text": "done"},
+        {"text": "Done!"},
+        {"text": "done, really"},
+        {"code": COMPLETE},
+        {"text": "finished"},
+        {"text": "never played"},
+    ]
+    run = await started(headless(tmp_path, script(tmp_path, turns)))
+    try:
+        outcome = await run.agent.run_turn("work on it")
+        agent = run.agent
+        state = run.runtime.goals.state(agent.session_id)
+    finally:
+        await run.close()
+
+    assert (outcome.stop_reason, outcome.final_text) == ("end_turn", "finished")
+    assert [e["reason"] for e in of_type(agent, "continuation")] == ["goal", "goal", "goal"]
+    changes = [e["change"] for e in of_type(agent, "goal")]
+    assert changes == ["created", "continued", "continued", "continued", "complete"]
+    assert state is not None and state["status"] == "complete" and state["continuations"] == 3
+    assert state["tokens_used"] > 0
+    report = printed(agent)[-1]
+    assert f"Goal achieved. Used {state['tokens_used']:,} tokens in " in report
+    # What the model read after each "done": the objective as data, the audit request.
+    text = of_type(agent, "continuation")[0]["text"]
+    assert "<user_objective>\nsay done three times, then complete\n</user_objective>" in text
+    assert "audit every requirement" in text and "await goal.complete()" in text
+
+
+async def test_done_in_text_never_completes_and_endless_continuations_pause_the_goal(
+    tmp_path: Path,
+) -> None:
+    turns = [
+        {"code": CREATE},
+        {"text": "done"},
+        {"text": "done"},
+        {"text": "done"},
+        {"code": 'await goal.create("another")'},
+        {"text": "refused"},
+    ]
+    run = await started(headless(tmp_path, script(tmp_path, turns), goal_max_continuations=2))
+    try:
+        first = await run.agent.run_turn("work on it")
+        paused = run.runtime.goals.state(run.agent.session_id)
+        await run.agent.run_turn("set another goal")
+        agent = run.agent
+    finally:
+        await run.close()
+
+    assert (first.stop_reason, first.final_text) == ("end_turn", "done")
+    assert len(of_type(agent, "continuation")) == 2
+    assert paused is not None and paused["status"] == "paused"
+    assert paused["reason"] == "2 continuations without goal.complete()"
+    notice = of_type(agent, "goal")[-1]["text"]
+    assert "--goal-max-continuations" in notice and "/goal resume" in notice
+    # A paused goal is held: another cannot be set until it is cleared.
+    refused = printed(agent)[-1]
+    assert "a goal is already paused in this session" in refused and "/goal clear" in refused
+    assert [e["change"] for e in of_type(agent, "goal")][-1] == "paused"
+
+
+async def test_a_budget_crossing_asks_once_for_a_wrap_up_then_the_turn_ends(
+    tmp_path: Path,
+) -> None:
+    turns = [
+        {"code": 'await goal.create("a long job", token_budget=5)'},
+        {"text": "working on it"},
+        {"text": "Summary: half of it is done."},
+        {"text": "never played"},
+    ]
+    run = await started(headless(tmp_path, script(tmp_path, turns)))
+    try:
+        outcome = await run.agent.run_turn("go")
+        agent = run.agent
+        report = run.runtime.goals.report(agent.session_id)
+    finally:
+        await run.close()
+
+    assert outcome.final_text == "Summary: half of it is done."
+    (wrap_up,) = of_type(agent, "continuation")
+    assert wrap_up["reason"] == "wrap_up" and "Start no new substantive work" in wrap_up["text"]
+    goal = report["goal"]
+    assert goal["status"] == "budget_limited" and goal["tokens_used"] >= 5
+    assert report["remaining_tokens"] == 0
+    assert [e["text"] for e in of_type(agent, "goal")][-1] == "Goal budget reached: wrapping up."
+
+
+HOLD_CHILD = (
+    "import os, time\nwhile not os.path.exists({flag!r}):\n    time.sleep(0.02)\nprint('ok')"
+)
+
+
+async def test_the_continuation_waits_for_a_running_child_and_fires_once(tmp_path: Path) -> None:
+    flag = tmp_path / "release-child"
+    child = {"turns": [{"code": HOLD_CHILD.format(flag=str(flag))}, {"text": "child did it"}]}
+    turns = [
+        {"code": CREATE + '\nkid = await rlm("hold on", name="kid")'},
+        {"text": "waiting for the child"},
+        {"code": COMPLETE},
+        {"text": "all done"},
+    ]
+    run = await started(headless(tmp_path, script(tmp_path, turns, child=child)))
+    try:
+        turn = asyncio.ensure_future(run.agent.run_turn("delegate"))
+        agent = run.agent
+        deadline = time.monotonic() + 60
+        while not [e for e in of_type(agent, "assistant_message") if e["text"]]:
+            assert time.monotonic() < deadline and not turn.done()
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)  # the parent answered; its continuation must wait for the child
+        assert of_type(agent, "continuation") == [] and not turn.done()
+        flag.touch()
+        outcome = await asyncio.wait_for(turn, 60)
+        (kid,) = run.runtime.family.children(agent.session_id)
+        child_end = run.runtime.repository.read(kid.session_id).last_of("turn_end")
+    finally:
+        await run.close()
+
+    assert outcome.final_text == "all done"
+    (continuation,) = of_type(agent, "continuation")
+    assert child_end is not None and continuation["ts"] >= child_end["ts"]
+    # The child's news entered the same turn, next to the one continuation.
+    told = [e for e in of_type(agent, "agent_message") if e.get("from_name") == "kid"]
+    assert len(told) == 1 and told[0]["turn"] == continuation["turn"]
+
+
+async def test_the_continuation_waits_for_the_users_cell_in_the_shared_kernel(
+    tmp_path: Path,
+) -> None:
+    flag = tmp_path / "release-user"
+    turns = [
+        {"code": "print('ready')"},
+        {"text": "ready"},
+        {"text": "thinking"},
+        {"code": COMPLETE},
+        {"text": "done after the user's cell"},
+    ]
+    run = await started(headless(tmp_path, script(tmp_path, turns)))
+    try:
+        agent = run.agent
+        await agent.run_turn("warm up")
+        run.runtime.goals.create(agent, "finish once the user's cell is over")
+        km = run.fleet.executor(run.kernel_id).km
+        async with UserClient(km) as user:
+            users_cell = await user.start(wait_for_file(flag) + "print('user done')")
+            turn = asyncio.ensure_future(agent.run_turn("go on"))
+            deadline = time.monotonic() + 60
+            while of_type(agent, "assistant_message")[-1]["text"] != "thinking":
+                assert time.monotonic() < deadline and not turn.done()
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(1.0)  # the answer came; the continuation waits for the user
+            assert of_type(agent, "continuation") == [] and not turn.done()
+            released = now_iso()
+            flag.touch()
+            reply = await asyncio.wait_for(users_cell, 60)
+            outcome = await asyncio.wait_for(turn, 60)
+    finally:
+        await run.close()
+
+    assert reply["status"] == "ok"
+    assert outcome.final_text == "done after the user's cell"
+    (continuation,) = of_type(agent, "continuation")
+    assert continuation["reason"] == "goal" and continuation["ts"] > released
+    assert run.runtime.goals.state(agent.session_id)["status"] == "complete"  # type: ignore[index]
+
+
+async def test_a_restart_keeps_the_goal_state(tmp_path: Path) -> None:
+    turns = [
+        {"code": 'await goal.create("survive a restart", token_budget=1_000_000)'},
+        {"text": "done"},
+        {"text": "done"},
+    ]
+    path = script(tmp_path, turns)
+    run = await started(headless(tmp_path, path, goal_max_continuations=1))
+    try:
+        await run.agent.run_turn("go")
+        session_id = run.agent.session_id
+        before = run.runtime.goals.state(session_id)
+    finally:
+        await run.close()
+    assert before is not None and before["status"] == "paused"
+
+    again = await started(headless(tmp_path, path, session_id=session_id))
+    try:
+        after = again.runtime.goals.state(session_id)
+        got = again.runtime.goals.report(session_id)
+    finally:
+        await again.close()
+    assert after == before
+    assert got["goal"]["objective"] == "survive a restart"
+    assert got["remaining_tokens"] == 1_000_000 - got["goal"]["tokens_used"]
