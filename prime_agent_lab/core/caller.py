@@ -27,6 +27,7 @@ class TreeRuntime(Protocol):
     environment: Any
     mailbox: Any
     harnesses: Any
+    goals: Any  # core/goals.py `Goals`
     signer: Signer
 
     async def spawn_child(
