@@ -9,13 +9,21 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from prime_agent_lab.core.agent import Agent
-from prime_agent_lab.core.sessions import now_iso
+from prime_agent_lab.core.goals import GoalError
+from prime_agent_lab.core.runtime import AgentRuntime
+from prime_agent_lab.core.sessions import SessionRepository, now_iso
+from prime_agent_lab.core.settings import Settings
+from prime_agent_lab.core.trust import Signer
 from prime_agent_lab.headless import HeadlessRun
 
 from .kernel_clients import UserClient, wait_for_file
+from .test_core import EchoKernel, ListProvider, MemoryNotebook
 from .test_subagents import headless
 
 
@@ -236,3 +244,73 @@ async def test_a_restart_keeps_the_goal_state(tmp_path: Path) -> None:
     assert after == before
     assert got["goal"]["objective"] == "survive a restart"
     assert got["remaining_tokens"] == 1_000_000 - got["goal"]["tokens_used"]
+
+
+# ---------------------------------------------------------------- the state on the session's path
+
+
+def _runtime_with_agent(tmp_path: Path) -> tuple[AgentRuntime, Agent]:
+    environment = SimpleNamespace(kernel_key=lambda kernel_id: None)
+    runtime = AgentRuntime(
+        SessionRepository(tmp_path / "sessions"),
+        environment,  # type: ignore[arg-type]
+        Settings(),
+        Signer.load(tmp_path / "secret"),
+    )
+    session = runtime.repository.create(notebook_path="g.ipynb", provider="list", model="m")
+    agent = Agent(session, ListProvider([]), MemoryNotebook(), EchoKernel(), Settings())
+    runtime.agents[session.session_id] = agent
+    return runtime, agent
+
+
+def test_the_goal_is_the_latest_goal_entry_on_the_path_of_the_branch(tmp_path: Path) -> None:
+    runtime, agent = _runtime_with_agent(tmp_path)
+    goals, session = runtime.goals, agent.session
+    before = session.append("user_message", turn=1, text="hello")
+    assert goals.state(agent.session_id) is None
+    goals.create(agent, "first objective", token_budget=10)
+    session.append("turn_end", turn=1, stop_reason="end_turn", final_text="ok")
+    assert goals.state(agent.session_id)["objective"] == "first objective"  # type: ignore[index]
+
+    session.move_leaf(before["id"])  # a branch from before the goal was set: no goal there
+    assert goals.state(agent.session_id) is None
+    goals.create(agent, "second objective")
+    assert goals.current(agent.session_id)["objective"] == "second objective"  # type: ignore[index]
+    session.move_leaf(None)
+    assert goals.state(agent.session_id) is None
+    first = next(e for e in session.entries if e.get("objective") == "first objective")
+    session.move_leaf(first["id"])
+    assert goals.state(agent.session_id)["objective"] == "first objective"  # type: ignore[index]
+    # A fresh read of the log from disk (a restart) finds the same.
+    assert runtime.repository.read(agent.session_id).leaf_id == first["id"]
+    del runtime.agents[agent.session_id]
+    assert goals.state(agent.session_id)["goal_id"] == first["goal_id"]  # type: ignore[index]
+
+
+def test_a_held_goal_refuses_another_and_a_finished_one_is_replaced(tmp_path: Path) -> None:
+    runtime, agent = _runtime_with_agent(tmp_path)
+    goals = runtime.goals
+    goals.create(agent, "one")
+    for change in ("pause", None, "resume", None):
+        if change is not None:
+            getattr(goals, change)(agent)
+            continue
+        with pytest.raises(GoalError, match=r"already (paused|active).*/goal clear") as refused:
+            goals.create(agent, "two")
+        assert refused.value.status == 409
+    answer = goals.complete(agent)
+    assert answer["completion_budget_report"].startswith("Goal achieved. Used 0 tokens in ")
+    assert goals.create(agent, "two")["objective"] == "two"
+    goals.clear(agent)
+    assert goals.report(agent.session_id) == {
+        "goal": None,
+        "remaining_tokens": None,
+        "completion_budget_report": None,
+    }
+    for bad, status in ((" ", 400), ("x" * 4_001, 413)):
+        with pytest.raises(GoalError) as caught:
+            goals.create(agent, bad)
+        assert caught.value.status == status
+    for budget in (0, -5, True, 1.5, "100"):
+        with pytest.raises(GoalError, match="token_budget must be a positive integer"):
+            goals.create(agent, "three", token_budget=budget)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import html
+import logging
 import secrets
 import weakref
 from collections.abc import Callable
@@ -32,6 +33,8 @@ from .settings import Settings
 if TYPE_CHECKING:
     from .agent import Agent, TurnOutcome
     from .caller import TreeRuntime
+
+log = logging.getLogger(__name__)
 
 GoalStatus = Literal["idle", "active", "paused", "budget_limited", "complete", "error"]
 GoalChange = Literal[
@@ -440,7 +443,10 @@ class Goals:
                 kernel = agent.kernel
                 if not isinstance(kernel, IdleWaiter):
                     return
-                await kernel.wait_idle()
+                try:
+                    await kernel.wait_idle()
+                except Exception:  # a kernel that cannot be asked: its next cell will say why
+                    log.warning("waiting for kernel %s failed", kernel, exc_info=True)
                 if await self._children_settled(agent):
                     return
 
