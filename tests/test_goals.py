@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from prime_agent_lab.core.agent import Agent
+from prime_agent_lab.core.commands import run_command
 from prime_agent_lab.core.goals import GoalError
 from prime_agent_lab.core.runtime import AgentRuntime
 from prime_agent_lab.core.sessions import SessionRepository, now_iso
@@ -314,3 +315,47 @@ def test_a_held_goal_refuses_another_and_a_finished_one_is_replaced(tmp_path: Pa
     for budget in (0, -5, True, 1.5, "100"):
         with pytest.raises(GoalError, match="token_budget must be a positive integer"):
             goals.create(agent, "three", token_budget=budget)
+
+
+class _ChatHost:
+    """What `/goal` uses of the server's host: the runtime, and `send` (which must not be
+    called while the agent works)."""
+
+    def __init__(self, runtime: AgentRuntime) -> None:
+        self.runtime = runtime
+        self.sent: list[str] = []
+
+    async def send(self, session_id: str, text: str) -> int:
+        self.sent.append(text)
+        raise AssertionError("a running agent takes its goal after its answer, not a new turn")
+
+
+async def test_a_goal_set_from_the_chat_on_a_working_agent_applies_after_its_answer(
+    tmp_path: Path,
+) -> None:
+    flag = tmp_path / "release-cell"
+    turns = [
+        {"code": wait_for_file(flag) + "print('cell over')"},
+        {"text": "first answer"},
+        {"code": COMPLETE},
+        {"text": "goal met"},
+    ]
+    run = await started(headless(tmp_path, script(tmp_path, turns)))
+    try:
+        agent = run.agent
+        turn = asyncio.ensure_future(agent.run_turn("start"))
+        while not of_type(agent, "cell_started"):
+            await asyncio.sleep(0.05)
+        chat = _ChatHost(run.runtime)
+        reply = await run_command(chat, agent.session_id, "goal", "--budget 900000 finish it")  # type: ignore[arg-type]
+        flag.touch()
+        outcome = await asyncio.wait_for(turn, 60)
+    finally:
+        await run.close()
+
+    assert reply["answer"]["text"].endswith("It applies when the agent's current answer ends.")
+    assert chat.sent == []
+    assert outcome.final_text == "goal met"
+    (continuation,) = of_type(agent, "continuation")
+    assert "finish it" in continuation["text"] and "of 900,000 tokens used" in continuation["text"]
+    assert [e["change"] for e in of_type(agent, "goal")] == ["created", "continued", "complete"]
