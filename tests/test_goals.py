@@ -180,6 +180,43 @@ async def test_the_continuation_waits_for_a_running_child_and_fires_once(tmp_pat
     assert len(told) == 1 and told[0]["turn"] == continuation["turn"]
 
 
+async def test_news_from_a_working_child_is_read_at_once_and_the_continuation_still_waits(
+    tmp_path: Path,
+) -> None:
+    flag = tmp_path / "release-child"
+    tell = 'await agent_message.send("halfway", receiver_role="parent")\n'
+    child = {"turns": [{"code": tell + HOLD_CHILD.format(flag=str(flag))}, {"text": "child done"}]}
+    turns = [
+        {"code": CREATE + '\nkid = await rlm("hold on", name="kid")'},
+        {"text": "waiting for the child"},
+        {"text": "noted halfway"},
+        {"code": COMPLETE},
+        {"text": "all done"},
+    ]
+    run = await started(headless(tmp_path, script(tmp_path, turns, child=child)))
+    try:
+        turn = asyncio.ensure_future(run.agent.run_turn("delegate"))
+        agent = run.agent
+        deadline = time.monotonic() + 60
+        # The child still works (held), yet its message reaches the parent's model now.
+        while "noted halfway" not in [e["text"] for e in of_type(agent, "assistant_message")]:
+            assert time.monotonic() < deadline and not turn.done()
+            await asyncio.sleep(0.05)
+        assert of_type(agent, "continuation") == []
+        flag.touch()
+        outcome = await asyncio.wait_for(turn, 60)
+    finally:
+        await run.close()
+
+    assert outcome.final_text == "all done"
+    (continuation,) = of_type(agent, "continuation")
+    kinds = [(e["type"], e.get("text")) for e in agent.session.path()]
+    halfway = next(i for i, (_, text) in enumerate(kinds) if text and "halfway" in text)
+    assert kinds[halfway][0] == "agent_message"
+    assert halfway < kinds.index(("assistant_message", "noted halfway"))
+    assert kinds.index(("continuation", continuation["text"])) > halfway
+
+
 async def test_the_continuation_waits_for_the_users_cell_in_the_shared_kernel(
     tmp_path: Path,
 ) -> None:
@@ -201,7 +238,7 @@ async def test_the_continuation_waits_for_the_users_cell_in_the_shared_kernel(
             users_cell = await user.start(wait_for_file(flag) + "print('user done')")
             turn = asyncio.ensure_future(agent.run_turn("go on"))
             deadline = time.monotonic() + 60
-            while of_type(agent, "assistant_message")[-1]["text"] != "thinking":
+            while "thinking" not in [e["text"] for e in of_type(agent, "assistant_message")]:
                 assert time.monotonic() < deadline and not turn.done()
                 await asyncio.sleep(0.05)
             await asyncio.sleep(1.0)  # the answer came; the continuation waits for the user

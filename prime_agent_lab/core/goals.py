@@ -44,6 +44,8 @@ HOLDING: tuple[GoalStatus, ...] = ("active", "paused", "budget_limited")
 """A goal in one of these states must be cleared (`/goal clear`) before another is set."""
 MAX_OBJECTIVE_CHARS = 4_000
 OBJECTIVE_OPEN, OBJECTIVE_CLOSE = "<user_objective>", "</user_objective>"
+MESSAGE_POLL_SECONDS = 0.1
+"""How often a waiting continuation looks for a message that came for the turn."""
 
 
 class GoalState(TypedDict):
@@ -398,7 +400,8 @@ class Goals:
         state = self.state(agent.session_id)
         if state is None or state["status"] != "active":
             return False  # budget_limited: its one wrap-up was given when it crossed
-        await self.settled(agent)
+        if not await self.settled(agent):
+            return True  # the turn takes the message that came; asked again after the answer
         state = self.state(agent.session_id)  # the user may have paused or cleared it meanwhile
         if state is None or state["status"] != "active":
             return False
@@ -435,35 +438,45 @@ class Goals:
         )
         return True
 
-    async def settled(self, agent: Agent) -> None:
-        """Until the agent's sub-agents are settled (none runs a turn, no message is being
-        delivered) and no user's cell runs in its kernel. Stop cancels the wait."""
-        while True:
-            if await self._children_settled(agent):
-                kernel = agent.kernel
-                if not isinstance(kernel, IdleWaiter):
-                    return
-                try:
-                    await kernel.wait_idle()
-                except Exception:  # a kernel that cannot be asked: its next cell will say why
-                    log.warning("waiting for kernel %s failed", kernel, exc_info=True)
-                if await self._children_settled(agent):
-                    return
+    async def settled(self, agent: Agent) -> bool:
+        """True once the agent's sub-agents are settled (none runs a turn, no message is being
+        delivered) and then no user's cell runs in its kernel. False when, while a sub-agent
+        still works, a message waits to enter the turn (news from it, a question): the loop
+        takes it first, and the continuer is asked again after the model's next answer, so
+        the two never wait for each other. Stop cancels the wait."""
+        while working := self._working(agent):
+            if not await self._until_done(agent, working):
+                return False
+        kernel = agent.kernel
+        if isinstance(kernel, IdleWaiter):
+            try:
+                await kernel.wait_idle()
+            except Exception as exc:  # a kernel that cannot be asked: its next cell says why
+                log.warning("waiting for kernel %s failed: %s", kernel.kernel_id, exc)
+            if self._working(agent):  # the user's cell started one meanwhile
+                return await self.settled(agent)
+        return True
 
-    async def _children_settled(self, agent: Agent) -> bool:
-        """True when nothing below the agent works; else waits for what does, and False."""
+    def _working(self, agent: Agent) -> list[asyncio.Future[Any]]:
+        """The turns of the agent's sub-agents (at any depth) and the deliveries under way."""
         working: list[asyncio.Future[Any]] = []
         for sid in self._below(agent.session_id):
             child = self._runtime.agents.get(sid)
             if child is not None and child.running and child.turn_task is not None:
                 working.append(child.turn_task)
-        working += self._runtime.mailbox.deliveries()
-        if not working:
-            return True
-        await asyncio.wait(working)
+        return working + self._runtime.mailbox.deliveries()
+
+    async def _until_done(self, agent: Agent, futures: list[asyncio.Future[Any]]) -> bool:
+        """Until every one of `futures` is done (True), or, while one is not, a message waits
+        to enter the turn (False)."""
+        pending = set(futures)
+        while pending:
+            if self._runtime.mailbox.entering_turn(agent.session_id):
+                return False
+            _, pending = await asyncio.wait(pending, timeout=MESSAGE_POLL_SECONDS)
         for _ in range(3):  # turn_ended hooks run as done-callbacks: let them start turns
             await asyncio.sleep(0)
-        return False
+        return True
 
 
 def _state_of(entry: dict[str, Any]) -> GoalState:
