@@ -9,8 +9,11 @@ requirement before `goal.complete()`. Text saying "done" completes nothing.
 
 Before it continues, it waits until the agent's sub-agents are settled (none of them running a
 turn, no message under way to be delivered) and no user's cell runs in the agent's kernel; the
-wait is inside the turn, so replies that arrive meanwhile enter the same turn through the inbox
-and the continuation fires once.
+wait is inside the turn, so the continuation fires once, when all is settled, and what the
+sub-agents sent by then enters the same model call through the inbox. A message that comes while
+a sub-agent still works is not held back: the model reads it at once (a question from a child
+waiting for its answer must not wait for that child), and the continuer waits again after the
+model's next answer.
 """
 
 from __future__ import annotations
