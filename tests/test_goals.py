@@ -168,11 +168,23 @@ async def test_the_continuation_waits_for_a_running_child_and_fires_once(tmp_pat
         flag.touch()
         outcome = await asyncio.wait_for(turn, 60)
         (kid,) = run.runtime.family.children(agent.session_id)
-        child_end = run.runtime.repository.read(kid.session_id).last_of("turn_end")
+        kid_log = run.runtime.repository.read(kid.session_id)
+        child_end = kid_log.last_of("turn_end")
+        goal = run.runtime.goals.state(agent.session_id)
     finally:
         await run.close()
 
     assert outcome.final_text == "all done"
+    # The goal's tokens: the parent's calls since it was set and the child's (all made since).
+    assert goal is not None and goal["status"] == "complete"
+    since = [
+        e["usage"]
+        for log in (agent.session, kid_log)
+        for e in log.entries
+        if e["type"] == "assistant_message" and goal["created_at"] <= e["ts"] <= goal["updated_at"]
+    ]
+    assert len(since) == 2 + 2  # the parent's answer and its goal.complete() cell; the child's two
+    assert goal["tokens_used"] == sum(u["input_tokens"] + u["output_tokens"] for u in since)
     (continuation,) = of_type(agent, "continuation")
     assert child_end is not None and continuation["ts"] >= child_end["ts"]
     # The child's news entered the same turn, next to the one continuation.

@@ -201,7 +201,8 @@ class Goals:
         return state
 
     def report(self, session_id: str) -> dict[str, Any]:
-        """`goal.get()`: the goal (None: none), the tokens left, the completion report."""
+        """`goal.get()`: the goal (None: none), the tokens left, and the completion report
+        once it is complete (None before)."""
         state = self.current(session_id)
         remaining = None
         if state is not None and state["token_budget"] is not None:
@@ -209,7 +210,11 @@ class Goals:
         return {
             "goal": state,
             "remaining_tokens": remaining,
-            "completion_budget_report": completion_report(state) if state is not None else None,
+            "completion_budget_report": (
+                completion_report(state)
+                if state is not None and state["status"] == "complete"
+                else None
+            ),
         }
 
     def _session(self, session_id: str) -> SessionLog | None:
