@@ -408,3 +408,25 @@ async def test_a_goal_set_from_the_chat_on_a_working_agent_applies_after_its_ans
     (continuation,) = of_type(agent, "continuation")
     assert "finish it" in continuation["text"] and "of 900,000 tokens used" in continuation["text"]
     assert [e["change"] for e in of_type(agent, "goal")] == ["created", "continued", "complete"]
+
+
+async def test_a_turn_that_fails_leaves_the_goal_in_error_and_resume_goes_on(
+    tmp_path: Path,
+) -> None:
+    turns = [
+        {"code": CREATE},
+        {"error": {"status": 400, "message": "the request was refused"}},
+        {"text": "never played: the call before it fails"},
+    ]
+    run = await started(headless(tmp_path, script(tmp_path, turns)))
+    try:
+        outcome = await run.agent.run_turn("go")
+        failed = run.runtime.goals.state(run.agent.session_id)
+        resumed = run.runtime.goals.resume(run.agent)
+    finally:
+        await run.close()
+
+    assert outcome.stop_reason == "error"
+    assert failed is not None and failed["status"] == "error"
+    assert "the request was refused" in str(failed["reason"])
+    assert (resumed["status"], resumed["reason"], resumed["continuations"]) == ("active", None, 0)
