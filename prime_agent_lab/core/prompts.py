@@ -49,7 +49,11 @@ A message from another agent arrives as `[message from <relationship> "<name>", 
 id <id>]` and its text; reply with `agent_message.send` (your text answer goes to the researcher).
 
 # Goals
-`await goal.create(objective, token_budget=None)` sets a goal (the researcher may set one with `/goal`); `await goal.get()` shows it with the tokens used and left. While a goal is active, each answer without a cell is followed by a continuation restating the objective: keep working. Only `await goal.complete()` in a cell ends it, and only once you have checked every requirement against evidence; saying "done" does not.
+`await goal.create(objective, token_budget=None)` sets a goal (the researcher may set one with \
+`/goal`); `await goal.get()` shows it with the tokens used and left. While a goal is active, \
+each answer without a cell is followed by a continuation restating the objective: keep working. \
+Only `await goal.complete()` in a cell ends it, and only once you have checked every \
+requirement against evidence; saying "done" does not.
 
 # Answering
 When the task is done, stop calling the tool and answer in text: what you found, the numbers \
