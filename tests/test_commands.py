@@ -15,6 +15,7 @@ import pytest
 from prime_agent_lab.core import commands
 from prime_agent_lab.core.commands import BY_NAME, COMMANDS, VIEWS, CommandError
 from tests.conftest import run_turn, use_script
+from tests.kernel_clients import wait_for_file
 from tests.test_refine_server import call
 from tests.test_subagents import CHILD, WAIT_FOR_CHILDREN
 
@@ -91,6 +92,35 @@ def test_refine_reads_a_bare_command_instructions_and_global_before_them() -> No
         None,
         {"global": False, "instructions": "explain --global flags"},
     )
+
+
+def test_goal_reads_a_valued_budget_option_an_objective_and_its_keywords_alone() -> None:
+    assert parsed("goal", "") == (None, {"budget": None, "objective": None})
+    assert parsed("goal", "fix the tests") == (None, {"budget": None, "objective": "fix the tests"})
+    assert parsed("goal", "--budget 5000 fix it") == (None, {"budget": 5000, "objective": "fix it"})
+    assert parsed("goal", "--budget=200_000 fix it") == (
+        None,
+        {"budget": 200_000, "objective": "fix it"},
+    )
+    for keyword in ("status", "pause", "resume", "clear"):
+        assert parsed("goal", keyword) == (keyword, {})
+    assert parsed("goal", "status of the paper") == (
+        None,
+        {"budget": None, "objective": "status of the paper"},
+    )
+    assert parsed("goal", "-- clear the cache") == (
+        None,
+        {"budget": None, "objective": "clear the cache"},
+    )
+    usage = "Usage: /goal [--budget N] [objective]"
+    assert refused("goal", "--budget") == f"--budget needs a value (N). {usage}"
+    assert refused("goal", "--budget= fix") == f"--budget needs a value (N). {usage}"
+    assert (
+        refused("goal", "--budget ten fix") == f"--budget takes a whole number, not 'ten'. {usage}"
+    )
+    assert refused("goal", "--budget 5 status") == "/goal status takes no --budget."
+    assert refused("goal", "--global fix").startswith("Unknown option --global. Usage: /goal")
+    assert refused("refine", "--global=yes").startswith("Unknown option --global=yes.")
 
 
 def test_refine_rollback_takes_one_id_with_global_before_or_after_it() -> None:
@@ -202,6 +232,11 @@ EXAMPLES: dict[tuple[str, str | None], str] = {
     ("heartbeat", "pause"): "pause",
     ("heartbeat", "resume"): "resume",
     ("heartbeat", "stop"): "stop",
+    ("goal", None): "--budget 100000 write a haiku",
+    ("goal", "status"): "status",
+    ("goal", "pause"): "pause",
+    ("goal", "resume"): "resume",
+    ("goal", "clear"): "clear",
 }
 
 PROPOSAL = {
@@ -229,7 +264,9 @@ async def test_every_declared_form_runs_through_the_rest_route(
     assert set(EXAMPLES) == declared, "every declared form needs an example here"
     script = tmp_path / "script.json"
     side = {"refine": [{"text": json.dumps(PROPOSAL)}]}
-    script.write_text(json.dumps({"turns": [{"text": "ok"}], "side": side}), encoding="utf-8")
+    held = tmp_path / "release-goal-turn"  # the turn /goal starts holds in a cell meanwhile
+    turns = [{"text": "ok"}, {"code": wait_for_file(held)}]
+    script.write_text(json.dumps({"turns": turns, "side": side}), encoding="utf-8")
     use_script(host, str(script))
     agent = await host.attach(make_notebook("commands.ipynb"))
     await run_turn(host, agent.session_id, "hello")
@@ -258,6 +295,27 @@ async def test_every_declared_form_runs_through_the_rest_route(
     assert replies["heartbeat", None]["answer"]["text"].startswith("Heartbeat hb_")
     assert "every 10m, follow-up" in replies["heartbeat", "status"]["answer"]["text"]
     assert "stopped" in replies["heartbeat", "stop"]["answer"]["text"]
+    goal = {k: reply["answer"]["text"] for (name, k), reply in replies.items() if name == "goal"}
+    assert goal[None].startswith("Goal active: write a haiku · Budget: ")
+    assert goal[None].endswith("The agent starts on it.")
+    assert goal["status"].startswith("Goal active: write a haiku")
+    assert goal["pause"].startswith("Goal paused (paused by the user): write a haiku")
+    assert goal["resume"].startswith("Goal active: write a haiku")
+    assert goal["clear"] == "Goal cleared."
+    held.touch()
+    await asyncio.wait_for(_idle(agent), 60)
+    assert host.runtime.goals.current(agent.session_id) is None
+    assert [e["change"] for e in agent.session.path() if e["type"] == "goal"] == [
+        "created",
+        "paused",
+        "resumed",
+        "cleared",
+    ]
+
+
+async def _idle(agent: Any) -> None:
+    while agent.running:
+        await asyncio.sleep(0.05)
 
 
 async def _refinement_recorded(host: Any, session_id: str) -> None:
@@ -294,6 +352,15 @@ async def test_a_bad_form_an_unknown_command_or_session_answers_clearly(
     code, reply = await command(jp_fetch, agent.session_id, "refine", too_long)
     assert code == 413 and "max_message_chars" in reply["message"], reply
     assert not list(agent.session.directory.rglob("refinements.jsonl"))  # nothing planned
+    code, reply = await command(jp_fetch, agent.session_id, "goal", "--budget lots do it")
+    assert (code, reply["message"]) == (
+        400,
+        "--budget takes a whole number, not 'lots'. Usage: /goal [--budget N] [objective]",
+    )
+    code, reply = await command(jp_fetch, agent.session_id, "goal", "--budget 0 do it")
+    assert (code, reply["message"]) == (400, "token_budget must be a positive integer or None")
+    code, reply = await command(jp_fetch, agent.session_id, "goal", "pause")
+    assert (code, reply["message"]) == (409, "there is no goal to pause in this session")
 
 
 async def test_usage_through_the_rest_route_gives_own_and_total_per_agent_of_the_tree(

@@ -274,8 +274,8 @@ def test_writing_an_undeclared_type_or_field_fails_and_writes_nothing(tmp_path: 
     log = SessionRepository(tmp_path).create(notebook_path="a.ipynb")
     first = log.append("user_message", turn=1, text="go")
     size = log.file.stat().st_size
-    with pytest.raises(UndeclaredEntry, match=r"'goal' is not declared in core/entry_types\.py"):
-        log.append("goal", turn=1, text="ship it")
+    with pytest.raises(UndeclaredEntry, match=r"'wish' is not declared in core/entry_types\.py"):
+        log.append("wish", turn=1, text="ship it")
     with pytest.raises(UndeclaredEntry, match=r"user_message has no field 'mood'"):
         log.append("user_message", turn=2, text="go", mood="glad")
     with pytest.raises(UndeclaredEntry, match=r"has a string as 'turn', not a number"):

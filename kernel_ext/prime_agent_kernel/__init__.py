@@ -2,8 +2,8 @@
 
 The host loads it into an agent's kernel and calls `configure(...)`; it binds the kernel API
 names (`history`, `agent_message`, `agent_observe`, `rlm`, `compact`, `refine`,
-`rlm_heartbeat`) into the user namespace. It never imports the host package: everything goes
-over the bridge.
+`rlm_heartbeat`, `goal`) into the user namespace. It never imports the host package:
+everything goes over the bridge.
 
 Importing the package loads none of the kernel API (the host imports the declarations of the
 bridge operations, `prime_agent_kernel.operations`, and nothing more): its classes and the bridge
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .bridge import BridgeClient, BridgeError
     from .compact import Compact
+    from .goal import Goal
     from .harness import Harness, HarnessEntry, HarnessError
     from .heartbeat import Heartbeat
     from .history import Entry, History
@@ -30,6 +31,7 @@ _EXPORTS = {
     "BridgeError": ".bridge",
     "Compact": ".compact",
     "Heartbeat": ".heartbeat",
+    "Goal": ".goal",
     "Harness": ".harness",
     "HarnessEntry": ".harness",
     "HarnessError": ".harness",
@@ -65,6 +67,7 @@ __all__ = [
     "BridgeError",
     "Compact",
     "Entry",
+    "Goal",
     "Harness",
     "HarnessEntry",
     "HarnessError",
@@ -137,6 +140,7 @@ def _bind_names(shell: Any) -> None:
     """Bind the kernel API names; a user's own variable of the same name is left alone
     (`history` is also `agent_history`, as researchers often have a `history` of their own)."""
     from .compact import Compact, track
+    from .goal import Goal
     from .harness import Harness
     from .heartbeat import Heartbeat
     from .history import History
@@ -154,6 +158,7 @@ def _bind_names(shell: Any) -> None:
         "compact": Compact(_call),
         "refine": Refine(_call),
         "rlm_heartbeat": Heartbeat(_call),
+        "goal": Goal(_call),
     }
     for name, value in ours.items():
         existing = shell.user_ns.get(name)

@@ -124,6 +124,26 @@ SCHEDULE_COMPACTION = _declare(
     "whether a compaction is scheduled before the next model call",
 )
 
+# ------------------------------------------------------------------ goals (`goal`)
+CREATE_GOAL = _declare(
+    "goals.create",
+    ("objective", "token_budget"),
+    "`goal.create(objective, token_budget=None)`",
+    "the new goal's state; refused while a goal is active, paused or budget-limited",
+)
+GET_GOAL = _declare(
+    "goals.get",
+    (),
+    "`goal.get()`",
+    "`{goal, remaining_tokens, completion_budget_report}` (goal None: no goal)",
+)
+COMPLETE_GOAL = _declare(
+    "goals.complete",
+    (),
+    "`goal.complete()`",
+    "the completed goal and its `completion_budget_report`",
+)
+
 # ------------------------------------------------------------------ the harness (`rlm.harness`)
 CREATE_ENTRY = _declare(
     "harness.create",

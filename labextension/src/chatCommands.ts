@@ -59,7 +59,17 @@ export function completions(
   if (!line || !command) {
     return [];
   }
-  const before = line[2].split(/\s+/).filter(word => word !== '');
+  const words = line[2].split(/\s+/).filter(word => word !== '');
+  const valued = new Set(
+    command.forms.flatMap(f =>
+      f.arguments.filter(a => a.kind === 'option').map(a => `--${a.name}`)
+    )
+  );
+  if (words.length > 0 && valued.has(words[words.length - 1])) {
+    return []; // an option's value is being typed
+  }
+  // The words typed, an option's value left out (`--budget 5000`).
+  const before = words.filter((_, i) => i === 0 || !valued.has(words[i - 1]));
   const typing = line[3];
   const leading = before.every(word => word.startsWith('--'));
   const keyword = before.find(word => !word.startsWith('--'));
@@ -93,7 +103,9 @@ function takesArguments(command: ICommandSpec): boolean {
 }
 
 function flags(form: IFormSpec) {
-  return form.arguments.filter(argument => argument.kind === 'flag');
+  return form.arguments.filter(
+    argument => argument.kind === 'flag' || argument.kind === 'option'
+  );
 }
 
 /** The composer's placeholder, naming a few commands and /help. */

@@ -7,7 +7,7 @@
 
 import type { IRefinementList, ISessionCopy, ISessionTree } from './wire';
 
-export type ArgumentKind = 'flag' | 'word' | 'text';
+export type ArgumentKind = 'flag' | 'option' | 'word' | 'text';
 
 export type CommandView = 'help' | 'tree' | 'copy' | 'note' | 'refinements' | 'usage';
 
@@ -15,6 +15,7 @@ export interface IArgumentSpec {
   name: string;
   kind: ArgumentKind;
   help: string;
+  value?: string;
 }
 
 export interface IFormSpec {
@@ -176,6 +177,59 @@ export const CHAT_COMMANDS: readonly ICommandSpec[] = [
         "usage": "/refine history",
         "help": "The recent refinements, each with a Rollback button.",
         "view": "refinements",
+        "arguments": []
+      }
+    ]
+  },
+  {
+    "name": "goal",
+    "help": "Keep the agent on an objective until it calls goal.complete() (docs/autonomy.md).",
+    "forms": [
+      {
+        "keyword": null,
+        "usage": "/goal [--budget N] [objective]",
+        "help": "Set the goal (an idle agent starts on it); alone, the goal's status.",
+        "view": "note",
+        "arguments": [
+          {
+            "name": "budget",
+            "kind": "option",
+            "help": "input + output tokens it may use, sub-agents' included",
+            "value": "N"
+          },
+          {
+            "name": "objective",
+            "kind": "text",
+            "help": "what to achieve"
+          }
+        ]
+      },
+      {
+        "keyword": "status",
+        "usage": "/goal status",
+        "help": "The goal, its budget used and left.",
+        "view": "note",
+        "arguments": []
+      },
+      {
+        "keyword": "pause",
+        "usage": "/goal pause",
+        "help": "Stop continuing the goal.",
+        "view": "note",
+        "arguments": []
+      },
+      {
+        "keyword": "resume",
+        "usage": "/goal resume",
+        "help": "Continue a paused goal (an idle agent goes on).",
+        "view": "note",
+        "arguments": []
+      },
+      {
+        "keyword": "clear",
+        "usage": "/goal clear",
+        "help": "Drop the goal.",
+        "view": "note",
         "arguments": []
       }
     ]

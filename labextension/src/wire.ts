@@ -12,7 +12,7 @@ export type CellStatus = 'ok' | 'error' | 'timeout' | 'died' | 'interrupted' | '
 
 export type StopReason = 'end_turn' | 'stopped' | 'shutdown' | 'error' | 'max_iterations' | 'interrupted';
 
-export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'continuation' | 'gate_passed' | 'gate_failed' | 'autonomy' | 'session_unreadable';
+export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'continuation' | 'gate_passed' | 'gate_failed' | 'autonomy' | 'goal' | 'session_unreadable';
 
 export type ErrorKind = 'provider' | 'kernel' | 'notebook' | 'tool_arguments' | 'internal' | 'disk';
 
@@ -34,7 +34,7 @@ export type EditAction = 'create' | 'update' | 'delete';
 
 export type UntrustedKind = 'snapshot' | 'harness' | 'mail' | 'schedules';
 
-export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'continuation' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned' | 'gate_run' | 'autonomy';
+export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'continuation' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned' | 'gate_run' | 'autonomy' | 'goal';
 
 export interface IServerInfo {
   version: string;

@@ -87,6 +87,14 @@ describe('completions', () => {
     expect(labels('/usage ')).toEqual([]);
     expect(labels('hello')).toEqual([]);
   });
+
+  it('offers a valued option, then nothing while its value is typed', () => {
+    expect(labels('/goal ')).toEqual(['status', 'pause', 'resume', 'clear', '--budget']);
+    expect(completions('/goal --b')[0].text).toBe('/goal --budget ');
+    expect(labels('/goal --budget ')).toEqual([]);
+    expect(labels('/goal --budget 50')).toEqual([]);
+    expect(labels('/goal --budget 5000 fix the ')).toEqual([]);
+  });
 });
 
 function context(overrides: Partial<ICommandViewContext> = {}): ICommandViewContext {

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import queue
 import time
 from collections.abc import Awaitable, Callable
@@ -236,6 +237,25 @@ class KernelExecutor:
         async with self._lock:
             await self._ensure_client()
             await self._ensure_setup()
+
+    async def wait_idle(self) -> None:
+        """Return once no other client's cell runs in the kernel (a goal's continuation waits
+        for the user's cell; core/goals.py). Takes the lock, so it also waits for a harness run
+        or a stopped cell of the agent's still being reaped.
+
+        A `kernel_info` round trip comes first: the kernel answers it only between cells, so
+        a cell whose busy status has not reached this client yet is waited for all the same."""
+        async with self._lock:
+            if not await self.km.is_alive():
+                return
+            client = await self._ensure_client()
+            probe = client.kernel_info()
+            self._own.add(probe)
+            try:
+                await self._wait_reply(client, probe, math.inf)
+            finally:
+                self._own.discard(probe)
+            await self._wait_until_idle(client, _Ticket(lambda state: None))
 
     # ------------------------------------------------------------ execution
 

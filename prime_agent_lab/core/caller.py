@@ -28,6 +28,7 @@ class TreeRuntime(Protocol):
     mailbox: Any
     scheduler: Any
     harnesses: Any
+    goals: Any  # core/goals.py `Goals`
     signer: Signer
 
     async def spawn_child(

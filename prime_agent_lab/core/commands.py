@@ -14,6 +14,11 @@ shows its answer in, and the host handler that answers it. The rest is derived f
 
 A handler gets the host (`CommandHost`: what the server's `AgentHost` offers), the session id and
 the parsed argument values; it returns the answer of its form's view (`VIEWS`).
+
+Size: over 600 lines because it is one table (every command, its forms and their handlers) with
+the one parser and the TypeScript generation that read it; a command's domain lives elsewhere
+(`usage.py`, `goals.py`, the host), only its words are here. The generator is the part to move
+out first when it grows.
 """
 
 from __future__ import annotations
@@ -29,24 +34,31 @@ from typing import Any, Literal, Protocol, TypedDict
 from . import wire
 from .caller import TreeRuntime
 from .family import FamilyError
+from .goals import GoalError, describe, opening_text
 from .heartbeat_commands import change_heartbeat, set_heartbeat
 from .text import shorten
 from .usage import AgentUsage, usage_report
 from .wire import RefinementList, SessionCopy, SessionTree
 
-ArgumentKind = Literal["flag", "word", "text"]
+ArgumentKind = Literal["flag", "option", "word", "text"]
 """`flag`: `--name`, before a keyword or the text, or anywhere among a keyword form's words;
-`word`: one word, required; `text`: everything after the name and the leading flags, optional
-(only the form without a keyword has one)."""
+`option`: `--name VALUE` (or `--name=VALUE`) where a flag may be, its value read as the argument's
+type (None when it is not given); `word`: one word, required; `text`: everything after the name
+and the leading flags and options, optional (only the form without a keyword has one)."""
 
 CommandView = Literal["help", "tree", "copy", "note", "refinements", "usage"]
 """How the chat panel shows a form's answer (labextension/src/commandViews.ts)."""
 
 
-class ArgumentSpec(TypedDict):
+class _ArgumentFields(TypedDict):
     name: str
     kind: ArgumentKind
     help: str
+
+
+class ArgumentSpec(_ArgumentFields, total=False):
+    value: str
+    """An option's value as the usage names it (`N`)."""
 
 
 class FormSpec(TypedDict):
@@ -127,6 +139,10 @@ class CommandHost(Protocol):
 
     async def rollback_refinement(self, session_id: str, refinement_id: str) -> dict[str, Any]: ...
 
+    async def send(self, session_id: str, text: str) -> int:
+        """Start a turn of the session's (idle) agent with `text`; its number."""
+        ...
+
 
 Handler = Callable[[CommandHost, str, dict[str, Any]], Awaitable[Any]]
 
@@ -138,12 +154,34 @@ class Argument:
     help: str
     ask: str = ""
     """For a `word`: what to say when it is missing."""
+    value: str = "VALUE"
+    """For an `option`: its value as the usage names it."""
+    value_type: type = str
+    """For an `option`: what its value is read as (`int`: a whole number)."""
 
     @property
     def usage(self) -> str:
-        return {"flag": f"[--{self.name}]", "word": f"<{self.name}>", "text": f"[{self.name}]"}[
-            self.kind
-        ]
+        return {
+            "flag": f"[--{self.name}]",
+            "option": f"[--{self.name} {self.value}]",
+            "word": f"<{self.name}>",
+            "text": f"[{self.name}]",
+        }[self.kind]
+
+    def read(self, raw: str | None, usage: str) -> Any:
+        """An option's value from its text; a CommandError (400) for a missing or bad one."""
+        if raw is None or raw == "":
+            raise CommandError(400, f"--{self.name} needs a value ({self.value}). Usage: {usage}")
+        try:
+            return self.value_type(raw)
+        except ValueError:
+            what = _VALUE_WORDS.get(self.value_type, self.value_type.__name__)
+            raise CommandError(
+                400, f"--{self.name} takes {what}, not {shorten(raw, 40)}. Usage: {usage}"
+            ) from None
+
+
+_VALUE_WORDS: dict[type, str] = {int: "a whole number", float: "a number"}
 
 
 @dataclass(frozen=True)
@@ -163,6 +201,10 @@ class Form:
     @property
     def flags(self) -> set[str]:
         return {a.name for a in self.arguments if a.kind == "flag"}
+
+    @property
+    def options(self) -> dict[str, Argument]:
+        return {a.name: a for a in self.arguments if a.kind == "option"}
 
     @property
     def words(self) -> list[Argument]:
@@ -207,9 +249,7 @@ class Command:
                     "usage": form.usage(self.name),
                     "help": form.help,
                     "view": form.view,
-                    "arguments": [
-                        {"name": a.name, "kind": a.kind, "help": a.help} for a in form.arguments
-                    ],
+                    "arguments": [_argument_spec(a) for a in form.arguments],
                 }
                 for form in self.forms
             ],
@@ -217,21 +257,29 @@ class Command:
 
     def parse(self, text: str) -> tuple[Form, dict[str, Any]]:
         """The form the text after `/name` asks for, and its argument values (flags as bools,
-        words as strings, the text or None). Leading flags may come before a keyword; `--`
-        ends them, so a plain form's text may start with a keyword or `--`. A keyword form
-        without arguments is taken only alone (`/refine history of errors` is text)."""
+        options as their type or None, words as strings, the text or None). Leading flags and
+        options may come before a keyword; `--` ends them, so a plain form's text may start
+        with a keyword or `--`. A keyword form without arguments is taken only alone
+        (`/refine history of errors` is text)."""
         rest = text.strip()
         plain = self._form(None)
-        leading: list[str] = []
-        while option := re.match(r"(--\S*)(?:\s+|$)", rest):
+        leading: list[tuple[str, str | None]] = []  # (name, an option's value)
+        options = {name for form in self.forms for name in form.options}
+        while option := re.match(r"(--[^\s=]*)(?:=(\S*))?(?:\s+|$)", rest):
             rest = rest[option.end() :].strip()
-            if option[1] == "--":
+            if option[0].strip() == "--":
                 if plain is None or plain.text is None:
                     raise CommandError(400, f"/{self.name} takes no text. Usage: {self.usage}")
                 return plain, self._bind(plain, leading, [], rest)
-            if option[1][2:] not in {f for form in self.forms for f in form.flags}:
-                raise CommandError(400, f"Unknown option {option[1]}. Usage: {self.usage}")
-            leading.append(option[1][2:])
+            name, value = option[1][2:], option[2]
+            if name in options:
+                if value is None and (given := re.match(r"(\S+)(?:\s+|$)", rest)):
+                    value, rest = given[1], rest[given.end() :].strip()
+                leading.append((name, value))
+                continue
+            if value is not None or name not in {f for form in self.forms for f in form.flags}:
+                raise CommandError(400, f"Unknown option {option[0].strip()}. Usage: {self.usage}")
+            leading.append((name, None))
         words = rest.split()
         chosen = self._form(words[0]) if words else None
         if chosen is not None and not (
@@ -246,22 +294,35 @@ class Command:
         return next((form for form in self.forms if form.keyword == keyword), None)
 
     def _bind(
-        self, form: Form, leading: list[str], words: list[str], text: str | None
+        self,
+        form: Form,
+        leading: list[tuple[str, str | None]],
+        words: list[str],
+        text: str | None,
     ) -> dict[str, Any]:
         usage = form.usage(self.name)
         values: dict[str, Any] = {name: False for name in form.flags}
+        values.update((name, None) for name in form.options)
         positional = []
-        for word in words:
+        remaining = iter(words)
+        for word in remaining:
+            name, equals, inline = word[2:].partition("=")
             if not word.startswith("--"):
                 positional.append(word)
+            elif name in form.options:
+                raw = inline if equals else next(remaining, None)
+                values[name] = form.options[name].read(raw, usage)
             elif word[2:] in form.flags:
                 values[word[2:]] = True
             else:
                 raise CommandError(400, f"Unknown option {word}. Usage: {usage}")
-        for flag in leading:
-            if flag not in form.flags:
-                raise CommandError(400, f"{form.head(self.name)} takes no --{flag}.")
-            values[flag] = True
+        for name, raw in leading:
+            if name in form.options:
+                values[name] = form.options[name].read(raw, usage)
+            elif name in form.flags:
+                values[name] = True
+            else:
+                raise CommandError(400, f"{form.head(self.name)} takes no --{name}.")
         wanted = form.words
         if len(positional) < len(wanted):
             missing = wanted[len(positional)]
@@ -281,6 +342,13 @@ class Command:
         elif text:
             raise CommandError(400, f"/{self.name} takes no text. Usage: {self.usage}")
         return values
+
+
+def _argument_spec(argument: Argument) -> ArgumentSpec:
+    spec: ArgumentSpec = {"name": argument.name, "kind": argument.kind, "help": argument.help}
+    if argument.kind == "option":
+        spec["value"] = argument.value
+    return spec
 
 
 # ---------------------------------------------------------------- handlers
@@ -327,6 +395,57 @@ async def _usage(host: CommandHost, session_id: str, values: dict[str, Any]) -> 
         return usage_report(host.runtime, session_id)
     except LookupError as exc:
         raise CommandError(404, str(exc)) from None
+
+
+def _loaded(host: CommandHost, session_id: str) -> Any:
+    agent = host.runtime.agents.get(session_id)
+    if agent is None:
+        raise CommandError(409, "The agent is not open: open its notebook to change its goal.")
+    return agent
+
+
+async def _goal_set(host: CommandHost, session_id: str, values: dict[str, Any]) -> CommandNote:
+    """Set a goal; an idle agent starts on it, a running one takes it after its answer."""
+    objective = values["objective"]
+    if objective is None:
+        if values["budget"] is not None:
+            raise CommandError(400, f"What is the goal? Usage: {BY_NAME['goal'].usage}")
+        return await _goal_status(host, session_id, values)
+    agent = _loaded(host, session_id)
+    try:
+        state = host.runtime.goals.create(agent, objective, values["budget"])
+    except GoalError as exc:
+        raise CommandError(exc.status, exc.message) from None
+    if agent.running:
+        return {"text": f"{describe(state)}. It applies when the agent's current answer ends."}
+    return {"text": await _start_on_goal(host, session_id, state, "The agent starts on it.")}
+
+
+async def _start_on_goal(host: CommandHost, session_id: str, state: Any, started: str) -> str:
+    try:
+        await host.send(session_id, opening_text(state["objective"]))
+    except Exception as exc:  # the goal is set either way; say why the agent did not start
+        return f"{describe(state)}. The agent did not start: {exc}"
+    return f"{describe(state)}. {started}"
+
+
+async def _goal_status(host: CommandHost, session_id: str, values: dict[str, Any]) -> CommandNote:
+    return {"text": describe(host.runtime.goals.current(session_id))}
+
+
+def _goal_change(change: str) -> Handler:
+    async def run(host: CommandHost, session_id: str, values: dict[str, Any]) -> CommandNote:
+        agent = _loaded(host, session_id)
+        goals = host.runtime.goals
+        try:
+            state = getattr(goals, change)(agent)
+        except GoalError as exc:
+            raise CommandError(exc.status, exc.message) from None
+        if change == "resume" and not agent.running:
+            return {"text": await _start_on_goal(host, session_id, state, "The agent goes on.")}
+        return {"text": describe(state) if change != "clear" else "Goal cleared."}
+
+    return run
 
 
 def _describe(answer: object, fallback: str) -> str:
@@ -442,6 +561,36 @@ COMMANDS: tuple[Command, ...] = (
                 _refinements,
                 keyword="history",
             ),
+        ),
+    ),
+    Command(
+        "goal",
+        "Keep the agent on an objective until it calls goal.complete() (docs/autonomy.md).",
+        (
+            Form(
+                "Set the goal (an idle agent starts on it); alone, the goal's status.",
+                "note",
+                _goal_set,
+                arguments=(
+                    Argument(
+                        "budget",
+                        "option",
+                        "input + output tokens it may use, sub-agents' included",
+                        value="N",
+                        value_type=int,
+                    ),
+                    Argument("objective", "text", "what to achieve"),
+                ),
+            ),
+            Form("The goal, its budget used and left.", "note", _goal_status, keyword="status"),
+            Form("Stop continuing the goal.", "note", _goal_change("pause"), keyword="pause"),
+            Form(
+                "Continue a paused goal (an idle agent goes on).",
+                "note",
+                _goal_change("resume"),
+                keyword="resume",
+            ),
+            Form("Drop the goal.", "note", _goal_change("clear"), keyword="clear"),
         ),
     ),
     Command(

@@ -156,6 +156,10 @@ NOTICE_KINDS: dict[str, NoticeKindSpec] = {
         "the budgets it used)",
         for_the_user_only=True,
     ),
+    "goal": NoticeKindSpec(
+        "the goal changed: set, paused, resumed, complete, cleared, its budget reached, or "
+        "stopped by an error (docs/autonomy.md); the text says which"
+    ),
     "session_unreadable": NoticeKindSpec(
         "a newer session of this notebook is damaged and was skipped (the text names it and "
         "why), so this is another session",
@@ -892,6 +896,63 @@ CHILD_SPAWNED = EntryType(
 )
 
 
+# ---------------------------------------------------------------- goals (core/goals.py)
+
+
+def _goal_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
+    text = text_of(entry, "text")
+    return notice_item(entry, "goal", text) if text else []
+
+
+GOAL = EntryType(
+    "goal",
+    "The goal's state after a change (docs/autonomy.md): the latest one on the path is the "
+    "goal. The model does not read it; the chat shows `text` (none for a continuation's "
+    "progress).",
+    {
+        "turn": TURN,
+        "change": Field(
+            str,
+            "`created`, `continued`, `budget_limited`, `paused`, `resumed`, `complete`, "
+            "`cleared` or `error`",
+            required=True,
+        ),
+        "text": Field(str, "the notice line the chat shows (empty: none)"),
+        "goal_id": Field(str, "the goal", required=True),
+        "objective": Field(str, "what the user (or the agent) set as the goal"),
+        "status": Field(
+            str,
+            "`idle`, `active`, `paused`, `budget_limited`, `complete` or `error`",
+            required=True,
+        ),
+        "token_budget": Field(int, "input + output tokens allowed", nullable=True),
+        "tokens_used": Field(int, "input + output tokens since it was set, sub-agents' included"),
+        "time_used_seconds": Field(int, "wall time since it was set"),
+        "continuations": Field(int, "continuations since it was set or resumed"),
+        "created_at": Field(str, "when it was set"),
+        "updated_at": Field(str, "when it last changed"),
+        "reason": Field(str, "why it paused, ended or failed", nullable=True),
+    },
+    {
+        "turn": 1,
+        "change": "created",
+        "text": "Goal set: reproduce figure 3 of the paper",
+        "goal_id": "goal_1a2b3c4d",
+        "objective": "reproduce figure 3 of the paper",
+        "status": "active",
+        "token_budget": 200_000,
+        "tokens_used": 0,
+        "time_used_seconds": 0,
+        "continuations": 0,
+        "created_at": "2026-01-01T00:00:00.000+00:00",
+        "updated_at": "2026-01-01T00:00:00.000+00:00",
+        "reason": None,
+    },
+    chat=_goal_chat,
+    chat_items=("notice",),
+)
+
+
 # ---------------------------------------------------------------- the table
 
 
@@ -917,6 +978,7 @@ DECLARED: dict[str, EntryType] = {
         CHILD_SPAWNED,
         GATE_RUN,
         AUTONOMY,
+        GOAL,
     )
 }
 """Every entry type a session log holds, by name. Loading tolerates other types (a newer build

@@ -90,6 +90,10 @@ class Mailbox:
         """Messages waiting for `session_id` (not yet in its log)."""
         return len(self._pending.get(session_id, ()))
 
+    def entering_turn(self, session_id: str) -> bool:
+        """Some message waits to enter `session_id`'s running turn (its `inbox` would take it)."""
+        return any(m.enters_running_turn for m in self._pending.get(session_id, ()))
+
     def has_pending(self) -> bool:
         return any(self._pending.values())
 

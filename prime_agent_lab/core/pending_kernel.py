@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from .ports import (
     CellState,
     ExecutionResult,
+    IdleWaiter,
     KernelPort,
     KernelUnavailable,
     OutputEvent,
@@ -92,6 +93,16 @@ class PendingKernel:
     def owns_request(self, msg_id: str) -> bool:
         kernel = self.kernel
         return isinstance(kernel, RequestOwner) and kernel.owns_request(msg_id)
+
+    async def wait_idle(self) -> None:
+        """Once the kernel arrived, until no other client's cell runs in it (one that never
+        arrives runs no one's cell)."""
+        try:
+            kernel = await self.ready()
+        except KernelUnavailable:
+            return
+        if isinstance(kernel, IdleWaiter):
+            await kernel.wait_idle()
 
     def stop_cell(self, cause: StopCause = USER_STOP) -> None:
         self._stop_cause = cause

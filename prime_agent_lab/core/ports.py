@@ -255,6 +255,15 @@ class RequestOwner(Protocol):
         ...
 
 
+@runtime_checkable
+class IdleWaiter(Protocol):
+    """A kernel port that can wait while another client's (the user's) cell runs."""
+
+    async def wait_idle(self) -> None:
+        """Return once no other client's cell runs in the kernel (at once when none does)."""
+        ...
+
+
 # ---------------------------------------------------------------- notebook port
 
 

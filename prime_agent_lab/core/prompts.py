@@ -55,6 +55,12 @@ brings you back on a schedule (`every N s|m|h`, at least 10 s, or a 5-field cron
 arrives as `[heartbeat "<label>" (<whose>, id <id>), due <time>]` and its instruction; `steer` \
 ticks enter a running turn, `follow_up` ones wait for it to end. The user's heartbeat \
 (`/heartbeat`) is theirs: you can read it but not change it.
+# Goals
+`await goal.create(objective, token_budget=None)` sets a goal (the researcher may set one with \
+`/goal`); `await goal.get()` shows it with the tokens used and left. While a goal is active, \
+each answer without a cell is followed by a continuation restating the objective: keep working. \
+Only `await goal.complete()` in a cell ends it, and only once you have checked every \
+requirement against evidence; saying "done" does not.
 
 # Answering
 When the task is done, stop calling the tool and answer in text: what you found, the numbers \

@@ -41,6 +41,8 @@ from .family import (
     check_name,
     default_name,
 )
+from .goal_ops import register_goal_operations
+from .goals import Goals
 from .harness.auto_refine import settings_of
 from .harness.keeper import HarnessKeeper
 from .harness.refine_ops import register_refine_operations
@@ -163,6 +165,9 @@ class AgentRuntime:
         self.scheduler = Scheduler(self)
         self.lifecycle.add_pin(self.scheduler.pinned)
         register_heartbeat_operations(self.operation)
+        self.goals = Goals(self, lambda: self.settings)
+        register_goal_operations(self.operation, self.goals)
+        self.continuers.add("goal", self.goals.should_continue)
         self.autonomy = Autonomy(self)  # continuer "autonomous", after "goal"
 
     # ------------------------------------------------------------ sessions and agents
@@ -361,6 +366,7 @@ class AgentRuntime:
     def _turn_ended(self, agent: Agent, outcome: TurnOutcome) -> None:
         """What follows a turn: a sub-agent's parent learns how its task ended; the messages
         that waited for the turn to end start the next."""
+        self.goals.turn_ended(agent, outcome)
         self._report_to_parent(agent, outcome)
         self.refiners.turn_ended(agent.session_id)
         self.mailbox.turn_ended(agent)

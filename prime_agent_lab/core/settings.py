@@ -387,6 +387,13 @@ class Settings:
         "Characters of a failed gate's output the model reads (its head and tail are kept).",
         min=200,
     )
+    # ------------------------------------------------------------ goals (docs/autonomy.md)
+    goal_max_continuations: int = setting(
+        50,
+        """Continuations an active goal may make without `goal.complete()` before it is paused
+        (a guard for a goal without a token budget); /goal resume counts again from 0.""",
+        min=1,
+    )
 
     # Not a setting: which host built these settings, so messages spell a setting its way.
     host: str = SERVER
