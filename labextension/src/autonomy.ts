@@ -39,7 +39,7 @@ export interface AutonomyState {
   run: AutonomyRun | null;
 }
 
-/** Sent on the session's event stream whenever the state changes and after each model call of a run. */
+/** On the session's event stream: whenever the state changes, and after each model call of a run. */
 export interface AutonomyEvent {
   type: 'autonomy';
   seq: number;
@@ -306,6 +306,11 @@ function plural(count: number, unit: string): string {
   return `${count} ${unit}${count === 1 ? '' : 's'}`;
 }
 
+/** A count with thousands separators: 80,000. */
+function count(value: number): string {
+  return value.toLocaleString('en-US');
+}
+
 /** Whether the run's clock is going (a run that has not ended, in a running turn). */
 export function isTicking(state: AutonomyState | null, turnRunning: boolean): boolean {
   return Boolean(state?.enabled && state.run && state.run.reason === null && turnRunning);
@@ -359,14 +364,14 @@ export function indicatorLabel(state: AutonomyState, elapsed: number): string {
   if (!run) {
     return (
       'Autonomous mode is on: the next message starts a run of at most ' +
-      `${plural(budgets.max_turns, 'turn')}, ${budgets.max_tokens.toLocaleString('en-US')} tokens ` +
+      `${plural(budgets.max_turns, 'turn')}, ${count(budgets.max_tokens)} tokens ` +
       `and ${limit}. ${gates}`
     );
   }
   const ended = run.reason ? ` The last run ended: ${run.reason}.` : '';
   return (
     `Autonomous run: ${run.turns} of ${plural(budgets.max_turns, 'turn')}, ` +
-    `${run.tokens.toLocaleString('en-US')} of ${budgets.max_tokens.toLocaleString('en-US')} tokens, ` +
+    `${count(run.tokens)} of ${count(budgets.max_tokens)} tokens, ` +
     `${spokenDuration(elapsed)} of ${limit}, ` +
     `${run.continuations} of ${plural(budgets.continuations, 'continuation')}.${ended} ${gates}`
   );

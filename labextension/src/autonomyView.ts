@@ -253,7 +253,12 @@ const NUMBER_FIELDS: {
   inputMode: 'numeric' | 'decimal';
 }[] = [
   { key: 'maxTurns', label: 'Max turns', testId: 'pal-autonomy-max-turns', inputMode: 'numeric' },
-  { key: 'maxTokens', label: 'Max tokens', testId: 'pal-autonomy-max-tokens', inputMode: 'numeric' },
+  {
+    key: 'maxTokens',
+    label: 'Max tokens',
+    testId: 'pal-autonomy-max-tokens',
+    inputMode: 'numeric'
+  },
   {
     key: 'timeoutMinutes',
     label: 'Timeout (minutes)',
@@ -394,7 +399,11 @@ export function renderAutonomyForm(
       event.preventDefault();
       event.stopPropagation();
       actions.cancel();
-    } else if (event.key === 'Enter' && (event.ctrlKey || event.metaKey) && event.target === gates) {
+    } else if (
+      event.key === 'Enter' &&
+      (event.ctrlKey || event.metaKey) &&
+      event.target === gates
+    ) {
       event.preventDefault();
       void onSubmit();
     }

@@ -221,7 +221,11 @@ function autonomyEvent(seq: number, sessionId: string, value: AutonomyState) {
 }
 
 describe('AutonomyModel', () => {
-  function modelWith(get: () => Promise<unknown>, put = vi.fn(async (_: string, request: AutonomyRequest) => ({ ...DEFAULTS, enabled: request.enabled }))) {
+  function modelWith(get: () => Promise<unknown>) {
+    const put = vi.fn(async (_: string, request: AutonomyRequest) => ({
+      ...DEFAULTS,
+      enabled: request.enabled
+    }));
     const api = { getAutonomy: vi.fn(get), setAutonomy: put };
     let clock = 5_000;
     const model = new AutonomyModel(api, () => clock);
