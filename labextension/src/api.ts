@@ -4,6 +4,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import type { AutonomyRequest } from './autonomy';
 import type { CommandReply } from './commands';
 import type {
   ILeafMoved,
@@ -147,6 +148,20 @@ export class AgentApiClient {
     );
   }
 
+  /** The session's autonomous mode (docs/autonomy.md): an `AutonomyState`. */
+  getAutonomy(sessionId: string): Promise<unknown> {
+    return this._request<unknown>(`sessions/${encodeURIComponent(sessionId)}/autonomy`);
+  }
+
+  /** Turn autonomous mode on (with budgets and gates) or off; answers the new state. */
+  setAutonomy(sessionId: string, request: AutonomyRequest): Promise<unknown> {
+    return this._request<unknown>(
+      `sessions/${encodeURIComponent(sessionId)}/autonomy`,
+      'PUT',
+      request
+    );
+  }
+
   async postBinding(options: IBindingOptions): Promise<void> {
     const body: Record<string, string> = {
       path: options.path,
@@ -180,7 +195,7 @@ export class AgentApiClient {
 
   private async _request<T>(
     route: string,
-    method: 'GET' | 'POST' = 'GET',
+    method: 'GET' | 'POST' | 'PUT' = 'GET',
     body?: object
   ): Promise<T> {
     const url = URLExt.join(this.serverSettings.baseUrl, API_ROOT, route);

@@ -5,6 +5,8 @@
 import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
+import { AUTONOMOUS_INPUT_HINT } from './autonomy';
+import { AutonomyControls } from './autonomyView';
 import type { FollowCellsSetting } from './cellFollower';
 import { cellExecutionCount, cellFirstLine, revealCell } from './cellNavigation';
 import {
@@ -71,12 +73,21 @@ export class ChatPanel extends Widget {
     this._notebookLabel = div('pal-notebook', 'pal-notebook-path');
     this._familyLine = div('pal-family', 'pal-family');
     this._statusLine = div('pal-status', 'pal-status');
+    this._autonomy = new AutonomyControls({
+      turnRunning: () => this._agent?.transcript.status === 'running',
+      reportError: message => this._agent?.transcript.addError(message),
+      onChange: () => this._updateControls()
+    });
+    const controls = div('pal-controls');
+    controls.append(this._followToggle(), this._autonomy.switchNode);
     header.append(
       titleRow,
       this._notebookLabel,
       this._familyLine,
       this._statusLine,
-      this._followToggle()
+      controls,
+      this._autonomy.indicator,
+      this._autonomy.formSlot
     );
 
     this._transcriptNode = div('pal-transcript', 'pal-transcript');
@@ -159,6 +170,7 @@ export class ChatPanel extends Widget {
       this._agent.transcript.eventApplied.disconnect(this._onEventApplied, this);
     }
     this._agent = agent;
+    this._autonomy.model = agent?.autonomy ?? null;
     this._closeTree();
     if (agent) {
       agent.changed.connect(this._renderStatus, this);
@@ -185,6 +197,7 @@ export class ChatPanel extends Widget {
 
   override dispose(): void {
     this.agent = null;
+    this._autonomy.dispose();
     super.dispose();
   }
 
@@ -311,6 +324,7 @@ export class ChatPanel extends Widget {
       modelLabel.textContent = model ? `${provider} · ${model}` : provider;
       this._statusLine.append(modelLabel);
     }
+    this._autonomy.refresh(); // the run's clock goes while the turn runs
     this._updateControls();
   }
 
@@ -325,6 +339,15 @@ export class ChatPanel extends Widget {
     this._stopButton.disabled = !ready || !running;
     this._newSessionButton.disabled = !ready || running;
     this._harnessButton.disabled = !ready || !this._options.openHarness;
+    // Autonomous mode: the next message starts a run, and Stop ends it.
+    const autonomous = this._autonomy.enabled;
+    const hint = autonomous ? AUTONOMOUS_INPUT_HINT : composerHint();
+    if (this._input.placeholder !== hint) {
+      this._input.placeholder = hint;
+    }
+    this._stopButton.title = autonomous
+      ? 'Stop the autonomous run and interrupt its cell (autonomous mode turns off)'
+      : 'Stop the running turn and interrupt its cell';
   }
 
   private _renderTranscript(): void {
@@ -671,6 +694,7 @@ export class ChatPanel extends Widget {
   private readonly _stopButton: HTMLButtonElement;
   private readonly _newSessionButton: HTMLButtonElement;
   private readonly _harnessButton: HTMLButtonElement;
+  private readonly _autonomy: AutonomyControls;
 }
 
 function div(className: string, testId?: string): HTMLDivElement {

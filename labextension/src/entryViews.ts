@@ -17,6 +17,8 @@ import { button, element } from './dom';
 import { firstLine } from './cellNavigation';
 import { formatComposed, senderLabel, type IParentAgent } from './family';
 import { renderRefinementLine } from './refine';
+import { GATE_NOTICES, GATE_PASSED } from './autonomy';
+import { renderGateLine, renderGateText } from './autonomyView';
 import type { ChildStatus } from './wire';
 
 export interface IEntryViewContext {
@@ -252,6 +254,15 @@ function renderNotice(entry: INoticeEntry, context: IEntryViewContext): HTMLElem
   }
   if (entry.noticeKind === 'session_untrusted' && context.trustSession) {
     node.append(trustButton(context.trustSession));
+  }
+  if (entry.noticeKind !== null && GATE_NOTICES.has(entry.noticeKind)) {
+    const passed = entry.noticeKind === GATE_PASSED;
+    node.title = entry.text;
+    if (entry.gate) {
+      renderGateLine(node, entry.gate, passed);
+    } else {
+      renderGateText(node, entry.text, passed);
+    }
   }
   return node;
 }

@@ -10,6 +10,7 @@ import type { IDisposable } from '@lumino/disposable';
 import { Signal, type ISignal } from '@lumino/signaling';
 
 import { AgentApiClient, AgentApiError } from './api';
+import { AutonomyModel } from './autonomy';
 import { CellFollower, type FollowCellsSetting } from './cellFollower';
 import { EventStream, type StreamState } from './eventStream';
 import { RetrySchedule } from './retrySchedule';
@@ -54,6 +55,9 @@ export class NotebookAgent implements IDisposable {
   }
 
   readonly transcript = new TranscriptModel();
+
+  /** The session's autonomous mode (GET on each load, then `autonomy` events). */
+  readonly autonomy = new AutonomyModel(this._api);
 
   /** Emitted when `connection`, `session` or `lastError` change. */
   get changed(): ISignal<this, void> {
@@ -105,6 +109,7 @@ export class NotebookAgent implements IDisposable {
     this._follower.dispose();
     this._stream?.dispose();
     this._stream = null;
+    Signal.clearData(this.autonomy);
     Signal.clearData(this);
   }
 
@@ -286,6 +291,8 @@ export class NotebookAgent implements IDisposable {
     );
     this.transcript.status = info.status;
     void this._findParent(info);
+    // Read before the stream opens: an `autonomy` event from it is newer.
+    void this.autonomy.attach(info.session_id);
     // Replay the server's whole buffer; the transcript drops what it has.
     const stream = new EventStream({
       urlFor: since => this._api.eventsUrl(session.session_id, since),
@@ -378,6 +385,7 @@ export class NotebookAgent implements IDisposable {
   }
 
   private _onEvent(_: EventStream, event: AgentEvent): void {
+    this.autonomy.applyEvent(event);
     this.transcript.apply(event);
     if (this._session && event.type === 'status') {
       this._session = { ...this._session, status: event.status };

@@ -21,6 +21,7 @@ import {
   type SessionStatus
 } from './wire';
 import { refinementSummary, type IRefinementSummary } from './refine';
+import { AUTONOMY_WARNING_NOTICES, gateRunOf, type IGateRun } from './autonomy';
 
 interface IEntryBase {
   /** Stable id for the view's DOM bookkeeping. */
@@ -123,6 +124,8 @@ export interface INoticeEntry extends IEntryBase {
   tone: 'info' | 'warning';
   /** The notice kind (`kernel_restarted`, ...), `stop`, or null when unknown. */
   noticeKind: NoticeKind | 'stop' | null;
+  /** A gate run's command, exit status, time and output (`gate_passed`, `gate_failed`). */
+  gate?: IGateRun;
 }
 
 /** A refinement of the harness was applied, rolled back or failed (`refinement`). */
@@ -238,10 +241,25 @@ const ITEM_ENTRIES: { [K in ChatItemType]: ItemReader<K> } = {
     id,
     turn,
     text: text(item.text),
-    tone: item.kind && WARNING_NOTICES.has(item.kind) ? 'warning' : 'info',
-    noticeKind: item.kind ?? (item.stop_reason ? 'stop' : null)
+    tone: noticeTone(item.kind),
+    noticeKind: item.kind ?? (item.stop_reason ? 'stop' : null),
+    ...gateOf(item)
   })
 };
+
+/** Warning-styled notice kinds: the declared ones and the autonomy ones. */
+function noticeTone(kind: string | null | undefined): 'info' | 'warning' {
+  return kind &&
+    (WARNING_NOTICES.has(kind as NoticeKind) || AUTONOMY_WARNING_NOTICES.has(kind))
+    ? 'warning'
+    : 'info';
+}
+
+/** `{gate}` for a notice that describes a gate run, `{}` otherwise. */
+function gateOf(raw: unknown): { gate?: IGateRun } {
+  const gate = gateRunOf(raw);
+  return gate ? { gate } : {};
+}
 
 export class TranscriptModel {
   get changed(): ISignal<this, TranscriptChange> {
@@ -496,7 +514,7 @@ export class TranscriptModel {
         this._add({ kind: 'error', id: this._nextId++, turn, message: text(event.message) });
         break;
       case 'notice':
-        this._addNotice(turn, text(event.text), event.kind);
+        this._addNotice(turn, text(event.text), event.kind, event);
         break;
       case 'turn_ended':
         this._onTurnEnded(turn, event.stop_reason, text(event.final_text));
@@ -799,7 +817,7 @@ export class TranscriptModel {
     }
   }
 
-  private _addNotice(turn: number | null, text: string, kind: unknown): void {
+  private _addNotice(turn: number | null, text: string, kind: unknown, raw?: unknown): void {
     if (!text) {
       return;
     }
@@ -809,8 +827,9 @@ export class TranscriptModel {
       id: this._nextId++,
       turn,
       text,
-      tone: noticeKind && WARNING_NOTICES.has(noticeKind) ? 'warning' : 'info',
-      noticeKind
+      tone: noticeTone(noticeKind),
+      noticeKind,
+      ...gateOf(raw)
     });
   }
 

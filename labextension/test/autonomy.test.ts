@@ -1,0 +1,298 @@
+import { describe, expect, it, vi } from 'vitest';
+
+import {
+  AutonomyModel,
+  formatClock,
+  formatTokens,
+  formValues,
+  gateRunOf,
+  indicatorLabel,
+  indicatorText,
+  parseAutonomyForm,
+  readAutonomyState,
+  runElapsed,
+  type AutonomyRequest,
+  type AutonomyState,
+  type IAutonomyFormValues
+} from '../src/autonomy';
+
+const DEFAULTS: AutonomyState = {
+  enabled: false,
+  budgets: { max_turns: 12, max_tokens: 80_000, timeout_minutes: 30, continuations: 3 },
+  gates: [],
+  run: null
+};
+
+function state(fields: Partial<AutonomyState> = {}): AutonomyState {
+  return { ...DEFAULTS, ...fields };
+}
+
+function running(fields: Partial<NonNullable<AutonomyState['run']>> = {}): AutonomyState {
+  return state({
+    enabled: true,
+    gates: ['pytest -q'],
+    run: {
+      started: '2026-12-01T18:00:00+00:00',
+      turns: 3,
+      tokens: 12_000,
+      elapsed_seconds: 80,
+      continuations: 1,
+      reason: null,
+      ...fields
+    }
+  });
+}
+
+function values(fields: Partial<IAutonomyFormValues> = {}): IAutonomyFormValues {
+  return { ...formValues(DEFAULTS), ...fields };
+}
+
+function errorsOf(fields: Partial<IAutonomyFormValues>): Record<string, string> {
+  const result = parseAutonomyForm(values(fields));
+  if (result.ok) {
+    throw new Error(`accepted ${JSON.stringify(fields)}`);
+  }
+  return result.errors as Record<string, string>;
+}
+
+describe('the autonomy form', () => {
+  it('is prefilled from the server’s budgets and gates, and reads back to the same request', () => {
+    const server = state({ gates: ['pytest -q', 'py:assert auc > 0.9'] });
+    const filled = formValues(server);
+    expect(filled).toEqual({
+      maxTurns: '12',
+      maxTokens: '80000',
+      timeoutMinutes: '30',
+      continuations: '3',
+      gates: 'pytest -q\npy:assert auc > 0.9'
+    });
+    expect(parseAutonomyForm(filled)).toEqual({
+      ok: true,
+      request: { enabled: true, budgets: server.budgets, gates: server.gates }
+    });
+  });
+
+  it('reads token counts with separators or a k, and minutes with a fraction', () => {
+    for (const typed of ['80000', '80,000', '80_000', '80 000', '80k', ' 80K ']) {
+      const result = parseAutonomyForm(values({ maxTokens: typed }));
+      expect(result.ok && result.request.budgets?.max_tokens).toBe(80_000);
+    }
+    const result = parseAutonomyForm(values({ timeoutMinutes: '0.5', continuations: '0' }));
+    expect(result.ok && result.request.budgets).toMatchObject({
+      timeout_minutes: 0.5,
+      continuations: 0
+    });
+  });
+
+  it('names every field that is wrong, and only those', () => {
+    expect(Object.keys(errorsOf({ maxTurns: '0' }))).toEqual(['maxTurns']);
+    for (const bad of ['', '1.5', 'abc', '-2', '12k', '3,']) {
+      expect(errorsOf({ maxTurns: bad }).maxTurns).toMatch(/Max turns/);
+    }
+    expect(errorsOf({ maxTokens: '0' }).maxTokens).toMatch(/Max tokens/);
+    expect(errorsOf({ maxTokens: '80kk' }).maxTokens).toMatch(/Max tokens/);
+    for (const bad of ['0', '', 'soon', '-1', '1e3']) {
+      expect(errorsOf({ timeoutMinutes: bad }).timeoutMinutes).toMatch(/minutes/);
+    }
+    expect(errorsOf({ continuations: '-1' }).continuations).toMatch(/Continuations/);
+    expect(Object.keys(errorsOf({ maxTurns: 'x', continuations: 'y' }))).toEqual([
+      'maxTurns',
+      'continuations'
+    ]);
+  });
+
+  it('takes one gate per line, trimmed, without blank lines; `py:` needs an expression', () => {
+    const result = parseAutonomyForm(
+      values({ gates: '  pytest -q  \n\n   \npy:assert abs(auc - 0.91) < 0.01\n' })
+    );
+    expect(result.ok && result.request.gates).toEqual([
+      'pytest -q',
+      'py:assert abs(auc - 0.91) < 0.01'
+    ]);
+    expect(errorsOf({ gates: 'pytest -q\npy:   ' }).gates).toBe(
+      'Line 2: "py:" needs a Python expression after it.'
+    );
+    const none = parseAutonomyForm(values({ gates: '' }));
+    expect(none.ok && none.request.gates).toEqual([]);
+  });
+});
+
+describe('the indicator', () => {
+  it('shows turns, tokens and time against their budgets', () => {
+    expect(indicatorText(running(), 80)).toBe(
+      'Autonomous · 3/12 turns · 12k/80k tokens · 1:20/30:00'
+    );
+  });
+
+  it('shows the budgets before the first run, and how the last run ended', () => {
+    expect(indicatorText(state({ enabled: true }), 0)).toBe(
+      'Autonomous · next message starts a run · 12 turns · 80k tokens · 30:00'
+    );
+    expect(indicatorText(running({ reason: 'gates_passed' }), 80)).toBe(
+      'Autonomous · 3/12 turns · 12k/80k tokens · 1:20/30:00 · ended: gates_passed'
+    );
+  });
+
+  it('says the same as a sentence for screen readers', () => {
+    const label = indicatorLabel(running(), 80);
+    expect(label).toContain('3 of 12 turns');
+    expect(label).toContain('12,000 of 80,000 tokens');
+    expect(label).toContain('1 minute 20 seconds of 30 minutes');
+    expect(label).toContain('Gates: pytest -q.');
+  });
+
+  it('formats token counts and clocks compactly', () => {
+    expect([0, 950, 1000, 1200, 9_950, 12_345, 80_000, 1_500_000, 12_000_000].map(formatTokens)).toEqual(
+      ['0', '950', '1k', '1.2k', '9.9k', '12k', '80k', '1.5M', '12M']
+    );
+    expect([0, 59, 80, 1800, 3723].map(formatClock)).toEqual([
+      '0:00',
+      '0:59',
+      '1:20',
+      '30:00',
+      '1:02:03'
+    ]);
+  });
+
+  it('counts the time since the server’s report while the run’s clock goes', () => {
+    const now = 1_000_000;
+    expect(runElapsed(running(), now - 5_000, now, true)).toBe(85);
+    expect(runElapsed(running(), now - 5_000, now, false)).toBe(80);
+    expect(runElapsed(state({ enabled: true }), now - 5_000, now, false)).toBe(0);
+  });
+});
+
+describe('reading the server’s state', () => {
+  it('rejects what is not a state instead of throwing', () => {
+    expect(readAutonomyState(null)).toBeNull();
+    expect(readAutonomyState('on')).toBeNull();
+    expect(readAutonomyState({ enabled: 'yes', budgets: DEFAULTS.budgets })).toBeNull();
+    expect(readAutonomyState({ enabled: true })).toBeNull();
+    expect(
+      readAutonomyState({ enabled: true, budgets: { ...DEFAULTS.budgets, max_turns: '12' } })
+    ).toBeNull();
+  });
+
+  it('fills what a run leaves out and drops gates that are not text', () => {
+    expect(
+      readAutonomyState({ ...DEFAULTS, enabled: true, gates: ['a', 3, null], run: { turns: 2 } })
+    ).toEqual({
+      ...DEFAULTS,
+      enabled: true,
+      gates: ['a'],
+      run: { started: '', turns: 2, tokens: 0, elapsed_seconds: 0, continuations: 0, reason: null }
+    });
+  });
+
+  it('reads a gate run from a notice’s fields', () => {
+    expect(
+      gateRunOf({
+        kind: 'gate_failed',
+        text: '…',
+        command: 'pytest -q',
+        exit_code: 1,
+        seconds: 2.34,
+        output_head: '\n\nE   assert 1 == 2\nmore'
+      })
+    ).toEqual({ command: 'pytest -q', exitCode: 1, seconds: 2.34, outputHead: 'E   assert 1 == 2' });
+    expect(gateRunOf({ kind: 'gate_passed', text: 'gate passed' })).toBeNull();
+    expect(gateRunOf({ command: 'py:ok', exit_code: null })).toEqual({
+      command: 'py:ok',
+      exitCode: null,
+      seconds: null,
+      outputHead: ''
+    });
+  });
+});
+
+/** A promise with its resolve and reject, for answers that arrive when a test says. */
+function deferred<T>() {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((ok, fail) => {
+    resolve = ok;
+    reject = fail;
+  });
+  return { promise, resolve, reject };
+}
+
+function autonomyEvent(seq: number, sessionId: string, value: AutonomyState) {
+  return { type: 'autonomy', seq, session_id: sessionId, state: value };
+}
+
+describe('AutonomyModel', () => {
+  function modelWith(get: () => Promise<unknown>) {
+    const put = vi.fn(async (_: string, request: AutonomyRequest) => ({
+      ...DEFAULTS,
+      enabled: request.enabled
+    }));
+    const api = { getAutonomy: vi.fn(get), setAutonomy: put };
+    let clock = 5_000;
+    const model = new AutonomyModel(api, () => clock);
+    return { api, model, tick: (ms: number) => (clock += ms) };
+  }
+
+  it('reads the state when it attaches to a session', async () => {
+    const { api, model } = modelWith(async () => state({ enabled: true }));
+    const changed = vi.fn();
+    model.changed.connect(changed);
+    await model.attach('s1');
+    expect(api.getAutonomy).toHaveBeenCalledWith('s1');
+    expect(model.state?.enabled).toBe(true);
+    expect(model.receivedAt).toBe(5_000);
+    expect(changed).toHaveBeenCalled();
+  });
+
+  it('follows `autonomy` events of its session and ignores others', async () => {
+    const { model, tick } = modelWith(async () => DEFAULTS);
+    await model.attach('s1');
+    tick(1_000);
+    expect(model.applyEvent(autonomyEvent(7, 's1', running()))).toBe(true);
+    expect(model.state?.run?.turns).toBe(3);
+    expect(model.receivedAt).toBe(6_000);
+    expect(model.applyEvent(autonomyEvent(8, 's2', DEFAULTS))).toBe(false);
+    expect(model.applyEvent({ type: 'notice', seq: 9, session_id: 's1', kind: 'x', text: 'y' })).toBe(false);
+    expect(model.applyEvent({ type: 'autonomy', seq: 10, session_id: 's1', state: { enabled: 1 } })).toBe(false);
+    expect(model.applyEvent(null)).toBe(false);
+    expect(model.state?.enabled).toBe(true);
+  });
+
+  it('keeps an event that arrived while its GET was under way (the answer is older)', async () => {
+    const answer = deferred<unknown>();
+    const { model } = modelWith(() => answer.promise);
+    const attaching = model.attach('s1');
+    model.applyEvent(autonomyEvent(3, 's1', running()));
+    answer.resolve(DEFAULTS);
+    await attaching;
+    expect(model.state?.enabled).toBe(true);
+  });
+
+  it('forgets the state of the session it left, and says why a state could not be read', async () => {
+    const { model, api } = modelWith(async () => state({ enabled: true }));
+    await model.attach('s1');
+    api.getAutonomy.mockRejectedValueOnce(new Error('Not Found'));
+    await model.attach('s2');
+    expect(model.state).toBeNull();
+    expect(model.error).toBe('Not Found');
+    expect(model.applyEvent(autonomyEvent(2, 's1', running()))).toBe(false);
+  });
+
+  it('sends PUT and takes its answer as the state; a refusal leaves the state alone', async () => {
+    const { model, api } = modelWith(async () => DEFAULTS);
+    await model.attach('s1');
+    const request: AutonomyRequest = { enabled: true, budgets: DEFAULTS.budgets, gates: ['make test'] };
+    await model.update(request);
+    expect(api.setAutonomy).toHaveBeenCalledWith('s1', request);
+    expect(model.state?.enabled).toBe(true);
+
+    api.setAutonomy.mockRejectedValueOnce(new Error('max_turns must be at least 1'));
+    await expect(model.update({ enabled: false })).rejects.toThrow('max_turns must be at least 1');
+    expect(model.state?.enabled).toBe(true);
+  });
+
+  it('refuses to PUT before it has a session', async () => {
+    const { model, api } = modelWith(async () => DEFAULTS);
+    await expect(model.update({ enabled: false })).rejects.toThrow(/No agent session/);
+    expect(api.setAutonomy).not.toHaveBeenCalled();
+  });
+});
