@@ -7,59 +7,25 @@ import { Signal, type ISignal } from '@lumino/signaling';
 
 // ---------------------------------------------------------------- wire types
 
-// TODO(merge): core/wire.py declares these; once labextension/src/wire.ts is
-// regenerated with them, replace this block with re-exports of the generated
-// types (and drop AUTONOMY_WARNING_NOTICES below if WARNING_NOTICES lists
-// `gate_failed`). Nothing else in the panel names the wire shapes.
+// The wire shapes are core/wire.py's (generated into wire.ts).
+import type {
+  IAutonomyBudgets,
+  IAutonomyEvent,
+  IAutonomyRun,
+  IAutonomyState,
+  IAutonomyUpdate
+} from './wire';
 
-/** The budgets of an autonomous run (`--autonomous-max-turns`, ...). */
-export interface AutonomyBudgets {
-  max_turns: number;
-  max_tokens: number;
-  timeout_minutes: number;
-  continuations: number;
-}
-
-/** The run in progress (or the last one, with its `reason`). */
-export interface AutonomyRun {
-  started: string;
-  turns: number;
-  tokens: number;
-  elapsed_seconds: number;
-  continuations: number;
-  /** How it ended (`gates_passed`, `max_turns`, `stopped`, ...); null while it runs. */
-  reason: string | null;
-}
-
-/** GET/PUT `prime-agent/api/sessions/<id>/autonomy`, and an `autonomy` event's `state`. */
-export interface AutonomyState {
-  enabled: boolean;
-  budgets: AutonomyBudgets;
-  gates: string[];
-  run: AutonomyRun | null;
-}
-
-/** On the session's event stream: whenever the state changes, and after each model call of a run. */
-export interface AutonomyEvent {
-  type: 'autonomy';
-  seq: number;
-  session_id: string;
-  state: AutonomyState;
-}
-
-/** The body of PUT `…/autonomy`. */
-export interface AutonomyRequest {
-  enabled: boolean;
-  budgets?: AutonomyBudgets;
-  gates?: string[];
-}
+export type AutonomyBudgets = IAutonomyBudgets;
+export type AutonomyRun = IAutonomyRun;
+export type AutonomyState = IAutonomyState;
+export type AutonomyEvent = IAutonomyEvent;
+export type AutonomyRequest = IAutonomyUpdate;
 
 /** Notice kinds of a gate run: a chat line each. */
 export const GATE_PASSED: string = 'gate_passed';
 export const GATE_FAILED: string = 'gate_failed';
 export const GATE_NOTICES: ReadonlySet<string> = new Set([GATE_PASSED, GATE_FAILED]);
-/** Autonomy notices the chat shows as warnings. */
-export const AUTONOMY_WARNING_NOTICES: ReadonlySet<string> = new Set([GATE_FAILED]);
 
 /** The Python check prefix of a gate (`py:assert abs(auc - 0.91) < 0.01`). */
 export const PY_GATE_PREFIX = 'py:';
@@ -390,12 +356,12 @@ export interface IGateRun {
   outputHead: string;
 }
 
-// TODO(merge): keep only the field names core/wire.py gives gate notices.
+// The fields of a `gate_run` (core/wire.py `GateRunEvent`).
 const GATE_FIELDS = {
-  command: ['command', 'gate'],
-  exitCode: ['exit_code', 'exit_status', 'returncode'],
-  seconds: ['seconds', 'duration_seconds', 'elapsed_seconds', 'duration'],
-  outputHead: ['output_head', 'head', 'output']
+  command: ['command'],
+  exitCode: ['exit_status'],
+  seconds: ['seconds'],
+  outputHead: ['output']
 } as const;
 
 function firstOf(record: LooseRecord, names: readonly string[]): unknown {

@@ -21,7 +21,7 @@ import {
   type SessionStatus
 } from './wire';
 import { refinementSummary, type IRefinementSummary } from './refine';
-import { AUTONOMY_WARNING_NOTICES, gateRunOf, type IGateRun } from './autonomy';
+import { gateRunOf, type IGateRun } from './autonomy';
 
 interface IEntryBase {
   /** Stable id for the view's DOM bookkeeping. */
@@ -247,12 +247,9 @@ const ITEM_ENTRIES: { [K in ChatItemType]: ItemReader<K> } = {
   })
 };
 
-/** Warning-styled notice kinds: the declared ones and the autonomy ones. */
+/** Warning-styled notice kinds, as core/entry_types.py declares them. */
 function noticeTone(kind: string | null | undefined): 'info' | 'warning' {
-  return kind &&
-    (WARNING_NOTICES.has(kind as NoticeKind) || AUTONOMY_WARNING_NOTICES.has(kind))
-    ? 'warning'
-    : 'info';
+  return kind && WARNING_NOTICES.has(kind as NoticeKind) ? 'warning' : 'info';
 }
 
 /** `{gate}` for a notice that describes a gate run, `{}` otherwise. */

@@ -190,13 +190,13 @@ describe('reading the server’s state', () => {
         kind: 'gate_failed',
         text: '…',
         command: 'pytest -q',
-        exit_code: 1,
+        exit_status: 1,
         seconds: 2.34,
-        output_head: '\n\nE   assert 1 == 2\nmore'
+        output: '\n\nE   assert 1 == 2\nmore'
       })
     ).toEqual({ command: 'pytest -q', exitCode: 1, seconds: 2.34, outputHead: 'E   assert 1 == 2' });
     expect(gateRunOf({ kind: 'gate_passed', text: 'gate passed' })).toBeNull();
-    expect(gateRunOf({ command: 'py:ok', exit_code: null })).toEqual({
+    expect(gateRunOf({ command: 'py:ok', exit_status: null })).toEqual({
       command: 'py:ok',
       exitCode: null,
       seconds: null,

@@ -349,7 +349,7 @@ describe('the chat panel in autonomous mode', () => {
     agent.transcript.apply(event(1, { type: 'turn_started', turn: 1, text: 'make the tests pass' }));
     model.applyEvent(event(2, { type: 'autonomy', state: on(RUN) }));
     agent.transcript.apply(
-      event(3, { type: 'notice', turn: 1, kind: 'gate_failed', text: 'gate `pytest -q` failed (exit 1)', command: 'pytest -q', exit_code: 1, seconds: 1.5, output_head: 'E   assert 1 == 2' })
+      event(3, { type: 'notice', turn: 1, kind: 'gate_failed', text: 'gate `pytest -q` failed (exit 1)', command: 'pytest -q', exit_status: 1, seconds: 1.5, output: 'E   assert 1 == 2' })
     );
     expect(find('pal-autonomy-indicator')!.textContent).toContain('3/12 turns');
     const gate = find('pal-notice')!;
@@ -415,7 +415,7 @@ function noticeFrom(item: Record<string, unknown>): INoticeEntry {
 describe('gate lines in the chat', () => {
   it('show the command in monospace, the exit status, the time and the first output line', () => {
     const node = renderEntry(
-      noticeFrom({ kind: 'gate_passed', text: 'gate `make test` passed', command: 'make test', exit_code: 0, seconds: 12.4, output_head: '42 passed in 12.1s\n' }),
+      noticeFrom({ kind: 'gate_passed', text: 'gate `make test` passed', command: 'make test', exit_status: 0, seconds: 12.4, output: '42 passed in 12.1s\n' }),
       CONTEXT
     );
     expect(node.dataset.testid).toBe('pal-notice');
@@ -429,7 +429,7 @@ describe('gate lines in the chat', () => {
   });
 
   it('style a failed gate as a warning, from a transcript item and from a live event', () => {
-    const fromItem = noticeFrom({ kind: 'gate_failed', text: 'gate failed', command: 'pytest -q', exit_code: 1, seconds: 0.4 });
+    const fromItem = noticeFrom({ kind: 'gate_failed', text: 'gate failed', command: 'pytest -q', exit_status: 1, seconds: 0.4 });
     expect(fromItem.tone).toBe('warning');
     const node = renderEntry(fromItem, CONTEXT);
     expect(node.classList.contains('pal-mod-warning')).toBe(true);
@@ -438,7 +438,7 @@ describe('gate lines in the chat', () => {
 
     const transcript = new TranscriptModel();
     transcript.load([], 0);
-    transcript.apply(event(1, { type: 'notice', turn: 1, kind: 'gate_failed', text: 'gate failed', command: 'py:assert auc > 0.9', exit_code: null }));
+    transcript.apply(event(1, { type: 'notice', turn: 1, kind: 'gate_failed', text: 'gate failed', command: 'py:assert auc > 0.9', exit_status: null }));
     const live = transcript.entries[0] as INoticeEntry;
     expect(live.tone).toBe('warning');
     expect(live.gate).toEqual({ command: 'py:assert auc > 0.9', exitCode: null, seconds: null, outputHead: '' });
