@@ -12,6 +12,7 @@ from typing import Any
 from prime_agent_lab.core.agent import Agent, AgentHooks
 from prime_agent_lab.core.autonomy import CONTINUATION_PROMPT, Autonomy, Budgets
 from prime_agent_lab.core.continuation import Continuers
+from prime_agent_lab.core.entry_types import DECLARED
 from prime_agent_lab.core.messages import ModelResponse, Usage
 from prime_agent_lab.core.runtime import AgentRuntime
 from prime_agent_lab.core.sessions import SessionLog, SessionRepository
@@ -108,21 +109,29 @@ def test_without_gates_the_continuation_prompt_keeps_it_going_then_it_ends(
 
 
 def test_a_goal_completed_in_the_run_ends_it_goal_complete(tmp_path: Path) -> None:
-    steps = [ModelResponse(text="finished")]
-    agent, autonomy, runtime = _autonomous_agent(tmp_path, steps)
-    asked: list[str] = []
+    steps = [ModelResponse(tool_calls=[call("await goal.complete()")]), ModelResponse(text="ok")]
+    agent, autonomy, _ = _autonomous_agent(tmp_path, steps)
+    completed = {**DECLARED["goal"].example, "change": "complete", "status": "complete"}
 
-    def is_complete(session_id: str) -> bool:
-        asked.append(session_id)
-        return True
+    class CompletingKernel(EchoKernel):
+        async def execute(self, code: str, *args: Any, **kwargs: Any) -> Any:
+            agent.session.append("goal", **completed)  # what goal.complete() records
+            return await super().execute(code, *args, **kwargs)
 
-    runtime.goals = SimpleNamespace(is_complete=is_complete)  # type: ignore[attr-defined]
+    agent.kernel = CompletingKernel()
     outcome = asyncio.run(agent.run_turn("go"))
     assert outcome.stop_reason == "end_turn"
-    assert asked == [agent.session_id]
     run = autonomy.run(agent.session_id)
     assert run is not None and run.reason == "goal_complete"
     assert not [e for e in agent.session.path() if e["type"] == "continuation"]
+
+
+def test_a_goal_completed_before_the_run_does_not_end_it(tmp_path: Path) -> None:
+    agent, autonomy, _ = _autonomous_agent(tmp_path, [ModelResponse(text="a")] * 5, continuations=1)
+    agent.session.append("goal", **{**DECLARED["goal"].example, "change": "complete"})
+    asyncio.run(agent.run_turn("go"))
+    run = autonomy.run(agent.session_id)
+    assert run is not None and run.reason == "continuations_used"
 
 
 def test_an_agent_loaded_again_still_has_its_runs_ended(tmp_path: Path) -> None:

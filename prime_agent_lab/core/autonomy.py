@@ -441,15 +441,10 @@ class Autonomy:
         return False
 
     def _goal_complete(self, agent: Agent, run: AutonomousRun) -> bool:
-        """A goal completed during the run (`goal.complete()`): asked of the runtime's goals
-        when it has them (`goals.is_complete(session_id)`), else read from the log."""
-        goals = getattr(self.runtime, "goals", None)
-        is_complete = getattr(goals, "is_complete", None)
-        if callable(is_complete):
-            return bool(is_complete(agent.session_id))
+        """A goal was completed during the run (`goal.complete()`: a `goal` entry of change
+        `complete` since the run began, core/goals.py)."""
         entries = agent.session.entries[run.first_entry :]
-        goal = next((e for e in reversed(entries) if e["type"] == "goal"), None)
-        return goal is not None and "complete" in (goal.get("state"), goal.get("status"))
+        return any(e["type"] == "goal" and e.get("change") == "complete" for e in entries)
 
     def _continue_without_gates(self, agent: Agent, run: AutonomousRun) -> bool:
         allowed = run.config.budgets.continuations
