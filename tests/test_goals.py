@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -42,6 +42,14 @@ def of_type(agent: Agent, kind: str) -> list[dict[str, Any]]:
 
 def printed(agent: Agent) -> list[str]:
     return [str(e["observation"]) for e in of_type(agent, "tool_result")]
+
+
+async def while_running(turn: asyncio.Future[Any], condition: Callable[[], object]) -> None:
+    """Wait (at most 60 s) until `condition` holds, failing if `turn` ends first."""
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline and not turn.done()
+        await asyncio.sleep(0.05)
 
 
 @contextlib.asynccontextmanager
@@ -158,10 +166,9 @@ async def test_the_continuation_waits_for_a_running_child_and_fires_once(tmp_pat
     async with started(headless(tmp_path, script(tmp_path, turns, child=child))) as run:
         turn = asyncio.ensure_future(run.agent.run_turn("delegate"))
         agent = run.agent
-        deadline = time.monotonic() + 60
-        while not [e for e in of_type(agent, "assistant_message") if e["text"]]:
-            assert time.monotonic() < deadline and not turn.done()
-            await asyncio.sleep(0.05)
+        await while_running(
+            turn, lambda: [e for e in of_type(agent, "assistant_message") if e["text"]]
+        )
         await asyncio.sleep(1.0)  # the parent answered; its continuation must wait for the child
         assert of_type(agent, "continuation") == [] and not turn.done()
         flag.touch()
@@ -205,11 +212,11 @@ async def test_news_from_a_working_child_is_read_at_once_and_the_continuation_st
     async with started(headless(tmp_path, script(tmp_path, turns, child=child))) as run:
         turn = asyncio.ensure_future(run.agent.run_turn("delegate"))
         agent = run.agent
-        deadline = time.monotonic() + 60
         # The child still works (held), yet its message reaches the parent's model now.
-        while "noted halfway" not in [e["text"] for e in of_type(agent, "assistant_message")]:
-            assert time.monotonic() < deadline and not turn.done()
-            await asyncio.sleep(0.05)
+        await while_running(
+            turn,
+            lambda: "noted halfway" in [e["text"] for e in of_type(agent, "assistant_message")],
+        )
         assert of_type(agent, "continuation") == []
         flag.touch()
         outcome = await asyncio.wait_for(turn, 60)
@@ -242,10 +249,9 @@ async def test_the_continuation_waits_for_the_users_cell_in_the_shared_kernel(
         async with UserClient(km) as user:
             users_cell = await user.start(wait_for_file(flag) + "print('user done')")
             turn = asyncio.ensure_future(agent.run_turn("go on"))
-            deadline = time.monotonic() + 60
-            while "thinking" not in [e["text"] for e in of_type(agent, "assistant_message")]:
-                assert time.monotonic() < deadline and not turn.done()
-                await asyncio.sleep(0.05)
+            await while_running(
+                turn, lambda: "thinking" in [e["text"] for e in of_type(agent, "assistant_message")]
+            )
             await asyncio.sleep(1.0)  # the answer came; the continuation waits for the user
             assert of_type(agent, "continuation") == [] and not turn.done()
             released = now_iso()
