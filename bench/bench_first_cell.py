@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import tempfile
@@ -24,10 +23,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "kernel_ext")]
 
+from scripted_run import scripted_run  # noqa: E402
+
 from prime_agent_lab.core.messages import ModelRequest  # noqa: E402
 from prime_agent_lab.core.ports import ModelProvider  # noqa: E402
 from prime_agent_lab.core.settings import Settings  # noqa: E402
-from prime_agent_lab.headless import HeadlessRun  # noqa: E402
 
 SCRIPT = {"turns": [{"code": "print('first cell')"}, {"text": "done"}]}
 
@@ -48,18 +48,7 @@ class SlowModel:
 
 
 async def one_run(workdir: Path, latency: float, overlapped: bool) -> float:
-    script = workdir / "script.json"
-    script.write_text(json.dumps(SCRIPT))
-    run = HeadlessRun(
-        cwd=workdir,
-        notebook="bench.ipynb",
-        provider="scripted",
-        model=None,
-        script_path=str(script),
-        stream=True,
-        kernel_name="python3",
-        settings=Settings(),
-    )
+    run = scripted_run(workdir, SCRIPT, Settings(), notebook="bench.ipynb", stream=True)
     first_cell = asyncio.get_running_loop().create_future()
 
     def listen(event: dict[str, Any]) -> None:

@@ -31,6 +31,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "kernel_ext")]
 
+from scripted_run import scripted_run  # noqa: E402
+
 from prime_agent_lab.core.harness.store import KINDS, HarnessStore, build_entry  # noqa: E402
 from prime_agent_lab.core.ports import OutputEvent  # noqa: E402
 from prime_agent_lab.core.settings import Settings  # noqa: E402
@@ -99,17 +101,10 @@ def prompt_costs(run: HeadlessRun, repeat: int) -> dict[str, float]:
 async def measure(entries: int, repeat: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as directory:
         root = Path(directory)
-        script = root / "script.json"
-        script.write_text(json.dumps({"turns": [{"code": "x = 1"}, {"text": "ok"}]}))
-        run = HeadlessRun(
-            cwd=root,
-            notebook="analysis.ipynb",
-            provider="scripted",
-            model=None,
-            script_path=str(script),
-            stream=False,
-            kernel_name="python3",
-            settings=Settings(cell_timeout=600),
+        run = scripted_run(
+            root,
+            {"turns": [{"code": "x = 1"}, {"text": "ok"}]},
+            Settings(cell_timeout=600),
             kernel_pool_size=0,
             harness_dir=str(root / "global"),
         )

@@ -29,6 +29,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "kernel_ext")]
 
+from scripted_run import scripted_run  # noqa: E402
+
 from prime_agent_lab.core.settings import Settings  # noqa: E402
 from prime_agent_lab.headless import HeadlessRun  # noqa: E402
 
@@ -103,18 +105,8 @@ async def message_round(
 async def bench(runs: int) -> None:
     with tempfile.TemporaryDirectory() as directory:
         workdir = Path(directory)
-        path = workdir / "script.json"
-        path.write_text(json.dumps(script(2 * runs)), encoding="utf-8")
-        run = HeadlessRun(
-            cwd=workdir,
-            notebook="analysis.ipynb",
-            provider="scripted",
-            model=None,
-            script_path=str(path),
-            stream=False,
-            kernel_name="python3",
-            settings=Settings(cell_timeout=120),
-            kernel_pool_size=1,
+        run = scripted_run(
+            workdir, script(2 * runs), Settings(cell_timeout=120), kernel_pool_size=1
         )
         try:
             await run.start(lambda event: None)

@@ -35,6 +35,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "kernel_ext")]
 
+from scripted_run import scripted_run  # noqa: E402
+
 from prime_agent_lab.core.events import Event  # noqa: E402
 from prime_agent_lab.core.schedule_grammar import parse  # noqa: E402
 from prime_agent_lab.core.schedules import iso, new_job  # noqa: E402
@@ -45,19 +47,7 @@ SCRIPT = {"turns": [{"text": "ok"}], "restart_each_message": True}
 
 
 def headless(workdir: Path) -> HeadlessRun:
-    path = workdir / "script.json"
-    path.write_text(json.dumps(SCRIPT), encoding="utf-8")
-    return HeadlessRun(
-        cwd=workdir,
-        notebook="analysis.ipynb",
-        provider="scripted",
-        model=None,
-        script_path=str(path),
-        stream=False,
-        kernel_name="python3",
-        settings=Settings(cell_timeout=120),
-        kernel_pool_size=0,
-    )
+    return scripted_run(workdir, SCRIPT, Settings(cell_timeout=120), kernel_pool_size=0)
 
 
 # ---------------------------------------------------------------- (a) idle cost, in a child

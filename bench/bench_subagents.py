@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "kernel_ext")]
 
 from jupyter_client.manager import AsyncKernelManager  # noqa: E402
+from scripted_run import scripted_run  # noqa: E402
 
 from prime_agent_lab.adapters.kernel_executor import KernelExecutor, bridge_setup_code  # noqa: E402
 from prime_agent_lab.adapters.local_kernels import kernel_spec_manager  # noqa: E402
@@ -224,19 +225,8 @@ def cpu_name() -> str:
 
 
 def make_run(workdir: Path, script: dict[str, Any], pool_size: int) -> HeadlessRun:
-    path = workdir / "script.json"
-    path.write_text(json.dumps(script), encoding="utf-8")
-    return HeadlessRun(
-        cwd=workdir,
-        notebook="analysis.ipynb",
-        provider="scripted",
-        model=None,
-        script_path=str(path),
-        stream=False,
-        kernel_name="python3",
-        settings=Settings(cell_timeout=120, max_iterations=10_000),
-        kernel_pool_size=pool_size,
-    )
+    settings = Settings(cell_timeout=120, max_iterations=10_000)
+    return scripted_run(workdir, script, settings, kernel_pool_size=pool_size)
 
 
 async def play(

@@ -97,15 +97,25 @@ async def test_the_switch_runs_the_next_message_autonomously_until_its_gate_pass
     assert (await _autonomy(jp_fetch, session_id))["enabled"] is True
 
 
-async def test_stop_ends_the_run_and_turns_the_switch_off(
-    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
-) -> None:
+async def _running_autonomously(
+    jp_fetch: Any, host: Any, notebook: str, agent_script: Any
+) -> tuple[str, Any]:
+    """A session in autonomous mode whose run is in a cell that sleeps a minute: its id, agent."""
     use_script(host, agent_script([{"text": "Working.", "code": "import time; time.sleep(60)"}]))
-    session_id = await _attach(jp_fetch, make_notebook("stop.ipynb"))
+    session_id = await _attach(jp_fetch, notebook)
     await _autonomy(jp_fetch, session_id, {"enabled": True})
     agent = host.agent(session_id)
     await host.send(session_id, "go")
     await wait_for(lambda: agent.current_cell_id is not None, timeout=60)
+    return session_id, agent
+
+
+async def test_stop_ends_the_run_and_turns_the_switch_off(
+    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    session_id, agent = await _running_autonomously(
+        jp_fetch, host, make_notebook("stop.ipynb"), agent_script
+    )
     await jp_fetch("prime-agent", "api", "sessions", session_id, "stop", method="POST", body="{}")
     await wait_for(lambda: not agent.running, timeout=60)
     state = await _autonomy(jp_fetch, session_id)
@@ -115,12 +125,9 @@ async def test_stop_ends_the_run_and_turns_the_switch_off(
 async def test_a_server_shutdown_during_a_run_leaves_the_switch_on(
     jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
 ) -> None:
-    use_script(host, agent_script([{"text": "Working.", "code": "import time; time.sleep(60)"}]))
-    session_id = await _attach(jp_fetch, make_notebook("shutdown.ipynb"))
-    await _autonomy(jp_fetch, session_id, {"enabled": True})
-    agent = host.agent(session_id)
-    await host.send(session_id, "go")
-    await wait_for(lambda: agent.current_cell_id is not None, timeout=60)
+    session_id, _ = await _running_autonomously(
+        jp_fetch, host, make_notebook("shutdown.ipynb"), agent_script
+    )
     await host.runtime.stop_all(SERVER_SHUTDOWN)
     state = await _autonomy(jp_fetch, session_id)
     assert (state["enabled"], state["run"]["reason"]) == (True, "stopped")

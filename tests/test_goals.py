@@ -6,8 +6,10 @@ cell, and fires once; the state is the session's, so a restart keeps it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -42,9 +44,22 @@ def printed(agent: Agent) -> list[str]:
     return [str(e["observation"]) for e in of_type(agent, "tool_result")]
 
 
-async def started(run: HeadlessRun) -> HeadlessRun:
+async def while_running(turn: asyncio.Future[Any], condition: Callable[[], object]) -> None:
+    """Wait (at most 60 s) until `condition` holds, failing if `turn` ends first."""
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline and not turn.done()
+        await asyncio.sleep(0.05)
+
+
+@contextlib.asynccontextmanager
+async def started(run: HeadlessRun) -> AsyncIterator[HeadlessRun]:
+    """`run` started, and closed however the block ends."""
     await run.start(lambda event: None)
-    return run
+    try:
+        yield run
+    finally:
+        await run.close()
 
 
 CREATE = 'r = await goal.create("say done three times, then complete")\nprint(r["goal"]["status"])'
@@ -61,13 +76,10 @@ async def test_a_goal_continues_through_done_answers_until_goal_complete(tmp_pat
         {"text": "finished"},
         {"text": "never played"},
     ]
-    run = await started(headless(tmp_path, script(tmp_path, turns)))
-    try:
+    async with started(headless(tmp_path, script(tmp_path, turns))) as run:
         outcome = await run.agent.run_turn("work on it")
         agent = run.agent
         state = run.runtime.goals.state(agent.session_id)
-    finally:
-        await run.close()
 
     assert (outcome.stop_reason, outcome.final_text) == ("end_turn", "finished")
     assert [e["reason"] for e in of_type(agent, "continuation")] == ["goal", "goal", "goal"]
@@ -94,14 +106,13 @@ async def test_done_in_text_never_completes_and_endless_continuations_pause_the_
         {"code": 'await goal.create("another")'},
         {"text": "refused"},
     ]
-    run = await started(headless(tmp_path, script(tmp_path, turns), goal_max_continuations=2))
-    try:
+    async with started(
+        headless(tmp_path, script(tmp_path, turns), goal_max_continuations=2)
+    ) as run:
         first = await run.agent.run_turn("work on it")
         paused = run.runtime.goals.state(run.agent.session_id)
         await run.agent.run_turn("set another goal")
         agent = run.agent
-    finally:
-        await run.close()
 
     assert (first.stop_reason, first.final_text) == ("end_turn", "done")
     assert len(of_type(agent, "continuation")) == 2
@@ -124,13 +135,10 @@ async def test_a_budget_crossing_asks_once_for_a_wrap_up_then_the_turn_ends(
         {"text": "Summary: half of it is done."},
         {"text": "never played"},
     ]
-    run = await started(headless(tmp_path, script(tmp_path, turns)))
-    try:
+    async with started(headless(tmp_path, script(tmp_path, turns))) as run:
         outcome = await run.agent.run_turn("go")
         agent = run.agent
         report = run.runtime.goals.report(agent.session_id)
-    finally:
-        await run.close()
 
     assert outcome.final_text == "Summary: half of it is done."
     (wrap_up,) = of_type(agent, "continuation")
@@ -155,14 +163,12 @@ async def test_the_continuation_waits_for_a_running_child_and_fires_once(tmp_pat
         {"code": COMPLETE},
         {"text": "all done"},
     ]
-    run = await started(headless(tmp_path, script(tmp_path, turns, child=child)))
-    try:
+    async with started(headless(tmp_path, script(tmp_path, turns, child=child))) as run:
         turn = asyncio.ensure_future(run.agent.run_turn("delegate"))
         agent = run.agent
-        deadline = time.monotonic() + 60
-        while not [e for e in of_type(agent, "assistant_message") if e["text"]]:
-            assert time.monotonic() < deadline and not turn.done()
-            await asyncio.sleep(0.05)
+        await while_running(
+            turn, lambda: [e for e in of_type(agent, "assistant_message") if e["text"]]
+        )
         await asyncio.sleep(1.0)  # the parent answered; its continuation must wait for the child
         assert of_type(agent, "continuation") == [] and not turn.done()
         flag.touch()
@@ -171,8 +177,6 @@ async def test_the_continuation_waits_for_a_running_child_and_fires_once(tmp_pat
         kid_log = run.runtime.repository.read(kid.session_id)
         child_end = kid_log.last_of("turn_end")
         goal = run.runtime.goals.state(agent.session_id)
-    finally:
-        await run.close()
 
     assert outcome.final_text == "all done"
     # The goal's tokens: the parent's calls since it was set and the child's (all made since).
@@ -205,20 +209,17 @@ async def test_news_from_a_working_child_is_read_at_once_and_the_continuation_st
         {"code": COMPLETE},
         {"text": "all done"},
     ]
-    run = await started(headless(tmp_path, script(tmp_path, turns, child=child)))
-    try:
+    async with started(headless(tmp_path, script(tmp_path, turns, child=child))) as run:
         turn = asyncio.ensure_future(run.agent.run_turn("delegate"))
         agent = run.agent
-        deadline = time.monotonic() + 60
         # The child still works (held), yet its message reaches the parent's model now.
-        while "noted halfway" not in [e["text"] for e in of_type(agent, "assistant_message")]:
-            assert time.monotonic() < deadline and not turn.done()
-            await asyncio.sleep(0.05)
+        await while_running(
+            turn,
+            lambda: "noted halfway" in [e["text"] for e in of_type(agent, "assistant_message")],
+        )
         assert of_type(agent, "continuation") == []
         flag.touch()
         outcome = await asyncio.wait_for(turn, 60)
-    finally:
-        await run.close()
 
     assert outcome.final_text == "all done"
     (continuation,) = of_type(agent, "continuation")
@@ -240,8 +241,7 @@ async def test_the_continuation_waits_for_the_users_cell_in_the_shared_kernel(
         {"code": COMPLETE},
         {"text": "done after the user's cell"},
     ]
-    run = await started(headless(tmp_path, script(tmp_path, turns)))
-    try:
+    async with started(headless(tmp_path, script(tmp_path, turns))) as run:
         agent = run.agent
         await agent.run_turn("warm up")
         run.runtime.goals.create(agent, "finish once the user's cell is over")
@@ -249,18 +249,15 @@ async def test_the_continuation_waits_for_the_users_cell_in_the_shared_kernel(
         async with UserClient(km) as user:
             users_cell = await user.start(wait_for_file(flag) + "print('user done')")
             turn = asyncio.ensure_future(agent.run_turn("go on"))
-            deadline = time.monotonic() + 60
-            while "thinking" not in [e["text"] for e in of_type(agent, "assistant_message")]:
-                assert time.monotonic() < deadline and not turn.done()
-                await asyncio.sleep(0.05)
+            await while_running(
+                turn, lambda: "thinking" in [e["text"] for e in of_type(agent, "assistant_message")]
+            )
             await asyncio.sleep(1.0)  # the answer came; the continuation waits for the user
             assert of_type(agent, "continuation") == [] and not turn.done()
             released = now_iso()
             flag.touch()
             reply = await asyncio.wait_for(users_cell, 60)
             outcome = await asyncio.wait_for(turn, 60)
-    finally:
-        await run.close()
 
     assert reply["status"] == "ok"
     assert outcome.final_text == "done after the user's cell"
@@ -276,21 +273,15 @@ async def test_a_restart_keeps_the_goal_state(tmp_path: Path) -> None:
         {"text": "done"},
     ]
     path = script(tmp_path, turns)
-    run = await started(headless(tmp_path, path, goal_max_continuations=1))
-    try:
+    async with started(headless(tmp_path, path, goal_max_continuations=1)) as run:
         await run.agent.run_turn("go")
         session_id = run.agent.session_id
         before = run.runtime.goals.state(session_id)
-    finally:
-        await run.close()
     assert before is not None and before["status"] == "paused"
 
-    again = await started(headless(tmp_path, path, session_id=session_id))
-    try:
+    async with started(headless(tmp_path, path, session_id=session_id)) as again:
         after = again.runtime.goals.state(session_id)
         got = again.runtime.goals.report(session_id)
-    finally:
-        await again.close()
     assert after == before
     assert got["goal"]["objective"] == "survive a restart"
     assert got["remaining_tokens"] == 1_000_000 - got["goal"]["tokens_used"]
@@ -389,8 +380,7 @@ async def test_a_goal_set_from_the_chat_on_a_working_agent_applies_after_its_ans
         {"code": COMPLETE},
         {"text": "goal met"},
     ]
-    run = await started(headless(tmp_path, script(tmp_path, turns)))
-    try:
+    async with started(headless(tmp_path, script(tmp_path, turns))) as run:
         agent = run.agent
         turn = asyncio.ensure_future(agent.run_turn("start"))
         while not of_type(agent, "cell_started"):
@@ -399,8 +389,6 @@ async def test_a_goal_set_from_the_chat_on_a_working_agent_applies_after_its_ans
         reply = await run_command(chat, agent.session_id, "goal", "--budget 900000 finish it")  # type: ignore[arg-type]
         flag.touch()
         outcome = await asyncio.wait_for(turn, 60)
-    finally:
-        await run.close()
 
     assert reply["answer"]["text"].endswith("It applies when the agent's current answer ends.")
     assert chat.sent == []
@@ -418,13 +406,10 @@ async def test_a_turn_that_fails_leaves_the_goal_in_error_and_resume_goes_on(
         {"error": {"status": 400, "message": "the request was refused"}},
         {"text": "never played: the call before it fails"},
     ]
-    run = await started(headless(tmp_path, script(tmp_path, turns)))
-    try:
+    async with started(headless(tmp_path, script(tmp_path, turns))) as run:
         outcome = await run.agent.run_turn("go")
         failed = run.runtime.goals.state(run.agent.session_id)
         resumed = run.runtime.goals.resume(run.agent)
-    finally:
-        await run.close()
 
     assert outcome.stop_reason == "error"
     assert failed is not None and failed["status"] == "error"

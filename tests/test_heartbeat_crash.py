@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,37 +20,16 @@ import pytest
 from prime_agent_lab.core.scheduler import PAUSE_AFTER_CLAIM_ENV
 from prime_agent_lab.core.schedules import INTERRUPTED
 
-from .lab_process import LabServer, ServerDidNotStart, shutdown, start_lab
+from .lab_fixtures import (  # noqa: F401  (fixtures: a subprocess server, no in-process one)
+    jp_asyncio_loop,
+    jp_server_cleanup,
+    servers,
+    start_server,
+)
+from .lab_process import LabServer, shutdown
 from .test_server_crash import entries, wait_until
 
 SCRIPT: dict[str, Any] = {"turns": [{"text": "tick seen"}], "restart_each_message": True}
-
-
-@pytest.fixture
-def jp_asyncio_loop() -> Iterator[None]:
-    yield None  # no in-process server here: the server is a subprocess
-
-
-@pytest.fixture
-def jp_server_cleanup() -> Iterator[None]:
-    yield None
-
-
-@pytest.fixture
-def servers() -> Iterator[list[LabServer]]:
-    started: list[LabServer] = []
-    yield started
-    for server in started:
-        shutdown(server)
-
-
-def start(base: Path, servers: list[LabServer]) -> LabServer:
-    try:
-        server = start_lab(base, SCRIPT, extra_args=("--PrimeAgentLab.kernel_pool_size=0",))
-    except ServerDidNotStart as exc:
-        pytest.fail(str(exc), pytrace=False)
-    servers.append(server)
-    return server
 
 
 def open_root(server: LabServer) -> str:
@@ -83,11 +61,13 @@ def journaled_ticks(base: Path, session_id: str) -> list[dict[str, Any]]:
 
 
 def test_a_tick_killed_between_claim_and_delivery_is_interrupted_and_never_replayed(
-    tmp_path: Path, servers: list[LabServer], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    servers: list[LabServer],  # noqa: F811  (the fixture imported above)
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     base = tmp_path
     monkeypatch.setenv(PAUSE_AFTER_CLAIM_ENV, "120")
-    server = start(base, servers)
+    server = start_server(base, servers, SCRIPT)
     nbformat.write(nbformat.v4.new_notebook(), server.root_dir / "analysis.ipynb")
     root_id = open_root(server)
     set_heartbeat(server, root_id, "every 10s check the log")
@@ -101,7 +81,7 @@ def test_a_tick_killed_between_claim_and_delivery_is_interrupted_and_never_repla
     assert journaled_ticks(base, root_id) == [] and ticks(base, root_id) == []
 
     monkeypatch.delenv(PAUSE_AFTER_CLAIM_ENV)
-    again = start(base, servers)
+    again = start_server(base, servers, SCRIPT)
     stored = schedules(base, root_id)
     states = {d["id"]: d["state"] for d in stored["dispatches"]}
     assert states[lost["id"]] == "interrupted"
@@ -119,9 +99,12 @@ def test_a_tick_killed_between_claim_and_delivery_is_interrupted_and_never_repla
     assert not any(d.get("message_id") and d["id"] == lost["id"] for d in dispatches)
 
 
-def test_a_heartbeat_fires_after_a_server_restart(tmp_path: Path, servers: list[LabServer]) -> None:
+def test_a_heartbeat_fires_after_a_server_restart(
+    tmp_path: Path,
+    servers: list[LabServer],  # noqa: F811  (the fixture imported above)
+) -> None:
     base = tmp_path
-    server = start(base, servers)
+    server = start_server(base, servers, SCRIPT)
     nbformat.write(nbformat.v4.new_notebook(), server.root_dir / "analysis.ipynb")
     root_id = open_root(server)
     said = set_heartbeat(server, root_id, "every 10s --follow-up check the log")
@@ -129,7 +112,7 @@ def test_a_heartbeat_fires_after_a_server_restart(tmp_path: Path, servers: list[
     wait_until(lambda: len(ticks(base, root_id)) == 1, "the first tick", server)
 
     shutdown(server)  # a plain restart: the schedules stay on disk
-    again = start(base, servers)
+    again = start_server(base, servers, SCRIPT)
     assert open_root(again) == root_id
 
     wait_until(lambda: len(ticks(base, root_id)) == 2, "a tick after the restart", again)

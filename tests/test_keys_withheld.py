@@ -26,12 +26,16 @@ from prime_agent_lab.core.messages import Message, ModelRequest
 from prime_agent_lab.providers import make_provider
 
 from .fake_llm_server import FakeLLMServer, Policy, RecordedRequest, Reply
-from .lab_process import LabServer, ServerDidNotStart, start_lab
-from .test_cli import ROOT, cli_with_env, json_lines
-from .test_server_crash import (  # noqa: F401  (fixtures: a subprocess server, no in-process one)
+from .lab_fixtures import (  # noqa: F401  (fixtures: a subprocess server, no in-process one)
+    NO_KERNEL_POOL,
     jp_asyncio_loop,
     jp_server_cleanup,
     servers,
+    start_server,
+)
+from .lab_process import LabServer
+from .test_cli import ROOT, cli_with_env, json_lines
+from .test_server_crash import (
     turn_ends,
     wait_until,
 )
@@ -124,19 +128,13 @@ def test_kernels_of_a_real_server_cannot_read_the_keys_and_its_provider_still_au
         for name, value in KEYS.items():
             monkeypatch.setenv(name, value)  # the server starts with all three keys
         monkeypatch.setenv("ANTHROPIC_BASE_URL", model.base_url)
-        try:
-            server = start_lab(
-                tmp_path,
-                {"turns": []},
-                extra_args=(
-                    "--PrimeAgentLab.model=fake-model",
-                    "--PrimeAgentLab.kernel_pool_size=0",
-                ),
-                provider="anthropic",
-            )
-        except ServerDidNotStart as exc:
-            pytest.fail(str(exc), pytrace=False)
-        servers.append(server)
+        server = start_server(
+            tmp_path,
+            servers,
+            {"turns": []},
+            extra_args=("--PrimeAgentLab.model=fake-model", *NO_KERNEL_POOL),
+            provider="anthropic",
+        )
         root = server.root_dir
         for name in ("lab.ipynb", "agent.ipynb"):
             nbformat.write(nbformat.v4.new_notebook(), root / name)

@@ -37,13 +37,16 @@ from prime_agent_lab.core.installed_providers import (
 from prime_agent_lab.core.ports import ProviderOptions, ProviderPlugin
 from prime_agent_lab.core.redaction import REPLACEMENT, Redactor, kernel_environment
 
-from .lab_process import LabServer, ServerDidNotStart, start_lab
-from .test_cli import ROOT, cli_with_env, json_lines
-from .test_server_crash import (  # noqa: F401  (fixtures: a subprocess server, no in-process one)
-    entries,
+from .lab_fixtures import (  # noqa: F401  (fixtures: a subprocess server, no in-process one)
     jp_asyncio_loop,
     jp_server_cleanup,
     servers,
+    start_server,
+)
+from .lab_process import LabServer
+from .test_cli import ROOT, cli_with_env, json_lines
+from .test_server_crash import (
+    entries,
     turn_ends,
     wait_until,
 )
@@ -283,16 +286,7 @@ def test_a_plugin_registered_only_by_its_entry_point_runs_in_the_server(
     site = install_plugin(tmp_path / "site")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("PLUGGED_API_KEY", SECRET)
-    try:
-        server = start_lab(
-            tmp_path / "lab",
-            {"turns": []},
-            extra_args=("--PrimeAgentLab.kernel_pool_size=0",),
-            provider="plugged",
-        )
-    except ServerDidNotStart as exc:
-        pytest.fail(str(exc), pytrace=False)
-    servers.append(server)
+    server = start_server(tmp_path / "lab", servers, {"turns": []}, provider="plugged")
     nbformat.write(nbformat.v4.new_notebook(), server.root_dir / "plugged.ipynb")
     (server.root_dir / "plugged-key.txt").write_text(SECRET)
 

@@ -12,14 +12,20 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
 
-from .lab_process import LabServer, ServerDidNotStart, shutdown, start_lab
+from .lab_fixtures import (  # noqa: F401  (fixtures: a subprocess server, no in-process one)
+    jp_asyncio_loop,
+    jp_server_cleanup,
+    servers,
+    start_server,
+)
+from .lab_process import LabServer
 
 WAIT = 90.0
 
@@ -126,38 +132,12 @@ def received(base: Path, session_id: str, text: str) -> int:
     )
 
 
-@pytest.fixture
-def jp_asyncio_loop() -> Iterator[None]:
-    yield None  # no in-process server here: the server is a subprocess
-
-
-@pytest.fixture
-def jp_server_cleanup() -> Iterator[None]:
-    yield None
-
-
-@pytest.fixture
-def servers() -> Iterator[list[LabServer]]:
-    started: list[LabServer] = []
-    yield started
-    for server in started:
-        shutdown(server)
-
-
-def start(base: Path, servers: list[LabServer]) -> LabServer:
-    try:
-        server = start_lab(base, ROOT_SCRIPT, extra_args=("--PrimeAgentLab.kernel_pool_size=0",))
-    except ServerDidNotStart as exc:
-        pytest.fail(str(exc), pytrace=False)
-    servers.append(server)
-    return server
-
-
 def test_a_server_killed_mid_run_comes_back_with_sessions_children_queue_and_variables(
-    tmp_path: Path, servers: list[LabServer]
+    tmp_path: Path,
+    servers: list[LabServer],  # noqa: F811  (the fixture imported above)
 ) -> None:
     base = tmp_path
-    server = start(base, servers)
+    server = start_server(base, servers, ROOT_SCRIPT)
     root_dir = server.root_dir
     nbformat.write(nbformat.v4.new_notebook(), root_dir / "analysis.ipynb")
     root_id = server.api("POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"})[
@@ -185,7 +165,7 @@ def test_a_server_killed_mid_run_comes_back_with_sessions_children_queue_and_var
     server.process.wait(timeout=30)
     (root_dir / "go.flag").touch()  # nothing is running to see it any more
 
-    again = start(base, servers)
+    again = start_server(base, servers, ROOT_SCRIPT)
     # Opening the root notebook again brings the root back; its cut turn is marked, not replayed.
     reopened = again.api("POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"})
     assert reopened["session_id"] == root_id
@@ -244,19 +224,10 @@ NOTICE_END = "Its last answer: done"
 
 
 def test_a_childs_completion_notice_waiting_for_its_busy_parent_survives_a_server_kill(
-    tmp_path: Path, servers: list[LabServer]
+    tmp_path: Path,
+    servers: list[LabServer],  # noqa: F811  (the fixture imported above)
 ) -> None:
-    def start_notices() -> LabServer:
-        try:
-            server = start_lab(
-                tmp_path, NOTICE_SCRIPT, extra_args=("--PrimeAgentLab.kernel_pool_size=0",)
-            )
-        except ServerDidNotStart as exc:
-            pytest.fail(str(exc), pytrace=False)
-        servers.append(server)
-        return server
-
-    server = start_notices()
+    server = start_server(tmp_path, servers, NOTICE_SCRIPT)
     root_dir = server.root_dir
     nbformat.write(nbformat.v4.new_notebook(), root_dir / "analysis.ipynb")
     root_id = server.api("POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"})[
@@ -277,7 +248,7 @@ def test_a_childs_completion_notice_waiting_for_its_busy_parent_survives_a_serve
     os.kill(server.process.pid, signal.SIGKILL)
     server.process.wait(timeout=30)
 
-    again = start_notices()
+    again = start_server(tmp_path, servers, NOTICE_SCRIPT)
     # A root comes back when its notebook is opened; the notice waiting on disk starts its turn.
     reopened = again.api("POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"})
     assert reopened["session_id"] == root_id

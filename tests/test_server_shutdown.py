@@ -22,13 +22,17 @@ from jupyter_client import BlockingKernelClient
 from prime_agent_lab.core.wire import STOP_NOTICES
 
 from .fake_llm_server import FakeLLMServer
-from .lab_process import LabServer, ServerDidNotStart, start_lab
-from .test_keys_withheld import cell_per_message, turns_ended
-from .test_server_crash import (  # noqa: F401  (fixtures: a subprocess server, no in-process one)
-    entries,
+from .lab_fixtures import (  # noqa: F401  (fixtures: a subprocess server, no in-process one)
+    NO_KERNEL_POOL,
     jp_asyncio_loop,
     jp_server_cleanup,
     servers,
+    start_server,
+)
+from .lab_process import LabServer
+from .test_keys_withheld import cell_per_message, turns_ended
+from .test_server_crash import (
+    entries,
     wait_until,
 )
 
@@ -50,17 +54,13 @@ def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLMServer]:
 
 
 def start(base: Path, servers: list[LabServer]) -> LabServer:  # noqa: F811
-    try:
-        server = start_lab(
-            base,
-            {"turns": []},
-            extra_args=("--PrimeAgentLab.model=fake-model", "--PrimeAgentLab.kernel_pool_size=0"),
-            provider="openai",
-        )
-    except ServerDidNotStart as exc:
-        pytest.fail(str(exc), pytrace=False)
-    servers.append(server)
-    return server
+    return start_server(
+        base,
+        servers,
+        {"turns": []},
+        extra_args=("--PrimeAgentLab.model=fake-model", *NO_KERNEL_POOL),
+        provider="openai",
+    )
 
 
 def send(server: LabServer, session_id: str, text: str, turns: int) -> None:

@@ -1,5 +1,4 @@
 // @vitest-environment happy-dom
-import { Signal } from '@lumino/signaling';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import {
@@ -9,13 +8,14 @@ import {
   type AutonomyState
 } from '../src/autonomy';
 import { AutonomyControls } from '../src/autonomyView';
-import { FollowCellsSetting } from '../src/cellFollower';
 import { AgentApiError } from '../src/api';
-import { ChatPanel } from '../src/chatPanel';
-import { renderEntry, type IEntryViewContext } from '../src/entryViews';
+import { renderEntry } from '../src/entryViews';
 import type { NotebookAgent } from '../src/notebookAgent';
 import { TranscriptModel, type INoticeEntry } from '../src/transcript';
-import type { AgentEvent, ChatItem, ISessionInfo } from '../src/wire';
+import type { AgentEvent, ChatItem } from '../src/wire';
+
+import { entryContext } from './entryContext';
+import { StandInAgent, sessionInfo, standInChatPanel } from './standIns';
 
 // JupyterLab's icon registry needs its web components, which load only in a
 // browser; the panel's icon plays no part in these tests.
@@ -290,28 +290,12 @@ describe('the Autonomous switch', () => {
 
 // ---------------------------------------------------------------- in the chat panel
 
-class StandInAgent {
-  readonly changed = new Signal<this, void>(this);
-  readonly familyChanged = new Signal<this, void>(this);
-  readonly transcript = new TranscriptModel();
-  readonly connection = 'connected';
-  readonly lastError = null;
-  readonly parent = null;
-  readonly notebookPath = 'analysis.ipynb';
-  readonly session: ISessionInfo = {
-    session_id: 's1',
-    notebook_path: 'analysis.ipynb',
-    kernel_id: 'k',
-    provider: 'scripted',
-    model: 'demo',
-    status: 'idle',
-    turns: 0,
-    created: null,
-    updated: null
-  };
+class AgentWithAutonomy extends StandInAgent {
   readonly stop = vi.fn(async () => undefined);
   readonly send = vi.fn(async () => undefined);
-  constructor(readonly autonomy: AutonomyModel) {}
+  constructor(readonly autonomy: AutonomyModel) {
+    super(sessionInfo('s1', 'analysis.ipynb', { turns: 0 }));
+  }
 }
 
 function event(seq: number, fields: Record<string, unknown>): AgentEvent {
@@ -321,13 +305,9 @@ function event(seq: number, fields: Record<string, unknown>): AgentEvent {
 describe('the chat panel in autonomous mode', () => {
   it('says in the input that the next message starts a run; Stop ends it and the switch follows the event', async () => {
     const model = await attachedModel(server());
-    const agent = new StandInAgent(model);
+    const agent = new AgentWithAutonomy(model);
     agent.transcript.load([], 0);
-    const panel = new ChatPanel({
-      followCells: new FollowCellsSetting(),
-      activateNotebook: () => undefined,
-      openNotebook: async () => undefined
-    });
+    const panel = standInChatPanel();
     panel.agent = agent as unknown as NotebookAgent;
     document.body.append(panel.node); // a form submits only in a document
     const find = <T extends HTMLElement = HTMLElement>(testId: string) =>
@@ -370,13 +350,9 @@ describe('the chat panel in autonomous mode', () => {
   });
 
   it('shows the autonomy of the agent it shows, and none without one', async () => {
-    const first = new StandInAgent(await attachedModel(server(on())));
-    const second = new StandInAgent(await attachedModel(server(OFF)));
-    const panel = new ChatPanel({
-      followCells: new FollowCellsSetting(),
-      activateNotebook: () => undefined,
-      openNotebook: async () => undefined
-    });
+    const first = new AgentWithAutonomy(await attachedModel(server(on())));
+    const second = new AgentWithAutonomy(await attachedModel(server(OFF)));
+    const panel = standInChatPanel();
     const toggle = panel.node.querySelector<HTMLButtonElement>('[data-testid="pal-autonomy-switch"]')!;
     panel.agent = first as unknown as NotebookAgent;
     expect(toggle.getAttribute('aria-checked')).toBe('true');
@@ -394,17 +370,7 @@ describe('the chat panel in autonomous mode', () => {
 
 // ---------------------------------------------------------------- gate and continuation lines
 
-const CONTEXT: IEntryViewContext = {
-  cellFirstLine: () => null,
-  cellExecutionCount: () => null,
-  revealCell: () => undefined,
-  renderMarkdown: null,
-  entryResized: () => undefined,
-  parentAgent: () => null,
-  senderNotebookPath: () => null,
-  openNotebook: () => undefined,
-  openSender: () => undefined
-};
+const CONTEXT = entryContext();
 
 function noticeFrom(item: Record<string, unknown>): INoticeEntry {
   const transcript = new TranscriptModel();

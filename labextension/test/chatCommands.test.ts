@@ -1,9 +1,6 @@
 // @vitest-environment happy-dom
-import { Signal } from '@lumino/signaling';
 import { describe, expect, it, vi } from 'vitest';
 
-import { FollowCellsSetting } from '../src/cellFollower';
-import { ChatPanel } from '../src/chatPanel';
 import { commandLine, completions, composerHint } from '../src/chatCommands';
 import {
   COMMAND_VIEWS,
@@ -14,8 +11,8 @@ import {
 } from '../src/commandViews';
 import { CHAT_COMMANDS, type CommandReply, type IAgentUsage } from '../src/commands';
 import type { NotebookAgent } from '../src/notebookAgent';
-import { TranscriptModel } from '../src/transcript';
-import type { ISessionInfo } from '../src/wire';
+
+import { StandInAgent, sessionInfo, standInChatPanel } from './standIns';
 
 vi.mock('../src/icons', () => ({ primeAgentIcon: undefined }));
 
@@ -210,26 +207,8 @@ describe('the /help view', () => {
   });
 });
 
-/** What the chat panel reads of a notebook's agent; `runCommand` answers as the server would. */
-class StandInAgent {
-  readonly changed = new Signal<this, void>(this);
-  readonly familyChanged = new Signal<this, void>(this);
-  readonly transcript = new TranscriptModel();
-  readonly connection = 'connected';
-  readonly lastError = null;
-  readonly parent = null;
-  readonly notebookPath = 'analysis.ipynb';
-  readonly session: ISessionInfo = {
-    session_id: 'root',
-    notebook_path: 'analysis.ipynb',
-    kernel_id: 'k',
-    provider: 'scripted',
-    model: 'demo',
-    status: 'idle',
-    turns: 1,
-    created: null,
-    updated: null
-  };
+/** A stand-in agent whose `runCommand` answers as the server would. */
+class AgentWithCommands extends StandInAgent {
   readonly api = {
     runCommand: vi.fn(async (_session: string, name: string, args: string) => {
       if (name === 'refine' && args === 'rollback') {
@@ -240,14 +219,14 @@ class StandInAgent {
     })
   };
   readonly send = vi.fn(async () => undefined);
+
+  constructor() {
+    super(sessionInfo('root', 'analysis.ipynb'));
+  }
 }
 
-function panelWith(agent: StandInAgent) {
-  const panel = new ChatPanel({
-    followCells: new FollowCellsSetting(),
-    activateNotebook: () => undefined,
-    openNotebook: async () => undefined
-  });
+function panelWith(agent: AgentWithCommands) {
+  const panel = standInChatPanel();
   panel.agent = agent as unknown as NotebookAgent;
   agent.transcript.load([], 0);
   const find = (testId: string) =>
@@ -268,7 +247,7 @@ const settled = () => new Promise(resolve => setTimeout(resolve, 0));
 
 describe('commands in the chat panel', () => {
   it('completes a command with Tab, runs it with Enter and shows its view', async () => {
-    const agent = new StandInAgent();
+    const agent = new AgentWithCommands();
     const { find, input, type, press } = panelWith(agent);
 
     type('/us');
@@ -290,7 +269,7 @@ describe('commands in the chat panel', () => {
   });
 
   it('takes the selected completion with Enter while the text is no command yet', () => {
-    const { find, input, type, press } = panelWith(new StandInAgent());
+    const { find, input, type, press } = panelWith(new AgentWithCommands());
     type('/refine ');
     press('ArrowDown');
     expect(find('pal-command-menu')!.querySelector('.pal-mod-selected')?.textContent).toContain(
@@ -304,7 +283,7 @@ describe('commands in the chat panel', () => {
   });
 
   it('shows the server’s refusal of a form as an error', async () => {
-    const agent = new StandInAgent();
+    const agent = new AgentWithCommands();
     const { type, press } = panelWith(agent);
     type('/refine rollback');
     press('Escape');
@@ -317,7 +296,7 @@ describe('commands in the chat panel', () => {
   });
 
   it('sends text that is no command to the agent', async () => {
-    const agent = new StandInAgent();
+    const agent = new AgentWithCommands();
     const { type, press } = panelWith(agent);
     type('/trees are nice');
     press('Enter');

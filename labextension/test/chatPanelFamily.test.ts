@@ -1,18 +1,12 @@
 // @vitest-environment happy-dom
-import { Signal } from '@lumino/signaling';
 import { describe, expect, it, vi } from 'vitest';
 
-import { FollowCellsSetting } from '../src/cellFollower';
-import { ChatPanel } from '../src/chatPanel';
-import {
-  SessionDirectory,
-  findSenderNotebook,
-  knownNotebookPath,
-  type IParentAgent
-} from '../src/family';
+import { SessionDirectory, findSenderNotebook, knownNotebookPath } from '../src/family';
 import type { NotebookAgent } from '../src/notebookAgent';
-import { TranscriptModel, type IMessageOrigin } from '../src/transcript';
+import type { IMessageOrigin, TranscriptModel } from '../src/transcript';
 import type { AgentEvent, ISessionInfo } from '../src/wire';
+
+import { StandInAgent, sessionInfo, standInChatPanel } from './standIns';
 
 // JupyterLab's icon registry needs its web components, which load only in a
 // browser; the panel's icon plays no part in these tests.
@@ -20,23 +14,14 @@ vi.mock('../src/icons', () => ({ primeAgentIcon: undefined }));
 
 const PARENT_ID = 'p-1';
 
-/**
- * What the chat panel reads of a notebook's agent, without a notebook: the
- * panel is the unit here, the agent's REST side is tested in the browser.
- */
-class StandInAgent {
-  readonly changed = new Signal<this, void>(this);
-  readonly familyChanged = new Signal<this, void>(this);
-  readonly transcript = new TranscriptModel();
-  readonly connection = 'connected';
-  readonly lastError = null;
-  parent: IParentAgent | null = null;
-
+/** A stand-in agent that finds senders' notebooks in `_directory`, as the real one does. */
+class AgentWithFamily extends StandInAgent {
   constructor(
-    readonly notebookPath: string,
-    readonly session: ISessionInfo,
+    session: ISessionInfo,
     private readonly _directory: SessionDirectory
-  ) {}
+  ) {
+    super(session);
+  }
 
   knownSenderNotebookPath(origin: IMessageOrigin): string | null {
     return knownNotebookPath(origin, this.parent, this.transcript.entries);
@@ -47,35 +32,16 @@ class StandInAgent {
   }
 }
 
-function session(id: string, path: string, extra: Partial<ISessionInfo> = {}): ISessionInfo {
-  return {
-    session_id: id,
-    notebook_path: path,
-    kernel_id: 'k',
-    provider: 'scripted',
-    model: 'demo',
-    status: 'idle',
-    turns: 1,
-    created: null,
-    updated: null,
-    ...extra
-  };
-}
-
 function setUp(agentSession: ISessionInfo, listed: ISessionInfo[] = []) {
   const opened: string[] = [];
   let notifyOpened: () => void = () => undefined;
   /** Resolves at the next notebook the panel opens. */
   const nextOpen = () => new Promise<void>(resolve => (notifyOpened = resolve));
   const directory = new SessionDirectory(async () => listed);
-  const agent = new StandInAgent(agentSession.notebook_path ?? '', agentSession, directory);
-  const panel = new ChatPanel({
-    followCells: new FollowCellsSetting(),
-    activateNotebook: () => undefined,
-    openNotebook: async path => {
-      opened.push(path);
-      notifyOpened();
-    }
+  const agent = new AgentWithFamily(agentSession, directory);
+  const panel = standInChatPanel(async path => {
+    opened.push(path);
+    notifyOpened();
   });
   panel.agent = agent as unknown as NotebookAgent;
   const find = (testId: string) =>
@@ -104,7 +70,7 @@ function nextEntry(model: TranscriptModel): Promise<void> {
 
 describe('the parent’s chat panel', () => {
   it('updates the child line’s badge in place as child_status events arrive', () => {
-    const { agent, find, findAll } = setUp(session('root', 'analysis.ipynb'));
+    const { agent, find, findAll } = setUp(sessionInfo('root', 'analysis.ipynb'));
     agent.transcript.load([], 0);
     agent.transcript.apply(event(1, { type: 'child_spawned', turn: 1, rlm_child_id: 'c1', name: 'part-a', notebook_path: 'analysis.agents/part-a.ipynb', task: 'Summarise part A', model: 'demo' }));
     expect(find('pal-child-status')?.textContent).toBe('running');
@@ -115,7 +81,7 @@ describe('the parent’s chat panel', () => {
   });
 
   it('opens the child notebook from the child line and from a child’s message', async () => {
-    const { agent, find, opened, nextOpen } = setUp(session('root', 'analysis.ipynb'));
+    const { agent, find, opened, nextOpen } = setUp(sessionInfo('root', 'analysis.ipynb'));
     agent.transcript.load(
       [
         { type: 'child', turn: 1, rlm_child_id: 'c1', name: 'part-a', notebook_path: 'analysis.agents/part-a.ipynb', task: 't', status: 'replied' },
@@ -132,7 +98,7 @@ describe('the parent’s chat panel', () => {
   });
 
   it('looks a sibling’s notebook up in the session list when its name is clicked', async () => {
-    const { agent, find, opened, nextOpen } = setUp(session('root', 'a.ipynb'), [session('s2', 'b.ipynb')]);
+    const { agent, find, opened, nextOpen } = setUp(sessionInfo('root', 'a.ipynb'), [sessionInfo('s2', 'b.ipynb')]);
     agent.transcript.load(
       [{ type: 'agent_message', turn: 1, text: 'hi', from_session_id: 's2', from_name: 'b.ipynb', relationship: 'sibling', composed: '2026-11-30T09:00:00+00:00' }],
       10
@@ -144,7 +110,7 @@ describe('the parent’s chat panel', () => {
   });
 
   it('says so in the chat when a sender’s notebook cannot be found', async () => {
-    const { agent, find, opened } = setUp(session('root', 'a.ipynb'), []);
+    const { agent, find, opened } = setUp(sessionInfo('root', 'a.ipynb'), []);
     agent.transcript.load(
       [{ type: 'agent_message', turn: 1, text: 'hi', from_session_id: 'gone', from_name: 'old', relationship: 'sibling', composed: '2026-11-30T09:00:00+00:00' }],
       10
@@ -160,7 +126,7 @@ describe('the parent’s chat panel', () => {
 describe('a sub-agent’s chat panel', () => {
   it('names the parent in the header and on the task, both linked to its notebook', async () => {
     const { agent, find, opened, nextOpen } = setUp(
-      session('c1', 'analysis.agents/part-a.ipynb', { parent_session_id: PARENT_ID, name: 'part-a' })
+      sessionInfo('c1', 'analysis.agents/part-a.ipynb', { parent_session_id: PARENT_ID, name: 'part-a' })
     );
     agent.transcript.load([{ type: 'user', turn: 1, text: 'Summarise part A' }], 5);
     expect(find('pal-family')?.hidden).toBe(true);

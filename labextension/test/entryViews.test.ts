@@ -4,22 +4,17 @@ import { describe, expect, it } from 'vitest';
 import { renderEntry, type IEntryViewContext } from '../src/entryViews';
 import type { ICellEntry, INoticeEntry } from '../src/transcript';
 
+import { entryContext } from './entryContext';
+
 function context(
   notebookCount: number | null = null,
   family: Partial<IEntryViewContext> = {}
 ): IEntryViewContext {
-  return {
+  return entryContext({
     cellFirstLine: () => 'x = 1',
     cellExecutionCount: () => notebookCount,
-    revealCell: () => undefined,
-    renderMarkdown: null,
-    entryResized: () => undefined,
-    parentAgent: () => null,
-    senderNotebookPath: () => null,
-    openNotebook: () => undefined,
-    openSender: () => undefined,
     ...family
-  };
+  });
 }
 
 function cell(fields: Partial<ICellEntry>): ICellEntry {

@@ -10,6 +10,8 @@ import type {
   IUserEntry
 } from '../src/transcript';
 
+import { entryContext } from './entryContext';
+
 const PARENT_ID = '20261130-090000-a1b2c3';
 
 interface IRecorder {
@@ -24,18 +26,11 @@ function recorder(family: Partial<IEntryViewContext> = {}): IRecorder {
   return {
     opened,
     senders,
-    context: {
-      cellFirstLine: () => null,
-      cellExecutionCount: () => null,
-      revealCell: () => undefined,
-      renderMarkdown: null,
-      entryResized: () => undefined,
-      parentAgent: () => null,
-      senderNotebookPath: () => null,
+    context: entryContext({
       openNotebook: path => opened.push(path),
       openSender: origin => senders.push(origin),
       ...family
-    }
+    })
   };
 }
 

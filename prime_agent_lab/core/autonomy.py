@@ -275,6 +275,13 @@ class Autonomy:
             return "timeout"
         return None
 
+    def _ended_by_budget(self, run: AutonomousRun) -> bool:
+        """Before a continuation: a used-up budget ends the run, with it as the reason."""
+        over = self._over_budget(run)
+        if over is not None:
+            run.reason = over
+        return over is not None
+
     def _stop_cause(self, run: AutonomousRun, reason: str) -> StopCause:
         budgets = run.config.budgets
         what = {
@@ -430,9 +437,7 @@ class Autonomy:
             if record.failures >= self.settings.gate_retries:
                 run.reason = "retries_exhausted"
                 return False
-            over = self._over_budget(run)
-            if over is not None:
-                run.reason = over
+            if self._ended_by_budget(run):
                 return False
             text, summary = self._gate_continuation(run, gate, index, record, result)
             agent.continue_with(text, "gate", summary)
@@ -451,9 +456,7 @@ class Autonomy:
         if run.continuations >= allowed:
             run.reason = "continuations_used"
             return False
-        over = self._over_budget(run)
-        if over is not None:
-            run.reason = over
+        if self._ended_by_budget(run):
             return False
         run.continuations += 1
         summary = (

@@ -270,21 +270,18 @@ class ScheduleStore:
     def delivered(self, dispatch_id: str, message_id: str, now: datetime) -> None:
         """The claimed tick's message is journaled in the target's mailbox: close its dispatch
         (a one-shot job is then complete)."""
-        with self._locked():
-            schedules = self.read()
-            if schedules.state != "trusted":
-                return
-            for dispatch in schedules.dispatches:
-                if dispatch["id"] == dispatch_id and dispatch["state"] == "open":
-                    dispatch["state"] = "delivered"
-                    dispatch["message_id"] = message_id
-                    job = schedules.job(dispatch["job_id"])
-                    if job is not None:
-                        job["last_message_id"] = message_id
-                        job["last_error"] = None
-                        if job.get("next_run_at") is None and job["status"] == "active":
-                            job["status"] = "completed"
-            self._write(schedules)
+
+        def deliver(schedules: Schedules, dispatch: dict[str, Any]) -> None:
+            dispatch["state"] = "delivered"
+            dispatch["message_id"] = message_id
+            job = schedules.job(dispatch["job_id"])
+            if job is not None:
+                job["last_message_id"] = message_id
+                job["last_error"] = None
+                if job.get("next_run_at") is None and job["status"] == "active":
+                    job["status"] = "completed"
+
+        self._close_open_dispatch(dispatch_id, deliver)
 
     def recover(self, now: datetime) -> list[dict[str, Any]]:
         """At start: every dispatch still open (a crash between claim and delivery) becomes
@@ -303,13 +300,22 @@ class ScheduleStore:
 
     def close_dispatch(self, dispatch_id: str, error: str, now: datetime) -> None:
         """A claimed tick that could not be journaled: interrupted, with why (not replayed)."""
+        self._close_open_dispatch(
+            dispatch_id, lambda schedules, dispatch: _interrupt(schedules, dispatch, error, now)
+        )
+
+    def _close_open_dispatch(
+        self, dispatch_id: str, close: Callable[[Schedules, dict[str, Any]], None]
+    ) -> None:
+        """Apply `close` to the dispatch `dispatch_id` if it is still open, under the lock and
+        only in a file this user signed (any other is left as it is)."""
         with self._locked():
             schedules = self.read()
             if schedules.state != "trusted":
                 return
             for dispatch in schedules.dispatches:
                 if dispatch["id"] == dispatch_id and dispatch["state"] == "open":
-                    _interrupt(schedules, dispatch, error, now)
+                    close(schedules, dispatch)
             self._write(schedules)
 
 

@@ -12,7 +12,6 @@ import shlex
 import sys
 from typing import Any
 
-import nbformat
 import pytest
 
 from .conftest import LabServer, save_screenshot, send_to_chat
@@ -21,6 +20,7 @@ from .test_chat_panel import (
     KERNEL_IDLE_TIMEOUT,
     TURN_TIMEOUT_MS,
     UI_TIMEOUT_MS,
+    _create_notebook,
     _open_notebook,
     _wait_for_idle_kernel,
 )
@@ -52,17 +52,6 @@ def lab_script() -> dict[str, Any]:
     return SCRIPT
 
 
-def _create_notebook(server: LabServer, name: str) -> None:
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3 (ipykernel)",
-        "language": "python",
-    }
-    notebook.cells.append(nbformat.v4.new_markdown_cell("# Autonomous run"))
-    nbformat.write(notebook, server.root_dir / name)
-
-
 def _autonomy(server: LabServer, session_id: str) -> dict[str, Any]:
     return server.api("GET", f"prime-agent/api/sessions/{session_id}/autonomy")
 
@@ -87,7 +76,7 @@ def test_autonomous_switch_indicator_gate_line_and_stop(lab_server: LabServer, p
     the server's `autonomy` event turns the switch and the indicator off."""
     from playwright.sync_api import expect
 
-    _create_notebook(lab_server, NOTEBOOK)
+    _create_notebook(lab_server, NOTEBOOK, "# Autonomous run")
     _open_notebook(page, lab_server, NOTEBOOK)
     _wait_for_idle_kernel(lab_server, NOTEBOOK, KERNEL_IDLE_TIMEOUT)
     panel = _connected_panel(page, lab_server, NOTEBOOK)

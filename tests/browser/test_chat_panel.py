@@ -77,14 +77,14 @@ def _open_notebook(page: Any, server: LabServer, name: str) -> None:
     page.goto(server.lab_url(f"lab/workspaces/{workspace}/tree/{name}"), timeout=UI_TIMEOUT_MS)
 
 
-def _create_notebook(server: LabServer, name: str) -> None:
+def _create_notebook(server: LabServer, name: str, heading: str = "# Prime Agent demo") -> None:
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["kernelspec"] = {
         "name": "python3",
         "display_name": "Python 3 (ipykernel)",
         "language": "python",
     }
-    notebook.cells.append(nbformat.v4.new_markdown_cell("# Prime Agent demo"))
+    notebook.cells.append(nbformat.v4.new_markdown_cell(heading))
     nbformat.write(notebook, server.root_dir / name)
 
 
