@@ -59,7 +59,8 @@ async def one_run(workdir: Path, latency: float, overlapped: bool) -> float:
     await run.start(listen)
     run.agent.provider = SlowModel(run.agent.provider, latency)
     if not overlapped:
-        await run._kernel._boot  # the sequential order: a ready kernel before the first model call
+        # the sequential order: a ready kernel before the first model call
+        await run._kernel._acquire
     turn = asyncio.ensure_future(run.agent.run_turn("go"))
     finished = await first_cell
     await turn

@@ -110,6 +110,7 @@ def test_a_heartbeat_fires_after_a_server_restart(
     said = set_heartbeat(server, root_id, "every 10s --follow-up check the log")
     assert "follow-up" in said
     wait_until(lambda: len(ticks(base, root_id)) == 1, "the first tick", server)
+    wait_until(lambda: answers(base, root_id) == ["tick seen"], "the first tick's answer", server)
 
     shutdown(server)  # a plain restart: the schedules stay on disk
     again = start_server(base, servers, SCRIPT)
@@ -118,5 +119,12 @@ def test_a_heartbeat_fires_after_a_server_restart(
     wait_until(lambda: len(ticks(base, root_id)) == 2, "a tick after the restart", again)
     second = ticks(base, root_id)[1]
     assert second["text"].endswith("\ncheck the log") and second["mode"] == "follow_up"
-    turn_ends = [e for e in entries(base, root_id) if e["type"] == "turn_end"]
-    assert [e["final_text"] for e in turn_ends[:2]] == ["tick seen", "tick seen"]
+    # The turn the tick started ends as the script answers (waited for: it may still run).
+    wait_until(
+        lambda: answers(base, root_id)[:2] == ["tick seen", "tick seen"], "its answer", again
+    )
+
+
+def answers(base: Path, session_id: str) -> list[str]:
+    """The final text of each ended turn of a session, in order."""
+    return [str(e["final_text"]) for e in entries(base, session_id) if e["type"] == "turn_end"]
