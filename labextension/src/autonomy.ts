@@ -283,10 +283,28 @@ export function isTicking(state: AutonomyState | null, turnRunning: boolean): bo
 }
 
 /**
- * Seconds the run has taken: what the server said, plus the time since it
- * said it while the clock is going (the server reports after each model
- * call; the browser's clock may differ from the server's, so `started` is
- * not compared with it).
+ * How far (s) the browser's clock may put the run's start after what the
+ * server's report allows before it is not trusted: `started` is cut to
+ * whole seconds (which only makes the run look older) and a report is
+ * computed when it is sent.
+ */
+export const CLOCK_BEHIND_TOLERANCE_S = 2;
+/**
+ * How much older (s) than the server's report the browser's clock may make
+ * the run before it is not trusted: a report replayed after a reconnection
+ * can be this stale, a browser clock this far ahead is not believed.
+ */
+export const CLOCK_AHEAD_TOLERANCE_S = 60;
+
+/**
+ * Seconds the run has taken. While its clock goes: now − `run.started`
+ * (the server's time of the start), so a page reloaded in the middle of a
+ * run shows the run's time, not the time since the reload. The browser's
+ * clock may differ from the server's: when `started` is unreadable, or
+ * does not fit the server's `elapsed_seconds` (a report at one moment,
+ * received at `receivedAt`) within the tolerances above, the report plus
+ * the time since it arrived is used instead. A run whose clock has
+ * stopped shows the report.
  */
 export function runElapsed(
   state: AutonomyState,
@@ -294,8 +312,27 @@ export function runElapsed(
   now: number,
   ticking: boolean
 ): number {
-  const said = state.run?.elapsed_seconds ?? 0;
-  return ticking ? said + Math.max(0, now - receivedAt) / 1000 : said;
+  const run = state.run;
+  const said = run?.elapsed_seconds ?? 0;
+  if (!run || !ticking) {
+    return said;
+  }
+  const sinceReport = said + Math.max(0, now - receivedAt) / 1000;
+  const startedAt = Date.parse(run.started);
+  if (!Number.isFinite(startedAt)) {
+    return sinceReport;
+  }
+  // How old the browser's clock made the run when the report arrived, against the report.
+  const offset = (receivedAt - startedAt) / 1000 - said;
+  const fromStart = (now - startedAt) / 1000;
+  if (
+    offset < -CLOCK_BEHIND_TOLERANCE_S ||
+    offset > CLOCK_AHEAD_TOLERANCE_S ||
+    fromStart < 0
+  ) {
+    return sinceReport;
+  }
+  return fromStart;
 }
 
 /** "Autonomous · 3/12 turns · 12k/80k tokens · 1:20/30:00", or the budgets before a run. */
@@ -424,7 +461,7 @@ export class AutonomyModel {
     return this._state;
   }
 
-  /** When (this browser's clock, ms) the state was received: the run's clock counts from it. */
+  /** When (this browser's clock, ms) the state was received: its `elapsed_seconds` is as of then. */
   get receivedAt(): number {
     return this._receivedAt;
   }
@@ -440,13 +477,18 @@ export class AutonomyModel {
 
   /**
    * Follow another session (or the same one reloaded): forget the state and
-   * read it. An `autonomy` event that arrives meanwhile wins over the answer.
+   * read it. An `autonomy` event that arrives meanwhile wins over the answer,
+   * unless it is numbered `loadedSeq` or lower: such an event (the replay
+   * of the stream's buffer after a page reload) is older than the answer,
+   * which replaces it.
    */
-  async attach(sessionId: string | null): Promise<void> {
+  async attach(sessionId: string | null, loadedSeq: number | null = null): Promise<void> {
     if (sessionId !== this._sessionId) {
       this._state = null;
     }
     this._sessionId = sessionId;
+    this._loadedSeq = loadedSeq;
+    this._current = false;
     this._error = null;
     const generation = ++this._generation;
     this._changed.emit();
@@ -459,6 +501,7 @@ export class AutonomyModel {
         return; // an event or another session came in between
       }
       if (answer) {
+        this._current = true;
         this._set(answer);
       } else {
         this._error = 'the server sent no autonomy state';
@@ -478,7 +521,14 @@ export class AutonomyModel {
     if (!found || (found.sessionId && found.sessionId !== this._sessionId)) {
       return false;
     }
-    this._generation++; // a GET still under way answers older news
+    const replayed = this._loadedSeq !== null && found.seq <= this._loadedSeq;
+    if (replayed && this._current) {
+      return true; // older than the state shown
+    }
+    if (!replayed) {
+      this._generation++; // a GET still under way answers older news
+      this._current = true;
+    }
     this._error = null;
     this._set(found.state);
     return true;
@@ -499,6 +549,7 @@ export class AutonomyModel {
     }
     if (sessionId === this._sessionId) {
       this._generation++;
+      this._current = true;
       this._error = null;
       this._set(answer);
     }
@@ -515,6 +566,10 @@ export class AutonomyModel {
   private _receivedAt = 0;
   private _error: string | null = null;
   private _sessionId: string | null = null;
+  /** The session's event number when it was loaded: events up to it are older than the GET. */
+  private _loadedSeq: number | null = null;
+  /** Whether the state shown is the GET's answer or newer (a replayed event is older). */
+  private _current = false;
   private _generation = 0;
   private readonly _changed = new Signal<this, void>(this);
 }

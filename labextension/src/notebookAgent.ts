@@ -291,8 +291,9 @@ export class NotebookAgent implements IDisposable {
     );
     this.transcript.status = info.status;
     void this._findParent(info);
-    // Read before the stream opens: an `autonomy` event from it is newer.
-    void this.autonomy.attach(info.session_id);
+    // Read before the stream opens: an `autonomy` event from it is newer,
+    // except those the replay brings up to `seq` (older than this answer).
+    void this.autonomy.attach(info.session_id, typeof info.seq === 'number' ? info.seq : null);
     // Replay the server's whole buffer; the transcript drops what it has.
     const stream = new EventStream({
       urlFor: since => this._api.eventsUrl(session.session_id, since),

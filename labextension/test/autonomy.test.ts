@@ -154,6 +154,48 @@ describe('the indicator', () => {
     ]);
   });
 
+  it('counts from the run’s start after a reload, not from the reload or the last report', () => {
+    // Started 19:09:21; the page reloaded at 19:09:31 and got a report from the run's start.
+    const started = Date.parse('2026-12-01T19:09:21Z');
+    const reload = Date.parse('2026-12-01T19:09:31Z');
+    const stale = running({ started: '2026-12-01T19:09:21+00:00', elapsed_seconds: 0 });
+    expect(runElapsed(stale, reload, reload, true)).toBe(10);
+    expect(runElapsed(stale, reload, reload + 4_000, true)).toBe(14);
+    // A fresh report says the same.
+    const fresh = running({ started: '2026-12-01T19:09:21+00:00', elapsed_seconds: 10.2 });
+    expect(runElapsed(fresh, reload, started + 14_000, true)).toBe(14);
+    expect(indicatorText(stale, runElapsed(stale, reload, reload + 4_000, true))).toContain(
+      '0:14/30:00'
+    );
+  });
+
+  it('uses the report and the time since it when the browser’s clock disagrees with the server’s', () => {
+    const started = Date.parse('2026-12-01T19:09:21Z');
+    const run = running({ started: '2026-12-01T19:09:21+00:00', elapsed_seconds: 30 });
+    // The browser's clock is 20 s behind: `started` looks only 10 s old (or in the future).
+    const behind = started + 10_000;
+    expect(runElapsed(run, behind, behind + 5_000, true)).toBe(35);
+    const farBehind = started - 60_000;
+    expect(runElapsed(run, farBehind, farBehind + 5_000, true)).toBe(35);
+    // Two hours ahead: the run is not believed to be two hours old.
+    const ahead = started + 30_000 + 2 * 3600_000;
+    expect(runElapsed(run, ahead, ahead + 5_000, true)).toBe(35);
+    // A `started` that is not a time.
+    expect(runElapsed(running({ started: '', elapsed_seconds: 30 }), 7_000, 12_000, true)).toBe(35);
+    expect(runElapsed(running({ started: 'soon', elapsed_seconds: 30 }), 7_000, 12_000, true)).toBe(
+      35
+    );
+    // A second's difference (`started` is cut to whole seconds) is no disagreement.
+    const close = started + 29_400;
+    expect(runElapsed(run, close, close + 5_000, true)).toBeCloseTo(34.4);
+  });
+
+  it('shows the report as it is once the run’s clock stopped', () => {
+    const run = running({ started: '2026-12-01T19:09:21+00:00', elapsed_seconds: 30 });
+    const later = Date.parse('2026-12-01T20:00:00Z');
+    expect(runElapsed(run, later, later + 5_000, false)).toBe(30);
+  });
+
   it('counts the time since the server’s report while the run’s clock goes', () => {
     const now = 1_000_000;
     expect(runElapsed(running(), now - 5_000, now, true)).toBe(85);
@@ -264,6 +306,36 @@ describe('AutonomyModel', () => {
     model.applyEvent(autonomyEvent(3, 's1', running()));
     answer.resolve(DEFAULTS);
     await attaching;
+    expect(model.state?.enabled).toBe(true);
+  });
+
+  it('keeps its GET’s answer over the replay of older `autonomy` events after a reload', async () => {
+    const answer = deferred<unknown>();
+    const { model } = modelWith(() => answer.promise);
+    // The session was loaded at event 20; the stream replays its buffer from 0.
+    const attaching = model.attach('s1', 20);
+    model.applyEvent(autonomyEvent(5, 's1', running({ elapsed_seconds: 0, turns: 1 })));
+    expect(model.state?.run?.turns).toBe(1); // shown until the answer comes
+    answer.resolve(running({ elapsed_seconds: 10, turns: 2 }));
+    await attaching;
+    expect(model.state?.run).toMatchObject({ elapsed_seconds: 10, turns: 2 });
+    expect(model.applyEvent(autonomyEvent(12, 's1', running({ elapsed_seconds: 0, turns: 1 })))).toBe(
+      true
+    );
+    expect(model.state?.run).toMatchObject({ elapsed_seconds: 10, turns: 2 });
+    // A newer event wins, and the replay cannot take it back.
+    model.applyEvent(autonomyEvent(21, 's1', running({ elapsed_seconds: 15, turns: 3 })));
+    expect(model.state?.run?.turns).toBe(3);
+    model.applyEvent(autonomyEvent(19, 's1', running({ turns: 1 })));
+    expect(model.state?.run?.turns).toBe(3);
+  });
+
+  it('keeps a replayed event when its GET failed', async () => {
+    const { model, api } = modelWith(async () => DEFAULTS);
+    api.getAutonomy.mockRejectedValueOnce(new Error('Bad Gateway'));
+    await model.attach('s1', 20);
+    expect(model.state).toBeNull();
+    model.applyEvent(autonomyEvent(5, 's1', running()));
     expect(model.state?.enabled).toBe(true);
   });
 

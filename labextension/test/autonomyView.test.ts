@@ -90,6 +90,7 @@ const settle = () => new Promise(resolve => setTimeout(resolve, 0));
 afterEach(() => {
   document.body.replaceChildren();
   vi.useRealTimers();
+  clock = 1_000_000;
 });
 
 describe('the Autonomous switch', () => {
@@ -273,6 +274,27 @@ describe('the Autonomous switch', () => {
     vi.advanceTimersByTime(3_000);
     expect(idle.controls.indicator.textContent).toContain('1:20/30:00');
     idle.controls.dispose();
+  });
+
+  it('shows the run’s time since its start after a page reload, and counts on from there', async () => {
+    vi.useFakeTimers();
+    // The run started 19:09:21; the page reloads at 19:09:31 and the replay brings the
+    // report sent when the run started (elapsed 0).
+    clock = Date.parse('2026-12-01T19:09:31Z');
+    const model = await attachedModel(server(on()));
+    const { controls, find } = controlsFor(model, true);
+    model.applyEvent({
+      type: 'autonomy',
+      seq: 3,
+      session_id: 's1',
+      state: on({ ...RUN, started: '2026-12-01T19:09:21+00:00', turns: 0, elapsed_seconds: 0 })
+    });
+    const indicator = find('pal-autonomy-indicator')!;
+    expect(indicator.textContent).toContain('0:10/30:00');
+    clock += 4_000;
+    vi.advanceTimersByTime(4_000);
+    expect(indicator.textContent).toContain('0:14/30:00');
+    controls.dispose();
   });
 
   it('is disabled, saying why, when the server has no autonomous mode', async () => {
