@@ -99,6 +99,7 @@ export class AutonomyControls implements IDisposable {
     }
     this._disposed = true;
     this.model = null;
+    this._closeForm(false);
     window.clearInterval(this._timer);
   }
 
@@ -211,8 +212,30 @@ export class AutonomyControls implements IDisposable {
     this.formSlot.replaceChildren(form.node);
     this.formSlot.hidden = false;
     this.switchNode.classList.add('pal-mod-open');
+    document.addEventListener('keydown', this._onDocumentKeydown, true);
     form.focus();
   }
+
+  /**
+   * Escape while the form is open and the focus is on nothing of its own
+   * (the page, or the panel that holds the form: a click on text, a field
+   * that went away) closes it too; in any other field Escape is that field's.
+   */
+  private readonly _onDocumentKeydown = (event: KeyboardEvent): void => {
+    const target = event.target;
+    if (
+      event.key !== 'Escape' ||
+      event.defaultPrevented ||
+      this.formSlot.hidden ||
+      !(target instanceof Node) ||
+      !target.contains(this.formSlot)
+    ) {
+      return;
+    }
+    event.preventDefault();
+    event.stopPropagation();
+    this._closeForm(true);
+  };
 
   private async _turnOn(request: AutonomyRequest): Promise<void> {
     const model = this._model;
@@ -220,10 +243,13 @@ export class AutonomyControls implements IDisposable {
       throw new Error('No agent session yet: is the kernel running?');
     }
     await model.update(request);
-    this._closeForm(false);
+    // The answer closed the form; the focus was in it, or lost meanwhile.
+    const active = document.activeElement;
+    this._closeForm(!active || active === document.body || this.formSlot.contains(active));
   }
 
   private _closeForm(refocus: boolean): void {
+    document.removeEventListener('keydown', this._onDocumentKeydown, true);
     const hadFocus = this.formSlot.contains(document.activeElement);
     this.formSlot.replaceChildren();
     this.formSlot.hidden = true;
@@ -285,6 +311,8 @@ export function renderAutonomyForm(
   const id = `pal-autonomy-${++formCount}`;
   const form = element('form', 'pal-autonomy-form', 'pal-autonomy-form');
   form.noValidate = true;
+  // A click on its text or padding focuses the form, not the page, so Escape reaches it.
+  form.tabIndex = -1;
   form.setAttribute('aria-label', 'Turn on autonomous mode');
 
   const inputs = new Map<keyof IAutonomyFormValues, HTMLInputElement | HTMLTextAreaElement>();
@@ -375,15 +403,16 @@ export function renderAutonomyForm(
       return;
     }
     showErrors([], []);
+    // Busy, but not `disabled`: a disabled button loses the focus (to the page).
     busy = true;
-    submit.disabled = true;
+    submit.setAttribute('aria-disabled', 'true');
     submit.textContent = 'Turning on…';
     try {
       await actions.submit(result.request);
     } catch (failure) {
       // The server's own check (a 400 says which value it refuses).
       showErrors([describeError(failure)], []);
-      submit.disabled = false;
+      submit.removeAttribute('aria-disabled');
       submit.textContent = 'Turn on';
       busy = false;
     }

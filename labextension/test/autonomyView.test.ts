@@ -136,6 +136,133 @@ describe('the Autonomous switch', () => {
     controls.dispose();
   });
 
+  it('closes on Escape from every field and button of the form, the gates included; focus returns to the switch', async () => {
+    const model = await attachedModel();
+    const { controls, find } = controlsFor(model);
+    const toggle = find<HTMLButtonElement>('pal-autonomy-switch')!;
+    const places = [
+      'pal-autonomy-max-turns',
+      'pal-autonomy-max-tokens',
+      'pal-autonomy-timeout',
+      'pal-autonomy-continuations',
+      'pal-autonomy-gates',
+      'pal-autonomy-cancel',
+      'pal-autonomy-submit',
+      'pal-autonomy-form' // its blank part, clicked, holds the focus (tabindex -1)
+    ];
+    for (const testId of places) {
+      toggle.click();
+      const place = find(testId)!;
+      place.focus();
+      expect(document.activeElement, testId).toBe(place);
+      const escape = new KeyboardEvent('keydown', { key: 'Escape', bubbles: true, cancelable: true });
+      place.dispatchEvent(escape);
+      expect(find('pal-autonomy-form'), testId).toBeNull();
+      expect(escape.defaultPrevented, testId).toBe(true);
+      expect(document.activeElement, testId).toBe(toggle);
+    }
+    controls.dispose();
+  });
+
+  it('closes on Escape when the focus was lost to the page or the panel, and not when it is in another field', async () => {
+    const model = await attachedModel();
+    const { controls, find } = controlsFor(model);
+    const toggle = find<HTMLButtonElement>('pal-autonomy-switch')!;
+    const escape = (target: EventTarget) =>
+      target.dispatchEvent(
+        new KeyboardEvent('keydown', { key: 'Escape', bubbles: true, cancelable: true })
+      );
+
+    // A click on the form's text (or a field that went away) leaves the focus on the page.
+    toggle.click();
+    (document.activeElement as HTMLElement).blur();
+    expect(document.activeElement).toBe(document.body);
+    escape(document.body);
+    expect(find('pal-autonomy-form')).toBeNull();
+    expect(document.activeElement).toBe(toggle);
+
+    // The panel that holds the form (a focusable container) counts as lost focus too.
+    const panel = document.createElement('div');
+    panel.tabIndex = -1;
+    document.body.append(panel);
+    panel.append(controls.switchNode, controls.indicator, controls.formSlot);
+    toggle.click();
+    panel.focus();
+    escape(panel);
+    expect(find('pal-autonomy-form')).toBeNull();
+    expect(document.activeElement).toBe(toggle);
+
+    // Escape in another field (the chat's input) is that field's.
+    const chatInput = document.createElement('textarea');
+    panel.append(chatInput);
+    toggle.click();
+    chatInput.focus();
+    escape(chatInput);
+    expect(find('pal-autonomy-form')).not.toBeNull();
+    expect(document.activeElement).toBe(chatInput);
+
+    // Closed, the form no longer listens.
+    find<HTMLButtonElement>('pal-autonomy-cancel')!.click();
+    expect(find('pal-autonomy-form')).toBeNull();
+    chatInput.blur();
+    chatInput.focus();
+    escape(document.body);
+    expect(document.activeElement).toBe(chatInput);
+    controls.dispose();
+  });
+
+  it('keeps the focus on Turn on while the server answers; after a refusal Escape still closes the form', async () => {
+    const api = server();
+    let refuse!: (error: Error) => void;
+    api.setAutonomy.mockImplementationOnce(
+      () => new Promise((_, reject) => (refuse = reject))
+    );
+    const model = await attachedModel(api);
+    const { controls, find } = controlsFor(model);
+    const toggle = find<HTMLButtonElement>('pal-autonomy-switch')!;
+    toggle.click();
+    const submit = find<HTMLButtonElement>('pal-autonomy-submit')!;
+    submit.focus();
+    submit.click();
+    // A disabled button loses the focus (to the page, in Chromium): it says it is busy instead.
+    expect(submit.disabled).toBe(false);
+    expect(submit.getAttribute('aria-disabled')).toBe('true');
+    expect(submit.textContent).toBe('Turning on…');
+    submit.click(); // a second click while busy sends nothing more
+    expect(api.setAutonomy).toHaveBeenCalledTimes(1);
+    expect(document.activeElement).toBe(submit);
+    refuse(new AgentApiError('max_turns must be at most 1000', 400));
+    await settle();
+    expect(find('pal-autonomy-error')!.textContent).toBe('max_turns must be at most 1000');
+    expect(submit.hasAttribute('aria-disabled')).toBe(false);
+    expect(document.activeElement).toBe(submit);
+    submit.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true }));
+    expect(find('pal-autonomy-form')).toBeNull();
+    expect(document.activeElement).toBe(toggle);
+    controls.dispose();
+  });
+
+  it('returns the focus to the switch once turned on, even when it was lost meanwhile', async () => {
+    const model = await attachedModel();
+    const { controls, find } = controlsFor(model);
+    const toggle = find<HTMLButtonElement>('pal-autonomy-switch')!;
+    toggle.click();
+    const submit = find<HTMLButtonElement>('pal-autonomy-submit')!;
+    submit.focus();
+    submit.click();
+    // A click on a blank part of the page while the server answers: the focus is nowhere.
+    const gone = document.createElement('button');
+    document.body.append(gone);
+    gone.focus();
+    gone.remove();
+    expect(document.activeElement).toBe(document.body);
+    await settle();
+    expect(find('pal-autonomy-form')).toBeNull();
+    expect(toggle.getAttribute('aria-checked')).toBe('true');
+    expect(document.activeElement).toBe(toggle);
+    controls.dispose();
+  });
+
   it('shows what is wrong with a field and sends nothing', async () => {
     const api = server();
     const model = await attachedModel(api);
