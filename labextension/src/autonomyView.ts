@@ -228,7 +228,8 @@ export class AutonomyControls implements IDisposable {
       event.defaultPrevented ||
       this.formSlot.hidden ||
       !(target instanceof Node) ||
-      !target.contains(this.formSlot)
+      !target.contains(this.formSlot) ||
+      this.formSlot.closest('.lm-mod-hidden') !== null // its panel is closed
     ) {
       return;
     }

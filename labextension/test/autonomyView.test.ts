@@ -192,6 +192,16 @@ describe('the Autonomous switch', () => {
     expect(find('pal-autonomy-form')).toBeNull();
     expect(document.activeElement).toBe(toggle);
 
+    // Not while its panel is closed (a hidden sidebar).
+    toggle.click();
+    (document.activeElement as HTMLElement).blur();
+    panel.classList.add('lm-mod-hidden');
+    escape(document.body);
+    expect(find('pal-autonomy-form')).not.toBeNull();
+    panel.classList.remove('lm-mod-hidden');
+    escape(document.body);
+    expect(find('pal-autonomy-form')).toBeNull();
+
     // Escape in another field (the chat's input) is that field's.
     const chatInput = document.createElement('textarea');
     panel.append(chatInput);
