@@ -382,6 +382,20 @@ export function indicatorLabel(state: AutonomyState, elapsed: number): string {
 
 // ---------------------------------------------------------------- gate lines
 
+/**
+ * A text on one line (a gate's command may have several): its first line
+ * that is not blank, trimmed, and " …" when more lines follow.
+ */
+export function firstLine(text: string): { text: string; cut: boolean } {
+  const lines = text.split(/\r?\n/).map(line => line.trim());
+  const start = lines.findIndex(line => line !== '');
+  if (start < 0) {
+    return { text: '', cut: false };
+  }
+  const cut = lines.slice(start + 1).some(line => line !== '');
+  return { text: cut ? `${lines[start]} …` : lines[start], cut };
+}
+
 /** What a gate notice says about its run, when the server sent the fields. */
 export interface IGateRun {
   command: string;

@@ -8,6 +8,7 @@ import type { IDisposable } from '@lumino/disposable';
 
 import {
   PY_GATE_PREFIX,
+  firstLine,
   formValues,
   indicatorLabel,
   indicatorText,
@@ -446,8 +447,9 @@ export function renderAutonomyForm(
 }
 
 /**
- * A gate run's chat line: ✓/✗, the command in monospace, the exit status,
- * how long it took, and the first line of its output.
+ * A gate run's chat line: ✓/✗, the command in monospace (its first line
+ * when it has several), the exit status, how long it took, and the first
+ * line of its output.
  */
 export function renderGateLine(node: HTMLElement, gate: IGateRun, passed: boolean): void {
   node.replaceChildren();
@@ -458,7 +460,7 @@ export function renderGateLine(node: HTMLElement, gate: IGateRun, passed: boolea
   head.append(
     mark,
     element('span', 'pal-gate-label', undefined, passed ? 'gate passed' : 'gate failed'),
-    element('code', 'pal-gate-command', 'pal-gate-command', gate.command)
+    commandNode(gate.command, 'pal-gate-command')
   );
   const facts = [
     gate.exitCode === null ? 'no exit status' : `exit ${gate.exitCode}`,
@@ -484,12 +486,20 @@ export function renderGateText(node: HTMLElement, text: string, passed: boolean)
   text.split('`').forEach((part, index) => {
     if (part) {
       node.append(
-        index % 2 === 1
-          ? element('code', 'pal-gate-command', undefined, part)
-          : document.createTextNode(part)
+        index % 2 === 1 ? commandNode(part) : document.createTextNode(part)
       );
     }
   });
+}
+
+/** A gate's command on one line: its first line and "…", the whole command in the tooltip. */
+function commandNode(command: string, testId?: string): HTMLElement {
+  const { text, cut } = firstLine(command);
+  const node = element('code', 'pal-gate-command', testId, text);
+  if (cut) {
+    node.title = command;
+  }
+  return node;
 }
 
 function formatGateSeconds(seconds: number): string {

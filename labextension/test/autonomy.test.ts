@@ -2,6 +2,7 @@ import { describe, expect, it, vi } from 'vitest';
 
 import {
   AutonomyModel,
+  firstLine,
   formatClock,
   formatTokens,
   formValues,
@@ -201,6 +202,15 @@ describe('the indicator', () => {
     expect(runElapsed(running(), now - 5_000, now, true)).toBe(85);
     expect(runElapsed(running(), now - 5_000, now, false)).toBe(80);
     expect(runElapsed(state({ enabled: true }), now - 5_000, now, false)).toBe(0);
+  });
+});
+
+describe('one line of a text of several', () => {
+  it('is the first line that is not blank, with “…” when more follows', () => {
+    expect(firstLine('pytest -q')).toEqual({ text: 'pytest -q', cut: false });
+    expect(firstLine('  pytest -q \n')).toEqual({ text: 'pytest -q', cut: false });
+    expect(firstLine('\n\ncd src &&\r\n  pytest -q')).toEqual({ text: 'cd src && …', cut: true });
+    expect(firstLine('')).toEqual({ text: '', cut: false });
   });
 });
 

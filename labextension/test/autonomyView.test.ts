@@ -581,6 +581,38 @@ describe('gate lines in the chat', () => {
     expect(node.textContent).toBe('✗ gate pytest -q failed: exit 1 after 2.0 s');
   });
 
+  it('show a command of several lines as its first line and “…”, the whole command in its tooltip', () => {
+    const command = 'python - <<EOF\nimport sys\nsys.exit(3)\nEOF';
+    const node = renderEntry(
+      noticeFrom({ kind: 'gate_failed', text: `gate \`${command}\` failed`, command, exit_status: 3, seconds: 0.2 }),
+      CONTEXT
+    );
+    const code = node.querySelector<HTMLElement>('[data-testid="pal-gate-command"]')!;
+    expect(code.textContent).toBe('python - <<EOF …');
+    expect(code.title).toBe(command);
+    expect(node.title).toBe(`gate \`${command}\` failed`);
+
+    // Leading blank lines are skipped; a one-line command has no tooltip of its own.
+    const padded = renderEntry(
+      noticeFrom({ kind: 'gate_passed', text: 'gate passed', command: '\n  make test  \n', exit_status: 0 }),
+      CONTEXT
+    );
+    const plain = padded.querySelector<HTMLElement>('[data-testid="pal-gate-command"]')!;
+    expect(plain.textContent).toBe('make test');
+    expect(plain.title).toBe('');
+
+    // The text alone (a notice without fields): the same for its `quoted` command.
+    const fromText = renderEntry(
+      noticeFrom({ kind: 'gate_failed', text: `Gate \`${command}\` failed (exit 3)` }),
+      CONTEXT
+    );
+    const quoted = fromText.querySelector<HTMLElement>('code')!;
+    expect(quoted.textContent).toBe('python - <<EOF …');
+    expect(quoted.title).toBe(command);
+    expect(fromText.textContent).toBe('✗ Gate python - <<EOF … failed (exit 3)');
+    expect(fromText.title).toBe(`Gate \`${command}\` failed (exit 3)`);
+  });
+
   it('show a continuation as an information line', () => {
     const node = renderEntry(
       noticeFrom({ kind: 'continuation', text: 'continuing: gate `pytest -q` failed (attempt 1 of 3)' }),
