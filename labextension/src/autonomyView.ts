@@ -206,10 +206,14 @@ export class AutonomyControls implements IDisposable {
   }
 
   private _openForm(state: AutonomyState): void {
-    const form = renderAutonomyForm(formValues(state), {
-      submit: request => this._turnOn(request),
-      cancel: () => this._closeForm(true)
-    });
+    const form = renderAutonomyForm(
+      formValues(state),
+      {
+        submit: request => this._turnOn(request),
+        cancel: () => this._closeForm(true)
+      },
+      severalLinesNote(state.gates)
+    );
     this.formSlot.replaceChildren(form.node);
     this.formSlot.hidden = false;
     this.switchNode.classList.add('pal-mod-open');
@@ -308,7 +312,8 @@ const NUMBER_FIELDS: {
  */
 export function renderAutonomyForm(
   values: IAutonomyFormValues,
-  actions: IAutonomyFormActions
+  actions: IAutonomyFormActions,
+  note: string | null = null
 ): { node: HTMLFormElement; focus: () => void } {
   const id = `pal-autonomy-${++formCount}`;
   const form = element('form', 'pal-autonomy-form', 'pal-autonomy-form');
@@ -346,6 +351,9 @@ export function renderAutonomyForm(
   gates.placeholder = `pytest -q\n${PY_GATE_PREFIX}assert abs(auc - 0.91) < 0.01`;
   const help = element('div', 'pal-autonomy-help', undefined, GATES_HELP);
   help.id = `${id}-help`;
+  if (note) {
+    help.append(element('div', 'pal-autonomy-note', 'pal-autonomy-note', note));
+  }
   inputs.set('gates', gates);
 
   const error = element('div', 'pal-autonomy-error', 'pal-autonomy-error');
@@ -444,6 +452,22 @@ export function renderAutonomyForm(
     node: form,
     focus: () => inputs.get('maxTurns')?.focus()
   };
+}
+
+/**
+ * What the form says when a gate set elsewhere (the command line, the API)
+ * has several lines: the form's one gate per line would split it.
+ */
+export function severalLinesNote(gates: readonly string[]): string | null {
+  const several = gates.filter(gate => firstLine(gate).cut);
+  if (several.length === 0) {
+    return null;
+  }
+  const names = several.map(gate => `“${firstLine(gate).text}”`).join(', ');
+  return (
+    `${several.length === 1 ? 'A gate set elsewhere has' : 'Gates set elsewhere have'} ` +
+    `several lines (${names}): here each line is a gate of its own. Cancel keeps the gates as they are.`
+  );
 }
 
 /**

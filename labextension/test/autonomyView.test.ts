@@ -273,6 +273,29 @@ describe('the Autonomous switch', () => {
     controls.dispose();
   });
 
+  it('says when a gate set elsewhere has several lines, which the form would split', async () => {
+    const several = 'python - <<EOF\nimport sys\nEOF';
+    const model = await attachedModel(server({ ...OFF, gates: ['pytest -q', several] }));
+    const { controls, find } = controlsFor(model);
+    find('pal-autonomy-switch')!.click();
+    const note = find('pal-autonomy-note')!;
+    expect(note.textContent).toBe(
+      'A gate set elsewhere has several lines (“python - <<EOF …”): here each line is a gate ' +
+        'of its own. Cancel keeps the gates as they are.'
+    );
+    const gates = find('pal-autonomy-gates')!;
+    expect(document.getElementById(gates.getAttribute('aria-describedby')!)?.contains(note)).toBe(true);
+    find<HTMLButtonElement>('pal-autonomy-cancel')!.click();
+    controls.dispose();
+    document.body.replaceChildren();
+
+    const plain = controlsFor(await attachedModel(server()));
+    plain.find('pal-autonomy-switch')!.click();
+    expect(plain.find('pal-autonomy-form')).not.toBeNull();
+    expect(plain.find('pal-autonomy-note')).toBeNull();
+    plain.controls.dispose();
+  });
+
   it('shows what is wrong with a field and sends nothing', async () => {
     const api = server();
     const model = await attachedModel(api);
