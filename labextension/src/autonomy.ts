@@ -475,7 +475,7 @@ export class AutonomyModel {
     return this._state;
   }
 
-  /** When (this browser's clock, ms) the state was received: its `elapsed_seconds` is as of then. */
+  /** When (this browser's clock, ms) the state arrived: its `elapsed_seconds` is as of then. */
   get receivedAt(): number {
     return this._receivedAt;
   }

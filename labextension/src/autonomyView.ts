@@ -222,18 +222,21 @@ export class AutonomyControls implements IDisposable {
   }
 
   /**
-   * Escape while the form is open and the focus is on nothing of its own
-   * (the page, or the panel that holds the form: a click on text, a field
-   * that went away) closes it too; in any other field Escape is that field's.
+   * Escape while the form is open closes it: from the form (caught on the
+   * way down, before a container of the panel can take the key), and when
+   * the focus is on nothing of the form's own (the page, or the panel that
+   * holds it: a click on text, a field that went away). In any other field
+   * Escape is that field's.
    */
   private readonly _onDocumentKeydown = (event: KeyboardEvent): void => {
     const target = event.target;
     if (
       event.key !== 'Escape' ||
+      event.isComposing || // it cancels the composition
       event.defaultPrevented ||
       this.formSlot.hidden ||
       !(target instanceof Node) ||
-      !target.contains(this.formSlot) ||
+      !(this.formSlot.contains(target) || target.contains(this.formSlot)) ||
       this.formSlot.closest('.lm-mod-hidden') !== null // its panel is closed
     ) {
       return;
@@ -434,7 +437,7 @@ export function renderAutonomyForm(
   });
   cancel.addEventListener('click', () => actions.cancel());
   form.addEventListener('keydown', event => {
-    if (event.key === 'Escape') {
+    if (event.key === 'Escape' && !event.isComposing) {
       event.preventDefault();
       event.stopPropagation();
       actions.cancel();
@@ -466,7 +469,8 @@ export function severalLinesNote(gates: readonly string[]): string | null {
   const names = several.map(gate => `“${firstLine(gate).text}”`).join(', ');
   return (
     `${several.length === 1 ? 'A gate set elsewhere has' : 'Gates set elsewhere have'} ` +
-    `several lines (${names}): here each line is a gate of its own. Cancel keeps the gates as they are.`
+    `several lines (${names}): here each line is a gate of its own. ` +
+    'Cancel keeps the gates as they are.'
   );
 }
 

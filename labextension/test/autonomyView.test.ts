@@ -164,7 +164,7 @@ describe('the Autonomous switch', () => {
     controls.dispose();
   });
 
-  it('closes on Escape when the focus was lost to the page or the panel, and not when it is in another field', async () => {
+  it('closes on Escape when the focus was lost to the page or the panel, past a container that takes keys, and not from another field or a composition', async () => {
     const model = await attachedModel();
     const { controls, find } = controlsFor(model);
     const toggle = find<HTMLButtonElement>('pal-autonomy-switch')!;
@@ -201,6 +201,25 @@ describe('the Autonomous switch', () => {
     panel.classList.remove('lm-mod-hidden');
     escape(document.body);
     expect(find('pal-autonomy-form')).toBeNull();
+
+    // A container of the panel that takes keys on their way down does not keep Escape from it.
+    const swallow = (event: Event) => event.stopPropagation();
+    panel.addEventListener('keydown', swallow, true);
+    toggle.click();
+    escape(find('pal-autonomy-gates')!);
+    expect(find('pal-autonomy-form')).toBeNull();
+    expect(document.activeElement).toBe(toggle);
+    panel.removeEventListener('keydown', swallow, true);
+
+    // Escape that ends an input method's composition is the composition's.
+    toggle.click();
+    const gates = find('pal-autonomy-gates')!;
+    gates.focus();
+    gates.dispatchEvent(
+      new KeyboardEvent('keydown', { key: 'Escape', bubbles: true, isComposing: true })
+    );
+    expect(find('pal-autonomy-form')).not.toBeNull();
+    find<HTMLButtonElement>('pal-autonomy-cancel')!.click();
 
     // Escape in another field (the chat's input) is that field's.
     const chatInput = document.createElement('textarea');
