@@ -550,6 +550,41 @@ describe('the chat panel in autonomous mode', () => {
     panel.dispose();
   });
 
+  it('closes the form on Escape from the gates, focus back on the switch; Escape in the chat input leaves it open', async () => {
+    const agent = new AgentWithAutonomy(await attachedModel(server()));
+    agent.transcript.load([], 0);
+    const panel = standInChatPanel();
+    panel.agent = agent as unknown as NotebookAgent;
+    document.body.append(panel.node);
+    const find = <T extends HTMLElement = HTMLElement>(testId: string) =>
+      panel.node.querySelector<T>(`[data-testid="${testId}"]`);
+    const toggle = find<HTMLButtonElement>('pal-autonomy-switch')!;
+    const escape = (target: HTMLElement) =>
+      target.dispatchEvent(
+        new KeyboardEvent('keydown', { key: 'Escape', bubbles: true, cancelable: true })
+      );
+
+    toggle.click();
+    const gates = find<HTMLTextAreaElement>('pal-autonomy-gates')!;
+    gates.focus();
+    escape(gates);
+    expect(find('pal-autonomy-form')).toBeNull();
+    expect(document.activeElement).toBe(toggle);
+
+    toggle.click();
+    const input = find<HTMLTextAreaElement>('pal-chat-input')!;
+    input.focus();
+    escape(input);
+    expect(find('pal-autonomy-form')).not.toBeNull();
+    // The panel itself holding the focus is lost focus: Escape closes the form.
+    panel.node.tabIndex = -1;
+    panel.node.focus();
+    escape(panel.node);
+    expect(find('pal-autonomy-form')).toBeNull();
+    expect(document.activeElement).toBe(toggle);
+    panel.dispose();
+  });
+
   it('shows the autonomy of the agent it shows, and none without one', async () => {
     const first = new AgentWithAutonomy(await attachedModel(server(on())));
     const second = new AgentWithAutonomy(await attachedModel(server(OFF)));
