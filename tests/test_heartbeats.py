@@ -336,6 +336,9 @@ async def test_a_job_another_process_writes_is_seen_at_the_timers_next_wake(
 
     (tick,) = ticks(agent)
     assert tick["schedule_owner"] == "cli" and tick["text"].endswith("\nfrom the terminal")
+    # the dispatch is closed after the message is journaled, in a thread: the turn it started
+    # may end first
+    await wait_for(lambda: elsewhere.read().jobs[0]["status"] != "active")
     (job,) = elsewhere.read().jobs
     assert (job["status"], job["run_count"]) == ("completed", 1)
 
