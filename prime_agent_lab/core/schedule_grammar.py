@@ -121,8 +121,8 @@ def parse(text: object, now: datetime) -> Schedule:
             )
         if seconds > MAX_INTERVAL:
             raise ScheduleError(
-                f"{expression!r} is too long: a heartbeat runs at least every "
-                f"{MAX_INTERVAL / 86400:g} days (at most 366 days, {MAX_INTERVAL / 3600:g}h)"
+                f"{expression[:80]!r} is too long an interval: at most "
+                f"{MAX_INTERVAL / 86400:g} days ({MAX_INTERVAL / 3600:g}h)"
             )
         return Schedule("every", f"every {_spell(seconds)}", interval_s=seconds)
     if head == "in":
