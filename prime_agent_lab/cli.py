@@ -29,6 +29,7 @@ from .core.gates import parse_gate
 from .core.jsonfile import UnreadableFile
 from .core.settings import CLI, Declared, declared, help_text
 from .core.stop_cause import USER_STOP, StopCause, terminated
+from .core.text import printable
 from .version import __version__
 
 DEMO_NOTEBOOK = Path(__file__).parent / "demo" / "prime-agent-demo.ipynb"
@@ -212,7 +213,7 @@ class _Printer:
         elif kind == "child_status" and event["status"] in FINAL_CHILD_STATUSES:
             self._line(f"  sub-agent {event['name']}: {event['status']}")
         elif kind == "notice" and event.get("kind") not in TOLD_AS_MESSAGES:
-            self._line(f"  note: {event['text']}")
+            self._line(f"  note: {printable(event['text'], keep_newlines=True)}")
         elif kind == "heartbeat":
             self._line(f"  heartbeat {event['label']!r} ({event['schedule_id']}): {event['phase']}")
         elif kind == "turn_ended":
@@ -281,7 +282,7 @@ def _message_line(event: Event) -> str:
     sender = f"{event.get('relationship', '')} {event['from_name']}".strip()
     if len(body) > MESSAGE_LINE_CHARS:
         body = body[: MESSAGE_LINE_CHARS - 1] + "…"
-    return f"message from {sender}: {body}"
+    return printable(f"message from {sender}: {body}")
 
 
 def _indent(code: str) -> str:

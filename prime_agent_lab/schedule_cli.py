@@ -10,6 +10,9 @@ It writes the session's signed `schedules.json` (owner `cli`). A server running 
 sees the change within a few seconds (it watches one stamp file); otherwise the job fires once
 a server or a `prime-agent-lab run` of that session is up (the earliest due time passed while
 nothing ran fires once).
+
+What it prints from a schedules file (labels, expressions, errors: a file may come from someone
+else's folder) goes through `printable`: a control character shows as `\\x1b`, never acts.
 """
 
 from __future__ import annotations
@@ -20,8 +23,15 @@ from pathlib import Path
 from typing import TextIO
 
 from .core.schedule_grammar import ScheduleError, parse
-from .core.schedules import SCHEDULES_FILE, ScheduleStore, ScheduleStoreError, new_job
+from .core.schedules import (
+    SCHEDULES_FILE,
+    ScheduleStore,
+    ScheduleStoreError,
+    checked_label,
+    new_job,
+)
 from .core.sessions import SessionError, SessionRepository, is_session_id
+from .core.text import printable
 from .core.trust import Signer
 
 
@@ -100,14 +110,15 @@ def _add(
     if not instruction:
         raise ScheduleCommandError("the instruction is empty")
     mode = "follow_up" if args.follow_up else "steer"
-    job = new_job("cli", instruction, schedule, now, args.label, mode)
     try:
+        job = new_job("cli", instruction, schedule, now, checked_label(args.label), mode)
         ScheduleStore(repository.directory(session_id), signer).add(job)
     except ScheduleStoreError as exc:
         raise ScheduleCommandError(exc.message) from None
-    out.write(
+    _print(
+        out,
         f"{job['id']}: {schedule.expression} for session {session_id}, next run "
-        f"{job['next_run_at']} ({mode.replace('_', '-')})\n"
+        f"{job['next_run_at']} ({mode.replace('_', '-')})",
     )
     return 0
 
@@ -132,15 +143,15 @@ def _list(
         schedules = ScheduleStore(repository.directory(session_id), signer).read()
         if schedules.state in ("untrusted", "broken"):
             why = f" ({schedules.reason})" if schedules.reason else ""
-            out.write(f"{session_id}: schedules file {schedules.state}{why}; nothing of it runs\n")
+            _print(out, f"{session_id}: schedules file {schedules.state}{why}; nothing of it runs")
         for job in schedules.jobs:
             rows += 1
-            out.write(
+            _print(
+                out,
                 f"{job['id']}  {session_id}  {job['owner']:<5}  {job['status']:<9}  "
                 f"{job['schedule'].get('expression')}  next {job.get('next_run_at') or '-'}  "
                 f"runs {job.get('run_count', 0)}  {job['label']}"
-                + (f"  [{job['last_error']}]" if job.get("last_error") else "")
-                + "\n"
+                + (f"  [{job['last_error']}]" if job.get("last_error") else ""),
             )
     if rows == 0:
         out.write("no scheduled jobs\n")
@@ -158,6 +169,11 @@ def _remove(
             job = store.remove(args.job_id)
         except ScheduleStoreError as exc:
             raise ScheduleCommandError(exc.message) from None
-        out.write(f"removed {job['id']} ({job['owner']}'s) of session {session_id}\n")
+        _print(out, f"removed {job['id']} ({job['owner']}'s) of session {session_id}")
         return 0
     raise ScheduleCommandError(f"no scheduled job {args.job_id!r} here (`schedule list`)")
+
+
+def _print(out: TextIO, line: str) -> None:
+    """One line of output, control characters shown escaped (the text may be someone else's)."""
+    out.write(printable(line) + "\n")

@@ -112,6 +112,50 @@ def test_a_heartbeat_refuses_the_one_shot_kinds() -> None:
             parse_recurring(text, NOW)
 
 
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("every 99999999999999999999h", "at most 366 days"),
+        ("every 8785h", "at most 366 days"),
+        ("in 99999999999d", "at most 10 years"),
+        ("in 3654d", "at most 10 years"),
+        ("at 2037-01-01T00:00Z", "at most 10 years"),
+        ("at 9999-12-31T23:59-01:00", "at most 10 years"),
+        pytest.param("every " + "9" * 5000 + "s", "at most 200 characters", id="5000 digits"),
+        pytest.param("*/" + "9" * 5000 + " * * * *", "at most 200 characters", id="cron digits"),
+    ],
+)
+def test_huge_durations_and_far_times_are_refused_stating_the_maximum(text: str, says: str) -> None:
+    with pytest.raises(ScheduleError, match=says):
+        parse(text, NOW)
+    assert next_run(parse("every 8784h", NOW), NOW) == NOW + timedelta(days=366)
+    assert next_run(parse("in 3653d", NOW), NOW) == NOW + timedelta(days=3653)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("at 1999-01-01T00:00Z", "is in the past"),
+        ("at 2026-03-02T12:07:30+00:00", "is in the past"),  # now is not after now
+        ("at 0001-01-01T00:00", "is in the past"),
+        ("0 0 31 2 *", "never matches"),
+        ("0 0 30 feb *", "never matches"),
+    ],
+)
+def test_a_schedule_that_can_never_fire_is_refused(text: str, says: str, utc: None) -> None:
+    with pytest.raises(ScheduleError, match=says):
+        parse(text, NOW)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["every \u0661\u0660s", "in \u0665m", "\u0661 * * * *", "*/\u00b2 * * * *", "0 \uff19 * * *"],
+)
+def test_only_ascii_digits_are_numbers(text: str) -> None:
+    with pytest.raises(ScheduleError):
+        parse(text, NOW)
+
+
 # ---------------------------------------------------------------- the store
 
 

@@ -8,16 +8,17 @@ session, which the agent can see but never change (docs/autonomy.md).
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 
 from .caller import TreeRuntime
 from .family import FamilyError
 from .heartbeat_ops import checked_instruction
-from .schedule_grammar import ScheduleError, next_run, parse_recurring
+from .schedule_grammar import ScheduleError, from_dict, next_run, parse_recurring
 from .schedules import ScheduleStoreError, iso, new_job
 
 USAGE = "/heartbeat every <dur> [--steer|--follow-up] <instruction> (dur like 30s, 10m, 2h)"
-_SET = re.compile(r"(every\s*\d+\s*[a-z]+)(?:\s+(.*))?", re.IGNORECASE | re.DOTALL)
+_SET = re.compile(r"(every\s*[0-9]+\s*[a-z]+)(?:\s+(.*))?", re.IGNORECASE | re.DOTALL | re.ASCII)
 _FLAG = re.compile(r"--(steer|follow-up|follow_up)(?:\s+|$)")
 
 
@@ -91,19 +92,43 @@ def change_heartbeat(runtime: TreeRuntime, session_id: str, keyword: str) -> str
                 schedules.jobs.remove(job)
                 schedules.dispatches = [d for d in schedules.dispatches if d["job_id"] != job["id"]]
                 said = f"Heartbeat {job['id']} stopped and removed."
+            elif job["status"] == ("paused" if keyword == "pause" else "active"):
+                # Nothing changes (nothing is written): resuming an active heartbeat keeps its
+                # next run where it is.
+                raise _Unchanged(
+                    f"Heartbeat {job['id']} is already {job['status']}; next run "
+                    f"{job.get('next_run_at') or 'none'}."
+                )
             elif keyword == "pause":
                 job["status"] = "paused"
                 said = f"Heartbeat {job['id']} paused; /heartbeat resume starts it again."
             else:
+                following = _next_run(job, now)
                 job["status"] = "active"
-                following = next_run(parse_recurring(job["schedule"]["expression"], now), now)
-                job["next_run_at"] = iso(following) if following is not None else None
+                job["next_run_at"] = iso(following)
                 said = f"Heartbeat {job['id']} resumed; next run {job['next_run_at']}."
             job["updated_at"] = iso(now)
+    except _Unchanged as unchanged:
+        return str(unchanged)
     except ScheduleStoreError as exc:
         raise _error(exc.status, exc.message) from None
     scheduler.changed(session_id)
     return said
+
+
+class _Unchanged(Exception):
+    """The heartbeat is already as asked: the answer, and the file is left as it is."""
+
+
+def _next_run(job: dict[str, Any], now: datetime) -> datetime:
+    """When a resumed heartbeat runs next; 409 when its stored schedule no longer runs."""
+    try:
+        following = next_run(from_dict(job["schedule"], now), now)
+    except ScheduleError as exc:
+        raise _error(409, f"Heartbeat {job['id']} cannot resume: {exc}. Set a new one.") from None
+    if following is None:
+        raise _error(409, f"Heartbeat {job['id']} never runs again. Set a new one.")
+    return following
 
 
 def _status(job: dict[str, Any]) -> str:

@@ -22,10 +22,10 @@ from .caller import CallerContext, Register
 from .family import FamilyError
 from .schedule_grammar import ScheduleError, from_dict, next_run, parse_recurring
 from .schedules import DELIVERY_MODES, ScheduleStoreError, iso, new_job
+from .schedules import checked_label as checked_store_label
 from .text import json_type, shorten
 
 MAX_INSTRUCTION_CHARS = 10_000
-MAX_LABEL_CHARS = 80
 MAX_AGENT_HEARTBEATS = 20
 WHOSE = {"user": "the user's", "agent": "yours", "cli": "set from the terminal"}
 
@@ -43,11 +43,10 @@ def checked_instruction(value: object) -> str:
 
 
 def checked_label(value: object) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_LABEL_CHARS:
-        raise FamilyError(400, f"label must be text of 1 to {MAX_LABEL_CHARS} characters or None")
-    return " ".join(value.split())
+    try:
+        return checked_store_label(value)
+    except ScheduleStoreError as exc:
+        raise store_error(exc) from None
 
 
 def checked_mode(value: object) -> str:
@@ -174,12 +173,14 @@ def register_heartbeat_operations(register: Register) -> None:
             refuse_foreign(job, "change")
             if job["status"] in ("completed", "cancelled"):
                 raise FamilyError(409, f"heartbeat {job_id} is {job['status']}; create a new one")
+            resumed = status == "active" and job["status"] != "active"
             job.update(changes)
             if schedule is not None:
                 job["schedule"] = schedule.as_dict()
             if status is not None:
                 job["status"] = status
-            if schedule is not None or status == "active":
+            # Setting an active heartbeat active again keeps its next run where it is.
+            if schedule is not None or resumed:
                 following = next_run(schedule or _schedule(job, now), now)
                 job["next_run_at"] = iso(following) if following is not None else None
 

@@ -4,6 +4,7 @@ mailbox file holds."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -134,13 +135,12 @@ _WHOSE = {"user": "the user's", "agent": "yours", "cli": "set from the terminal"
 
 
 def tick_header(origin: dict[str, str]) -> str:
-    """The line the model reads before a tick's instruction."""
+    """The line the model reads before a tick's instruction. The label is quoted as a JSON
+    string, so no label (the agent's own text) can close the quote and fake whose job it is."""
     what = "scheduled message" if origin["schedule_kind"] in ("in", "at") else "heartbeat"
     whose = _WHOSE.get(origin["schedule_owner"], origin["schedule_owner"])
-    return (
-        f'[{what} "{origin["schedule_label"]}" ({whose}, id {origin["schedule_id"]}), '
-        f"due {origin['scheduled_for']}]"
-    )
+    label = json.dumps(origin["schedule_label"], ensure_ascii=False)
+    return f"[{what} {label} ({whose}, id {origin['schedule_id']}), due {origin['scheduled_for']}]"
 
 
 @dataclass(frozen=True)

@@ -1,32 +1,41 @@
 """When a scheduled job runs: the grammar of heartbeats and schedules, and their next time.
 
-- `every N s|m|h` (also `every 5m`): recurring, at least MIN_INTERVAL seconds apart;
-- `in N m|h|d`: once, that long after it was set;
-- `at <ISO time>`: once (`2026-03-01T09:00`, `2026-03-01 09:00+01:00`; no offset: local time);
+- `every N s|m|h` (also `every 5m`): recurring, at least MIN_INTERVAL seconds apart and at
+  most MAX_INTERVAL;
+- `in N m|h|d`: once, that long after it was set (at most MAX_AHEAD);
+- `at <ISO time>`: once (`2026-03-01T09:00`, `2026-03-01 09:00+01:00`; no offset: local time),
+  in the future and at most MAX_AHEAD away;
 - a 5-field cron expression `minute hour day-of-month month day-of-week` (`*/15 * * * *`,
   ranges `9-17`, lists `1,15`, steps `0-30/10`, names `mon-fri`, `jan`), in local time; when
   both the day of month and the day of week are restricted, either one matching is enough
   (as cron does).
 
-Pure: no clock, no files. Times are timezone-aware datetimes; `parse` gets `now` to anchor `in`.
-A heartbeat repeats, so `parse_recurring` refuses the one-shot kinds.
+Numbers are ASCII digits only. A schedule that could never fire is refused: an `at` in the past,
+a cron expression with no time in the next 5 years (`0 0 31 2 *`).
+
+Pure: no clock, no files. Times are timezone-aware datetimes; `parse` gets `now` to anchor `in`
+and to refuse what could never fire. A heartbeat repeats, so `parse_recurring` refuses the
+one-shot kinds.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import MINYEAR, UTC, datetime, timedelta
 from typing import Any, Literal
 
 ScheduleKind = Literal["every", "in", "at", "cron"]
 ONE_SHOT: frozenset[str] = frozenset({"in", "at"})
 MIN_INTERVAL = 10.0  # seconds, for `every`
+MAX_INTERVAL = 366 * 86400.0  # seconds, for `every`: 366 days
+MAX_AHEAD = 3653 * 86400.0  # seconds, for `in` and `at`: 10 years
 MAX_SEARCH_DAYS = 366 * 5  # a cron expression that matches no day in 5 years matches none
+MAX_EXPRESSION_CHARS = 200
 
 FORMS = (
-    "`every N s|m|h` (at least 10 s), `in N m|h|d`, `at <ISO time>` or a 5-field cron "
-    "expression like `*/15 * * * *`"
+    "`every N s|m|h` (10 s to 366 days), `in N m|h|d` (up to 10 years), `at <ISO time>` or a "
+    "5-field cron expression like `*/15 * * * *`"
 )
 
 _UNITS = {
@@ -51,7 +60,8 @@ _UNITS = {
 }
 _EVERY_UNITS = {"s", "m", "h"}
 _IN_UNITS = {"m", "h", "d"}
-_DURATION = re.compile(r"(\d+)\s*([a-z]+)")
+_DURATION = re.compile(r"([0-9]+)\s*([a-z]+)", re.ASCII)
+_NUMBER = re.compile(r"[0-9]+", re.ASCII)
 
 _MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 _DAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
@@ -94,6 +104,11 @@ def parse(text: object, now: datetime) -> Schedule:
     """The schedule `text` says; `now` (aware) anchors `in`. ScheduleError says why not."""
     if not isinstance(text, str) or not text.strip():
         raise ScheduleError(f"a schedule is text: {FORMS}")
+    if len(text) > MAX_EXPRESSION_CHARS:
+        raise ScheduleError(
+            f"a schedule is at most {MAX_EXPRESSION_CHARS} characters, not {len(text):,}: {FORMS}"
+        )
+    now = _aware(now)
     expression = " ".join(text.split())
     lowered = expression.lower()
     head, _, rest = lowered.partition(" ")
@@ -104,16 +119,31 @@ def parse(text: object, now: datetime) -> Schedule:
                 f"{expression!r} is too often: a heartbeat runs at most every "
                 f"{MIN_INTERVAL:g} seconds"
             )
+        if seconds > MAX_INTERVAL:
+            raise ScheduleError(
+                f"{expression[:80]!r} is too long an interval: at most "
+                f"{MAX_INTERVAL / 86400:g} days ({MAX_INTERVAL / 3600:g}h)"
+            )
         return Schedule("every", f"every {_spell(seconds)}", interval_s=seconds)
     if head == "in":
         seconds = _duration(rest, _IN_UNITS, expression)
         if seconds <= 0:
             raise ScheduleError(f"{expression!r}: the delay must be more than 0")
-        return Schedule("in", f"in {_spell(seconds)}", at=_aware(now) + timedelta(seconds=seconds))
+        _within_reach(seconds, expression)
+        return Schedule("in", f"in {_spell(seconds)}", at=now + timedelta(seconds=seconds))
     if head == "at":
-        return Schedule("at", expression, at=_iso_time(expression[3:].strip(), expression))
+        moment = _iso_time(expression[3:].strip(), expression)
+        if moment <= now:
+            raise _in_the_past(expression, now)
+        _within_reach((moment - now).total_seconds(), expression)
+        return Schedule("at", expression, at=moment)
     if len(lowered.split(" ")) == 5:
-        return _cron(lowered)
+        schedule = _cron(lowered)
+        if _next_cron(schedule, now) is None:
+            raise ScheduleError(
+                f"cron {lowered!r} never matches: no time in the next 5 years (like 31 February)"
+            )
+        return schedule
     raise ScheduleError(f"{expression[:80]!r} is not a schedule: use {FORMS}")
 
 
@@ -169,6 +199,23 @@ def _duration(text: str, units: set[str], expression: str) -> float:
     return float(int(match[1]) * unit)
 
 
+def _within_reach(seconds: float, expression: str) -> None:
+    if seconds > MAX_AHEAD:
+        raise _too_far(expression)
+
+
+def _too_far(expression: str) -> ScheduleError:
+    return ScheduleError(
+        f"{expression[:80]!r} is too far ahead: a one-shot schedule runs at most 10 years "
+        f"({MAX_AHEAD / 86400:g} days) from now"
+    )
+
+
+def _in_the_past(expression: str, now: datetime | None = None) -> ScheduleError:
+    it_is = f" (it is now {now.isoformat(timespec='seconds')})" if now is not None else ""
+    return ScheduleError(f"{expression[:80]!r} is in the past{it_is}: it would never run")
+
+
 def _short(unit: str) -> str:
     return {1: "s", 60: "m", 3600: "h", 86400: "d"}[_UNITS[unit]]
 
@@ -192,7 +239,14 @@ def _iso_time(text: str, expression: str) -> datetime:
             f"{expression[:80]!r}: after `at` comes an ISO time like 2026-03-01T09:00 "
             "(local time) or 2026-03-01T09:00+01:00"
         ) from None
-    return _aware(moment)
+    try:
+        aware = _aware(moment)
+        aware.astimezone(UTC)  # a time at the edge of the calendar has no UTC equivalent
+    except (ValueError, OverflowError, OSError):  # year 1 or 9999: no UTC equivalent
+        raise (
+            _in_the_past(expression) if moment.year == MINYEAR else _too_far(expression)
+        ) from None
+    return aware
 
 
 # ---------------------------------------------------------------- cron
@@ -258,7 +312,7 @@ def _cron_value(text: str, name: str, names: list[str] | None, expression: str) 
 
 
 def _cron_number(text: str, name: str, expression: str) -> int:
-    if not text.isdigit():
+    if not _NUMBER.fullmatch(text):
         raise ScheduleError(
             f"cron {expression!r}: {text!r} is not a valid {name} (numbers, *, ranges a-b, "
             "lists a,b, steps */n; names for months and days)"

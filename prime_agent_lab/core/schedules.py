@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from .jsonfile import MiB, UnreadableFile, read_json_object
 from .schedule_grammar import Schedule, ScheduleError, from_dict, next_run
+from .text import has_control, printable, shorten
 from .trust import Signer
 from .whole_writes import replace_whole
 
@@ -40,6 +41,7 @@ MAX_SCHEDULES_BYTES = 4 * MiB
 VERSION = 1
 KEEP_CLOSED_DISPATCHES = 20  # per job: the recent history, not every tick forever
 INTERRUPTED = "Interrupted before the tick was delivered"
+MAX_LABEL_CHARS = 80
 
 Owner = Literal["user", "agent", "cli"]
 OWNERS: tuple[Owner, ...] = ("user", "agent", "cli")
@@ -359,8 +361,27 @@ def new_job(
     }
 
 
+def checked_label(value: object) -> str | None:
+    """A label as given for a job (None: `new_job` makes one from the instruction). One line of
+    at most MAX_LABEL_CHARS characters without control characters: the model reads it in each
+    tick's header and the terminal prints it. ScheduleStoreError 400 says why not."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_LABEL_CHARS:
+        raise ScheduleStoreError(
+            400, f"label must be text of 1 to {MAX_LABEL_CHARS} characters or None"
+        )
+    if has_control(value):
+        raise ScheduleStoreError(
+            400,
+            f"label {shorten(value, 100)} holds a control character or a line break; a label is "
+            "one line of plain text",
+        )
+    return " ".join(value.split())
+
+
 def default_label(instruction: str) -> str:
-    words = " ".join(instruction.split())
+    words = printable(" ".join(instruction.split()))
     return words if len(words) <= 40 else words[:39] + "…"
 
 
