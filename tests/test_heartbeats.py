@@ -119,6 +119,9 @@ async def test_a_tick_is_claimed_on_disk_before_its_message_is_journaled_and_sta
     fake_time.advance(35)  # due at +10; +20 and +30 were missed: one tick
 
     await wait_for(lambda: agent.session.last_of("turn_end") is not None)
+    # The dispatch is closed (in a thread) once the message is journaled; the turn the message
+    # started may end first.
+    await wait_for(lambda: [d["state"] for d in store.read().dispatches] == ["delivered"])
 
     assert seen_at_claim == [(["open"], [])]  # claimed, nothing journaled yet
     (tick,) = ticks(agent)
