@@ -7,6 +7,7 @@ pooled kernel to the directory its notebook lives in; `LocalBackend` is what the
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import os
@@ -151,7 +152,7 @@ class LocalKernels:
 
     async def discard(self, kernel: LocalKernel) -> None:
         if kernel.manager.has_kernel:
-            await kernel.manager.shutdown_kernel(now=True)
+            await kill_now(kernel.manager)
         remove_ipc_directory(kernel.manager)
 
     async def alive(self, kernel: LocalKernel) -> bool:
@@ -221,11 +222,27 @@ async def hand_out(
     return kernel
 
 
+KILL_WAIT = 5.0  # seconds for a killed kernel process to be gone (jupyter_client waits as long)
+
+
+async def kill_now(manager: AsyncKernelManager) -> None:
+    """Kill the kernel process at once, then let jupyter_client clean up. Its
+    `shutdown_kernel(now=True)` interrupts first: a kernel still starting (importing `site`)
+    takes the SIGINT as a KeyboardInterrupt and prints "Fatal Python error" into the
+    terminal the CLI's one-line error goes to."""
+    provisioner = manager.provisioner
+    if provisioner is not None:
+        await provisioner.kill()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(provisioner.wait(), KILL_WAIT)
+    await manager.shutdown_kernel(now=True)
+
+
 async def _clean_up(manager: AsyncKernelManager) -> None:
     """After a failed start: stop what was launched and remove its connection file."""
     with contextlib.suppress(Exception):
         if manager.has_kernel:
-            await manager.shutdown_kernel(now=True)
+            await kill_now(manager)
         else:
             await manager.cleanup_resources()
     remove_ipc_directory(manager)
