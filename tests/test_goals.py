@@ -91,7 +91,10 @@ async def test_a_goal_continues_through_done_answers_until_goal_complete(tmp_pat
     assert f"Goal achieved. Used {state['tokens_used']:,} tokens in " in report
     # What the model read after each "done": the objective as data, the audit request.
     text = of_type(agent, "continuation")[0]["text"]
-    assert "<user_objective>\nsay done three times, then complete\n</user_objective>" in text
+    # Set by the agent (goal.create in a cell): its own objective, never called the user's.
+    assert "<own_objective>\nsay done three times, then complete\n</own_objective>" in text
+    assert "the objective you set yourself" in text and "user's objective" not in text
+    assert of_type(agent, "goal")[0]["text"].startswith("Goal set by the agent: say done")
     assert "audit every requirement" in text and "await goal.complete()" in text
 
 

@@ -28,6 +28,7 @@ from .fingerprint import Fingerprint, harness_paths, workspace_fingerprint
 from .gates import Gate, GateResult, parse_gate, run_python_gate, run_shell_gate
 from .settings import Settings
 from .stop_cause import StopCause, budget_used
+from .trust import SIGNATURE
 
 if TYPE_CHECKING:
     from .agent import Agent, TurnOutcome
@@ -44,6 +45,10 @@ CONTINUATION_PROMPT = (
 )
 SUCCESS = frozenset({"gates_passed", "goal_complete", "continuations_used"})
 TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_write_tokens")  # cache reads excluded
+SIGNED_FOR = "autonomy"
+"""The purpose of a `configured` entry's signature (core/trust.py): one this user did not sign
+(a cloned folder's) turns nothing on until the session is trusted."""
+SIGNED_FIELDS = ("enabled", "budgets", "gates")
 _TURN_END_REASONS = {"stopped": "stopped", "shutdown": "stopped", "max_iterations": "max_turns"}
 
 
@@ -158,18 +163,78 @@ class Autonomy:
     # ------------------------------------------------------------ mode and state
 
     def config(self, session_id: str) -> AutonomyConfig:
-        """The session's mode: as set, else as its log last recorded it, else the settings'."""
+        """The session's mode: as set, else as its log last recorded it, else the settings'. A
+        recorded switch this user did not sign (a cloned folder's) means off: neither it nor
+        the settings' default turns the mode on until the session is trusted."""
         known = self._configs.get(session_id)
         if known is not None:
             return known
         config = self._defaults(root=self._parent(session_id) is None)
-        session = self.runtime._session_of(session_id) if self.recorded else None
-        for entry in reversed(session.path() if session is not None else []):
-            if entry["type"] == "autonomy" and entry.get("event") == "configured":
+        entry = self._configured(session_id) if self.recorded else None
+        if entry is not None:
+            if self._signed(entry):
                 config = self._recorded(entry, config)
-                break
+            else:
+                config = replace(config, enabled=False)
         self._configs[session_id] = config
         return config
+
+    def _configured(self, session_id: str) -> dict[str, Any] | None:
+        """The latest `configured` entry on the session's path."""
+        session = self.runtime._session_of(session_id)
+        for entry in reversed(session.path() if session is not None else []):
+            if entry["type"] == "autonomy" and entry.get("event") == "configured":
+                return entry
+        return None
+
+    def _signed(self, entry: dict[str, Any]) -> bool:
+        fields = {key: entry.get(key) for key in SIGNED_FIELDS}
+        return self.runtime.signer.verify_object(
+            SIGNED_FOR, {**fields, SIGNATURE: entry.get(SIGNATURE)}
+        )
+
+    def untrusted(self, session_id: str) -> str | None:
+        """What the session's recorded switch would turn on, when this user did not sign it
+        (None: signed, never switched, or switched off)."""
+        entry = self._configured(session_id)
+        if entry is None or not entry.get("enabled") or self._signed(entry):
+            return None
+        gates = [str(g) for g in entry.get("gates") or []]
+        return (
+            f"autonomous mode with gates: {'; '.join(gates)}"
+            if gates
+            else "autonomous mode (no gates: it continues turns on its own)"
+        )
+
+    def trust(self, session_id: str) -> bool:
+        """The user trusts the session: its recorded switch counts from now, as a signed copy
+        of its latest `configured` entry appended to the path. True if there was one to sign.
+        May run off the event loop (it only writes the log)."""
+        if self.untrusted(session_id) is None:
+            return False
+        entry = self._configured(session_id)
+        session = self.runtime._session_of(session_id)
+        if entry is None or session is None:
+            return False
+        fields = {key: entry.get(key) for key in SIGNED_FIELDS}
+        session.append(
+            "autonomy",
+            event="configured",
+            **self.runtime.signer.sign_object(SIGNED_FOR, fields),
+        )
+        self._configs.pop(session_id, None)
+        return True
+
+    def trusted(self, agent: Agent) -> None:
+        """After `trust`, on the event loop: the switch's chat line and state for the client;
+        a turn under way is not a run, the next message's is."""
+        entry = self._configured(agent.session_id)
+        if entry is None or not self.config(agent.session_id).enabled:
+            return
+        if agent.current_turn is not None:
+            self._first_turn[agent.session_id] = agent.current_turn + 1
+        self._notice(agent, entry)
+        self._emit_state(agent)
 
     def _defaults(self, root: bool) -> AutonomyConfig:
         """The settings' mode; only an agent the user talks to runs autonomously."""
@@ -212,13 +277,16 @@ class Autonomy:
         if not enabled and run is not None and not run.ended and run.reason is None:
             run.reason = "stopped"
         if persist:
+            fields = {
+                "enabled": enabled,
+                "budgets": dict(config.budgets.wire()),
+                "gates": [g.command for g in config.gates],
+            }
             entry = agent.session.append(
                 "autonomy",
                 turn=agent.current_turn,
                 event="configured",
-                enabled=enabled,
-                budgets=dict(config.budgets.wire()),
-                gates=[g.command for g in config.gates],
+                **self.runtime.signer.sign_object(SIGNED_FOR, fields),
             )
             self._notice(agent, entry)
         self._emit_state(agent)
