@@ -599,7 +599,13 @@ def foreign_autonomy(session_dir: Path, gates: list[str], signer: Signer | None)
     }
     if signer is not None:
         fields = signer.sign_object("autonomy", fields)
-    record = {"id": "aaaa0002", "parent_id": last["id"], "type": "autonomy", "event": "configured"}
+    record = {
+        "id": "aaaa0002",
+        "parent_id": last["id"],
+        "ts": "2026-11-30T10:00:00.000+00:00",
+        "type": "autonomy",
+        "event": "configured",
+    }
     with log.open("a") as handle:
         handle.write(json.dumps({**record, **fields}) + "\n")
 
