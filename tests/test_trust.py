@@ -594,7 +594,12 @@ def foreign_autonomy(session_dir: Path, gates: list[str], signer: Signer | None)
     last = [json.loads(line) for line in log.read_text().splitlines() if '"id"' in line][-1]
     fields: dict[str, Any] = {
         "enabled": True,
-        "budgets": {"max_turns": 12, "max_tokens": 80000, "timeout_minutes": 30, "continuations": 3},
+        "budgets": {
+            "max_turns": 12,
+            "max_tokens": 80000,
+            "timeout_minutes": 30,
+            "continuations": 3,
+        },
         "gates": gates,
     }
     if signer is not None:
