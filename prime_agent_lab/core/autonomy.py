@@ -22,18 +22,25 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .autonomy_switch import (
+    AutonomyConfig,
+    Budgets,
+    describe_untrusted,
+    latest_configured,
+    signed_switch,
+    switch_is_signed,
+)
 from .entry_types import autonomy_line, gate_line
 from .events import Event, EventBus
 from .fingerprint import Fingerprint, harness_paths, workspace_fingerprint
 from .gates import Gate, GateResult, parse_gate, run_python_gate, run_shell_gate
 from .settings import Settings
 from .stop_cause import StopCause, budget_used
-from .trust import SIGNATURE
 
 if TYPE_CHECKING:
     from .agent import Agent, TurnOutcome
     from .runtime import AgentRuntime
-    from .wire import AutonomyBudgets, AutonomyRun, AutonomyState
+    from .wire import AutonomyRun, AutonomyState
 
 log = logging.getLogger(__name__)
 
@@ -45,75 +52,11 @@ CONTINUATION_PROMPT = (
 )
 SUCCESS = frozenset({"gates_passed", "goal_complete", "continuations_used"})
 TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_write_tokens")  # cache reads excluded
-SIGNED_FOR = "autonomy"
-"""The purpose of a `configured` entry's signature (core/trust.py): one this user did not sign
-(a cloned folder's) turns nothing on until the session is trusted."""
-SIGNED_FIELDS = ("enabled", "budgets", "gates")
 _TURN_END_REASONS = {"stopped": "stopped", "shutdown": "stopped", "max_iterations": "max_turns"}
-
-
-@dataclass(frozen=True)
-class Budgets:
-    max_turns: int
-    max_tokens: int
-    timeout_minutes: float
-    continuations: int
-
-    @classmethod
-    def of(cls, settings: Settings) -> Budgets:
-        return cls(
-            settings.autonomous_max_turns,
-            settings.autonomous_max_tokens,
-            settings.autonomous_timeout,
-            settings.autonomous_continuations,
-        )
-
-    def wire(self) -> AutonomyBudgets:
-        return {
-            "max_turns": self.max_turns,
-            "max_tokens": self.max_tokens,
-            "timeout_minutes": self.timeout_minutes,
-            "continuations": self.continuations,
-        }
-
-    @classmethod
-    def from_wire(cls, data: object, settings: Settings) -> Budgets:
-        """Budgets from a client's JSON, each checked against its setting's bounds (ValueError
-        names the field); a field left out keeps the setting's value."""
-        if not isinstance(data, dict):
-            raise ValueError("budgets must be an object")
-        names = {
-            "max_turns": "autonomous_max_turns",
-            "max_tokens": "autonomous_max_tokens",
-            "timeout_minutes": "autonomous_timeout",
-            "continuations": "autonomous_continuations",
-        }
-        unknown = sorted(set(data) - set(names))
-        if unknown:
-            raise ValueError(f"budgets has no field {', '.join(unknown)}")
-        values: dict[str, Any] = {}
-        for key, setting in names.items():
-            value = data.get(key, getattr(settings, setting))
-            try:
-                replace(settings, **{setting: value})
-            except ValueError as exc:
-                raise ValueError(f"budgets.{key}: {str(exc).split(' ', 1)[1]}") from None
-            values[key] = value
-        return cls(**values)
 
 
 class SubAgentRefused(ValueError):
     """Autonomous mode asked for a sub-agent: only the agent the user talks to runs so."""
-
-
-@dataclass(frozen=True)
-class AutonomyConfig:
-    """A session's autonomous mode: on or off, its budgets and its gates."""
-
-    enabled: bool
-    budgets: Budgets
-    gates: tuple[Gate, ...]
-    persisted: bool = False  # kept in the session (the server's switch), not a CLI run's flags
 
 
 @dataclass
@@ -180,48 +123,27 @@ class Autonomy:
         return config
 
     def _configured(self, session_id: str) -> dict[str, Any] | None:
-        """The latest `configured` entry on the session's path."""
-        session = self.runtime._session_of(session_id)
-        for entry in reversed(session.path() if session is not None else []):
-            if entry["type"] == "autonomy" and entry.get("event") == "configured":
-                return entry
-        return None
+        return latest_configured(self.runtime._session_of(session_id))
 
     def _signed(self, entry: dict[str, Any]) -> bool:
-        fields = {key: entry.get(key) for key in SIGNED_FIELDS}
-        return self.runtime.signer.verify_object(
-            SIGNED_FOR, {**fields, SIGNATURE: entry.get(SIGNATURE)}
-        )
+        return switch_is_signed(entry, self.runtime.signer)
 
     def untrusted(self, session_id: str) -> str | None:
         """What the session's recorded switch would turn on, when this user did not sign it
         (None: signed, never switched, or switched off)."""
         entry = self._configured(session_id)
-        if entry is None or not entry.get("enabled") or self._signed(entry):
-            return None
-        gates = [str(g) for g in entry.get("gates") or []]
-        return (
-            f"autonomous mode with gates: {'; '.join(gates)}"
-            if gates
-            else "autonomous mode (no gates: it continues turns on its own)"
-        )
+        return describe_untrusted(entry) if entry is not None and not self._signed(entry) else None
 
     def trust(self, session_id: str) -> bool:
         """The user trusts the session: its recorded switch counts from now, as a signed copy
         of its latest `configured` entry appended to the path. True if there was one to sign.
         May run off the event loop (it only writes the log)."""
-        if self.untrusted(session_id) is None:
-            return False
         entry = self._configured(session_id)
         session = self.runtime._session_of(session_id)
-        if entry is None or session is None:
+        if entry is None or session is None or self.untrusted(session_id) is None:
             return False
-        fields = {key: entry.get(key) for key in SIGNED_FIELDS}
-        session.append(
-            "autonomy",
-            event="configured",
-            **self.runtime.signer.sign_object(SIGNED_FOR, fields),
-        )
+        copy = {key: entry.get(key) for key in ("enabled", "budgets", "gates")}
+        session.append("autonomy", event="configured", **signed_switch(self.runtime.signer, copy))
         self._configs.pop(session_id, None)
         return True
 
@@ -286,7 +208,7 @@ class Autonomy:
                 "autonomy",
                 turn=agent.current_turn,
                 event="configured",
-                **self.runtime.signer.sign_object(SIGNED_FOR, fields),
+                **signed_switch(self.runtime.signer, fields),
             )
             self._notice(agent, entry)
         self._emit_state(agent)
