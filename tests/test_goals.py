@@ -396,6 +396,20 @@ def test_a_goal_from_another_users_folder_continues_nothing_until_trusted(
     assert untrusted_items(runtime, agent.session_id) == []
 
 
+def test_a_cloned_goal_that_leaves_fields_out_is_trusted_as_it_is(tmp_path: Path) -> None:
+    runtime, agent = _runtime_with_agent(tmp_path)
+    bare = {"goal_id": "goal_bare", "objective": "tidy the data", "status": "active"}
+    agent.session.append("goal", change="created", **bare)  # unsigned, only what it must hold
+    (item,) = untrusted_items(runtime, agent.session_id)
+    assert item.what == "a goal: tidy the data (active)"
+
+    sign_session(runtime, agent.session_id)
+
+    state = runtime.goals.state(agent.session_id)
+    assert state is not None and (state["goal_id"], state["status"]) == ("goal_bare", "active")
+    assert runtime.repository.read(agent.session_id).by_id[of_type(agent, "goal")[-1]["id"]]
+
+
 class _ChatHost:
     """What `/goal` uses of the server's host: the runtime, and `send` (which must not be
     called while the agent works)."""

@@ -142,8 +142,10 @@ class Autonomy:
         session = self.runtime._session_of(session_id)
         if entry is None or session is None or self.untrusted(session_id) is None:
             return False
-        copy = {key: entry.get(key) for key in ("enabled", "budgets", "gates")}
-        session.append("autonomy", event="configured", **signed_switch(self.runtime.signer, copy))
+        signed = signed_switch(self.runtime.signer, entry)
+        # a field the entry left out stays out (it reads back as None, as it was signed)
+        fields = {key: value for key, value in signed.items() if value is not None}
+        session.append("autonomy", event="configured", **fields)
         self._configs.pop(session_id, None)
         return True
 

@@ -252,9 +252,11 @@ class Goals:
         entry = self._latest_entry(session) if session is not None else None
         if session is None or entry is None:
             return False
-        state = self._signer.sign_object(SIGNED_FOR, dict(_state_of(entry)))
-        objective = preview(str(state.get("objective") or ""), 200)
-        session.append("goal", change="trusted", text=f"Goal trusted: {objective}", **state)
+        signed = self._signer.sign_object(SIGNED_FOR, dict(_state_of(entry)))
+        # a field the entry left out stays out (it reads back as None, as it was signed)
+        fields = {key: value for key, value in signed.items() if value is not None}
+        objective = preview(str(entry.get("objective") or ""), 200)
+        session.append("goal", change="trusted", text=f"Goal trusted: {objective}", **fields)
         return True
 
     def current(self, session_id: str) -> GoalState | None:
