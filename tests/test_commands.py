@@ -357,8 +357,9 @@ async def test_a_bad_form_an_unknown_command_or_session_answers_clearly(
         400,
         "--budget takes a whole number, not 'lots'. Usage: /goal [--budget N] [objective]",
     )
-    code, reply = await command(jp_fetch, agent.session_id, "goal", "--budget 0 do it")
-    assert (code, reply["message"]) == (400, "token_budget must be a positive integer or None")
+    for budget in ("0", "-5"):  # the chat names its own option, not the Python API's argument
+        code, reply = await command(jp_fetch, agent.session_id, "goal", f"--budget {budget} x")
+        assert (code, reply["message"]) == (400, "--budget must be a positive whole number")
     code, reply = await command(jp_fetch, agent.session_id, "goal", "pause")
     assert (code, reply["message"]) == (409, "there is no goal to pause in this session")
 

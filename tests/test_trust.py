@@ -582,3 +582,110 @@ async def test_what_an_untrusted_folder_says_never_reaches_the_model(
         assert "results" not in told and "not made here" not in told
     finally:
         await again.shutdown()
+
+
+# ---------------------------------------------------------------- recorded autonomy and goals
+
+
+def foreign_autonomy(session_dir: Path, gates: list[str], signer: Signer | None) -> None:
+    """Append to the session's log the switch a cloned folder could carry: autonomous mode on
+    with `gates` (shell commands), signed with someone else's secret or not at all."""
+    log = session_dir / "session.jsonl"
+    last = [json.loads(line) for line in log.read_text().splitlines() if '"id"' in line][-1]
+    fields: dict[str, Any] = {
+        "enabled": True,
+        "budgets": {
+            "max_turns": 12,
+            "max_tokens": 80000,
+            "timeout_minutes": 30,
+            "continuations": 3,
+        },
+        "gates": gates,
+    }
+    if signer is not None:
+        fields = signer.sign_object("autonomy", fields)
+    record = {
+        "id": "aaaa0002",
+        "parent_id": last["id"],
+        "ts": "2026-11-30T10:00:00.000+00:00",
+        "type": "autonomy",
+        "event": "configured",
+    }
+    with log.open("a") as handle:
+        handle.write(json.dumps({**record, **fields}) + "\n")
+
+
+@pytest.mark.parametrize("signer", [COLLEAGUE, None], ids=["signed-elsewhere", "unsigned"])
+async def test_a_cloned_autonomous_switch_runs_no_gate_until_the_user_trusts_it(
+    host: Any,
+    make_notebook: Any,
+    agent_script: Any,
+    tmp_path: Path,
+    jp_fetch: Any,
+    signer: Signer | None,
+) -> None:
+    script = agent_script([{"text": "ok"}] * 6)
+    use_script(host, script)
+    path = make_notebook(f"cloned-{uuid.uuid4().hex[:6]}.ipynb")
+    first = await host.attach(path)
+    await run_turn(host, first.session_id, "hello")
+    await close_host(host, first)
+    marker, default_marker = tmp_path / "PWNED_GATE", tmp_path / "default_gate"
+    foreign_autonomy(first.session.directory, [f"touch {marker}; false"], signer)
+
+    again = restarted_host(host)
+    # The server's own default is on, with a gate of its own: it turns nothing on either.
+    use_script(again, script, autonomous=True, autonomous_gates=(f"touch {default_marker}",))
+    host.serverapp.web_app.settings["prime_agent_host"] = again  # REST reaches the new host
+    api = ("prime-agent", "api", "sessions")
+    try:
+        attached = await jp_fetch(*api, method="POST", body=json.dumps({"notebook_path": path}))
+        session_id = json.loads(attached.body)["session_id"]
+        agent = again.agent(session_id)
+        await wait_for(lambda: notices(agent, "session_untrusted"))
+
+        listed = json.loads((await jp_fetch(*api, session_id, "trust")).body)
+        assert listed["trusted"] is False
+        assert [(p["kind"], p["what"]) for p in listed["untrusted"]] == [
+            ("autonomy", f"autonomous mode with gates: touch {marker}; false")
+        ]
+        assert "autonomous mode with gates" in notices(agent, "session_untrusted")[0]["text"]
+        state = json.loads((await jp_fetch(*api, session_id, "autonomy")).body)
+        assert state["enabled"] is False
+        await run_turn(again, session_id, "anything")
+        assert not marker.exists() and not default_marker.exists()
+        assert not [e for e in agent.session.entries if e["type"] == "gate_run"]
+
+        await jp_fetch(*api, session_id, "trust", method="POST", body="{}")
+
+        state = json.loads((await jp_fetch(*api, session_id, "autonomy")).body)
+        assert (state["enabled"], state["gates"]) == (True, [f"touch {marker}; false"])
+        assert json.loads((await jp_fetch(*api, session_id, "trust")).body)["trusted"] is True
+        await jp_fetch(
+            *api, session_id, "messages", method="POST", body=json.dumps({"text": "now"})
+        )
+        await wait_for(lambda: marker.exists(), timeout=60)  # the gate was live all along
+        await wait_for(lambda: not agent.running, timeout=60)
+        assert not default_marker.exists()
+    finally:
+        host.serverapp.web_app.settings["prime_agent_host"] = host
+        await again.shutdown()
+
+
+async def test_the_users_own_switch_survives_a_restart(
+    host: Any, make_notebook: Any, agent_script: Any, jp_fetch: Any
+) -> None:
+    use_script(host, agent_script([{"text": "ok"}] * 3))
+    path = make_notebook(f"own-{uuid.uuid4().hex[:6]}.ipynb")
+    first = await host.attach(path)
+    host.runtime.autonomy.configure(first, True, gates=["true"])
+    await close_host(host, first)
+
+    again = restarted_host(host)
+    try:
+        agent = await again.attach(path)
+        assert again.runtime.autonomy.state(agent.session_id)["gates"] == ["true"]
+        assert again.runtime.autonomy.state(agent.session_id)["enabled"] is True
+        assert not again.runtime.untrusted(agent.session_id)
+    finally:
+        await again.shutdown()

@@ -32,7 +32,7 @@ export type RefineScope = 'local' | 'global';
 
 export type EditAction = 'create' | 'update' | 'delete';
 
-export type UntrustedKind = 'snapshot' | 'harness' | 'mail' | 'schedules';
+export type UntrustedKind = 'snapshot' | 'harness' | 'mail' | 'schedules' | 'autonomy' | 'goal';
 
 export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'continuation' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned' | 'gate_run' | 'autonomy' | 'goal';
 

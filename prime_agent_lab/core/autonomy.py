@@ -22,6 +22,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .autonomy_switch import (
+    AutonomyConfig,
+    Budgets,
+    describe_untrusted,
+    latest_configured,
+    signed_switch,
+    switch_is_signed,
+)
 from .entry_types import autonomy_line, gate_line
 from .events import Event, EventBus
 from .fingerprint import Fingerprint, harness_paths, workspace_fingerprint
@@ -32,7 +40,7 @@ from .stop_cause import StopCause, budget_used
 if TYPE_CHECKING:
     from .agent import Agent, TurnOutcome
     from .runtime import AgentRuntime
-    from .wire import AutonomyBudgets, AutonomyRun, AutonomyState
+    from .wire import AutonomyRun, AutonomyState
 
 log = logging.getLogger(__name__)
 
@@ -47,68 +55,8 @@ TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_write_tokens")  # cache re
 _TURN_END_REASONS = {"stopped": "stopped", "shutdown": "stopped", "max_iterations": "max_turns"}
 
 
-@dataclass(frozen=True)
-class Budgets:
-    max_turns: int
-    max_tokens: int
-    timeout_minutes: float
-    continuations: int
-
-    @classmethod
-    def of(cls, settings: Settings) -> Budgets:
-        return cls(
-            settings.autonomous_max_turns,
-            settings.autonomous_max_tokens,
-            settings.autonomous_timeout,
-            settings.autonomous_continuations,
-        )
-
-    def wire(self) -> AutonomyBudgets:
-        return {
-            "max_turns": self.max_turns,
-            "max_tokens": self.max_tokens,
-            "timeout_minutes": self.timeout_minutes,
-            "continuations": self.continuations,
-        }
-
-    @classmethod
-    def from_wire(cls, data: object, settings: Settings) -> Budgets:
-        """Budgets from a client's JSON, each checked against its setting's bounds (ValueError
-        names the field); a field left out keeps the setting's value."""
-        if not isinstance(data, dict):
-            raise ValueError("budgets must be an object")
-        names = {
-            "max_turns": "autonomous_max_turns",
-            "max_tokens": "autonomous_max_tokens",
-            "timeout_minutes": "autonomous_timeout",
-            "continuations": "autonomous_continuations",
-        }
-        unknown = sorted(set(data) - set(names))
-        if unknown:
-            raise ValueError(f"budgets has no field {', '.join(unknown)}")
-        values: dict[str, Any] = {}
-        for key, setting in names.items():
-            value = data.get(key, getattr(settings, setting))
-            try:
-                replace(settings, **{setting: value})
-            except ValueError as exc:
-                raise ValueError(f"budgets.{key}: {str(exc).split(' ', 1)[1]}") from None
-            values[key] = value
-        return cls(**values)
-
-
 class SubAgentRefused(ValueError):
     """Autonomous mode asked for a sub-agent: only the agent the user talks to runs so."""
-
-
-@dataclass(frozen=True)
-class AutonomyConfig:
-    """A session's autonomous mode: on or off, its budgets and its gates."""
-
-    enabled: bool
-    budgets: Budgets
-    gates: tuple[Gate, ...]
-    persisted: bool = False  # kept in the session (the server's switch), not a CLI run's flags
 
 
 @dataclass
@@ -158,18 +106,59 @@ class Autonomy:
     # ------------------------------------------------------------ mode and state
 
     def config(self, session_id: str) -> AutonomyConfig:
-        """The session's mode: as set, else as its log last recorded it, else the settings'."""
+        """The session's mode: as set, else as its log last recorded it, else the settings'. A
+        recorded switch this user did not sign (a cloned folder's) means off: neither it nor
+        the settings' default turns the mode on until the session is trusted."""
         known = self._configs.get(session_id)
         if known is not None:
             return known
         config = self._defaults(root=self._parent(session_id) is None)
-        session = self.runtime._session_of(session_id) if self.recorded else None
-        for entry in reversed(session.path() if session is not None else []):
-            if entry["type"] == "autonomy" and entry.get("event") == "configured":
+        entry = self._configured(session_id) if self.recorded else None
+        if entry is not None:
+            if self._signed(entry):
                 config = self._recorded(entry, config)
-                break
+            else:
+                config = replace(config, enabled=False)
         self._configs[session_id] = config
         return config
+
+    def _configured(self, session_id: str) -> dict[str, Any] | None:
+        return latest_configured(self.runtime._session_of(session_id))
+
+    def _signed(self, entry: dict[str, Any]) -> bool:
+        return switch_is_signed(entry, self.runtime.signer)
+
+    def untrusted(self, session_id: str) -> str | None:
+        """What the session's recorded switch would turn on, when this user did not sign it
+        (None: signed, never switched, or switched off)."""
+        entry = self._configured(session_id)
+        return describe_untrusted(entry) if entry is not None and not self._signed(entry) else None
+
+    def trust(self, session_id: str) -> bool:
+        """The user trusts the session: its recorded switch counts from now, as a signed copy
+        of its latest `configured` entry appended to the path. True if there was one to sign.
+        May run off the event loop (it only writes the log)."""
+        entry = self._configured(session_id)
+        session = self.runtime._session_of(session_id)
+        if entry is None or session is None or self.untrusted(session_id) is None:
+            return False
+        signed = signed_switch(self.runtime.signer, entry)
+        # a field the entry left out stays out (it reads back as None, as it was signed)
+        fields = {key: value for key, value in signed.items() if value is not None}
+        session.append("autonomy", event="configured", **fields)
+        self._configs.pop(session_id, None)
+        return True
+
+    def trusted(self, agent: Agent) -> None:
+        """After `trust`, on the event loop: the switch's chat line and state for the client;
+        a turn under way is not a run, the next message's is."""
+        entry = self._configured(agent.session_id)
+        if entry is None or not self.config(agent.session_id).enabled:
+            return
+        if agent.current_turn is not None:
+            self._first_turn[agent.session_id] = agent.current_turn + 1
+        self._notice(agent, entry)
+        self._emit_state(agent)
 
     def _defaults(self, root: bool) -> AutonomyConfig:
         """The settings' mode; only an agent the user talks to runs autonomously."""
@@ -212,13 +201,16 @@ class Autonomy:
         if not enabled and run is not None and not run.ended and run.reason is None:
             run.reason = "stopped"
         if persist:
+            fields = {
+                "enabled": enabled,
+                "budgets": dict(config.budgets.wire()),
+                "gates": [g.command for g in config.gates],
+            }
             entry = agent.session.append(
                 "autonomy",
                 turn=agent.current_turn,
                 event="configured",
-                enabled=enabled,
-                budgets=dict(config.budgets.wire()),
-                gates=[g.command for g in config.gates],
+                **signed_switch(self.runtime.signer, fields),
             )
             self._notice(agent, entry)
         self._emit_state(agent)

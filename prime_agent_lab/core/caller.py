@@ -29,6 +29,7 @@ class TreeRuntime(Protocol):
     scheduler: Any
     harnesses: Any
     goals: Any  # core/goals.py `Goals`
+    autonomy: Any  # core/autonomy.py `Autonomy`
     signer: Signer
 
     async def spawn_child(

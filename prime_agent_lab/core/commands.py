@@ -411,9 +411,11 @@ async def _goal_set(host: CommandHost, session_id: str, values: dict[str, Any]) 
         if values["budget"] is not None:
             raise CommandError(400, f"What is the goal? Usage: {BY_NAME['goal'].usage}")
         return await _goal_status(host, session_id, values)
+    if values["budget"] is not None and values["budget"] <= 0:
+        raise CommandError(400, "--budget must be a positive whole number")
     agent = _loaded(host, session_id)
     try:
-        state = host.runtime.goals.create(agent, objective, values["budget"])
+        state = host.runtime.goals.create(agent, objective, values["budget"], set_by="user")
     except GoalError as exc:
         raise CommandError(exc.status, exc.message) from None
     if agent.running:

@@ -425,6 +425,9 @@ AUTONOMY = EntryType(
         "budgets": Field(dict, "`max_turns`, `max_tokens`, `timeout_minutes`, `continuations`"),
         "gates": Field(list, "the gates, in order"),
         "used": Field(dict, "`ended`: `turns`, `tokens`, `seconds`, `continuations` of the run"),
+        "signature": Field(
+            str, "`configured`: this user's signature of `enabled`, `budgets`, `gates`"
+        ),
     },
     {
         "turn": 3,
@@ -914,7 +917,7 @@ GOAL = EntryType(
         "change": Field(
             str,
             "`created`, `continued`, `budget_limited`, `paused`, `resumed`, `complete`, "
-            "`cleared` or `error`",
+            "`cleared`, `error` or `trusted` (the user trusted a goal from another folder)",
             required=True,
         ),
         "text": Field(str, "the notice line the chat shows (empty: none)"),
@@ -932,6 +935,8 @@ GOAL = EntryType(
         "created_at": Field(str, "when it was set"),
         "updated_at": Field(str, "when it last changed"),
         "reason": Field(str, "why it paused, ended or failed", nullable=True),
+        "set_by": Field(str, "`user` (`/goal`) or `agent` (`goal.create`)", nullable=True),
+        "signature": Field(str, "this user's signature of the state (docs/trust.md)"),
     },
     {
         "turn": 1,
@@ -947,6 +952,8 @@ GOAL = EntryType(
         "created_at": "2026-01-01T00:00:00.000+00:00",
         "updated_at": "2026-01-01T00:00:00.000+00:00",
         "reason": None,
+        "set_by": "user",
+        "signature": "3f7a...",
     },
     chat=_goal_chat,
     chat_items=("notice",),

@@ -310,6 +310,7 @@ class AgentRuntime:
                     f"Trusted by the user: {', '.join(kinds)} of this session now load.",
                 )
                 self.snapshots.trusted(agent)
+                self.autonomy.trusted(agent)
             self.mailbox.deliver_waiting(sid)
         return signed
 

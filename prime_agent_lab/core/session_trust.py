@@ -1,11 +1,12 @@
 """Which parts of a session (and of its sub-agents' sessions) were not made by this user, and
 trusting them.
 
-Four things a session folder holds are loaded or acted on without anyone asking: the kernel
+Six things a session folder holds are loaded or acted on without anyone asking: the kernel
 snapshot (restored when the agent starts: pickles run code), the local harness store (its notes
-enter the system prompt, its skill modules become importable) and queued mail (it starts a turn,
-and at server start it would load the agent), and scheduled jobs (they start turns on their
-own). Each carries this user's signature
+enter the system prompt, its skill modules become importable), queued mail (it starts a turn,
+and at server start it would load the agent), scheduled jobs (they start turns on their own),
+the recorded autonomous switch (its gates are shell commands run after every answer) and the
+goal (it continues turns). Each carries this user's signature
 (core/trust.py); what does not is described here and loaded only once the user trusts the
 session: the chat's "Trust and restore", `prime-agent-lab run --trust`, `POST .../trust`.
 Trusting signs what is there now, for the session and every sub-agent below it.
@@ -111,6 +112,12 @@ def untrusted_items(runtime: TreeRuntime, session_id: str) -> list[Untrusted]:
         schedules = runtime.scheduler.untrusted(sid)
         if schedules is not None:
             items.append(Untrusted(sid, where, "schedules", schedules))
+        autonomy = runtime.autonomy.untrusted(sid)
+        if autonomy is not None:
+            items.append(Untrusted(sid, where, "autonomy", autonomy))
+        goal = runtime.goals.untrusted(sid)
+        if goal is not None:
+            items.append(Untrusted(sid, where, "goal", goal))
     return items
 
 
@@ -138,4 +145,6 @@ def sign_session(runtime: TreeRuntime, session_id: str) -> list[Untrusted]:
         _local_store(runtime, sid).sign()
         runtime.mailbox.trust_queued(sid)
         runtime.scheduler.trust(sid)
+        runtime.autonomy.trust(sid)
+        runtime.goals.trust(sid)
     return before

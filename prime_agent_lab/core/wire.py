@@ -303,7 +303,7 @@ class SessionWithTranscript(SessionInfo):
 
 # ---------------------------------------------------------------- trust (docs/trust.md)
 
-UntrustedKind = Literal["snapshot", "harness", "mail", "schedules"]
+UntrustedKind = Literal["snapshot", "harness", "mail", "schedules", "autonomy", "goal"]
 
 
 class UntrustedPart(TypedDict):
