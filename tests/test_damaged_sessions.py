@@ -347,3 +347,18 @@ async def test_listing_and_loading_read_logs_off_the_event_loop(
 
     assert {name for name, _ in readers} >= {"summaries", "latest_for_notebook", "load"}
     assert not [name for name, on_loop in readers if on_loop]
+
+
+def test_a_log_line_without_a_time_is_passed_over_for_when_the_session_changed(
+    tmp_path: Path,
+) -> None:
+    log = SessionRepository(tmp_path).create(notebook_path="a.ipynb")
+    first = log.append("user_message", text="hi", turn=1)
+    line = {"id": "x1", "parent_id": first["id"], "type": "notice", "kind": "forked", "text": "t"}
+    with log.file.open("a", encoding="utf-8") as f:  # as a log written elsewhere may hold
+        f.write(json.dumps(line) + "\n")
+
+    loaded = SessionLog.read(log.directory)
+
+    assert loaded.entries[-1]["id"] == "x1" and "ts" not in loaded.entries[-1]
+    assert loaded.updated() == first["ts"]

@@ -74,7 +74,7 @@ async def get_agent(context: CallerContext, payload: dict[str, Any]) -> dict[str
         "pending_messages": runtime.mailbox.pending(relative.member.session_id),
         "last_answer": shorten(str(last.get("final_text", "")), PREVIEW_CHARS) if last else "",
         "last_stop_reason": last.get("stop_reason") if last else None,
-        "updated": session.entries[-1]["ts"] if session.entries else session.header.get("created"),
+        "updated": session.updated(),
     }
 
 

@@ -366,6 +366,14 @@ class SessionLog:
     def turns(self) -> int:
         return sum(1 for e in self.path() if e["type"] == "user_message")
 
+    def updated(self) -> str:
+        """When the session last changed: its newest entry's time, else its creation time. A
+        line without a readable time (a log from elsewhere) is passed over, not a crash."""
+        for entry in reversed(self.entries):
+            if isinstance(entry.get("ts"), str):
+                return str(entry["ts"])
+        return str(self.header.get("created") or "")
+
     def last_of(self, entry_type: str) -> dict[str, Any] | None:
         for entry in reversed(self.path()):
             if entry["type"] == entry_type:

@@ -184,7 +184,7 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy):
         current = [a for a in self.agents.values() if a.notebook.path == path]
         return max(
             current,
-            key=lambda a: a.session.entries[-1]["ts"] if a.session.entries else "",
+            key=lambda a: a.session.updated() if a.session.entries else "",
             default=None,
         )
 
@@ -295,7 +295,6 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy):
 
     def info(self, agent: Agent) -> dict[str, Any]:
         provider, model = agent.provider.name, agent.provider.model
-        entries = agent.session.entries
         return {
             "session_id": agent.session_id,
             "notebook_path": agent.notebook.path,
@@ -305,7 +304,7 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy):
             "status": "running" if agent.running else "idle",
             "turns": agent.session.turns(),
             "created": agent.session.header.get("created"),
-            "updated": entries[-1]["ts"] if entries else agent.session.header.get("created"),
+            "updated": agent.session.updated(),
             "seq": agent.events.seq,
             **self._family_info(agent.session_id),
         }
