@@ -23,7 +23,7 @@ from .adapters.local_kernels import LocalBackend, LocalKernels, LocalKernelStart
 from .adapters.model_choice import ModelChoice
 from .core.agent import Agent, TurnOutcome
 from .core.autonomy import Budgets
-from .core.entry_types import autonomy_line
+from .core.entry_types import autonomy_line, plural
 from .core.events import Event, EventBus
 from .core.pending_kernel import PendingKernel
 from .core.ports import KernelPort, ModelProvider
@@ -178,8 +178,9 @@ class HeadlessRun:
         if ended is None or not ended.ended or entry is None:
             return None
         budgets = ended.config.budgets
+        turns = plural(budgets.max_turns, "turn")
         line = (
-            f"{autonomy_line(entry)} (reason {ended.reason}; budgets {budgets.max_turns} turns, "
+            f"{autonomy_line(entry)} (reason {ended.reason}; budgets {turns}, "
             f"{budgets.max_tokens:,} tokens, {budgets.timeout_minutes:g} min)"
         )
         used = dict(entry.get("used") or {})
