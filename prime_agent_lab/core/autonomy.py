@@ -161,6 +161,8 @@ class Autonomy:
         self._listening: weakref.WeakSet[EventBus] = weakref.WeakSet()
         self._first_turn: dict[str, int] = {}  # switched on mid-turn: runs start with the next
         self._ordinary_turn: dict[str, int] = {}  # the latest turn the user did not start
+        # files the fingerprint leaves out besides the harness's: a CLI run's own output files
+        self.unwatched: tuple[Path, ...] = ()
         runtime.continuers.add("autonomous", self.should_continue)
 
     @property
@@ -554,11 +556,15 @@ class Autonomy:
         return (self.root / agent.session.notebook_path).parent
 
     def _excluded(self, agent: Agent) -> tuple[str, ...]:
-        folder = self.folder(agent)
+        folder = self.folder(agent).resolve()
         notebook = (self.root / agent.session.notebook_path).resolve()
+        excluded: list[str] = []
+        for path in self.unwatched:
+            with contextlib.suppress(ValueError):
+                excluded.append(path.resolve().relative_to(folder).as_posix())
         with contextlib.suppress(ValueError):
-            return harness_paths(notebook.relative_to(folder.resolve()).as_posix())
-        return ()
+            excluded += harness_paths(notebook.relative_to(folder).as_posix())
+        return tuple(excluded)
 
     async def _fingerprint(self, agent: Agent) -> Fingerprint:
         return await asyncio.to_thread(
