@@ -22,7 +22,7 @@ from .adapters.kernel_fleet import KernelFleet
 from .adapters.local_kernels import LocalBackend, LocalKernels, LocalKernelStartFailed
 from .adapters.model_choice import ModelChoice
 from .core.agent import Agent, TurnOutcome
-from .core.autonomy import Budgets
+from .core.autonomy_config import Budgets
 from .core.entry_types import autonomy_line, plural
 from .core.events import Event, EventBus
 from .core.fingerprint import own_output_files

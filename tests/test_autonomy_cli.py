@@ -309,3 +309,19 @@ def test_text_mode_ends_a_successful_run_with_one_line_saying_how(tmp_path: Path
     (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("autonomous run ended")]
     assert line.startswith("autonomous run ended: continuations used after 1 turn, ")
     assert line.endswith("(reason continuations_used; budgets 12 turns, 80,000 tokens, 30 min)")
+
+
+def test_text_mode_says_1_turn_and_shows_a_multi_line_gate_by_its_first_line(
+    tmp_path: Path,
+) -> None:
+    folder = _work(tmp_path)
+    script = _script(folder, {"turns": [{"text": "Done."}]})
+    gates = ("--autonomous-gate", "true\necho second line", "--autonomous-gate", "echo a, b")
+    done = cli(folder, "run", "--script", str(script), "--autonomous-max-turns", "1", *gates, "go")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    (started,) = [ln for ln in lines if "Autonomous run started" in ln]
+    assert started.endswith("(1 turn, 80,000 tokens, 30.0 min; gates: `true …`, `echo a, b`).")
+    assert any(ln.strip().startswith("note: Gate `true …` passed (exit 0") for ln in lines)
+    (line,) = [ln for ln in lines if ln.startswith("autonomous run ended")]
+    assert line.endswith("(reason gates_passed; budgets 1 turn, 80,000 tokens, 30 min)")

@@ -23,11 +23,12 @@ import logging
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .autonomy_config import AutonomyConfig, Budgets, SubAgentRefused
 from .entry_types import AUTONOMY_REASONS, autonomy_line, gate_line
 from .events import Event, EventBus
 from .fingerprint import Fingerprint, harness_paths, workspace_fingerprint
@@ -39,7 +40,7 @@ from .stop_cause import StopCause, budget_used
 if TYPE_CHECKING:
     from .agent import Agent, TurnOutcome
     from .runtime import AgentRuntime
-    from .wire import AutonomyBudgets, AutonomyRun, AutonomyState
+    from .wire import AutonomyRun, AutonomyState
 
 log = logging.getLogger(__name__)
 
@@ -55,70 +56,6 @@ _TURN_END_REASONS = {"stopped": "stopped", "shutdown": "stopped", "max_iteration
 ORIGIN_FIELDS = ("message_id", "from_session_id", "schedule_id")
 """A turn's `user_message` with one of these was started by another agent, a sub-agent's notice
 or a schedule's tick, not by the user: it is an ordinary turn, never an autonomous run."""
-
-
-@dataclass(frozen=True)
-class Budgets:
-    max_turns: int
-    max_tokens: int
-    timeout_minutes: float
-    continuations: int
-
-    @classmethod
-    def of(cls, settings: Settings) -> Budgets:
-        return cls(
-            settings.autonomous_max_turns,
-            settings.autonomous_max_tokens,
-            settings.autonomous_timeout,
-            settings.autonomous_continuations,
-        )
-
-    def wire(self) -> AutonomyBudgets:
-        return {
-            "max_turns": self.max_turns,
-            "max_tokens": self.max_tokens,
-            "timeout_minutes": self.timeout_minutes,
-            "continuations": self.continuations,
-        }
-
-    @classmethod
-    def from_wire(cls, data: object, settings: Settings) -> Budgets:
-        """Budgets from a client's JSON, each checked against its setting's bounds (ValueError
-        names the field); a field left out keeps the setting's value."""
-        if not isinstance(data, dict):
-            raise ValueError("budgets must be an object")
-        names = {
-            "max_turns": "autonomous_max_turns",
-            "max_tokens": "autonomous_max_tokens",
-            "timeout_minutes": "autonomous_timeout",
-            "continuations": "autonomous_continuations",
-        }
-        unknown = sorted(set(data) - set(names))
-        if unknown:
-            raise ValueError(f"budgets has no field {', '.join(unknown)}")
-        values: dict[str, Any] = {}
-        for key, setting in names.items():
-            value = data.get(key, getattr(settings, setting))
-            try:
-                replace(settings, **{setting: value})
-            except ValueError as exc:
-                raise ValueError(f"budgets.{key}: {str(exc).split(' ', 1)[1]}") from None
-            values[key] = value
-        return cls(**values)
-
-
-class SubAgentRefused(ValueError):
-    """Autonomous mode asked for a sub-agent: only the agent the user talks to runs so."""
-
-
-@dataclass(frozen=True)
-class AutonomyConfig:
-    """A session's autonomous mode: on or off, its budgets and its gates."""
-
-    enabled: bool
-    budgets: Budgets
-    gates: tuple[Gate, ...]
-    persisted: bool = False  # kept in the session (the server's switch), not a CLI run's flags
 
 
 @dataclass
