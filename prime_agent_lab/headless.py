@@ -22,9 +22,10 @@ from .adapters.kernel_fleet import KernelFleet
 from .adapters.local_kernels import LocalBackend, LocalKernels, LocalKernelStartFailed
 from .adapters.model_choice import ModelChoice
 from .core.agent import Agent, TurnOutcome
-from .core.autonomy import Budgets
-from .core.entry_types import autonomy_line
+from .core.autonomy_config import Budgets
+from .core.entry_types import autonomy_line, plural
 from .core.events import Event, EventBus
+from .core.fingerprint import own_output_files
 from .core.pending_kernel import PendingKernel
 from .core.ports import KernelPort, ModelProvider
 from .core.runtime import AgentRuntime
@@ -161,7 +162,9 @@ class HeadlessRun:
 
     def start_autonomy(self) -> None:
         """The task runs as an autonomous run with the settings' budgets and gates, not recorded
-        in the session (a later run without `--autonomous` is not autonomous)."""
+        in the session (a later run without `--autonomous` is not autonomous). The files this
+        process's output goes to (`> out.jsonl` in the folder) are no change of the workspace."""
+        self.runtime.autonomy.unwatched = own_output_files()
         self.runtime.autonomy.configure(
             self.agent,
             True,
@@ -178,8 +181,9 @@ class HeadlessRun:
         if ended is None or not ended.ended or entry is None:
             return None
         budgets = ended.config.budgets
+        turns = plural(budgets.max_turns, "turn")
         line = (
-            f"{autonomy_line(entry)} (reason {ended.reason}; budgets {budgets.max_turns} turns, "
+            f"{autonomy_line(entry)} (reason {ended.reason}; budgets {turns}, "
             f"{budgets.max_tokens:,} tokens, {budgets.timeout_minutes:g} min)"
         )
         used = dict(entry.get("used") or {})

@@ -10,7 +10,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from prime_agent_lab.core.agent import Agent, AgentHooks
-from prime_agent_lab.core.autonomy import CONTINUATION_PROMPT, Autonomy, Budgets
+from prime_agent_lab.core.autonomy import Autonomy
+from prime_agent_lab.core.autonomy_config import Budgets
+from prime_agent_lab.core.autonomy_texts import CONTINUATION_PROMPT
 from prime_agent_lab.core.continuation import Continuers
 from prime_agent_lab.core.entry_types import DECLARED
 from prime_agent_lab.core.messages import ModelResponse, Usage
@@ -29,7 +31,10 @@ class _Runtime:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.continuers = Continuers()
-        self.family = SimpleNamespace(member=lambda session_id: None)
+        self.family = SimpleNamespace(
+            member=lambda session_id: None, children=lambda session_id, deleted=False: []
+        )
+        self.mailbox = SimpleNamespace(deliveries=list, entering_turn=lambda session_id: False)
         self.agents: dict[str, Agent] = {}
         self._background: set[asyncio.Future[Any]] = set()
 

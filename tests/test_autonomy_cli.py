@@ -14,7 +14,7 @@ from typing import Any
 
 from prime_agent_lab.core.sessions import SessionRepository
 
-from .test_cli import ROOT, cli, json_lines
+from .test_cli import ROOT, cli, cli_with_env, json_lines
 from .test_gates import _gone_soon
 
 NEVER_ENDING = {"turns": [{"text": "Working.", "code": "x = 1"}] * 200}
@@ -114,6 +114,20 @@ def test_an_impossible_gate_on_an_unchanged_workspace_runs_once_and_retries_are_
     assert "workspace is unchanged since the failed run" in continuations[-1]["text"]
     assert "impossible" in continuations[-1]["text"]
     assert "gate retries exhausted" in end["error"]
+
+
+def test_the_runs_own_output_files_in_its_folder_are_no_change_of_the_workspace(
+    tmp_path: Path,
+) -> None:
+    folder = _work(tmp_path)
+    counter = tmp_path / "gate-runs.txt"
+    script = _script(folder, {"turns": [{"text": "I cannot do more."}]})
+    gate = f"echo ran >> {counter}; sleep 1; false"
+    flags = ("--mode", "json", "--script", str(script), "--autonomous-gate", gate)
+    done = cli_with_env(folder, {}, "run", *flags, "x", into=folder / "out.jsonl")
+    assert done.returncode == 1, done.stderr
+    assert json_lines(done.stdout)[-1]["reason"] == "retries_exhausted"
+    assert counter.read_text().splitlines() == ["ran"]  # `> out.jsonl 2> out.jsonl.err` changed
 
 
 def test_a_change_to_an_untracked_file_lets_a_failed_gate_run_again(tmp_path: Path) -> None:
@@ -295,3 +309,19 @@ def test_text_mode_ends_a_successful_run_with_one_line_saying_how(tmp_path: Path
     (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("autonomous run ended")]
     assert line.startswith("autonomous run ended: continuations used after 1 turn, ")
     assert line.endswith("(reason continuations_used; budgets 12 turns, 80,000 tokens, 30 min)")
+
+
+def test_text_mode_says_1_turn_and_shows_a_multi_line_gate_by_its_first_line(
+    tmp_path: Path,
+) -> None:
+    folder = _work(tmp_path)
+    script = _script(folder, {"turns": [{"text": "Done."}]})
+    gates = ("--autonomous-gate", "true\necho second line", "--autonomous-gate", "echo a, b")
+    done = cli(folder, "run", "--script", str(script), "--autonomous-max-turns", "1", *gates, "go")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    (started,) = [ln for ln in lines if "Autonomous run started" in ln]
+    assert started.endswith("(1 turn, 80,000 tokens, 30.0 min; gates: `true …`, `echo a, b`).")
+    assert any(ln.strip().startswith("note: Gate `true …` passed (exit 0") for ln in lines)
+    (line,) = [ln for ln in lines if ln.startswith("autonomous run ended")]
+    assert line.endswith("(reason gates_passed; budgets 1 turn, 80,000 tokens, 30 min)")

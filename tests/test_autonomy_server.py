@@ -3,6 +3,7 @@ run started by a message, its gates in the notebook's folder, its `autonomy` eve
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -10,10 +11,14 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from prime_agent_lab.core.entry_types import autonomy_line
 from prime_agent_lab.core.stop_cause import SERVER_SHUTDOWN
 
 from .conftest import next_event, run_turn, use_script, wait_for
-from .test_subagents import WAIT_FOR_CHILDREN
+from .test_heartbeats import FakeTime, arm, fake_time  # noqa: F401  (the fixture)
+from .test_heartbeats import attach as attach_agent
+from .test_heartbeats import command as heartbeat_command
+from .test_subagents import WAIT_FOR_CHILDREN, write_script
 from .test_subagents_server import tree_script
 
 DEFAULT_BUDGETS = {
@@ -171,3 +176,86 @@ async def test_a_sub_agent_cannot_be_switched_on_its_parent_can(
     assert refused.value.code == 409
     assert "switch on its parent" in json.loads(refused.value.response.body)["message"]
     assert (await _autonomy(jp_fetch, parent_id, {"enabled": True}))["enabled"] is True
+
+
+def _long_child_script(tmp_path: Path, cells: int, seconds: float) -> str:
+    """The parent spawns `w1` and then says it is done; `w1` runs `cells` cells of `seconds`."""
+    parent = [{"code": 'h = await rlm("long task", name="w1")'}, {"text": "done"}]
+    cell = {"code": f"import time; time.sleep({seconds})"}
+    child = {"turns": [cell] * cells + [{"text": "did it"}]}
+    return write_script(tmp_path, parent, child)
+
+
+def _child_of(host: Any, parent_id: str) -> Any:
+    return next((a for a in host.agents.values() if a.session_id != parent_id), None)
+
+
+async def test_a_run_waits_for_its_sub_agents_under_its_budget_and_stops_them_when_it_ends(
+    jp_fetch: Any, host: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    use_script(host, _long_child_script(tmp_path, 40, 0.3))
+    session_id = await _attach(jp_fetch, make_notebook("tree.ipynb"))
+    budgets = {"max_tokens": 15000}
+    await _autonomy(jp_fetch, session_id, {"enabled": True, "budgets": budgets, "gates": ["true"]})
+    agent = host.agent(session_id)
+    await host.send(session_id, "go")
+    await wait_for(lambda: not agent.running, timeout=120)
+
+    state = (await _autonomy(jp_fetch, session_id))["run"]
+    assert state["reason"] == "max_tokens"  # not `gates_passed` while w1 still worked
+    assert 15000 <= state["tokens"] < 15000 + 5000  # one model call past the budget at most
+    assert not [e for e in agent.session.entries if e["type"] == "gate_run"]
+    child = _child_of(host, session_id)
+    await wait_for(lambda: not child.running, timeout=30)
+    calls = [e for e in child.session.entries if e["type"] == "assistant_message"]
+    assert len(calls) < 20
+    await asyncio.sleep(1.5)
+    assert (await _autonomy(jp_fetch, session_id))["run"] == state  # frozen at its end
+
+
+async def test_a_run_ended_by_stop_stops_the_sub_agents_still_working_and_says_so(
+    jp_fetch: Any, host: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    use_script(host, _long_child_script(tmp_path, 3, 60))
+    session_id = await _attach(jp_fetch, make_notebook("stopped.ipynb"))
+    await _autonomy(jp_fetch, session_id, {"enabled": True, "gates": ["true"]})
+    agent = host.agent(session_id)
+    await host.send(session_id, "go")
+    child = await wait_for(lambda: _child_of(host, session_id), timeout=60)
+    await wait_for(lambda: child.current_cell_id is not None, timeout=60)
+    assert agent.running  # waiting for w1 before its gate
+    await jp_fetch("prime-agent", "api", "sessions", session_id, "stop", method="POST", body="{}")
+    await wait_for(lambda: not agent.running and not child.running, timeout=60)
+
+    (ended,) = [e for e in agent.session.entries if e.get("event") == "ended"]
+    assert (ended["reason"], ended["stopped_sub_agents"]) == ("stopped", ["w1"])
+    assert autonomy_line(ended).endswith("; it stopped the sub-agents still working: w1")
+    end = child.session.last_of("turn_end")
+    assert end["stop_reason"] == "stopped"
+    (cut,) = [e for e in child.session.entries if e["type"] == "tool_result"]
+    assert "the autonomous run it worked for ended (stopped)" in cut["observation"].lower()
+
+
+async def test_only_a_turn_the_user_starts_is_an_autonomous_run_not_a_heartbeat_tick(
+    jp_fetch: Any,
+    host: Any,
+    make_notebook: Any,
+    agent_script: Any,
+    fake_time: FakeTime,  # noqa: F811  (the fixture imported above)
+) -> None:
+    agent = await attach_agent(
+        host, agent_script, make_notebook("ticks.ipynb"), [{"text": "checked"}, {"text": "done"}]
+    )
+    budgets = {"continuations": 0}
+    await _autonomy(jp_fetch, agent.session_id, {"enabled": True, "budgets": budgets})
+    await heartbeat_command(host, agent, "every 10s check the log")
+    await arm(host)
+    fake_time.advance(10)
+    await wait_for(lambda: agent.session.last_of("turn_end") is not None)
+    assert agent.session.last_of("user_message")["schedule_id"]
+    assert agent.session.last_of("autonomy")["event"] == "configured"  # no run started
+    assert (await _autonomy(jp_fetch, agent.session_id))["run"] is None
+
+    await run_turn(host, agent.session_id, "now you")
+    run = (await _autonomy(jp_fetch, agent.session_id))["run"]
+    assert (run["reason"], run["turns"]) == ("continuations_used", 1)

@@ -23,19 +23,35 @@ def cli(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProc
 
 
 def cli_with_env(
-    cwd: Path, extra_env: dict[str, str], *args: str, timeout: float = 120
+    cwd: Path, extra_env: dict[str, str], *args: str, timeout: float = 120, into: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """The CLI run in `cwd`; its output captured, or with `into` written to that file (stdout)
+    and to `into` + `.err` (stderr), as a shell's `> out 2> out.err` does."""
     env = {**os.environ, **extra_env}
     env["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT), str(ROOT / "kernel_ext"), env.get("PYTHONPATH", "")]
     )
-    return subprocess.run(
-        [sys.executable, "-m", "prime_agent_lab.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    if into is None:
+        return subprocess.run(
+            [sys.executable, "-m", "prime_agent_lab.cli", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    with into.open("w") as out, Path(f"{into}.err").open("w") as err:
+        done = subprocess.run(
+            [sys.executable, "-m", "prime_agent_lab.cli", *args],
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=err,
+            text=True,
+            timeout=timeout,
+        )
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, into.read_text(), Path(f"{into}.err").read_text()
     )
 
 

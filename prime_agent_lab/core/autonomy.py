@@ -7,6 +7,12 @@ workspace fingerprint (core/fingerprint.py) is unchanged. Without gates the defa
 continuation prompt keeps the run going a few times. Budgets (model calls, tokens, wall time) are
 checked at every model call of the run's agent tree, and a timer stops the run at its timeout,
 also in the middle of a cell or a gate.
+
+Only a turn the user starts is a run (not one a heartbeat tick, a sub-agent's notice or another
+agent's message starts). Before its gates run (and before it may end) the run waits until its
+sub-agents are settled (core/settle.py, the goal continuer's wait), its budgets still checked at
+their model calls; when it ends, for any reason, the sub-agents still working are stopped and
+its figures are frozen.
 """
 
 from __future__ import annotations
@@ -22,19 +28,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .autonomy_config import AutonomyConfig, Budgets, SubAgentRefused
 from .autonomy_switch import (
-    AutonomyConfig,
-    Budgets,
     describe_untrusted,
     latest_configured,
     signed_switch,
     switch_is_signed,
 )
-from .entry_types import autonomy_line, gate_line
+from .autonomy_texts import CONTINUATION_PROMPT, gate_failure_texts
+from .entry_types import AUTONOMY_REASONS, autonomy_line, gate_line
 from .events import Event, EventBus
 from .fingerprint import Fingerprint, harness_paths, workspace_fingerprint
 from .gates import Gate, GateResult, parse_gate, run_python_gate, run_shell_gate
 from .settings import Settings
+from .settle import settled
 from .stop_cause import StopCause, budget_used
 
 if TYPE_CHECKING:
@@ -44,19 +51,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CONTINUATION_PROMPT = (
-    "[autonomous run] No human is available: nobody will answer a question or approve a step. "
-    "Keep working until the task is done. Verify your assumptions by running code instead of "
-    "asking. If you are truly blocked, prove the blocker with evidence (what you ran and what it "
-    "printed). Do not end the session yourself; the harness ends an autonomous run."
-)
 SUCCESS = frozenset({"gates_passed", "goal_complete", "continuations_used"})
 TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_write_tokens")  # cache reads excluded
 _TURN_END_REASONS = {"stopped": "stopped", "shutdown": "stopped", "max_iterations": "max_turns"}
-
-
-class SubAgentRefused(ValueError):
-    """Autonomous mode asked for a sub-agent: only the agent the user talks to runs so."""
+ORIGIN_FIELDS = ("message_id", "from_session_id", "schedule_id")
+"""A turn's `user_message` with one of these was started by another agent, a sub-agent's notice
+or a schedule's tick, not by the user: it is an ordinary turn, never an autonomous run."""
 
 
 @dataclass
@@ -83,6 +83,7 @@ class AutonomousRun:
     gates: dict[str, _GateRecord] = field(default_factory=dict)
     timer: asyncio.TimerHandle | None = None
     ended: bool = False
+    final: AutonomyRun | None = None  # its figures when it ended (they no longer change)
 
 
 class Autonomy:
@@ -97,6 +98,9 @@ class Autonomy:
         # the buses listened to: an agent loaded again has a new one
         self._listening: weakref.WeakSet[EventBus] = weakref.WeakSet()
         self._first_turn: dict[str, int] = {}  # switched on mid-turn: runs start with the next
+        self._ordinary_turn: dict[str, int] = {}  # the latest turn the user did not start
+        # files the fingerprint leaves out besides the harness's: a CLI run's own output files
+        self.unwatched: tuple[Path, ...] = ()
         runtime.continuers.add("autonomous", self.should_continue)
 
     @property
@@ -231,6 +235,8 @@ class Autonomy:
         }
 
     def _run_state(self, run: AutonomousRun) -> AutonomyRun:
+        if run.final is not None:
+            return run.final
         return {
             "started": run.started,
             "turns": self._turns(run),
@@ -307,7 +313,8 @@ class Autonomy:
         fresh = run is None or run.turn != turn
         due = turn >= self._first_turn.get(agent.session_id, 0)
         enabled = self.config(agent.session_id).enabled
-        if fresh and due and enabled and self._parent(agent.session_id) is None:
+        root = self._parent(agent.session_id) is None
+        if fresh and due and enabled and root and self._started_by_user(agent, turn):
             run = self._start(agent, turn)
         if run is None or run.turn != turn:
             run = self._run_above(agent.session_id)
@@ -318,6 +325,19 @@ class Autonomy:
             return
         self._stop_run(run, over)
         await asyncio.Event().wait()  # the stop cancels this turn here
+
+    def _started_by_user(self, agent: Agent, turn: int) -> bool:
+        """The turn's `user_message` is the user's own (no other agent's, notice's or tick's
+        origin fields): only such a turn starts a run."""
+        if self._ordinary_turn.get(agent.session_id) == turn:
+            return False
+        for entry in reversed(agent.session.entries):
+            if entry["type"] == "user_message" and entry.get("turn") == turn:
+                if any(entry.get(key) for key in ORIGIN_FIELDS):
+                    self._ordinary_turn[agent.session_id] = turn
+                    return False
+                return True
+        return True  # its message could not be written: the turn fails at once anyway
 
     def _parent(self, session_id: str) -> str | None:
         member = self.runtime.family.member(session_id)
@@ -384,7 +404,9 @@ class Autonomy:
         stopped_by_user = run.reason is None and stop_reason == "stopped"  # not a budget's stop
         if run.reason is None:
             run.reason = _TURN_END_REASONS.get(stop_reason, "error")
-        used = self._run_state(run)
+        used = run.final = self._run_state(run)
+        working = self._stop_descendants(run)
+        stopped = {"stopped_sub_agents": working} if working else {}
         entry = agent.session.append(
             "autonomy",
             turn=run.turn,
@@ -398,6 +420,7 @@ class Autonomy:
                 "seconds": used["elapsed_seconds"],
                 "continuations": used["continuations"],
             },
+            **stopped,
         )
         self._notice(agent, entry)
         config = self.config(agent.session_id)
@@ -405,6 +428,21 @@ class Autonomy:
             self.configure(agent, False, persist=config.persisted)
         else:
             self._emit_state(agent)
+
+    def _stop_descendants(self, run: AutonomousRun) -> list[str]:
+        """Stop every sub-agent of the run still working when it ends (nothing runs on under
+        a run that ended); their names."""
+        words = AUTONOMY_REASONS.get(str(run.reason), str(run.reason))
+        cause = StopCause(
+            "stopped", f"the autonomous run it worked for ended ({words}), which stopped the turn"
+        )
+        names: list[str] = []
+        for sid in self.runtime.descendants(run.session_id):
+            child = self.runtime.agents.get(sid)
+            if child is not None and child.running:
+                names.append(child.session.header.get("name") or sid)
+                self.runtime.spawn(child.stop(cause))
+        return names
 
     def _notice(self, agent: Agent, entry: dict[str, Any]) -> None:
         fields = {"turn": entry["turn"]} if entry.get("turn") is not None else {}
@@ -416,6 +454,10 @@ class Autonomy:
         """After an answer without a cell: end the run (its reason set) or continue it."""
         run = self._runs.get(agent.session_id)
         if run is None or run.ended or run.turn != outcome.turn or run.reason is not None:
+            return False
+        if not await settled(self.runtime, agent):
+            return True  # the turn takes the message that came; asked again after the answer
+        if run.ended or run.reason is not None:  # switched off (or stopped) meanwhile
             return False
         if self._goal_complete(agent, run):
             run.reason = "goal_complete"
@@ -431,7 +473,16 @@ class Autonomy:
                 return False
             if self._ended_by_budget(run):
                 return False
-            text, summary = self._gate_continuation(run, gate, index, record, result)
+            text, summary = gate_failure_texts(
+                gate.command,
+                (index, len(run.config.gates)),
+                (record.failures, self.settings.gate_retries),
+                record.exit_status,
+                record.output,
+                unchanged=((record.failed_at.note or "") if record.failed_at is not None else "")
+                if result is _UNCHANGED
+                else None,
+            )
             agent.continue_with(text, "gate", summary)
             return True
         run.reason = "gates_passed"
@@ -458,37 +509,6 @@ class Autonomy:
         self._emit_state(agent)
         return True
 
-    def _gate_continuation(
-        self, run: AutonomousRun, gate: Gate, index: int, record: _GateRecord, result: GateResult
-    ) -> tuple[str, str]:
-        retries = self.settings.gate_retries
-        count = len(run.config.gates)
-        status = "killed at its timeout" if record.exit_status is None else record.exit_status
-        head = (
-            f"[autonomous run] Gate {index} of {count} failed: `{gate.command}` "
-            f"(exit status {status}; failed attempt {record.failures} of {retries})."
-        )
-        if result is _UNCHANGED:
-            compared = record.failed_at.note if record.failed_at is not None else None
-            head += (
-                " It was not run again: the workspace is unchanged since the failed run, so it "
-                "would fail the same way"
-                + (f" ({compared})" if compared else "")
-                + ". Its output then:"
-            )
-        else:
-            head += " Its output:"
-        text = (
-            f"{head}\n```text\n{record.output}\n```\n"
-            "Fix it, then show terminal evidence that it passes (run the check yourself and "
-            "show its output) before you answer again. No human is available."
-        )
-        summary = (
-            f"Gate `{gate.command}` failed (attempt {record.failures} of {retries}); the "
-            "autonomous run continues."
-        )
-        return text, summary
-
     # ------------------------------------------------------------ running a gate
 
     def folder(self, agent: Agent) -> Path:
@@ -496,11 +516,15 @@ class Autonomy:
         return (self.root / agent.session.notebook_path).parent
 
     def _excluded(self, agent: Agent) -> tuple[str, ...]:
-        folder = self.folder(agent)
+        folder = self.folder(agent).resolve()
         notebook = (self.root / agent.session.notebook_path).resolve()
+        excluded: list[str] = []
+        for path in self.unwatched:
+            with contextlib.suppress(ValueError):
+                excluded.append(path.resolve().relative_to(folder).as_posix())
         with contextlib.suppress(ValueError):
-            return harness_paths(notebook.relative_to(folder.resolve()).as_posix())
-        return ()
+            excluded += harness_paths(notebook.relative_to(folder).as_posix())
+        return tuple(excluded)
 
     async def _fingerprint(self, agent: Agent) -> Fingerprint:
         return await asyncio.to_thread(

@@ -1,84 +1,21 @@
-"""A session's Autonomous switch as the server records it (docs/autonomy.md): its budgets, its
-mode, and its `configured` entry, which carries this user's signature (docs/trust.md): a switch
-from a cloned folder turns nothing on until the user trusts the session, as its gates are shell
-commands that would run after every answer."""
+"""A session's Autonomous switch as the server records it (docs/autonomy.md): its `configured`
+entry carries this user's signature (docs/trust.md), so a switch from a cloned folder turns
+nothing on until the user trusts the session, as its gates are shell commands that would run
+after every answer. The budgets and the mode are `autonomy_config.py`'s."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from .gates import Gate
 from .sessions import SessionLog
-from .settings import Settings
 from .trust import SIGNATURE, Signer
 
 if TYPE_CHECKING:
-    from .wire import AutonomyBudgets
+    pass
 
 SIGNED_FOR = "autonomy"
 """The purpose of a `configured` entry's signature (core/trust.py)."""
 SIGNED_FIELDS = ("enabled", "budgets", "gates")
-
-
-@dataclass(frozen=True)
-class Budgets:
-    max_turns: int
-    max_tokens: int
-    timeout_minutes: float
-    continuations: int
-
-    @classmethod
-    def of(cls, settings: Settings) -> Budgets:
-        return cls(
-            settings.autonomous_max_turns,
-            settings.autonomous_max_tokens,
-            settings.autonomous_timeout,
-            settings.autonomous_continuations,
-        )
-
-    def wire(self) -> AutonomyBudgets:
-        return {
-            "max_turns": self.max_turns,
-            "max_tokens": self.max_tokens,
-            "timeout_minutes": self.timeout_minutes,
-            "continuations": self.continuations,
-        }
-
-    @classmethod
-    def from_wire(cls, data: object, settings: Settings) -> Budgets:
-        """Budgets from a client's JSON, each checked against its setting's bounds (ValueError
-        names the field); a field left out keeps the setting's value."""
-        if not isinstance(data, dict):
-            raise ValueError("budgets must be an object")
-        names = {
-            "max_turns": "autonomous_max_turns",
-            "max_tokens": "autonomous_max_tokens",
-            "timeout_minutes": "autonomous_timeout",
-            "continuations": "autonomous_continuations",
-        }
-        unknown = sorted(set(data) - set(names))
-        if unknown:
-            raise ValueError(f"budgets has no field {', '.join(unknown)}")
-        values: dict[str, Any] = {}
-        for key, setting in names.items():
-            value = data.get(key, getattr(settings, setting))
-            try:
-                replace(settings, **{setting: value})
-            except ValueError as exc:
-                raise ValueError(f"budgets.{key}: {str(exc).split(' ', 1)[1]}") from None
-            values[key] = value
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class AutonomyConfig:
-    """A session's autonomous mode: on or off, its budgets and its gates."""
-
-    enabled: bool
-    budgets: Budgets
-    gates: tuple[Gate, ...]
-    persisted: bool = False  # kept in the session (the server's switch), not a CLI run's flags
 
 
 def latest_configured(session: SessionLog | None) -> dict[str, Any] | None:

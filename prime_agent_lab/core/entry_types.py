@@ -335,12 +335,23 @@ def duration_words(seconds: float) -> str:
     return f"{minutes // 60} h {minutes % 60} m"
 
 
+def plural(count: object, word: str) -> str:
+    """`1 turn`, `12 turns`."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def gate_words(command: str) -> str:
+    """A gate in a one-line view: in backticks, a multi-line one by its first line and `…`."""
+    lines = command.strip().splitlines() or [""]
+    return f"`{lines[0].rstrip()}{' …' if len(lines) > 1 else ''}`"
+
+
 def gate_line(entry: Entry) -> str:
     """The chat line of a gate run: command, exit status, time and the output's first line."""
-    command, attempt = text_of(entry, "command"), entry.get("attempt")
+    command, attempt = gate_words(text_of(entry, "command")), entry.get("attempt")
     if entry.get("skipped_unchanged"):
         return (
-            f"Gate `{command}` not re-run (attempt {attempt}): the workspace is unchanged since "
+            f"Gate {command} not re-run (attempt {attempt}): the workspace is unchanged since "
             "it failed."
         )
     status = entry.get("exit_status")
@@ -349,7 +360,7 @@ def gate_line(entry: Entry) -> str:
     seconds = entry.get("seconds")
     took = f", {duration_words(seconds)}" if isinstance(seconds, float | int) else ""
     head = next((ln.strip() for ln in text_of(entry, "output").splitlines() if ln.strip()), "")
-    return f"Gate `{command}` {how} ({exit_words}{took})" + (f": {head[:200]}" if head else "")
+    return f"Gate {command} {how} ({exit_words}{took})" + (f": {head[:200]}" if head else "")
 
 
 def autonomy_line(entry: Entry) -> str:
@@ -357,9 +368,9 @@ def autonomy_line(entry: Entry) -> str:
     budgets = entry.get("budgets") if isinstance(entry.get("budgets"), dict) else {}
     gates = [str(g) for g in entry.get("gates") or []]
     limits = (
-        f"{budgets.get('max_turns')} turns, {budgets.get('max_tokens', 0):,} tokens, "
+        f"{plural(budgets.get('max_turns'), 'turn')}, {budgets.get('max_tokens', 0):,} tokens, "
         f"{budgets.get('timeout_minutes')} min"
-        + (f"; gates: {', '.join(gates)}" if gates else "; no gates")
+        + (f"; gates: {', '.join(gate_words(g) for g in gates)}" if gates else "; no gates")
     )
     event = entry.get("event")
     if event == "configured":
@@ -371,10 +382,12 @@ def autonomy_line(entry: Entry) -> str:
     used = entry.get("used") if isinstance(entry.get("used"), dict) else {}
     reason = AUTONOMY_REASONS.get(text_of(entry, "reason"), text_of(entry, "reason"))
     seconds, turns = used.get("seconds"), used.get("turns", 0)
+    stopped = [str(name) for name in entry.get("stopped_sub_agents") or []]
     return (
-        f"Autonomous run ended: {reason} after {turns} turn{'' if turns == 1 else 's'}, "
+        f"Autonomous run ended: {reason} after {plural(turns, 'turn')}, "
         f"{used.get('tokens', 0):,} tokens, "
         f"{duration_words(seconds if isinstance(seconds, float | int) else 0)}"
+        + (f"; it stopped the sub-agents still working: {', '.join(stopped)}" if stopped else "")
     )
 
 
@@ -428,6 +441,7 @@ AUTONOMY = EntryType(
         "signature": Field(
             str, "`configured`: this user's signature of `enabled`, `budgets`, `gates`"
         ),
+        "stopped_sub_agents": Field(list, "`ended`: the sub-agents still working it stopped"),
     },
     {
         "turn": 3,

@@ -5,7 +5,9 @@ the contents of untracked files that are not ignored; outside git, every file's 
 size and content hash. The harness's own files are left out: `.prime-agent/` (the session log
 changes every turn), the run's notebook and its sub-agents' folder (agent cells are the record of
 the work, not the work), `.ipynb_checkpoints` and `.git`. Otherwise a failed gate would always
-count as changed and run again. Hashing stops past a size cap (the note says so); the files past
+count as changed and run again. A CLI run leaves out its own stdout and stderr files too
+(`own_output_files`: `run ... > out.jsonl` in the folder writes it at every event). Hashing stops
+past a size cap (the note says so); the files past
 it still count by path, size and modification time. Past `MAX_FILES` files the rest are not
 looked at (the note says so too).
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -36,6 +39,23 @@ def harness_paths(notebook_path: str) -> tuple[str, ...]:
     """The run's own notebook and its sub-agents' folder (`a.ipynb` -> `a.agents`), relative."""
     stem = notebook_path[: -len(".ipynb")] if notebook_path.endswith(".ipynb") else notebook_path
     return (notebook_path, f"{stem}.agents")
+
+
+def own_output_files(fds: Iterable[int] = (1, 2)) -> tuple[Path, ...]:
+    """The regular files this process's stdout and stderr (`fds`) write to, found through
+    /proc/self/fd (none where there is no /proc, or for a terminal or a pipe)."""
+    found: list[Path] = []
+    for fd in fds:
+        try:
+            opened = os.fstat(fd)
+            path = Path(os.readlink(f"/proc/self/fd/{fd}"))
+            named = path.stat()
+        except OSError:
+            continue
+        same = (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
+        if stat.S_ISREG(opened.st_mode) and path.is_absolute() and same:
+            found.append(path)
+    return tuple(found)
 
 
 def workspace_fingerprint(

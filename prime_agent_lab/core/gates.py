@@ -1,18 +1,23 @@
 """Gates: the checks an autonomous run must pass before it may end (docs/autonomy.md).
 
 A gate is a shell command, run in the run's folder in a session (process group) of its own, or a
-`py:EXPR` check run in the agent's own kernel (an `assert ...` statement, or an expression that
-must be truthy). Either way the result is an exit status, the output (stdout and stderr merged,
-or the Python error) cut to a bound keeping its head and tail, and the seconds it took. A gate is
-cancellable: cancelling a shell gate kills its whole process tree, as its timeout does.
+`py:EXPR` check run in the agent's own kernel (one `assert ...` statement, or one expression that
+must be truthy: nothing that changes the kernel). Either way the result is an exit status, the
+output (stdout and stderr merged, or the Python error) cut to a bound keeping its head and tail,
+and the seconds it took. A gate is cancellable: cancelling a shell gate kills what it started, as
+its timeout and its end do (`_kill_tree`: its process group, every process descending from its
+shell, and every process carrying its mark in the environment; one that detaches itself and
+also clears its environment escapes, as from any job control).
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import codecs
 import contextlib
 import os
+import secrets
 import signal
 import time
 from dataclasses import dataclass
@@ -26,8 +31,12 @@ PYTHON_PREFIX = "py:"
 READ_CHUNK = 64 * 1024
 NOT_STARTED = 127  # the shell's own status for a command that could not be run
 EXIT_POLL = 0.05  # longest pause between looks at whether a shell gate exited
+KILL_ROUNDS = 3  # looks for a gate's processes (one may fork while the others are killed)
 DRAIN_SECONDS = 5.0  # to read what a gate wrote before it exited (or was killed)
 GateKind = Literal["shell", "python"]
+GATE_MARK = "PRIME_AGENT_LAB_GATE"
+"""The environment variable that marks a shell gate's processes (a token per run), so the ones
+that left its process group and its process tree (`setsid` in a subshell) are found and killed."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +58,8 @@ class Gate:
 
 
 def parse_gate(text: str) -> Gate:
-    """A gate from the user's text; ValueError for an empty one or a Python check that does not
-    compile."""
+    """A gate from the user's text; ValueError for an empty one or a Python check that is not
+    one `assert` statement or one expression (SyntaxError: it does not parse)."""
     if not text.strip():
         raise ValueError("a gate must be a shell command or py:EXPR, not empty")
     gate = Gate(text.strip())
@@ -118,21 +127,66 @@ class _Bounded:
 # ---------------------------------------------------------------- shell gates
 
 
-def _kill_tree(pid: int) -> None:
-    """Kill the gate's process group (its session: the shell and everything it started)."""
+def _kill_tree(pid: int, mark: str) -> None:
+    """Kill what the gate started: its process group (the session its shell leads), every
+    process still descending from its shell (found before any is killed, as a killed parent's
+    children are reparented) and every process whose environment carries `mark` (one that
+    detached itself: `setsid` in a subshell that exited). Again until none is left, as one may
+    have forked meanwhile."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+    for _ in range(KILL_ROUNDS):
+        found = _gate_processes(pid, mark.encode())
+        if not found:
+            return
+        for each in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(each, signal.SIGKILL)
+
+
+def _gate_processes(root: int, mark: bytes) -> set[int]:
+    """The live processes below `root` and those whose environment holds `mark` (from /proc;
+    none where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    marked: set[int] = set()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            try:
+                state, parent = (
+                    Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[:2]
+                )
+                environ = Path(f"/proc/{pid}/environ").read_bytes()
+            except (OSError, ValueError):
+                continue  # gone, or not ours to read (nor to kill)
+            if state == b"Z":
+                continue  # dead already, waiting to be reaped
+            children.setdefault(int(parent), []).append(pid)
+            if mark in environ.split(b"\0"):
+                marked.add(pid)
+    below: set[int] = set()
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in below:
+                below.add(child)
+                stack.append(child)
+    return (below | marked) - {os.getpid(), root}
 
 
 async def run_shell_gate(gate: Gate, cwd: Path, timeout: float, limit: int) -> GateResult:
-    """Run `gate` with `cwd` as its folder. At `timeout` seconds, or when cancelled, its whole
-    process tree is killed; whatever it left running when the shell exits is killed too (a
-    gate must not leave processes behind, nor hold its output open)."""
+    """Run `gate` with `cwd` as its folder. At `timeout` seconds, or when cancelled, what it
+    started is killed (`_kill_tree`); whatever it left running when the shell exits is killed
+    too (a gate must not leave processes behind, nor hold its output open)."""
     started = time.monotonic()
+    mark = f"{GATE_MARK}={secrets.token_hex(12)}"
     try:
         process = await asyncio.create_subprocess_shell(
             gate.source,
             cwd=str(cwd),
+            env={**os.environ, GATE_MARK: mark.split("=", 1)[1]},
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
@@ -168,12 +222,12 @@ async def run_shell_gate(gate: Gate, cwd: Path, timeout: float, limit: int) -> G
     except TimeoutError:
         timed_out = True
     except BaseException:  # cancelled (Stop, a budget): the tree goes with it
-        _kill_tree(process.pid)
+        _kill_tree(process.pid, mark)
         reading.cancel()
         with contextlib.suppress(BaseException):
             await _let_go(process, reading)
         raise
-    _kill_tree(process.pid)  # what it left running, or all of it at its timeout
+    _kill_tree(process.pid, mark)  # what it left running, or all of it at its timeout
     if not await _let_go(process, reading):
         output.add("\n[the rest of the output was not read: a process the gate started holds it]")
     text = strip_ansi(output.text())
@@ -202,11 +256,24 @@ _FALSY = "the gate's expression is not true"
 
 def python_check(source: str) -> str:
     """The code that runs a `py:` gate in the kernel: the statement as it is (`assert ...`), or
-    an expression that must be truthy."""
-    try:
-        compile(source, "<gate>", "eval")
-    except SyntaxError:
-        compile(source, "<gate>", "exec")  # a statement (assert ...), or the user's SyntaxError
+    an expression that must be truthy. SyntaxError: it does not parse; ValueError: it is not
+    one `assert` statement or one expression (a gate checks the kernel, it must not change it:
+    `auc = 0.91` would pass and set `auc`)."""
+    body = ast.parse(source, "<gate>", "exec").body
+    if len(body) != 1 or not isinstance(body[0], ast.Assert | ast.Expr):
+        what = "nothing" if not body else f"{len(body)} statements"
+        if len(body) == 1:
+            what = f"an `{type(body[0]).__name__}` statement"
+    elif any(isinstance(node, ast.NamedExpr) for node in ast.walk(body[0])):
+        what = "an assignment (:=)"
+    else:
+        what = ""
+    if what:
+        raise ValueError(
+            "a py: gate must be one `assert` statement or one expression (it checks the "
+            f"kernel and must not change it); this is {what}"
+        )
+    if isinstance(body[0], ast.Assert):
         return source
     return f"if not ({source}):\n    raise AssertionError({_FALSY + ': ' + source!r})"
 

@@ -7,7 +7,7 @@ and is the runtime's first continuer: after an answer without a cell, an active 
 turn going with the objective (as data), the budget used and left, and the request to audit every
 requirement before `goal.complete()`. Text saying "done" completes nothing.
 
-Before it continues, it waits until the agent's sub-agents are settled (none of them running a
+Before it continues, it waits (core/settle.py) until the sub-agents are settled (none running a
 turn, no message under way to be delivered) and no user's cell runs in the agent's kernel; the
 wait is inside the turn, so the continuation fires once, when all is settled, and what the
 sub-agents sent by then enters the same model call through the inbox. A message that comes while
@@ -18,7 +18,6 @@ model's next answer.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import html
 import logging
@@ -29,9 +28,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from .family import FamilyError
-from .ports import IdleWaiter
 from .sessions import SessionError, SessionLog, now_iso
 from .settings import Settings
+from .settle import settled
 from .text import preview
 from .trust import SIGNATURE, Signer
 
@@ -65,8 +64,6 @@ OBJECTIVE_TAGS: dict[SetBy | None, str] = {
 """The block the objective is given in, by who set it (None: a goal recorded before `set_by`)."""
 SIGNED_FOR = "goal"
 """The purpose of a goal entry's signature (core/trust.py): an unsigned goal continues nothing."""
-MESSAGE_POLL_SECONDS = 0.1
-"""How often a waiting continuation looks for a message that came for the turn."""
 
 
 class GoalState(TypedDict):
@@ -487,7 +484,7 @@ class Goals:
         state = self.state(agent.session_id)
         if state is None or state["status"] != "active":
             return False  # budget_limited: its one wrap-up was given when it crossed
-        if not await self.settled(agent):
+        if not await settled(self._runtime, agent):
             return True  # the turn takes the message that came; asked again after the answer
         state = self.state(agent.session_id)  # the user may have paused or cleared it meanwhile
         if state is None or state["status"] != "active":
@@ -527,46 +524,6 @@ class Goals:
             "goal",
             f"Continuing the goal ({state['continuations']} of at most {limit}; {spent} used).",
         )
-        return True
-
-    async def settled(self, agent: Agent) -> bool:
-        """True once the agent's sub-agents are settled (none runs a turn, no message is being
-        delivered) and then no user's cell runs in its kernel. False when, while a sub-agent
-        still works, a message waits to enter the turn (news from it, a question): the loop
-        takes it first, and the continuer is asked again after the model's next answer, so
-        the two never wait for each other. Stop cancels the wait."""
-        while working := self._working(agent):
-            if not await self._until_done(agent, working):
-                return False
-        kernel = agent.kernel
-        if isinstance(kernel, IdleWaiter):
-            try:
-                await kernel.wait_idle()
-            except Exception as exc:  # a kernel that cannot be asked: its next cell says why
-                log.warning("waiting for kernel %s failed: %s", kernel.kernel_id, exc)
-            if self._working(agent):  # the user's cell started one meanwhile
-                return await self.settled(agent)
-        return True
-
-    def _working(self, agent: Agent) -> list[asyncio.Future[Any]]:
-        """The turns of the agent's sub-agents (at any depth) and the deliveries under way."""
-        working: list[asyncio.Future[Any]] = []
-        for sid in self._below(agent.session_id):
-            child = self._runtime.agents.get(sid)
-            if child is not None and child.running and child.turn_task is not None:
-                working.append(child.turn_task)
-        return working + self._runtime.mailbox.deliveries()
-
-    async def _until_done(self, agent: Agent, futures: list[asyncio.Future[Any]]) -> bool:
-        """Until every one of `futures` is done (True), or, while one is not, a message waits
-        to enter the turn (False)."""
-        pending = set(futures)
-        while pending:
-            if self._runtime.mailbox.entering_turn(agent.session_id):
-                return False
-            _, pending = await asyncio.wait(pending, timeout=MESSAGE_POLL_SECONDS)
-        for _ in range(3):  # turn_ended hooks run as done-callbacks: let them start turns
-            await asyncio.sleep(0)
         return True
 
 

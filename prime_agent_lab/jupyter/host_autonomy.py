@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.autonomy import Budgets, SubAgentRefused
+from ..core.autonomy_config import Budgets, SubAgentRefused
 from ..core.runtime import AgentRuntime
 from ..core.sessions import SessionRepository
 from ..core.text import json_type, shorten
