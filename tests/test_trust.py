@@ -689,3 +689,18 @@ async def test_the_users_own_switch_survives_a_restart(
         assert not again.runtime.untrusted(agent.session_id)
     finally:
         await again.shutdown()
+
+
+def test_the_trusted_line_names_what_now_loads_for_every_kind() -> None:
+    from typing import get_args
+
+    from prime_agent_lab.core.runtime import TRUSTED_WORDS, trusted_text
+    from prime_agent_lab.core.wire import UntrustedKind
+
+    assert set(TRUSTED_WORDS) == set(get_args(UntrustedKind))
+    assert trusted_text(["autonomy", "snapshot"]) == (
+        "Trusted by the user: this session's Autonomous switch and kernel snapshot now load."
+    )
+    assert trusted_text(["snapshot"]) == (
+        "Trusted by the user: this session's kernel snapshot now loads."
+    )

@@ -68,6 +68,7 @@ from .stop_cause import USER_STOP, StopCause
 from .text import preview, shorten
 from .trust import Signer
 from .usage import session_usage
+from .wire import UntrustedKind
 
 log = logging.getLogger(__name__)
 
@@ -305,10 +306,7 @@ class AgentRuntime:
             if agent is not None:
                 await forget_skill_paths(agent.kernel)
                 kinds = sorted({item.kind for item in signed if item.session_id == sid})
-                agent.notice(
-                    "session_trusted",
-                    f"Trusted by the user: {', '.join(kinds)} of this session now load.",
-                )
+                agent.notice("session_trusted", trusted_text(kinds))
                 self.snapshots.trusted(agent)
                 self.autonomy.trusted(agent)
             self.mailbox.deliver_waiting(sid)
@@ -829,6 +827,24 @@ async def close_provider(provider: ModelProvider) -> None:
     close = getattr(provider, "aclose", None)
     if close is not None:
         await close()
+
+
+TRUSTED_WORDS: dict[UntrustedKind, str] = {
+    "snapshot": "kernel snapshot",
+    "harness": "local harness",
+    "mail": "queued messages",
+    "schedules": "schedules",
+    "autonomy": "Autonomous switch",
+    "goal": "goal",
+}
+
+
+def trusted_text(kinds: list[UntrustedKind]) -> str:
+    """The chat's line once the user trusted a session: what now loads, in words."""
+    words = [TRUSTED_WORDS[kind] for kind in kinds]
+    listed = ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else "".join(words)
+    one = len(words) == 1 and not listed.endswith("s")
+    return f"Trusted by the user: this session's {listed} now load{'s' if one else ''}."
 
 
 def choose_model(requested: str, available: list[str]) -> tuple[str, str]:
