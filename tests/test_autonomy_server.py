@@ -259,3 +259,31 @@ async def test_only_a_turn_the_user_starts_is_an_autonomous_run_not_a_heartbeat_
     await run_turn(host, agent.session_id, "now you")
     run = (await _autonomy(jp_fetch, agent.session_id))["run"]
     assert (run["reason"], run["turns"]) == ("continuations_used", 1)
+
+
+async def test_what_a_settled_sub_agent_said_is_read_in_the_run_before_its_gates(
+    jp_fetch: Any, host: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    parent = [
+        {"code": 'h = await rlm("short task", name="w1")'},
+        {"text": "done"},
+        {"text": "noted what w1 said"},
+    ]
+    child = {"turns": [{"code": "x = 1"}, {"text": "did it"}]}
+    use_script(host, write_script(tmp_path, parent, child))
+    session_id = await _attach(jp_fetch, make_notebook("heard.ipynb"))
+    await _autonomy(jp_fetch, session_id, {"enabled": True, "gates": ["true"]})
+    agent = host.agent(session_id)
+    await host.send(session_id, "go")
+    await wait_for(lambda: agent.session.last_of("autonomy") is not None, timeout=60)
+    await wait_for(lambda: agent.session.last_of("autonomy").get("event") == "ended", timeout=120)
+    await wait_for(lambda: not agent.running, timeout=60)
+
+    path = agent.session.path()
+    assert agent.session.turns() == 1  # the sub-agent's notice started no turn of its own
+    heard = [e for e in path if e["type"] == "agent_message" and e.get("notice")]
+    assert [e["turn"] for e in heard] == [1]
+    gate = next(i for i, e in enumerate(path) if e["type"] == "gate_run")
+    assert path.index(heard[0]) < gate  # read before the gate ran
+    assert agent.session.last_of("autonomy")["reason"] == "gates_passed"
+    assert agent.session.last_of("turn_end")["final_text"] == "noted what w1 said"

@@ -459,6 +459,8 @@ class Autonomy:
             return True  # the turn takes the message that came; asked again after the answer
         if run.ended or run.reason is not None:  # switched off (or stopped) meanwhile
             return False
+        if self.runtime.mailbox.entering_turn(agent.session_id):
+            return True  # what the sub-agents said (a failure, a reply) is read before the gates
         if self._goal_complete(agent, run):
             run.reason = "goal_complete"
             return False
