@@ -38,12 +38,12 @@ class _Runtime:
         self.agents: dict[str, Agent] = {}
         self._background: set[asyncio.Future[Any]] = set()
 
-    def _session_of(self, session_id: str) -> SessionLog | None:
+    def session_of(self, session_id: str) -> SessionLog | None:
         agent = self.agents.get(session_id)
         return agent.session if agent is not None else None
 
     def tree_usage(self, session_id: str) -> dict[str, int]:
-        session = self._session_of(session_id)
+        session = self.session_of(session_id)
         return session_usage(session) if session is not None else {}
 
     def descendants(self, session_id: str) -> list[str]:

@@ -46,7 +46,7 @@ from .stop_cause import StopCause, budget_used
 
 if TYPE_CHECKING:
     from .agent import Agent, TurnOutcome
-    from .runtime import AgentRuntime
+    from .caller import TreeRuntime
     from .wire import AutonomyRun, AutonomyState
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class AutonomousRun:
 class Autonomy:
     """The autonomous mode of every session of one runtime, and their runs."""
 
-    def __init__(self, runtime: AgentRuntime) -> None:
+    def __init__(self, runtime: TreeRuntime) -> None:
         self.runtime = runtime
         self.root = Path.cwd()  # the folder notebook paths are relative to (the server's root)
         self.recorded = True  # a session's recorded switch counts (the server; a CLI run's flags)
@@ -127,7 +127,7 @@ class Autonomy:
         return config
 
     def _configured(self, session_id: str) -> dict[str, Any] | None:
-        return latest_configured(self.runtime._session_of(session_id))
+        return latest_configured(self.runtime.session_of(session_id))
 
     def _signed(self, entry: dict[str, Any]) -> bool:
         return switch_is_signed(entry, self.runtime.signer)
@@ -143,7 +143,7 @@ class Autonomy:
         of its latest `configured` entry appended to the path. True if there was one to sign.
         May run off the event loop (it only writes the log)."""
         entry = self._configured(session_id)
-        session = self.runtime._session_of(session_id)
+        session = self.runtime.session_of(session_id)
         if entry is None or session is None or self.untrusted(session_id) is None:
             return False
         signed = signed_switch(self.runtime.signer, entry)
@@ -252,7 +252,7 @@ class Autonomy:
     # ------------------------------------------------------------ budgets
 
     def _turns(self, run: AutonomousRun) -> int:
-        session = self.runtime._session_of(run.session_id)
+        session = self.runtime.session_of(run.session_id)
         entries = session.entries[run.first_entry :] if session is not None else []
         return sum(1 for e in entries if e["type"] == "assistant_message")
 

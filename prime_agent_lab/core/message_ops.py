@@ -63,7 +63,7 @@ async def get_agent(context: CallerContext, payload: dict[str, Any]) -> dict[str
     """One family member's state: status, task, model, turns, messages waiting, last answer."""
     runtime = context.runtime
     relative = _target(context, payload)
-    session = await _session_of(runtime, relative.member.session_id)
+    session = await session_of(runtime, relative.member.session_id)
     last = session.last_of("turn_end")
     return {
         **_summary(runtime, relative),
@@ -83,7 +83,7 @@ async def recent_messages(context: CallerContext, payload: dict[str, Any]) -> li
     messages, its answers and the messages it sent), oldest first."""
     limit = int(payload_number(payload, "limit", default=8, minimum=1, maximum=MAX_RECENT))
     relative = _target(context, payload)
-    session = await _session_of(context.runtime, relative.member.session_id)
+    session = await session_of(context.runtime, relative.member.session_id)
     found = [_message(e) for e in session.path() if _is_message(e)]
     return found[-limit:]
 
@@ -107,7 +107,7 @@ def _summary(runtime: TreeRuntime, relative: Relative) -> dict[str, Any]:
     }
 
 
-async def _session_of(runtime: TreeRuntime, session_id: str) -> SessionLog:
+async def session_of(runtime: TreeRuntime, session_id: str) -> SessionLog:
     agent = runtime.agents.get(session_id)
     if agent is not None:
         return agent.session

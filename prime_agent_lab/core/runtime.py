@@ -558,7 +558,7 @@ class AgentRuntime:
             return "running"
         if agent is None and child_id in self.lifecycle.evicted:
             return "inactive"
-        session = self._session_of(child_id)
+        session = self.session_of(child_id)
         if session is None:
             return "inactive"
         outcome = task_outcome(session)
@@ -568,7 +568,7 @@ class AgentRuntime:
 
     def child_state(self, child_id: str) -> tuple[str, str | None]:
         """A child's status and the start of its last answer (for the chat's child lines)."""
-        session = self._session_of(child_id)
+        session = self.session_of(child_id)
         last = session.last_of("turn_end") if session is not None else None
         text = str(last.get("final_text") or "") if last is not None else ""
         return self.child_status(child_id), preview(text) if text else None
@@ -577,7 +577,7 @@ class AgentRuntime:
         return [self._child_entry(m) for m in self.family.children(parent_id)]
 
     def _child_entry(self, member: Member) -> dict[str, Any]:
-        session = self._session_of(member.session_id)
+        session = self.session_of(member.session_id)
         return {
             "rlm_child_id": member.session_id,
             "name": member.name,
@@ -592,7 +592,7 @@ class AgentRuntime:
             "usage_total": self.tree_usage(member.session_id),
         }
 
-    def _session_of(self, session_id: str) -> SessionLog | None:
+    def session_of(self, session_id: str) -> SessionLog | None:
         agent = self.agents.get(session_id)
         if agent is not None:
             return agent.session
@@ -603,7 +603,7 @@ class AgentRuntime:
 
     def tree_usage(self, session_id: str) -> dict[str, int]:
         """Tokens of an agent and all its sub-agents, below it in the tree."""
-        session = self._session_of(session_id)
+        session = self.session_of(session_id)
         total = session_usage(session) if session is not None else {}
         for child in self.family.children(session_id):
             for key, value in self.tree_usage(child.session_id).items():

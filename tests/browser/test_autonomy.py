@@ -25,7 +25,7 @@ from .test_chat_panel import (
     _wait_for_idle_kernel,
 )
 from .test_harness_panel import TEXT_CONTRAST_JS
-from .test_stop_and_sessions import _connected_panel, _session_of
+from .test_stop_and_sessions import _connected_panel, session_of
 
 pytestmark = pytest.mark.browser
 
@@ -80,7 +80,7 @@ def test_autonomous_switch_indicator_gate_line_and_stop(lab_server: LabServer, p
     _open_notebook(page, lab_server, NOTEBOOK)
     _wait_for_idle_kernel(lab_server, NOTEBOOK, KERNEL_IDLE_TIMEOUT)
     panel = _connected_panel(page, lab_server, NOTEBOOK)
-    session_id = _session_of(lab_server, NOTEBOOK)["session_id"]
+    session_id = session_of(lab_server, NOTEBOOK)["session_id"]
 
     # Off, as the server says; a click opens the form prefilled with the server's budgets.
     switch = panel.get_by_test_id("pal-autonomy-switch")

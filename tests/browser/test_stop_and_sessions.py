@@ -72,7 +72,7 @@ def _in_viewport(page: Any, cell: Any) -> bool:
     )
 
 
-def _session_of(server: LabServer, notebook: str) -> dict[str, Any]:
+def session_of(server: LabServer, notebook: str) -> dict[str, Any]:
     sessions = server.api("GET", "prime-agent/api/sessions")["sessions"]
     attached = [s for s in sessions if s["notebook_path"] == notebook and s["status"] != "inactive"]
     assert len(attached) == 1, sessions
@@ -108,7 +108,7 @@ def test_stopped_turn_survives_a_reload(lab_server: LabServer, page: Any) -> Non
 
     page.reload()
     panel = _connected_panel(page, lab_server, name)
-    session = _session_of(lab_server, name)
+    session = session_of(lab_server, name)
     expect(panel.get_by_test_id("pal-transcript")).to_have_attribute(
         "data-seq", str(session["seq"]), timeout=UI_TIMEOUT_MS
     )
@@ -141,13 +141,13 @@ def test_second_browser_new_session_is_followed(lab_server: LabServer, new_page:
     _wait_for_idle_kernel(lab_server, name, KERNEL_IDLE_TIMEOUT)
     panel_a = _connected_panel(page_a, lab_server, name)
     panel_b = _connected_panel(page_b, lab_server, name)
-    first = _session_of(lab_server, name)["session_id"]
+    first = session_of(lab_server, name)["session_id"]
 
     panel_b.get_by_test_id("pal-new-session").click()
     expect(panel_b.get_by_test_id("pal-status")).to_have_attribute(
         "data-connection", "connected", timeout=UI_TIMEOUT_MS
     )
-    second = _session_of(lab_server, name)
+    second = session_of(lab_server, name)
     assert second["session_id"] != first
     status_a = panel_a.get_by_test_id("pal-status")
     expect(status_a).to_have_attribute("data-session", second["session_id"], timeout=UI_TIMEOUT_MS)
@@ -166,7 +166,7 @@ def test_second_browser_new_session_is_followed(lab_server: LabServer, new_page:
         expect(panel.get_by_test_id("pal-notice")).to_have_text(
             ["Stopped."], timeout=TURN_TIMEOUT_MS
         )
-    assert _session_of(lab_server, name)["session_id"] == second["session_id"]
+    assert session_of(lab_server, name)["session_id"] == second["session_id"]
 
 
 def test_follow_switch_leaves_the_notebook_where_it_is(lab_server: LabServer, page: Any) -> None:
@@ -221,14 +221,14 @@ def test_send_to_a_session_no_longer_attached_goes_to_the_current_one(
     _wait_for_idle_kernel(lab_server, name, KERNEL_IDLE_TIMEOUT)
     panel_a = _connected_panel(page_a, lab_server, name)
     panel_b = _connected_panel(page_b, lab_server, name)
-    first = _session_of(lab_server, name)["session_id"]
+    first = session_of(lab_server, name)["session_id"]
     expect(panel_a.get_by_test_id("pal-status")).to_have_attribute("data-session", first)
 
     panel_b.get_by_test_id("pal-new-session").click()
     expect(panel_b.get_by_test_id("pal-status")).not_to_have_attribute(
         "data-session", first, timeout=UI_TIMEOUT_MS
     )
-    second = _session_of(lab_server, name)["session_id"]
+    second = session_of(lab_server, name)["session_id"]
     expect(panel_a.get_by_test_id("pal-status")).to_have_attribute("data-session", first)
 
     send_to_chat(panel_a, "Sent after the switch.")
