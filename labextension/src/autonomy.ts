@@ -357,12 +357,25 @@ export function indicatorText(state: AutonomyState, elapsed: number): string {
   return parts.join(' · ');
 }
 
+/**
+ * The gates in one sentence, each on one line of its own and numbered when
+ * there are several (a shell gate may itself hold `;` or `,`).
+ */
+export function gatesSentence(gates: readonly string[]): string {
+  if (!gates.length) {
+    return 'No gates: the run continues with the default prompt.';
+  }
+  if (gates.length === 1) {
+    return `Gate: ${firstLine(gates[0]).text}.`;
+  }
+  const listed = gates.map((gate, index) => `(${index + 1}) ${firstLine(gate).text}`);
+  return `Gates: ${listed.join(' ')}.`;
+}
+
 /** The indicator as a sentence (its accessible name and tooltip). */
 export function indicatorLabel(state: AutonomyState, elapsed: number): string {
   const { budgets, run } = state;
-  const gates = state.gates.length
-    ? `Gates: ${state.gates.join('; ')}.`
-    : 'No gates: the run continues with the default prompt.';
+  const gates = gatesSentence(state.gates);
   const limit = spokenDuration(budgets.timeout_minutes * 60);
   if (!run) {
     return (

@@ -7,6 +7,7 @@ import {
   formatTokens,
   formValues,
   gateRunOf,
+  gatesSentence,
   indicatorLabel,
   indicatorText,
   parseAutonomyForm,
@@ -139,7 +140,14 @@ describe('the indicator', () => {
     expect(label).toContain('3 of 12 turns');
     expect(label).toContain('12,000 of 80,000 tokens');
     expect(label).toContain('1 minute 20 seconds of 30 minutes');
-    expect(label).toContain('Gates: pytest -q.');
+    expect(label).toContain('Gate: pytest -q.');
+  });
+
+  it('numbers several gates, each by its first line, so a `;` in one cannot split it', () => {
+    expect(gatesSentence(['cd src; pytest -q', 'py:assert ok', 'make a\nmake b'])).toBe(
+      'Gates: (1) cd src; pytest -q (2) py:assert ok (3) make a ….'
+    );
+    expect(gatesSentence([])).toBe('No gates: the run continues with the default prompt.');
   });
 
   it('formats token counts and clocks compactly', () => {
