@@ -31,24 +31,14 @@ def cli_with_env(
     env["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT), str(ROOT / "kernel_ext"), env.get("PYTHONPATH", "")]
     )
+    command = [sys.executable, "-m", "prime_agent_lab.cli", *args]
     if into is None:
         return subprocess.run(
-            [sys.executable, "-m", "prime_agent_lab.cli", *args],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
+            command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
         )
     with into.open("w") as out, Path(f"{into}.err").open("w") as err:
         done = subprocess.run(
-            [sys.executable, "-m", "prime_agent_lab.cli", *args],
-            cwd=cwd,
-            env=env,
-            stdout=out,
-            stderr=err,
-            text=True,
-            timeout=timeout,
+            command, cwd=cwd, env=env, stdout=out, stderr=err, text=True, timeout=timeout
         )
     return subprocess.CompletedProcess(
         done.args, done.returncode, into.read_text(), Path(f"{into}.err").read_text()
