@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
 
 from prime_agent_lab.adapters.kernel_calls import KernelCallFailed
 from prime_agent_lab.adapters.kernel_executor import KernelExecutor
 from prime_agent_lab.adapters.kernel_pool import KernelPool, KernelStartFailed, PoolClosed
-from prime_agent_lab.adapters.local_kernels import LocalKernel, LocalKernels, hand_out
+from prime_agent_lab.adapters.local_kernels import LocalKernel, LocalKernels, hand_out, kill_now
 from prime_agent_lab.jupyter.server_kernels import HandOutFailed, ServerKernels, hand_to_notebook
 from tests.conftest import wait_for
 
@@ -349,3 +351,48 @@ async def test_local_kernels_talk_over_private_unix_sockets_that_go_with_the_ker
     finally:
         await kernels.discard(kernel)
     assert not directory.exists()
+
+
+async def test_a_kernel_killed_at_once_never_sees_an_interrupt_first(tmp_path: Path) -> None:
+    """jupyter_client's `shutdown_kernel(now=True)` sends SIGINT before it kills: a kernel still
+    importing takes it as a KeyboardInterrupt and prints a traceback into the terminal the CLI's
+    one-line error goes to. `kill_now` kills first, so no interrupt ever arrives."""
+    marker, ready = tmp_path / "interrupted", tmp_path / "ready"
+    kernel_script = tmp_path / "slow_kernel.py"
+    kernel_script.write_text(
+        "import os, pathlib, signal, time\n"
+        # The signal's number is written at delivery, by the C handler, even if a kill follows
+        # before Python code runs again.
+        f"fd = os.open({str(marker)!r}, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK)\n"
+        "signal.set_wakeup_fd(fd)\n"
+        "signal.signal(signal.SIGINT, lambda *_: None)\n"
+        f"pathlib.Path({str(ready)!r}).touch()\n"
+        "while True:\n    time.sleep(0.05)\n"
+    )
+    spec_dir = tmp_path / "jupyter" / "kernels" / "slow-starter"
+    spec_dir.mkdir(parents=True)
+    argv = [sys.executable, str(kernel_script), "{connection_file}"]
+    spec = {"argv": argv, "display_name": "slow", "language": "python", "interrupt_mode": "signal"}
+    (spec_dir / "kernel.json").write_text(json.dumps(spec))
+    manager = AsyncKernelManager(
+        kernel_name="slow-starter",
+        kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec_dir.parent)]),
+    )
+    await manager.start_kernel(cwd=str(tmp_path))
+    process = manager.provisioner.process  # type: ignore[union-attr]
+    await wait_for(ready.exists, timeout=30)
+    signals_sent: list[int] = []
+    send_signal = manager.provisioner.send_signal  # type: ignore[union-attr]
+
+    async def recording_send_signal(signum: int) -> None:
+        if process.poll() is None:
+            signals_sent.append(signum)
+        await send_signal(signum)
+
+    manager.provisioner.send_signal = recording_send_signal  # type: ignore[union-attr,method-assign]
+
+    await kill_now(manager)
+
+    assert process.poll() is not None, "the kernel process is still running"
+    assert signal.SIGINT not in signals_sent, "an interrupt was sent to the live kernel"
+    assert marker.read_bytes() == b"", "the kernel was interrupted before it was killed"
