@@ -461,7 +461,24 @@ def test_a_panel_built_in_a_subshell_answers_clicks_while_the_main_shell_runs_a_
             and state.get("description") == "Confirm delete"
         )
 
-    kernel_wire.iopub_until(answered, timeout=30)
+    seen: list[str] = []
+
+    def answered_noting(msg: dict[str, Any]) -> bool:
+        about = msg["parent_header"].get("msg_type", "-")
+        seen.append(f"{msg['header']['msg_type']}<-{about}")
+        return answered(msg)
+
+    try:
+        kernel_wire.iopub_until(answered_noting, timeout=30)
+    except AssertionError:
+        # Say where the click went (the main shell answers it once its cell ends), then fail.
+        cell_may_end.touch()
+        try:
+            kernel_wire.iopub_until(answered_noting, timeout=30)
+            where = "the click was handled only after the agent's cell ended"
+        except AssertionError:
+            where = "the click was never handled"
+        raise AssertionError(f"{where}; IOPub after the click: {seen[-40:]}") from None
     assert not seen_cell_end, "the click was handled only after the agent's cell"
     cell_may_end.touch()
     kernel_wire.iopub_until(_idle_after(agent_cell))
