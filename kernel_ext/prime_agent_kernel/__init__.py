@@ -2,7 +2,7 @@
 
 The host loads it into an agent's kernel and calls `configure(...)`; it binds the kernel API
 names (`history`, `agent_message`, `agent_observe`, `rlm`, `compact`, `refine`,
-`rlm_heartbeat`, `goal`) into the user namespace. It never imports the host package:
+`rlm_heartbeat`, `goal`, `mcp`) into the user namespace. It never imports the host package:
 everything goes over the bridge.
 
 Importing the package loads none of the kernel API (the host imports the declarations of the
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .harness import Harness, HarnessEntry, HarnessError
     from .heartbeat import Heartbeat
     from .history import Entry, History
+    from .mcp import Mcp, McpError, McpImage, McpToolError
     from .messaging import AgentMessage, AgentObserve, Record
     from .refine import Refine
     from .rlm import RLM, AgentUsage, Subagent, SubagentHandle
@@ -37,6 +38,10 @@ _EXPORTS = {
     "HarnessError": ".harness",
     "Entry": ".history",
     "History": ".history",
+    "Mcp": ".mcp",
+    "McpError": ".mcp",
+    "McpImage": ".mcp",
+    "McpToolError": ".mcp",
     "AgentMessage": ".messaging",
     "AgentObserve": ".messaging",
     "Record": ".messaging",
@@ -73,6 +78,10 @@ __all__ = [
     "HarnessError",
     "Heartbeat",
     "History",
+    "Mcp",
+    "McpError",
+    "McpImage",
+    "McpToolError",
     "Record",
     "Refine",
     "Subagent",
@@ -92,6 +101,7 @@ BOUND_NAMES = (
     "refine",
     "goal",
     "rlm_heartbeat",
+    "mcp",
 )
 """Every name the package binds (or will bind) in the user namespace: kernel snapshots never
 save them. A new bound name goes here too (tests/test_snapshots.py checks `_bind_names`)."""
@@ -144,6 +154,7 @@ def _bind_names(shell: Any) -> None:
     from .harness import Harness
     from .heartbeat import Heartbeat
     from .history import History
+    from .mcp import Mcp
     from .messaging import AgentMessage, AgentObserve
     from .refine import Refine
     from .rlm import RLM, show_link
@@ -159,6 +170,7 @@ def _bind_names(shell: Any) -> None:
         "refine": Refine(_call),
         "rlm_heartbeat": Heartbeat(_call),
         "goal": Goal(_call),
+        "mcp": Mcp(_call),
     }
     for name, value in ours.items():
         existing = shell.user_ns.get(name)

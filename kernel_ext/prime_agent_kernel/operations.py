@@ -244,6 +244,33 @@ DELETE_HEARTBEAT = _declare(
 )
 
 
+# ------------------------------------------------------------------ MCP servers (`mcp`, docs/mcp.md)
+LIST_MCP_SERVERS = _declare(
+    "mcp.list_servers",
+    (),
+    "`mcp.list_servers()`",
+    "the MCP servers the caller's session may use: name, transport, state, where it came from",
+)
+LIST_MCP_TOOLS = _declare(
+    "mcp.list_tools",
+    ("server",),
+    "`mcp.list_tools(server)`",
+    "the server's tools: name, description, input schema",
+)
+CALL_MCP_TOOL = _declare(
+    "mcp.call_tool",
+    ("server", "tool", "arguments"),
+    "`mcp.call_tool(server, tool, arguments=None)`",
+    "`{structured, content, is_error, chars}`: the tool's result as the server gave it",
+)
+READ_MCP_RESOURCE = _declare(
+    "mcp.read_resource",
+    ("server", "uri"),
+    "`mcp.read_resource(server, uri)`",
+    "the resource's contents: text, or base64 blobs",
+)
+
+
 def check_call(op: str, payload: dict[str, object]) -> Operation:
     """The declaration of `op`, once `payload` carries only its arguments; ValueError else."""
     declared = OPERATIONS.get(op)

@@ -12,7 +12,7 @@ export type CellStatus = 'ok' | 'error' | 'timeout' | 'died' | 'interrupted' | '
 
 export type StopReason = 'end_turn' | 'stopped' | 'shutdown' | 'error' | 'max_iterations' | 'interrupted';
 
-export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'continuation' | 'gate_passed' | 'gate_failed' | 'autonomy' | 'goal' | 'session_unreadable';
+export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'continuation' | 'gate_passed' | 'gate_failed' | 'autonomy' | 'goal' | 'session_unreadable' | 'mcp_call' | 'mcp_call_failed';
 
 export type ErrorKind = 'provider' | 'kernel' | 'notebook' | 'tool_arguments' | 'internal' | 'disk';
 
@@ -34,7 +34,7 @@ export type EditAction = 'create' | 'update' | 'delete';
 
 export type UntrustedKind = 'snapshot' | 'harness' | 'mail' | 'schedules' | 'autonomy' | 'goal';
 
-export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'continuation' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned' | 'gate_run' | 'autonomy' | 'goal';
+export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'continuation' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned' | 'gate_run' | 'autonomy' | 'goal' | 'mcp_call';
 
 export interface IServerInfo {
   version: string;
@@ -609,7 +609,7 @@ export const STOP_NOTICES: Partial<Record<StopReason, string>> = {
 };
 
 /** Notice kinds the chat shows as warnings (the user lost state, something failed). */
-export const WARNING_NOTICES: ReadonlySet<NoticeKind> = new Set<NoticeKind>(['child_error', 'compaction_failed', 'gate_failed', 'kernel_died', 'kernel_restarted', 'kernel_restarted_externally', 'kernel_state_not_restored', 'message_undeliverable', 'session_unreadable', 'session_untrusted']);
+export const WARNING_NOTICES: ReadonlySet<NoticeKind> = new Set<NoticeKind>(['child_error', 'compaction_failed', 'gate_failed', 'kernel_died', 'kernel_restarted', 'kernel_restarted_externally', 'kernel_state_not_restored', 'mcp_call_failed', 'message_undeliverable', 'session_unreadable', 'session_untrusted']);
 
 export type AgentEventType = AgentEvent['type'];
 

@@ -165,6 +165,15 @@ NOTICE_KINDS: dict[str, NoticeKindSpec] = {
         "why), so this is another session",
         warning=True,
     ),
+    "mcp_call": NoticeKindSpec(
+        "a cell called an MCP server (`mcp_call`): server, tool or resource, time, result size",
+        for_the_user_only=True,
+    ),
+    "mcp_call_failed": NoticeKindSpec(
+        "a cell's MCP call failed, timed out or was cancelled (`mcp_call`); the text says why",
+        warning=True,
+        for_the_user_only=True,
+    ),
 }
 """Every kind of notice: a `notice` entry's `kind`, and the notice lines other types make."""
 
@@ -974,6 +983,57 @@ GOAL = EntryType(
 )
 
 
+# ---------------------------------------------------------------- MCP calls (core/mcp_ops.py)
+
+
+def mcp_call_line(entry: Entry) -> str:
+    """`MCP papers.search · 0.4 s · 1,204 chars`; a failure ends with its status and error."""
+    target = text_of(entry, "tool") or text_of(entry, "uri")
+    seconds = entry.get("seconds")
+    took = f"{seconds:.1f} s" if isinstance(seconds, float | int) else "?"
+    line = f"MCP {text_of(entry, 'server')}.{target} · {took}"
+    status = text_of(entry, "status")
+    if status == "ok":
+        return f"{line} · {entry.get('chars', 0):,} chars"
+    error = text_of(entry, "error")
+    return f"{line} · {status}" + (f": {error}" if error else "")
+
+
+def _mcp_call_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
+    kind = "mcp_call" if entry.get("status") == "ok" else "mcp_call_failed"
+    return notice_item(entry, kind, mcp_call_line(entry))
+
+
+MCP_CALL = EntryType(
+    "mcp_call",
+    "A cell called an MCP server (docs/mcp.md): which tool or resource, how it ended, how long "
+    "it took and how large the result was. Never the arguments nor the result (it lives in the "
+    "kernel variable). The model does not read it (the cell's output says what it needs); "
+    "`history` lists it.",
+    {
+        "turn": TURN,
+        "server": Field(str, "the server's configured name", required=True),
+        "tool": Field(str, "the tool called (absent for a resource read)"),
+        "uri": Field(str, "the resource read (absent for a tool call)"),
+        "status": Field(str, "`ok`, `error`, `cancelled` or `timeout`", required=True),
+        "seconds": Field(float, "how long the call took", required=True),
+        "chars": Field(int, "the result's size, serialised, in characters"),
+        "error": Field(str, "why it failed (a tool's own error text, a transport failure)"),
+    },
+    {
+        "turn": 1,
+        "server": "papers",
+        "tool": "search",
+        "status": "ok",
+        "seconds": 0.4,
+        "chars": 1204,
+    },
+    chat=_mcp_call_chat,
+    chat_items=("notice",),
+    in_history=always,
+)
+
+
 # ---------------------------------------------------------------- the table
 
 
@@ -1000,6 +1060,7 @@ DECLARED: dict[str, EntryType] = {
         GATE_RUN,
         AUTONOMY,
         GOAL,
+        MCP_CALL,
     )
 }
 """Every entry type a session log holds, by name. Loading tolerates other types (a newer build

@@ -51,6 +51,7 @@ from .harness_ops import register_harness_operations
 from .heartbeat_ops import register_heartbeat_operations
 from .lifecycle import Lifecycle
 from .mailbox import Mailbox
+from .mcp_ops import McpAccess, register_mcp_operations
 from .message_ops import register_message_operations
 from .pending_kernel import PendingKernel, kernel_arrived
 from .ports import KernelPort, ModelProvider, NotebookPort
@@ -170,6 +171,8 @@ class AgentRuntime:
         register_goal_operations(self.operation, self.goals)
         self.continuers.add("goal", self.goals.should_continue)
         self.autonomy = Autonomy(self)  # continuer "autonomous", after "goal"
+        self.mcp = McpAccess(lambda: self.settings)  # one MCP hub per host: docs/mcp.md
+        register_mcp_operations(self.operation, self.mcp)
 
     # ------------------------------------------------------------ sessions and agents
 
@@ -360,7 +363,7 @@ class AgentRuntime:
                 parent_name=parent.display_name if parent is not None else None,
                 name=me.name if me is not None else "",
             )
-        )
+        ) + self.mcp.prompt_section()
 
     def _turn_ended(self, agent: Agent, outcome: TurnOutcome) -> None:
         """What follows a turn: a sub-agent's parent learns how its task ended; the messages
@@ -778,6 +781,7 @@ class AgentRuntime:
             if isinstance(agent.kernel, PendingKernel):  # a kernel the runtime asked for
                 await self._release_kernel(agent.kernel)
         self.agents.clear()
+        await self.mcp.close()  # the MCP sessions end with the host (stdio servers exit)
 
     # ------------------------------------------------------------ kernel snapshots
 

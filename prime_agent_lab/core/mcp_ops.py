@@ -1,0 +1,214 @@
+"""Bridge operations behind the kernel's `mcp` (docs/mcp.md): the MCP servers the calling
+agent's session may use, their tools and resources, through the host's one hub.
+
+The hub (prime_agent_lab/mcp/hub.py) is made on the first call, so a host that never calls a
+server starts none, and closed with the runtime (`McpAccess.close`, from `AgentRuntime.shutdown`,
+which both the Jupyter server and the CLI run). Each tool call and resource read is an `mcp_call`
+session entry and a chat line; never its arguments, never its result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from prime_agent_kernel.operations import (
+    CALL_MCP_TOOL,
+    LIST_MCP_SERVERS,
+    LIST_MCP_TOOLS,
+    READ_MCP_RESOURCE,
+)
+
+from .bridge import BridgeError
+from .caller import CallerContext, Register
+from .entry_types import mcp_call_line
+from .redaction import Redactor, redact_withheld
+from .sessions import SessionError, SessionLog
+from .text import json_type, shorten
+
+if TYPE_CHECKING:
+    from ..mcp.config import McpServerConfig
+    from ..mcp.hub import McpHub
+    from .agent import Agent
+
+
+class McpAccess:
+    """The host's MCP hub, made on first use and closed once, and the servers configured."""
+
+    def __init__(self, settings: Callable[[], Any]) -> None:
+        self._settings = settings
+        self._hub: McpHub | None = None
+        self._closed = False
+
+    def configured(self) -> dict[str, McpServerConfig]:
+        """The trusted servers (the user's file, the settings, `--mcp-config`), by name; their
+        secrets join the redacted values, so a cell that prints one shows `[redacted]`."""
+        from ..mcp.config import load_configured_servers
+
+        servers = load_configured_servers(self._settings())
+        redact_withheld(secret_values(servers.values()))
+        return servers
+
+    def prompt_section(self) -> str:
+        """The system prompt's lines on the configured servers ("" when there are none)."""
+        from ..mcp.prompt import mcp_prompt_section
+
+        servers = self.configured()
+        return mcp_prompt_section(list(servers.values())) if servers else ""
+
+    @property
+    def hub(self) -> McpHub:
+        if self._closed:
+            raise BridgeError(503, "the host is shutting down; MCP servers are closed")
+        if self._hub is None:
+            from ..mcp.hub import McpHub
+
+            self._hub = McpHub(self._settings())
+        return self._hub
+
+    async def close(self) -> None:
+        """Close every MCP session (stdio servers exit, HTTP sessions end)."""
+        self._closed = True
+        hub, self._hub = self._hub, None
+        if hub is not None:
+            await hub.aclose()
+
+
+def visible_servers(ctx: CallerContext) -> dict[str, McpServerConfig]:
+    """The servers the calling agent's session may use, by name: the configured (trusted) ones.
+
+    Project `.mcp.json` servers (docs/project-context.md) join here once their folder is
+    trusted; until then a project server is not reachable at all."""
+    access: McpAccess = ctx.runtime.mcp
+    return access.configured()
+
+
+def secret_values(servers: Any) -> list[str]:
+    """The values of every server's `env` and `headers`: host-only, redacted everywhere."""
+    values: list[str] = []
+    for server in servers:
+        values += [str(v) for v in (getattr(server, "env", None) or {}).values()]
+        values += [str(v) for v in (getattr(server, "headers", None) or {}).values()]
+    return values
+
+
+def register_mcp_operations(register: Register, access: McpAccess) -> None:
+    """Offer `mcp.list_servers()`, `list_tools`, `call_tool` and `read_resource` through
+    `register` (`AgentRuntime.operation`)."""
+
+    async def list_servers(ctx: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
+        servers = visible_servers(ctx)
+        return [access.hub.state(config) for config in servers.values()]
+
+    async def list_tools(ctx: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
+        config = _server(ctx, payload.get("server"))
+        return await _failing_as_bridge_error(access.hub.list_tools(config))
+
+    async def call_tool(ctx: CallerContext, payload: dict[str, Any]) -> dict[str, Any]:
+        config = _server(ctx, payload.get("server"))
+        tool = _text(payload.get("tool"), "tool")
+        arguments = payload.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise BridgeError(400, f"arguments must be a dict, not {json_type(arguments)}")
+        call = access.hub.call_tool(config, tool, arguments)
+        return await _recorded(ctx, config, {"tool": tool}, f"{config.name}.{tool}", call)
+
+    async def read_resource(ctx: CallerContext, payload: dict[str, Any]) -> dict[str, Any]:
+        config = _server(ctx, payload.get("server"))
+        uri = _text(payload.get("uri"), "uri")
+        call = access.hub.read_resource(config, uri)
+        return await _recorded(ctx, config, {"uri": uri}, f"{config.name} {uri}", call)
+
+    register(LIST_MCP_SERVERS, list_servers)
+    register(LIST_MCP_TOOLS, list_tools)
+    register(CALL_MCP_TOOL, call_tool)
+    register(READ_MCP_RESOURCE, read_resource)
+
+
+def _text(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise BridgeError(400, f"{what} must be a non-empty string, not {json_type(value)}")
+    return value
+
+
+def _server(ctx: CallerContext, name: object) -> McpServerConfig:
+    name = _text(name, "server")
+    servers = visible_servers(ctx)
+    config = servers.get(name)
+    if config is None:
+        known = ", ".join(sorted(servers)) or "none are configured (docs/mcp.md)"
+        raise BridgeError(404, f"{shorten(name, 80)}: no such MCP server; servers: {known}")
+    return config
+
+
+async def _failing_as_bridge_error(call: Any) -> Any:
+    from ..mcp.errors import McpError
+
+    try:
+        return await call
+    except McpError as exc:
+        raise BridgeError(502, str(exc)) from None
+
+
+async def _recorded(
+    ctx: CallerContext, config: McpServerConfig, target: dict[str, str], what: str, call: Any
+) -> dict[str, Any]:
+    """Await `call` (a tool call or resource read), recording it as an `mcp_call` entry however
+    it ends: done, failed, timed out, or cancelled (Stop cancels the bridge job, hence this)."""
+    from ..mcp.errors import McpError
+
+    started = time.monotonic()
+    status, error, chars = "error", "", 0
+    try:
+        result: dict[str, Any] = await call
+        if result.get("is_error"):
+            error = _tool_error_text(result)
+        else:
+            status = "ok"
+        chars = int(result.get("chars") or len(json.dumps(result)))
+        return result
+    except asyncio.CancelledError:
+        status, error = "cancelled", "the cell was interrupted"
+        raise
+    except McpError as exc:
+        status = "timeout" if getattr(exc, "timed_out", False) else "error"
+        error = str(exc)
+        raise BridgeError(504 if status == "timeout" else 502, error) from None
+    finally:
+        _record(
+            ctx.agent,
+            config,
+            {**target, "status": status, "seconds": round(time.monotonic() - started, 3)},
+            chars,
+            error,
+        )
+
+
+def _tool_error_text(result: dict[str, Any]) -> str:
+    texts = [b.get("text", "") for b in result.get("content") or [] if b.get("type") == "text"]
+    return shorten(" ".join(t for t in texts if t) or "the tool reported an error", 300)
+
+
+def _record(
+    agent: Agent, config: McpServerConfig, fields: dict[str, Any], chars: int, error: str
+) -> None:
+    entry: dict[str, Any] = {"server": config.name, **fields}
+    if fields["status"] == "ok":
+        entry["chars"] = chars
+    elif error:
+        entry["error"] = Redactor(secret_values([config])).text(agent.redactor.text(error))
+    if agent.running:
+        entry["turn"] = agent.current_turn
+    session: SessionLog = agent.session
+    try:
+        session.append("mcp_call", **entry)
+    except SessionError:
+        return  # a log that cannot be written says so elsewhere; the call's answer stands
+    kind = "mcp_call" if entry["status"] == "ok" else "mcp_call_failed"
+    turn = {"turn": entry["turn"]} if "turn" in entry else {}
+    agent.events.emit("notice", kind=kind, text=mcp_call_line(entry), **turn)
