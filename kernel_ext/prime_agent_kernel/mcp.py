@@ -104,8 +104,8 @@ class Mcp:
 
     def __repr__(self) -> str:
         return (
-            "mcp: await mcp.list_servers(), await mcp.list_tools(server), "
-            "await mcp.call_tool(server, tool, arguments=None), await mcp.read_resource(server, uri)"
+            "mcp: await mcp.list_servers(), await mcp.list_tools(server), await "
+            "mcp.call_tool(server, tool, arguments=None), await mcp.read_resource(server, uri)"
         )
 
 

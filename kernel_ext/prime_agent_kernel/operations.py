@@ -244,7 +244,7 @@ DELETE_HEARTBEAT = _declare(
 )
 
 
-# ------------------------------------------------------------------ MCP servers (`mcp`, docs/mcp.md)
+# ------------------------------------------------------------------ MCP servers (`mcp`)
 LIST_MCP_SERVERS = _declare(
     "mcp.list_servers",
     (),

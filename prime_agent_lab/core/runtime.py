@@ -347,7 +347,8 @@ class AgentRuntime:
         summaries of its harness as the stores are now."""
         cached = self._prompts.get(session_id)
         if cached is None or cached[0] is not self.settings:
-            cached = self._prompts[session_id] = (self.settings, self._build_prompt(session_id))
+            prompt = self._build_prompt(session_id) + self.mcp.prompt_section()  # docs/mcp.md
+            cached = self._prompts[session_id] = (self.settings, prompt)
         return cached[1] + self.harnesses.section(session_id)[1]
 
     def _build_prompt(self, session_id: str) -> str:
@@ -363,7 +364,7 @@ class AgentRuntime:
                 parent_name=parent.display_name if parent is not None else None,
                 name=me.name if me is not None else "",
             )
-        ) + self.mcp.prompt_section()
+        )
 
     def _turn_ended(self, agent: Agent, outcome: TurnOutcome) -> None:
         """What follows a turn: a sub-agent's parent learns how its task ended; the messages
