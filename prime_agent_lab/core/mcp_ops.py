@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from prime_agent_kernel.operations import (
@@ -86,13 +86,9 @@ def visible_servers(ctx: CallerContext) -> dict[str, McpServerConfig]:
     return access.configured()
 
 
-def secret_values(servers: Any) -> list[str]:
+def secret_values(servers: Iterable[McpServerConfig]) -> list[str]:
     """The values of every server's `env` and `headers`: host-only, redacted everywhere."""
-    values: list[str] = []
-    for server in servers:
-        values += [str(v) for v in (getattr(server, "env", None) or {}).values()]
-        values += [str(v) for v in (getattr(server, "headers", None) or {}).values()]
-    return values
+    return [value for server in servers for value in server.secrets()]
 
 
 def register_mcp_operations(register: Register, access: McpAccess) -> None:
