@@ -30,6 +30,7 @@ class TreeRuntime(Protocol):
     harnesses: Any
     goals: Any  # core/goals.py `Goals`
     autonomy: Any  # core/autonomy.py `Autonomy`
+    mcp: Any  # core/mcp_ops.py `McpAccess`
     signer: Signer
 
     async def spawn_child(

@@ -30,7 +30,7 @@ from .sessions import SessionError, SessionLog
 from .text import json_type, shorten
 
 if TYPE_CHECKING:
-    from ..mcp.config import McpServerConfig
+    from ..mcp.config import McpConfigProblem, McpServerConfig
     from ..mcp.hub import McpHub
     from .agent import Agent
 
@@ -43,21 +43,21 @@ class McpAccess:
         self._hub: McpHub | None = None
         self._closed = False
 
-    def configured(self) -> dict[str, McpServerConfig]:
-        """The trusted servers (the user's file, the settings, `--mcp-config`), by name; their
-        secrets join the redacted values, so a cell that prints one shows `[redacted]`."""
-        from ..mcp.config import load_configured_servers
+    def configured(self) -> tuple[dict[str, McpServerConfig], list[McpConfigProblem]]:
+        """The trusted servers (the user's file, the settings, `--mcp-config`), by name, and the
+        entries skipped; their secrets join the redacted values, so a cell that prints one
+        shows `[redacted]`."""
+        from ..mcp.sources import load_configured_servers
 
-        servers = load_configured_servers(self._settings())
-        redact_withheld(secret_values(servers.values()))
-        return servers
+        servers, problems = load_configured_servers(self._settings())
+        redact_withheld(secret_values(servers))
+        return {server.name: server for server in servers}, problems
 
     def prompt_section(self) -> str:
         """The system prompt's lines on the configured servers ("" when there are none)."""
         from ..mcp.prompt import mcp_prompt_section
 
-        servers = self.configured()
-        return mcp_prompt_section(list(servers.values())) if servers else ""
+        return mcp_prompt_section(list(self.configured()[0].values()))
 
     @property
     def hub(self) -> McpHub:
@@ -83,7 +83,7 @@ def visible_servers(ctx: CallerContext) -> dict[str, McpServerConfig]:
     Project `.mcp.json` servers (docs/project-context.md) join here once their folder is
     trusted; until then a project server is not reachable at all."""
     access: McpAccess = ctx.runtime.mcp
-    return access.configured()
+    return access.configured()[0]
 
 
 def secret_values(servers: Iterable[McpServerConfig]) -> list[str]:
@@ -91,13 +91,29 @@ def secret_values(servers: Iterable[McpServerConfig]) -> list[str]:
     return [value for server in servers for value in server.secrets()]
 
 
+def server_view(config: McpServerConfig, hub: McpHub) -> dict[str, Any]:
+    """A server as `mcp.list_servers()` shows it: no env or header values."""
+    state = hub.state(config)
+    return {**config.describe(), **(state if isinstance(state, dict) else {"state": state})}
+
+
+def problem_view(problem: McpConfigProblem) -> dict[str, Any]:
+    """A skipped entry (or file) as `mcp.list_servers()` shows it: `error` says why."""
+    return {
+        "name": problem.name,
+        "source": problem.source,
+        "state": "error",
+        "error": problem.reason,
+    }
+
+
 def register_mcp_operations(register: Register, access: McpAccess) -> None:
     """Offer `mcp.list_servers()`, `list_tools`, `call_tool` and `read_resource` through
     `register` (`AgentRuntime.operation`)."""
 
     async def list_servers(ctx: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
-        servers = visible_servers(ctx)
-        return [access.hub.state(config) for config in servers.values()]
+        views = [server_view(config, access.hub) for config in visible_servers(ctx).values()]
+        return views + [problem_view(problem) for problem in access.configured()[1]]
 
     async def list_tools(ctx: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
         config = _server(ctx, payload.get("server"))
