@@ -395,6 +395,33 @@ class Settings:
         min=1,
     )
 
+    # ------------------------------------------------------------ MCP servers (docs/mcp.md)
+    mcp_servers: dict[str, Any] | None = setting(  # noqa: RUF009 (its default is None)
+        None,
+        """MCP servers the agent's cells reach (`await mcp.call_tool(...)`), in the
+        `mcpServers` JSON shape (with or without that key): each name maps to `command`, `args`,
+        `env`, `cwd` (stdio) or `url`, `headers` (HTTP). Read after the user's global file
+        (`<jupyter config dir>/prime_agent_lab/mcp.json`); a server of the same name replaces
+        the file's.""",
+        hosts=SERVER_ONLY,
+        shown_default="none",
+    )
+    mcp_config_files: tuple[str, ...] = setting(
+        (),
+        """A JSON file of MCP servers in the `mcpServers` shape, read after the user's global
+        file; a later file's server replaces one of the same name.""",
+        hosts=CLI_ONLY,
+        cli_flag="--mcp-config",
+    )
+    mcp_call_timeout: float = setting(
+        60.0, "Seconds one MCP call may take before it is cancelled and the cell told.", above=0
+    )
+    mcp_output_cap: int = setting(
+        1_000_000,
+        "Characters of one MCP result (serialised); a larger one is refused with its size.",
+        min=1,
+    )
+
     # Not a setting: which host built these settings, so messages spell a setting its way.
     host: str = SERVER
 
@@ -445,6 +472,7 @@ def _declared() -> dict[str, Declared]:
 DECLARED: dict[str, Declared] = _declared()
 # what a generator must handle
 TYPES = (str, str | None, bool, int, float, tuple[str, ...], tuple[str, ...] | None)
+TYPES += (dict[str, Any] | None,)  # a JSON object (`mcp_servers`)
 
 
 def declared(host: str | None = None) -> list[Declared]:
@@ -502,6 +530,10 @@ def problem(name: str, value: object) -> str | None:
         if value is None and kind != tuple[str, ...]:
             return None
         return f"must be a list of strings, not {value!r}"
+    if kind == dict[str, Any] | None:
+        if value is None or (isinstance(value, dict) and all(isinstance(k, str) for k in value)):
+            return None
+        return f"must be a dict with string keys, not {type(value).__name__}"
     whole = kind is int
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         return f"must be {'a whole number' if whole else 'a number'}, not {value!r}"

@@ -11,7 +11,7 @@ from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool, Float, Integer, List, TraitError, TraitType, Unicode
+from traitlets import Bool, Dict, Float, Integer, List, TraitError, TraitType, Unicode
 
 from ..adapters.model_choice import ModelChoice
 from ..adapters.withhold_keys import withhold_keys
@@ -39,6 +39,8 @@ def _trait(setting: Declared) -> TraitType[Any, Any]:
         trait: TraitType[Any, Any] = List(Unicode(), default_value=list(setting.default), help=help)
     elif setting.type == tuple[str, ...] | None:
         trait = List(Unicode(), default_value=setting.default, allow_none=True, help=help)
+    elif setting.type == dict[str, Any] | None:
+        trait = Dict(default_value=setting.default, allow_none=True, help=help)
     elif setting.type == str | None:
         trait = Unicode(setting.default, allow_none=True, help=help)
     else:
