@@ -6,9 +6,9 @@ hits = await mcp.call_tool("papers", "search", {"query": "RLM"})
 doc = await mcp.read_resource("papers", "papers://2512.24601")
 
 The host holds the servers' sessions and secrets; this kernel reaches them over the bridge and
-turns the results into Python values: a tool's structured content (a dict), else the text of a
-single text block (parsed when it is JSON), else a list of blocks (text as `str`, an image as an
-`McpImage` that shows itself in the cell, a resource as a dict).
+turns the results into Python values: a tool's structured content (a dict), else its single
+block (a text as `str`, parsed when it is JSON; an image as an `McpImage` that shows itself in
+the cell; a resource as a dict), else a list of those.
 """
 
 from __future__ import annotations
@@ -62,13 +62,13 @@ class Mcp:
     async def list_servers(self) -> list[dict[str, Any]]:
         """The servers this session may use: `{name, transport, state, source}` each (`state`:
         `idle`, `running`, `dead`, `error` or `untrusted`; `error` says why)."""
-        result: list[dict[str, Any]] = await self._ask(LIST_MCP_SERVERS, {}, "MCP")
+        result: list[dict[str, Any]] = await self._ask(LIST_MCP_SERVERS, {}, "MCP", "MCP")
         return result
 
     async def list_tools(self, server: str) -> list[dict[str, Any]]:
         """The server's tools: `{name, description, input_schema}` each."""
         result: list[dict[str, Any]] = await self._ask(
-            LIST_MCP_TOOLS, {"server": server}, str(server)
+            LIST_MCP_TOOLS, {"server": server}, str(server), str(server)
         )
         return result
 
@@ -80,6 +80,7 @@ class Mcp:
         answer = await self._ask(
             CALL_MCP_TOOL,
             {"server": server, "tool": tool, "arguments": arguments or {}},
+            str(server),
             f"{server}.{tool}",
         )
         blocks = [block_value(b) for b in answer.get("content") or []]
@@ -91,16 +92,21 @@ class Mcp:
     async def read_resource(self, server: str, uri: str) -> Any:
         """The resource at `uri`: text as `str`, a blob as `bytes` (a list when it has several
         parts)."""
-        answer = await self._ask(READ_MCP_RESOURCE, {"server": server, "uri": uri}, str(server))
+        answer = await self._ask(
+            READ_MCP_RESOURCE, {"server": server, "uri": uri}, str(server), f"{server} {uri}"
+        )
         parts = [resource_value(part) for part in answer.get("contents") or []]
         return parts[0] if len(parts) == 1 else parts
 
-    async def _ask(self, op: str, payload: dict[str, Any], what: str) -> Any:
+    async def _ask(self, op: str, payload: dict[str, Any], server: str, what: str) -> Any:
+        """The host's answer; its refusal as an McpError that names the server (the host's
+        messages do; one that does not is prefixed with `what`)."""
         try:
             return await self._call(op, payload)
         except BridgeError as exc:
             message = _REFUSED.sub("", str(exc))
-            raise McpError(message if message.startswith(what) else f"{what}: {message}") from None
+            named = message.startswith(server) and message[len(server) : len(server) + 1] in ".: "
+            raise McpError(message if named else f"{what}: {message}") from None
 
     def __repr__(self) -> str:
         return (
@@ -112,8 +118,8 @@ class Mcp:
 def tool_value(structured: Any, blocks: list[Any]) -> Any:
     if structured is not None:
         return structured
-    if len(blocks) == 1 and isinstance(blocks[0], str):
-        return parsed(blocks[0])
+    if len(blocks) == 1:
+        return parsed(blocks[0]) if isinstance(blocks[0], str) else blocks[0]
     return blocks
 
 

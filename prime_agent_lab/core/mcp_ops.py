@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from prime_agent_kernel.operations import (
@@ -27,7 +28,10 @@ from .caller import CallerContext, Register
 from .entry_types import mcp_call_line
 from .redaction import Redactor, redact_withheld
 from .sessions import SessionError, SessionLog
-from .text import json_type, shorten
+from .text import json_type, preview
+
+MAX_ERROR_CHARS = 300  # of an `mcp_call` entry's error text
+TIMED_OUT = re.compile(r": timed out after [0-9.]+ s")  # the hub's words (mcp/hub.py `_timed_out`)
 
 if TYPE_CHECKING:
     from ..mcp.config import McpConfigProblem, McpServerConfig
@@ -42,6 +46,7 @@ class McpAccess:
         self._settings = settings
         self._hub: McpHub | None = None
         self._closed = False
+        self.configured()  # the servers' secrets are redacted in every agent made from now on
 
     def configured(self) -> tuple[dict[str, McpServerConfig], list[McpConfigProblem]]:
         """The trusted servers (the user's file, the settings, `--mcp-config`), by name, and the
@@ -66,7 +71,7 @@ class McpAccess:
         if self._hub is None:
             from ..mcp.hub import McpHub
 
-            self._hub = McpHub(self._settings())
+            self._hub = McpHub.from_settings(self._settings())
         return self._hub
 
     async def close(self) -> None:
@@ -91,10 +96,9 @@ def secret_values(servers: Iterable[McpServerConfig]) -> list[str]:
     return [value for server in servers for value in server.secrets()]
 
 
-def server_view(config: McpServerConfig, hub: McpHub) -> dict[str, Any]:
+async def server_view(config: McpServerConfig, hub: McpHub) -> dict[str, Any]:
     """A server as `mcp.list_servers()` shows it: no env or header values."""
-    state = hub.state(config)
-    return {**config.describe(), **(state if isinstance(state, dict) else {"state": state})}
+    return {**config.describe(), **await hub.state(config)}
 
 
 def problem_view(problem: McpConfigProblem) -> dict[str, Any]:
@@ -112,7 +116,7 @@ def register_mcp_operations(register: Register, access: McpAccess) -> None:
     `register` (`AgentRuntime.operation`)."""
 
     async def list_servers(ctx: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
-        views = [server_view(config, access.hub) for config in visible_servers(ctx).values()]
+        views = [await server_view(c, access.hub) for c in visible_servers(ctx).values()]
         return views + [problem_view(problem) for problem in access.configured()[1]]
 
     async def list_tools(ctx: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -133,7 +137,7 @@ def register_mcp_operations(register: Register, access: McpAccess) -> None:
     async def read_resource(ctx: CallerContext, payload: dict[str, Any]) -> dict[str, Any]:
         config = _server(ctx, payload.get("server"))
         uri = _text(payload.get("uri"), "uri")
-        call = access.hub.read_resource(config, uri)
+        call = _contents(access.hub.read_resource(config, uri))
         return await _recorded(ctx, config, {"uri": uri}, f"{config.name} {uri}", call)
 
     register(LIST_MCP_SERVERS, list_servers)
@@ -154,7 +158,7 @@ def _server(ctx: CallerContext, name: object) -> McpServerConfig:
     config = servers.get(name)
     if config is None:
         known = ", ".join(sorted(servers)) or "none are configured (docs/mcp.md)"
-        raise BridgeError(404, f"{shorten(name, 80)}: no such MCP server; servers: {known}")
+        raise BridgeError(404, f"{name[:80]}: no such MCP server; servers: {known}")
     return config
 
 
@@ -188,8 +192,8 @@ async def _recorded(
         status, error = "cancelled", "the cell was interrupted"
         raise
     except McpError as exc:
-        status = "timeout" if getattr(exc, "timed_out", False) else "error"
-        error = str(exc)
+        status = "timeout" if TIMED_OUT.search(exc.message) else "error"
+        error = exc.message
         raise BridgeError(504 if status == "timeout" else 502, error) from None
     finally:
         _record(
@@ -201,9 +205,16 @@ async def _recorded(
         )
 
 
+async def _contents(read: Awaitable[list[dict[str, Any]]]) -> dict[str, Any]:
+    from ..mcp.results import serialised_size
+
+    blocks = await read
+    return {"contents": blocks, "chars": serialised_size(blocks)}
+
+
 def _tool_error_text(result: dict[str, Any]) -> str:
     texts = [b.get("text", "") for b in result.get("content") or [] if b.get("type") == "text"]
-    return shorten(" ".join(t for t in texts if t) or "the tool reported an error", 300)
+    return " ".join(t for t in texts if t) or "the tool reported an error"
 
 
 def _record(
@@ -213,7 +224,8 @@ def _record(
     if fields["status"] == "ok":
         entry["chars"] = chars
     elif error:
-        entry["error"] = Redactor(secret_values([config])).text(agent.redactor.text(error))
+        redacted = Redactor(secret_values([config])).text(agent.redactor.text(error))
+        entry["error"] = preview(redacted, MAX_ERROR_CHARS)
     if agent.running:
         entry["turn"] = agent.current_turn
     session: SessionLog = agent.session

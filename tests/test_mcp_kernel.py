@@ -1,0 +1,356 @@
+"""MCP servers from the kernel (docs/mcp.md), end to end: a real kernel calls the real test
+servers (tests/mcp_servers/, stdio and streamable HTTP) through `mcp` over the real bridge of a
+headless run with the scripted model. Results come back as Python values, failures as
+exceptions naming the server and tool, every call is an `mcp_call` entry and a chat line, Stop
+cancels a running call, a server that dies comes back, and a server's secret stays in the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prime_agent_lab.core.agent import Agent
+from prime_agent_lab.core.transcript import chat_transcript
+from prime_agent_lab.headless import HeadlessRun
+
+from .test_goals import of_type, printed, script, while_running
+from .test_subagents import headless
+
+SERVERS = Path(__file__).parent / "mcp_servers"
+SECRET = "papers-token-5f0c1e9a7d"  # the stdio server's env secret
+HEADER_SECRET = "Bearer wiki-key-83b2d6f4"  # the HTTP server's header secret
+
+
+@pytest.fixture(autouse=True)
+def no_global_mcp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user's global MCP file is an absent one, never the developer's own."""
+    monkeypatch.setenv("PRIME_AGENT_LAB_MCP_CONFIG", str(tmp_path / "absent-mcp.json"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    """The papers server over streamable HTTP; its URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(SERVERS / "papers_http.py"), "--port", str(port)],
+        cwd=SERVERS,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and process.poll() is None, "no HTTP server"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def servers(http_url: str | None = None) -> dict[str, Any]:
+    """`papers` over stdio with an env secret, and `wiki` (the same tools) over HTTP."""
+    config: dict[str, Any] = {
+        "papers": {
+            "command": sys.executable,
+            "args": [str(SERVERS / "papers_stdio.py")],
+            "env": {"PAPERS_TOKEN": SECRET},
+            "cwd": str(SERVERS),
+        }
+    }
+    if http_url:
+        config["wiki"] = {"url": http_url, "headers": {"Authorization": HEADER_SECRET}}
+    return {"mcpServers": config}
+
+
+@asynccontextmanager
+async def mcp_run(
+    tmp_path: Path, turns: list[dict[str, Any]], http_url: str | None = None, **options: Any
+) -> AsyncIterator[HeadlessRun]:
+    """A headless run (scripted model, real kernel) whose MCP servers are `servers()`."""
+    run = headless(tmp_path, script(tmp_path, turns), mcp_servers=servers(http_url), **options)
+    await run.start(lambda event: None)
+    try:
+        yield run
+    finally:
+        await run.close()
+
+
+def output(agent: Agent, index: int) -> list[str]:
+    """The lines the `index`-th cell of the session printed."""
+    return [line for line in printed(agent)[index].splitlines() if line != "[stdout]"]
+
+
+def mcp_calls(agent: Agent) -> list[dict[str, Any]]:
+    return [
+        {k: v for k, v in e.items() if k in ("server", "tool", "uri", "status", "error")}
+        for e in of_type(agent, "mcp_call")
+    ]
+
+
+def chat_lines(agent: Agent) -> list[str]:
+    items = chat_transcript(agent.session)
+    return [i["text"] for i in items if i["type"] == "notice" and "mcp" in str(i.get("kind"))]
+
+
+LIST_AND_CALL = """
+servers = await mcp.list_servers()
+print(json.dumps(sorted((s["name"], s["transport"], s["state"]) for s in servers)))
+tools = await mcp.list_tools("papers")
+print(json.dumps(sorted(t["name"] for t in tools)))
+hits = await mcp.call_tool("papers", "search", {"query": "recursive"})
+print(json.dumps(hits))
+doc = await mcp.read_resource("papers", "papers://2512.24601")
+print(repr(doc))
+img = await mcp.call_tool("papers", "image")
+print(type(img).__name__, img.data[:4], img._repr_png_() == img.data)
+web = await mcp.call_tool("wiki", "search", {"query": "mistral"})
+print(json.dumps(web))
+print(repr(await mcp.call_tool("wiki", "big", {"chars": 5})))
+"""
+
+
+async def test_a_cell_lists_calls_and_reads_over_stdio_and_http_and_gets_python_values(
+    tmp_path: Path, http_server: str
+) -> None:
+    turns = [{"code": "import json\n" + LIST_AND_CALL}, {"text": "done"}]
+    async with mcp_run(tmp_path, turns, http_server) as run:
+        outcome = await run.agent.run_turn("use the papers")
+        agent = run.agent
+
+    assert outcome.stop_reason == "end_turn", printed(agent)
+    lines = output(agent, 0)
+    assert json.loads(lines[0]) == [["papers", "stdio", "idle"], ["wiki", "http", "idle"]]
+    assert {"search", "slow", "fail", "crash", "image"} <= set(json.loads(lines[1]))
+    assert json.loads(lines[2]) == {
+        "query": "recursive",
+        "results": [{"id": "2512.24601", "title": "Recursive Language Models"}],
+    }
+    assert lines[3] == "'Recursive Language Models (2512.24601): full text.'"
+    assert lines[4] == "McpImage b'\\x89PNG' True"
+    assert json.loads(lines[5])["results"][0]["title"] == "Mistral 7B"
+    assert lines[6] == "{'result': 'xxxxx'}"  # the SDK wraps a str return as structured content
+    targets = [(c["server"], c.get("tool") or c.get("uri"), c["status"]) for c in mcp_calls(agent)]
+    assert targets == [
+        ("papers", "search", "ok"),
+        ("papers", "papers://2512.24601", "ok"),
+        ("papers", "image", "ok"),
+        ("wiki", "search", "ok"),
+        ("wiki", "big", "ok"),
+    ]
+    entry = of_type(agent, "mcp_call")[0]
+    assert entry["turn"] == 1 and entry["chars"] > 50 and 0 < entry["seconds"] < 30
+    assert "arguments" not in entry and "recursive" not in json.dumps(entry)
+    first = chat_lines(agent)[0]
+    assert first.startswith("MCP papers.search · ") and first.endswith(
+        f" s · {entry['chars']:,} chars"
+    )
+
+
+ERRORS = """
+from prime_agent_kernel import McpError, McpToolError
+for server, tool in [("papers", "fail"), ("papers", "nope"), ("nowhere", "search")]:
+    try:
+        await mcp.call_tool(server, tool)
+    except McpToolError as exc:
+        print("tool error:", exc)
+    except McpError as exc:
+        print("mcp error:", exc)
+"""
+
+
+async def test_failures_raise_mcp_errors_that_name_the_server_and_tool(tmp_path: Path) -> None:
+    async with mcp_run(tmp_path, [{"code": ERRORS}, {"text": "done"}]) as run:
+        await run.agent.run_turn("try")
+        agent = run.agent
+
+    assert output(agent, 0) == [
+        "tool error: papers.fail: Error executing tool fail: the papers index is offline",
+        "mcp error: papers: no tool named 'nope' (its tools: "
+        + printed(agent)[0].split("(its tools: ")[1].splitlines()[0],
+        "mcp error: nowhere: no such MCP server; servers: papers",
+    ]
+    assert mcp_calls(agent) == [
+        {
+            "server": "papers",
+            "tool": "fail",
+            "status": "error",
+            "error": "Error executing tool fail: the papers index is offline",
+        },
+        {
+            "server": "papers",
+            "tool": "nope",
+            "status": "error",
+            "error": mcp_calls(agent)[1]["error"],
+        },
+    ]
+    assert chat_lines(agent)[0].endswith(
+        " s · error: Error executing tool fail: the papers index is offline"
+    )
+
+
+TIMEOUT_SECONDS = 4.0
+TIMEOUT = """
+from prime_agent_kernel import McpError
+await mcp.list_tools("papers")  # started first: the start has the same bound (mcp/session.py)
+try:
+    await mcp.call_tool("papers", "slow", {"seconds": 30, "note": NOTE})
+except McpError as exc:
+    print("mcp error:", exc)
+print(json.dumps(await mcp.call_tool("papers", "search", {"query": "mistral"})))
+"""
+
+
+async def test_a_call_past_the_timeout_fails_is_cancelled_and_the_session_stays_usable(
+    tmp_path: Path,
+) -> None:
+    note = tmp_path / "slow.log"
+    code = f"import json\nNOTE = {str(note)!r}\n" + TIMEOUT
+    async with mcp_run(
+        tmp_path, [{"code": code}, {"text": "done"}], mcp_call_timeout=TIMEOUT_SECONDS
+    ) as run:
+        await run.agent.run_turn("try")
+        agent = run.agent
+        await wait_until(
+            lambda: "cancelled" in read(note), message=lambda: read(note) + str(output(agent, 0))
+        )
+
+    lines = output(agent, 0)
+    assert lines[0] == (
+        f"mcp error: papers.slow: timed out after {TIMEOUT_SECONDS:g} s (--mcp-call-timeout)"
+    )
+    assert json.loads(lines[1])["results"][0]["id"] == "2310.06825"
+    assert [c["status"] for c in mcp_calls(agent)] == ["timeout", "ok"]
+    assert read(note).split() == ["started", "cancelled"]
+
+
+SLOW = """
+NOTE = {note!r}
+print("calling")
+await mcp.call_tool("papers", "slow", {{"seconds": 60, "note": NOTE}})
+print("never")
+"""
+
+
+async def test_stop_during_a_slow_call_interrupts_the_cell_cancels_the_call_and_the_next_works(
+    tmp_path: Path,
+) -> None:
+    note = tmp_path / "slow.log"
+    turns = [
+        {"code": SLOW.format(note=str(note))},  # the Stop ends this turn: no answer is played
+        {"code": 'print((await mcp.call_tool("papers", "search", {"query": "rlm"}))["query"])'},
+        {"text": "done"},
+    ]
+    async with mcp_run(tmp_path, turns) as run:
+        agent = run.agent
+        turn = asyncio.ensure_future(agent.run_turn("slow"))
+        await while_running(turn, lambda: "started" in read(note))
+        started = time.monotonic()
+        assert await agent.stop()
+        outcome = await turn
+        stopped_in = time.monotonic() - started
+        await wait_until(lambda: "cancelled" in read(note))
+        await wait_until(lambda: len(of_type(agent, "mcp_call")) == 1)
+        second = await agent.run_turn("again")
+
+    assert outcome.stop_reason == "stopped" and stopped_in < 10
+    result = of_type(agent, "tool_result")[0]
+    assert result["status"] == "interrupted" and output(agent, 0)[0] == "calling"
+    assert "\nnever\n" not in result["observation"]
+    assert read(note).split() == ["started", "cancelled"]
+    assert [c["status"] for c in mcp_calls(agent)] == ["cancelled", "ok"]
+    assert chat_lines(agent)[0].startswith("MCP papers.slow · ")
+    assert " · cancelled" in chat_lines(agent)[0]
+    assert second.stop_reason == "end_turn" and output(agent, -1) == ["rlm"]
+
+
+CRASH = """
+from prime_agent_kernel import McpError
+first = (await mcp.call_tool("papers", "pid"))["result"]
+try:
+    await mcp.call_tool("papers", "crash")
+except McpError as exc:
+    print("mcp error:", exc)
+second = (await mcp.call_tool("papers", "pid"))["result"]
+print(first != second, (await mcp.list_servers())[0]["state"])
+"""
+
+
+async def test_a_server_that_dies_is_started_again_by_the_next_call(tmp_path: Path) -> None:
+    async with mcp_run(tmp_path, [{"code": CRASH}, {"text": "done"}]) as run:
+        await run.agent.run_turn("crash it")
+        agent = run.agent
+
+    lines = output(agent, 0)
+    assert lines[0].startswith("mcp error: papers.crash: ")
+    assert lines[1] == "True ready"
+    assert [c["status"] for c in mcp_calls(agent)] == ["ok", "error", "ok"]
+
+
+SECRETS = """
+import os
+print("env:", any(PROBE in v for v in os.environ.values()))
+print("used:", (await mcp.call_tool("papers", "secret_used"))["set"])
+print("servers:", await mcp.list_servers())
+"""
+
+
+async def test_a_servers_secret_stays_in_the_host(
+    tmp_path: Path, http_server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The probe is a part of the secret, so the cell's own source never holds the secret.
+    code = f"PROBE = {SECRET[:12]!r}\n" + SECRETS
+    caplog.set_level("DEBUG")
+    async with mcp_run(tmp_path, [{"code": code}, {"text": "done"}], http_server) as run:
+        await run.agent.run_turn("check")
+        agent = run.agent
+        notebook = run.notebook_path
+
+    out = printed(agent)[0]
+    assert "env: False" in out and "used: True" in out and "'name': 'wiki'" in out
+    written = [notebook, *sorted((tmp_path / ".prime-agent").rglob("*"))]
+    for secret in (SECRET, HEADER_SECRET.split()[1]):
+        assert secret not in out and secret not in caplog.text
+        for path in written:
+            if path.is_file():
+                assert secret.encode() not in path.read_bytes(), path
+
+
+def test_the_prompt_names_configured_servers_and_says_nothing_without_any(tmp_path: Path) -> None:
+    with_servers = headless(tmp_path, script(tmp_path, []), mcp_servers=servers())
+    without = headless(tmp_path / "none", script(tmp_path, []))
+    prompt = with_servers.runtime.system_prompt("s1")
+    assert "# MCP servers" in prompt and "`papers` (stdio, from " in prompt
+    assert SECRET not in prompt and "mcp" not in without.runtime.system_prompt("s1").lower()
+
+
+async def wait_until(condition: Any, timeout: float = 30.0, message: Any = str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"condition not met in time: {message()}"
+        await asyncio.sleep(0.05)
+
+
+def read(path: Path) -> str:
+    return path.read_text(encoding="utf-8") if path.exists() else ""
