@@ -24,6 +24,7 @@ from prime_agent_lab.core.agent import Agent
 from prime_agent_lab.core.transcript import chat_transcript
 from prime_agent_lab.headless import HeadlessRun
 
+from .conftest import run_turn, use_script
 from .test_goals import of_type, printed, script, while_running
 from .test_subagents import headless
 
@@ -45,7 +46,7 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def http_server() -> Iterator[str]:
+def papers_http() -> Iterator[str]:
     """The papers server over streamable HTTP; its URL."""
     port = free_port()
     process = subprocess.Popen(
@@ -132,10 +133,10 @@ print(repr(await mcp.call_tool("wiki", "big", {"chars": 5})))
 
 
 async def test_a_cell_lists_calls_and_reads_over_stdio_and_http_and_gets_python_values(
-    tmp_path: Path, http_server: str
+    tmp_path: Path, papers_http: str
 ) -> None:
     turns = [{"code": "import json\n" + LIST_AND_CALL}, {"text": "done"}]
-    async with mcp_run(tmp_path, turns, http_server) as run:
+    async with mcp_run(tmp_path, turns, papers_http) as run:
         outcome = await run.agent.run_turn("use the papers")
         agent = run.agent
 
@@ -317,12 +318,12 @@ print("servers:", await mcp.list_servers())
 
 
 async def test_a_servers_secret_stays_in_the_host(
-    tmp_path: Path, http_server: str, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, papers_http: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     # The probe is a part of the secret, so the cell's own source never holds the secret.
     code = f"PROBE = {SECRET[:12]!r}\n" + SECRETS
     caplog.set_level("DEBUG")
-    async with mcp_run(tmp_path, [{"code": code}, {"text": "done"}], http_server) as run:
+    async with mcp_run(tmp_path, [{"code": code}, {"text": "done"}], papers_http) as run:
         await run.agent.run_turn("check")
         agent = run.agent
         notebook = run.notebook_path
@@ -354,3 +355,46 @@ async def wait_until(condition: Any, timeout: float = 30.0, message: Any = str) 
 
 def read(path: Path) -> str:
     return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+PID = 'print((await mcp.call_tool("papers", "pid"))["result"])'
+
+
+def alive(pid: int) -> bool:
+    """The process runs (a zombie, exited and not yet reaped, does not)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+async def test_a_headless_runs_servers_end_with_the_run(tmp_path: Path) -> None:
+    async with mcp_run(tmp_path, [{"code": PID}, {"text": "done"}]) as run:
+        await run.agent.run_turn("pid")
+        pid = int(output(run.agent, 0)[0])
+        assert alive(pid)
+    await wait_until(lambda: not alive(pid), timeout=10)
+
+
+@pytest.fixture
+def prime_agent_config() -> dict[str, Any]:
+    return {"mcp_servers": servers()}
+
+
+async def test_in_the_server_one_hub_serves_every_agent_and_its_servers_end_with_the_server(
+    host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(host, agent_script([{"code": PID}, {"text": "done"}]))
+    first = await host.attach(make_notebook("a.ipynb"))
+    second = await host.attach(make_notebook("b.ipynb"))
+    for agent in (first, second):
+        assert (await run_turn(host, agent.session_id, "pid"))["stop_reason"] == "end_turn"
+    for agent in (first, second):
+        assert output(agent, 0)[0].isdigit(), printed(agent)
+    pids = {int(output(agent, 0)[0]) for agent in (first, second)}
+    assert len(pids) == 1 and alive(next(iter(pids)))  # one session, shared
+    assert [c["status"] for c in mcp_calls(first)] == ["ok"]
+
+    await host.shutdown()
+    await wait_until(lambda: not alive(next(iter(pids))), timeout=10)
