@@ -399,3 +399,9 @@ async def test_the_server_gets_its_secret_and_the_host_only_redacts_it(hub: McpH
     assert SECRET not in str(result)
     assert SECRET not in os.environ.values()  # kernels inherit the host's environment
     assert Redactor.from_environ().text(f"token={SECRET}") == "token=[redacted]"
+
+
+@pytest.mark.asyncio
+async def test_an_http_server_gets_its_headers(hub: McpHub, http_server: HttpServer) -> None:
+    config = http_config(http_server.port)
+    assert (await hub.call_tool(config, "header_used", {}))["structured"] == {"set": True}
