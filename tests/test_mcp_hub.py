@@ -380,6 +380,27 @@ async def test_close_kills_a_stdio_server_that_ignores_its_stdin_closing() -> No
         await hub.list_tools(config)
 
 
+@pytest.mark.asyncio
+async def test_closing_during_a_call_and_during_a_start_ends_both_at_once() -> None:
+    hub = McpHub(TIMEOUT, 100_000)
+    busy, starting = stdio_config("busy"), stdio_config("starting")
+    await server_pid(hub, busy)
+    call = asyncio.create_task(hub.call_tool(busy, "slow", {"seconds": 60}))
+    start = asyncio.create_task(hub.list_tools(starting))
+    await asyncio.sleep(0.3)
+
+    started = time.monotonic()
+    await hub.aclose()
+
+    assert time.monotonic() - started < 8
+    with pytest.raises(McpError) as ended:
+        await call
+    assert str(ended.value) == "busy.slow: the session ended during the call: it was closed"
+    with pytest.raises(McpError) as stopped:
+        await start
+    assert str(stopped.value) == "starting: could not start: closed while it started"
+
+
 # ---------------------------------------------------------------- sessions and secrets
 
 

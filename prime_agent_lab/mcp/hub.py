@@ -163,7 +163,8 @@ class McpHub:
                     if attempt == 1 and (_session_unknown(exc) or session.unreachable):
                         continue  # never reached the server: once more, on a new session
                     raise McpError(
-                        f"{label}: the session ended during the call: {session.error}",
+                        f"{label}: the session ended during the call: "
+                        f"{session.error or 'it was closed'}",
                         server,
                         tool,
                     ) from None

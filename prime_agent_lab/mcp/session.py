@@ -153,6 +153,8 @@ class McpSession:
             reason = describe_failure(failure, self.stderr_tail()) if failure else ""
             if not ready.done():
                 self.state = ERROR
+                if self._closing:
+                    reason = "closed while it started"
                 self.error = reason or "the connection closed while starting"
                 ready.set_exception(SessionFailed(self.error))
             elif self._closing:
@@ -208,6 +210,8 @@ class McpSession:
             return
         if self._wake is not None:
             self._wake.set()
+        if self.state == STARTING:
+            task.cancel()  # it waits for no wake-up while it starts
         if not task.done():
             try:
                 await asyncio.wait_for(asyncio.shield(task), CLOSE_BOUND)
