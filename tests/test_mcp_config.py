@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from prime_agent_lab import cli as cli_module
+from prime_agent_lab.core.redaction import Redactor
 from prime_agent_lab.core.settings import CLI, SERVER, SettingError, Settings
 from prime_agent_lab.mcp.config import (
     HTTP,
@@ -227,3 +228,15 @@ def test_the_prompt_section_names_servers_and_how_to_list_tools_and_is_empty_wit
     assert 'await mcp.list_tools("papers")' in section or "await mcp.list_tools(name)" in section
     assert SECRET not in section
     assert len(section) < 800
+
+
+def test_loading_adds_the_servers_secrets_to_what_is_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_GLOBAL_FILE, str(tmp_path / "absent.json"))
+    secret = "header-secret-" + tmp_path.name
+    settings = Settings(
+        host=SERVER, mcp_servers={"w": {"url": "http://h/", "headers": {"A": secret}}}
+    )
+    load_configured_servers(settings)
+    assert Redactor.from_environ().text(f"A: {secret}") == "A: [redacted]"

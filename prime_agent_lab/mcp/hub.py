@@ -32,7 +32,9 @@ from .results import call_result, resource_contents, serialised_size, tool_listi
 from .session import DEAD, IDLE, READY, McpSession, SessionFailed
 
 T = TypeVar("T")
-SAFETY_MARGIN = 5.0  # seconds past the SDK's own request timeout before the hub gives up too
+MIN_START_TIMEOUT = 30.0  # seconds a server may take to start, at least (a short call bound
+# must not fail a server that is slow to start: `npx`, a loaded machine)
+ENDING_BOUND = 5.0  # seconds to wait for a failed session's task to say why it ended
 
 
 class McpHub:
@@ -129,7 +131,8 @@ class McpHub:
         session = self._sessions.get(config)
         if session is None:
             redact_withheld(config.secrets())
-            session = self._sessions[config] = McpSession(config, self._call_timeout)
+            start_timeout = max(self._call_timeout, MIN_START_TIMEOUT)
+            session = self._sessions[config] = McpSession(config, start_timeout)
         return session
 
     async def _request(
@@ -148,20 +151,20 @@ class McpHub:
             except SessionFailed as failed:
                 raise McpError(f"{server}: could not start: {failed}", server, tool) from None
             try:
-                async with asyncio.timeout(self._call_timeout + SAFETY_MARGIN):
+                # past it the awaiting is cancelled, and the SDK sends notifications/cancelled
+                async with asyncio.timeout(self._call_timeout):
                     return await send(client)
             except TimeoutError:
                 raise self._timed_out(label, server, tool) from None
             except MCPError as exc:
-                if exc.code == types.REQUEST_TIMEOUT:
-                    raise self._timed_out(label, server, tool) from None
                 if _session_unknown(exc) or exc.code == types.CONNECTION_CLOSED:
                     session.mark_dead()
-                    await session.wait_ended(SAFETY_MARGIN)
+                    await session.wait_ended(ENDING_BOUND)
                     if attempt == 1 and (_session_unknown(exc) or session.unreachable):
                         continue  # never reached the server: once more, on a new session
                     raise McpError(
-                        f"{label}: the session ended during the call: {session.error}",
+                        f"{label}: the session ended during the call: "
+                        f"{session.error or 'it was closed'}",
                         server,
                         tool,
                     ) from None
@@ -200,5 +203,13 @@ async def _all_tools(client: ClientSession) -> list[types.Tool]:
 
 
 def _session_unknown(exc: MCPError) -> bool:
-    """The HTTP server answered 404 for the session: it restarted, and never saw the request."""
-    return exc.code == types.INVALID_REQUEST and exc.message == "Session terminated"
+    """The HTTP server answered 404 for the session (it restarted, or dropped the session), so it
+    never saw the request. Servers word it differently: the Python SDK "Session not found"
+    (INVALID_REQUEST), the TypeScript SDK the same with -32001, the client's own stand-in
+    "Session terminated"."""
+    message = exc.message.lower()
+    return (
+        exc.code in (types.INVALID_REQUEST, types.REQUEST_TIMEOUT)
+        and "session" in message
+        and any(word in message for word in ("not found", "terminated", "expired", "unknown"))
+    )

@@ -40,12 +40,12 @@ class McpSession:
     """The session with one configured server. `client()` starts it when needed and answers
     the running `ClientSession`; the state says how it is (`IDLE` before the first use)."""
 
-    def __init__(self, config: McpServerConfig, request_timeout: float) -> None:
+    def __init__(self, config: McpServerConfig, start_timeout: float) -> None:
         self.config = config
         self.state = IDLE
         self.error = ""  # why it is `dead` or `error`, for `state()` and messages
         self.tools: dict[str, dict[str, Any]] | None = None  # the listing, per started session
-        self._request_timeout = request_timeout
+        self._start_timeout = start_timeout
         self._client: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake: anyio.Event | None = None  # set to end the lifetime
@@ -135,10 +135,9 @@ class McpSession:
                 passed_on, session_read = anyio.create_memory_object_stream[Any](0)
                 pump = await stack.enter_async_context(anyio.create_task_group())
                 pump.start_soon(self._pump, read, passed_on)
-                client = await stack.enter_async_context(
-                    ClientSession(session_read, write, read_timeout_seconds=self._request_timeout)
-                )
-                await client.initialize()
+                client = await stack.enter_async_context(ClientSession(session_read, write))
+                with anyio.fail_after(self._start_timeout):
+                    await client.initialize()
                 self._client, self.state = client, READY
                 ready.set_result(None)
                 assert self._wake is not None
@@ -154,6 +153,8 @@ class McpSession:
             reason = describe_failure(failure, self.stderr_tail()) if failure else ""
             if not ready.done():
                 self.state = ERROR
+                if self._closing:
+                    reason = "closed while it started"
                 self.error = reason or "the connection closed while starting"
                 ready.set_exception(SessionFailed(self.error))
             elif self._closing:
@@ -209,6 +210,8 @@ class McpSession:
             return
         if self._wake is not None:
             self._wake.set()
+        if self.state == STARTING:
+            task.cancel()  # it waits for no wake-up while it starts
         if not task.done():
             try:
                 await asyncio.wait_for(asyncio.shield(task), CLOSE_BOUND)

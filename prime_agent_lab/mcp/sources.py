@@ -17,6 +17,7 @@ from pathlib import Path
 
 from jupyter_core.paths import jupyter_config_dir
 
+from ..core.redaction import redact_withheld
 from ..core.settings import CLI, SERVER, Settings, spell
 from .config import (
     McpConfigProblem,
@@ -52,7 +53,8 @@ def load_configured_servers(
 ) -> tuple[list[McpServerConfig], list[McpConfigProblem]]:
     """The user's servers from every trusted place, merged by precedence, and what was skipped
     (bad entries, a `--mcp-config` file that cannot be read). `cli_files` defaults to the
-    settings' `mcp_config_files`. An absent global file is no problem."""
+    settings' `mcp_config_files`. An absent global file is no problem. The servers' secrets
+    are added to what the product redacts."""
     layers: list[list[McpServerConfig]] = []
     problems: list[McpConfigProblem] = []
 
@@ -72,4 +74,6 @@ def load_configured_servers(
         layers.append(configs)
         problems += found
 
+    # a cell that reads a config file must not print its secrets into the notebook either
+    redact_withheld(secret for layer in layers for config in layer for secret in config.secrets())
     return merge_servers(*layers), problems

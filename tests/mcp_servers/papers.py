@@ -13,6 +13,7 @@ Tools:
 - `image()`: a 1x1 PNG
 - `big(chars)`: a text of `chars` characters (for the output cap)
 - `secret_used()`: `{"set": bool}`: whether `PAPERS_TOKEN` is in its environment, never its value
+- `header_used()`: `{"set": bool}`: whether the request carried an `X-Papers-Token` header (HTTP)
 - `pid()`: the server's process id
 Resource: `papers://{id}`: the paper's text.
 """
@@ -24,7 +25,7 @@ import base64
 import os
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 
@@ -98,6 +99,12 @@ def big(chars: int) -> str:
 def secret_used() -> dict[str, bool]:
     """Whether PAPERS_TOKEN is set in this server's environment (never its value)."""
     return {"set": bool(os.environ.get("PAPERS_TOKEN"))}
+
+
+@server.tool()
+def header_used(ctx: Context) -> dict[str, bool]:
+    """Whether this request carried an X-Papers-Token header (never its value)."""
+    return {"set": bool((ctx.headers or {}).get("x-papers-token"))}
 
 
 @server.tool()
