@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -26,6 +24,7 @@ from prime_agent_lab.headless import HeadlessRun
 
 from .conftest import run_turn, use_script
 from .test_goals import of_type, printed, script, while_running
+from .test_mcp_hub import HttpServer, gone
 from .test_subagents import headless
 
 SERVERS = Path(__file__).parent / "mcp_servers"
@@ -39,35 +38,16 @@ def no_global_mcp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PRIME_AGENT_LAB_MCP_CONFIG", str(tmp_path / "absent-mcp.json"))
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def papers_http() -> Iterator[str]:
-    """The papers server over streamable HTTP; its URL."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(SERVERS / "papers_http.py"), "--port", str(port)],
-        cwd=SERVERS,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    """The papers server over streamable HTTP; its URL. (Not `http_server`: the Jupyter
+    server's fixture of that name is what the `host` fixture serves over.)"""
+    server = HttpServer()
+    server.start()
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and process.poll() is None, "no HTTP server"
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{server.port}/mcp"
     finally:
-        process.terminate()
-        process.wait(10)
+        server.stop()
 
 
 def servers(http_url: str | None = None) -> dict[str, Any]:
@@ -211,10 +191,9 @@ async def test_failures_raise_mcp_errors_that_name_the_server_and_tool(tmp_path:
     )
 
 
-TIMEOUT_SECONDS = 4.0
+TIMEOUT_SECONDS = 2.0  # a start may take longer (mcp/hub.py MIN_START_TIMEOUT)
 TIMEOUT = """
 from prime_agent_kernel import McpError
-await mcp.list_tools("papers")  # started first: the start has the same bound (mcp/session.py)
 try:
     await mcp.call_tool("papers", "slow", {"seconds": 30, "note": NOTE})
 except McpError as exc:
@@ -360,21 +339,12 @@ def read(path: Path) -> str:
 PID = 'print((await mcp.call_tool("papers", "pid"))["result"])'
 
 
-def alive(pid: int) -> bool:
-    """The process runs (a zombie, exited and not yet reaped, does not)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return False
-    return "\nState:\tZ" not in status
-
-
 async def test_a_headless_runs_servers_end_with_the_run(tmp_path: Path) -> None:
     async with mcp_run(tmp_path, [{"code": PID}, {"text": "done"}]) as run:
         await run.agent.run_turn("pid")
         pid = int(output(run.agent, 0)[0])
-        assert alive(pid)
-    await wait_until(lambda: not alive(pid), timeout=10)
+        assert not gone(pid)
+    await wait_until(lambda: gone(pid), timeout=10)
 
 
 @pytest.fixture
@@ -393,8 +363,8 @@ async def test_in_the_server_one_hub_serves_every_agent_and_its_servers_end_with
     for agent in (first, second):
         assert output(agent, 0)[0].isdigit(), printed(agent)
     pids = {int(output(agent, 0)[0]) for agent in (first, second)}
-    assert len(pids) == 1 and alive(next(iter(pids)))  # one session, shared
+    assert len(pids) == 1 and not gone(next(iter(pids)))  # one session, shared
     assert [c["status"] for c in mcp_calls(first)] == ["ok"]
 
     await host.shutdown()
-    await wait_until(lambda: not alive(next(iter(pids))), timeout=10)
+    await wait_until(lambda: gone(next(iter(pids))), timeout=10)

@@ -26,7 +26,7 @@ from prime_agent_kernel.operations import (
 from .bridge import BridgeError
 from .caller import CallerContext, Register
 from .entry_types import mcp_call_line
-from .redaction import Redactor, redact_withheld
+from .redaction import Redactor
 from .sessions import SessionError, SessionLog
 from .text import json_type, preview
 
@@ -50,12 +50,10 @@ class McpAccess:
 
     def configured(self) -> tuple[dict[str, McpServerConfig], list[McpConfigProblem]]:
         """The trusted servers (the user's file, the settings, `--mcp-config`), by name, and the
-        entries skipped; their secrets join the redacted values, so a cell that prints one
-        shows `[redacted]`."""
+        entries skipped. Reading them adds their secrets to the redacted values."""
         from ..mcp.sources import load_configured_servers
 
         servers, problems = load_configured_servers(self._settings())
-        redact_withheld(secret_values(servers))
         return {server.name: server for server in servers}, problems
 
     def prompt_section(self) -> str:
