@@ -109,6 +109,7 @@ print(type(img).__name__, img.data[:4], img._repr_png_() == img.data)
 web = await mcp.call_tool("wiki", "search", {"query": "mistral"})
 print(json.dumps(web))
 print(repr(await mcp.call_tool("wiki", "big", {"chars": 5})))
+print([(e.type, e.status, e.text) for e in history.of_type("mcp_call")][:2])
 """
 
 
@@ -132,6 +133,9 @@ async def test_a_cell_lists_calls_and_reads_over_stdio_and_http_and_gets_python_
     assert lines[4] == "McpImage b'\\x89PNG' True"
     assert json.loads(lines[5])["results"][0]["title"] == "Mistral 7B"
     assert lines[6] == "{'result': 'xxxxx'}"  # the SDK wraps a str return as structured content
+    assert lines[7] == (
+        "[('mcp_call', 'ok', 'papers.search'), ('mcp_call', 'ok', 'papers papers://2512.24601')]"
+    )
     targets = [(c["server"], c.get("tool") or c.get("uri"), c["status"]) for c in mcp_calls(agent)]
     assert targets == [
         ("papers", "search", "ok"),

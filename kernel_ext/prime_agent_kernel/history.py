@@ -13,8 +13,9 @@ class Entry:
     """One record of the session log.
 
     `type` is one of user_message, assistant_message, tool_result, agent_message, message_sent,
-    child_spawned, notice, model_change, turn_end, error, compaction (its `text` is the summary)
-    or kernel_gc (a clean-up of the kernel's variables).
+    child_spawned, notice, model_change, turn_end, error, compaction (its `text` is the summary),
+    kernel_gc (a clean-up of the kernel's variables) or mcp_call (an MCP tool call or resource
+    read: `text` names it, `status` is ok, error, cancelled or timeout).
     `text` is the message text, or the observation the model saw for a tool_result; `code` is the
     cell source of a tool call (on the tool_result that ran it).
     """
@@ -48,6 +49,13 @@ def _entry(raw: dict[str, Any], code_by_call: dict[str, str]) -> Entry:
         text = f"{raw.get('provider')}/{raw.get('model')}"
     elif kind == "compaction":
         text = raw.get("summary", "")
+    elif kind == "mcp_call":  # `papers.search`, `papers papers://1` (and why it failed)
+        target = (
+            f"{raw.get('server')}.{raw['tool']}"
+            if raw.get("tool")
+            else (f"{raw.get('server')} {raw.get('uri')}")
+        )
+        text = f"{target}: {raw['error']}" if raw.get("error") else target
     else:
         text = raw.get("text", "")
     return Entry(
