@@ -297,6 +297,7 @@ import os
 print("env:", any(PROBE in v for v in os.environ.values()))
 print("used:", (await mcp.call_tool("papers", "secret_used"))["set"])
 print("servers:", await mcp.list_servers())
+print("leak:", PROBE + REST)
 """
 
 
@@ -304,7 +305,7 @@ async def test_a_servers_secret_stays_in_the_host(
     tmp_path: Path, papers_http: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     # The probe is a part of the secret, so the cell's own source never holds the secret.
-    code = f"PROBE = {SECRET[:12]!r}\n" + SECRETS
+    code = f"PROBE = {SECRET[:12]!r}\nREST = {SECRET[12:]!r}\n" + SECRETS
     caplog.set_level("DEBUG")
     async with mcp_run(tmp_path, [{"code": code}, {"text": "done"}], papers_http) as run:
         await run.agent.run_turn("check")
@@ -313,6 +314,7 @@ async def test_a_servers_secret_stays_in_the_host(
 
     out = printed(agent)[0]
     assert "env: False" in out and "used: True" in out and "'name': 'wiki'" in out
+    assert "leak: [redacted]" in out  # a cell that prints a server's secret shows none of it
     written = [notebook, *sorted((tmp_path / ".prime-agent").rglob("*"))]
     for secret in (SECRET, HEADER_SECRET.split()[1]):
         assert secret not in out and secret not in caplog.text
