@@ -327,7 +327,7 @@ def test_the_prompt_names_configured_servers_and_says_nothing_without_any(tmp_pa
     with_servers = headless(tmp_path, script(tmp_path, []), mcp_servers=servers())
     without = headless(tmp_path / "none", script(tmp_path, []))
     prompt = with_servers.runtime.system_prompt("s1")
-    assert "# MCP servers" in prompt and "`papers` (stdio, from " in prompt
+    assert "\n\n# MCP servers\n" in prompt and "`papers` (stdio, from " in prompt
     assert SECRET not in prompt and "mcp" not in without.runtime.system_prompt("s1").lower()
 
 

@@ -56,11 +56,13 @@ class McpAccess:
         servers, problems = load_configured_servers(self._settings())
         return {server.name: server for server in servers}, problems
 
-    def prompt_section(self) -> str:
-        """The system prompt's lines on the configured servers ("" when there are none)."""
+    def prompt_section(self, session: SessionLog | None) -> str:
+        """The system prompt's lines on the servers `session` may use ("" when there are
+        none)."""
         from ..mcp.prompt import mcp_prompt_section
 
-        return mcp_prompt_section(list(self.configured()[0].values()))
+        section = mcp_prompt_section(list(visible_servers(self, session).values()))
+        return f"\n{section}\n" if section else ""
 
     @property
     def hub(self) -> McpHub:
@@ -80,12 +82,13 @@ class McpAccess:
             await hub.aclose()
 
 
-def visible_servers(ctx: CallerContext) -> dict[str, McpServerConfig]:
-    """The servers the calling agent's session may use, by name: the configured (trusted) ones.
+def visible_servers(access: McpAccess, session: SessionLog | None) -> dict[str, McpServerConfig]:
+    """The servers `session`'s agent may use (its calls, its prompt), by name: today the
+    configured (trusted) ones.
 
-    Project `.mcp.json` servers (docs/project-context.md) join here once their folder is
-    trusted; until then a project server is not reachable at all."""
-    access: McpAccess = ctx.runtime.mcp
+    The one place to add a project's `.mcp.json` servers (docs/project-context.md), found from
+    the session's notebook folder, once that folder is trusted; until then a project server is
+    neither reachable nor named to the model."""
     return access.configured()[0]
 
 
@@ -114,7 +117,8 @@ def register_mcp_operations(register: Register, access: McpAccess) -> None:
     `register` (`AgentRuntime.operation`)."""
 
     async def list_servers(ctx: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
-        views = [await server_view(c, access.hub) for c in visible_servers(ctx).values()]
+        servers = visible_servers(access, ctx.session)
+        views = [await server_view(config, access.hub) for config in servers.values()]
         return views + [problem_view(problem) for problem in access.configured()[1]]
 
     async def list_tools(ctx: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -152,7 +156,7 @@ def _text(value: object, what: str) -> str:
 
 def _server(ctx: CallerContext, name: object) -> McpServerConfig:
     name = _text(name, "server")
-    servers = visible_servers(ctx)
+    servers = visible_servers(ctx.runtime.mcp, ctx.session)
     config = servers.get(name)
     if config is None:
         known = ", ".join(sorted(servers)) or "none are configured (docs/mcp.md)"
