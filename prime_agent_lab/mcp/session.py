@@ -29,6 +29,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from ..core.redaction import Redactor
 from .config import STDIO, McpServerConfig
 
 IDLE, STARTING, READY, DEAD, ERROR = "idle", "starting", "ready", "dead", "error"
@@ -55,7 +56,6 @@ class McpSession:
         self._ready: asyncio.Future[None] | None = None
         self._stderr: IO[str] | None = None
         self.unreachable = False  # it ended because the server refused the connection
-        self.generation = 0  # counts starts: a caller can tell a restarted session from its own
 
     @property
     def alive(self) -> bool:
@@ -95,7 +95,8 @@ class McpSession:
             self._stderr = None
 
     def stderr_tail(self) -> str:
-        """The end of a stdio server's stderr (what it said before it failed), or ""."""
+        """The end of a stdio server's stderr (what it said before it failed), its secrets
+        redacted, or ""."""
         if self._stderr is None:
             return ""
         with contextlib.suppress(OSError, ValueError):
@@ -103,7 +104,8 @@ class McpSession:
             self._stderr.seek(0, 2)
             size = self._stderr.tell()
             self._stderr.seek(max(0, size - STDERR_TAIL * 4))
-            return self._stderr.read()[-STDERR_TAIL:].strip()
+            tail = self._stderr.read()[-STDERR_TAIL:].strip()
+            return Redactor(self.config.secrets()).text(tail)
         return ""
 
     # ------------------------------------------------------------ the lifetime task
@@ -113,7 +115,6 @@ class McpSession:
         self._lost = self._closing = self.unreachable = False
         self._client = None
         self._wake = anyio.Event()
-        self.generation += 1
         self._ready = asyncio.get_running_loop().create_future()
         # a start whose caller went away may fail unwatched: its failure is in `error`
         self._ready.add_done_callback(lambda done: done.cancelled() or done.exception())
@@ -190,8 +191,9 @@ class McpSession:
         if config.transport == STDIO:
             if self._stderr is not None:
                 self._stderr.close()
-            # kept open past this block: a failure quotes its tail
-            self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+            # kept open past this block: a failure quotes its tail. Appending: the server
+            # shares the file's offset, which reading the tail moves.
+            self._stderr = tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace")  # noqa: SIM115
             parameters = StdioServerParameters(
                 command=config.command, args=list(config.args), env=dict(config.env), cwd=config.cwd
             )
