@@ -358,8 +358,10 @@ async def test_a_server_that_exits_at_start_is_an_error_quoting_its_stderr(hub: 
     (config,), _ = parse_mcp_config({"db": entry}, "test")
     with pytest.raises(McpError) as raised:
         await hub.call_tool(config, "query", {})
-    assert str(raised.value).startswith("db: could not start: ")
-    assert "no database at [redacted]" in str(raised.value)  # its stderr, the secret redacted
+    assert str(raised.value) == (  # its stderr quoted, the secret redacted
+        "db: could not start: the server closed the connection "
+        "(its stderr: no database at [redacted])"
+    )
 
 
 # ---------------------------------------------------------------- close
