@@ -27,7 +27,11 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import (
+    MCP_DEFAULT_SSE_READ_TIMEOUT,
+    MCP_DEFAULT_TIMEOUT,
+    create_mcp_http_client,
+)
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
@@ -36,6 +40,7 @@ from .config import STDIO, McpServerConfig
 
 IDLE, STARTING, READY, DEAD, ERROR = "idle", "starting", "ready", "dead", "error"
 STDERR_TAIL = 600  # characters of a stdio server's stderr quoted when it fails
+HTTP_READ_SLACK = 30.0  # seconds an HTTP read may wait past the call bound (the hub cuts first)
 CLOSE_BOUND = 8.0  # seconds a close waits for the lifetime task (the SDK kills within ~4 s)
 
 
@@ -43,12 +48,15 @@ class McpSession:
     """The session with one configured server. `client()` starts it when needed and answers
     the running `ClientSession`; the state says how it is (`IDLE` before the first use)."""
 
-    def __init__(self, config: McpServerConfig, start_timeout: float) -> None:
+    def __init__(
+        self, config: McpServerConfig, *, start_timeout: float, call_timeout: float
+    ) -> None:
         self.config = config
         self.state = IDLE
         self.error = ""  # why it is `dead` or `error`, for `state()` and messages
         self.tools: dict[str, dict[str, Any]] | None = None  # the listing, per started session
         self._start_timeout = start_timeout
+        self._call_timeout = call_timeout
         self._client: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake: anyio.Event | None = None  # set to end the lifetime
@@ -62,6 +70,10 @@ class McpSession:
     @property
     def alive(self) -> bool:
         return self.state == READY and not self._lost
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
 
     async def client(self) -> ClientSession:
         """The running session, started first when it is not (idle, dead or failed to start);
@@ -202,8 +214,11 @@ class McpSession:
             async with stdio_client(parameters, errlog=self._stderr) as streams:
                 yield streams
         else:
+            # a tool's answer may take up to the call bound to start coming
+            read = max(MCP_DEFAULT_SSE_READ_TIMEOUT, self._call_timeout + HTTP_READ_SLACK)
+            timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=read)
             async with (
-                create_mcp_http_client(headers=dict(config.headers)) as http,
+                create_mcp_http_client(headers=dict(config.headers), timeout=timeout) as http,
                 streamable_http_client(config.url, http_client=http) as streams,
             ):
                 yield streams
