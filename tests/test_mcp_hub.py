@@ -353,12 +353,15 @@ async def test_a_missing_command_is_a_clear_error_and_the_state_says_it(hub: Mcp
 
 @pytest.mark.asyncio
 async def test_a_server_that_exits_at_start_is_an_error_quoting_its_stderr(hub: McpHub) -> None:
-    entry = {"command": sys.executable, "args": ["-c", "import sys; sys.exit('no database')"]}
+    code = "import os, sys; sys.exit('no database at ' + os.environ['DB_TOKEN'])"
+    entry = {"command": sys.executable, "args": ["-c", code], "env": {"DB_TOKEN": SECRET}}
     (config,), _ = parse_mcp_config({"db": entry}, "test")
     with pytest.raises(McpError) as raised:
         await hub.call_tool(config, "query", {})
-    assert str(raised.value).startswith("db: could not start: ")
-    assert "no database" in str(raised.value)
+    assert str(raised.value) == (  # its stderr quoted, the secret redacted
+        "db: could not start: the server closed the connection "
+        "(its stderr: no database at [redacted])"
+    )
 
 
 # ---------------------------------------------------------------- close

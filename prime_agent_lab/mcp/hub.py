@@ -131,8 +131,12 @@ class McpHub:
         session = self._sessions.get(config)
         if session is None:
             redact_withheld(config.secrets())
-            start_timeout = max(self._call_timeout, MIN_START_TIMEOUT)
-            session = self._sessions[config] = McpSession(config, start_timeout)
+            session = McpSession(
+                config,
+                start_timeout=max(self._call_timeout, MIN_START_TIMEOUT),
+                call_timeout=self._call_timeout,
+            )
+            self._sessions[config] = session
         return session
 
     async def _request(
@@ -162,11 +166,11 @@ class McpHub:
                     await session.wait_ended(ENDING_BOUND)
                     if attempt == 1 and (_session_unknown(exc) or session.unreachable):
                         continue  # never reached the server: once more, on a new session
+                    why = session.error or (
+                        "it was closed" if session.closing else "the connection closed"
+                    )
                     raise McpError(
-                        f"{label}: the session ended during the call: "
-                        f"{session.error or 'it was closed'}",
-                        server,
-                        tool,
+                        f"{label}: the session ended during the call: {why}", server, tool
                     ) from None
                 raise McpError(f"{label}: {exc.message}", server, tool) from None
             except (RuntimeError, ValueError) as exc:  # an answer the SDK would not accept

@@ -27,12 +27,20 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import (
+    MCP_DEFAULT_SSE_READ_TIMEOUT,
+    MCP_DEFAULT_TIMEOUT,
+    create_mcp_http_client,
+)
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED
 
+from ..core.redaction import Redactor
 from .config import STDIO, McpServerConfig
 
 IDLE, STARTING, READY, DEAD, ERROR = "idle", "starting", "ready", "dead", "error"
 STDERR_TAIL = 600  # characters of a stdio server's stderr quoted when it fails
+HTTP_READ_SLACK = 30.0  # seconds an HTTP read may wait past the call bound (the hub cuts first)
 CLOSE_BOUND = 8.0  # seconds a close waits for the lifetime task (the SDK kills within ~4 s)
 
 
@@ -40,12 +48,15 @@ class McpSession:
     """The session with one configured server. `client()` starts it when needed and answers
     the running `ClientSession`; the state says how it is (`IDLE` before the first use)."""
 
-    def __init__(self, config: McpServerConfig, start_timeout: float) -> None:
+    def __init__(
+        self, config: McpServerConfig, *, start_timeout: float, call_timeout: float
+    ) -> None:
         self.config = config
         self.state = IDLE
         self.error = ""  # why it is `dead` or `error`, for `state()` and messages
         self.tools: dict[str, dict[str, Any]] | None = None  # the listing, per started session
         self._start_timeout = start_timeout
+        self._call_timeout = call_timeout
         self._client: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake: anyio.Event | None = None  # set to end the lifetime
@@ -55,11 +66,14 @@ class McpSession:
         self._ready: asyncio.Future[None] | None = None
         self._stderr: IO[str] | None = None
         self.unreachable = False  # it ended because the server refused the connection
-        self.generation = 0  # counts starts: a caller can tell a restarted session from its own
 
     @property
     def alive(self) -> bool:
         return self.state == READY and not self._lost
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
 
     async def client(self) -> ClientSession:
         """The running session, started first when it is not (idle, dead or failed to start);
@@ -95,7 +109,8 @@ class McpSession:
             self._stderr = None
 
     def stderr_tail(self) -> str:
-        """The end of a stdio server's stderr (what it said before it failed), or ""."""
+        """The end of a stdio server's stderr (what it said before it failed), its secrets
+        redacted, or ""."""
         if self._stderr is None:
             return ""
         with contextlib.suppress(OSError, ValueError):
@@ -103,7 +118,8 @@ class McpSession:
             self._stderr.seek(0, 2)
             size = self._stderr.tell()
             self._stderr.seek(max(0, size - STDERR_TAIL * 4))
-            return self._stderr.read()[-STDERR_TAIL:].strip()
+            tail = self._stderr.read()[-STDERR_TAIL:].strip()
+            return Redactor(self.config.secrets()).text(tail)
         return ""
 
     # ------------------------------------------------------------ the lifetime task
@@ -113,7 +129,6 @@ class McpSession:
         self._lost = self._closing = self.unreachable = False
         self._client = None
         self._wake = anyio.Event()
-        self.generation += 1
         self._ready = asyncio.get_running_loop().create_future()
         # a start whose caller went away may fail unwatched: its failure is in `error`
         self._ready.add_done_callback(lambda done: done.cancelled() or done.exception())
@@ -190,16 +205,20 @@ class McpSession:
         if config.transport == STDIO:
             if self._stderr is not None:
                 self._stderr.close()
-            # kept open past this block: a failure quotes its tail
-            self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+            # kept open past this block: a failure quotes its tail. Appending: the server
+            # shares the file's offset, which reading the tail moves.
+            self._stderr = tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace")  # noqa: SIM115
             parameters = StdioServerParameters(
                 command=config.command, args=list(config.args), env=dict(config.env), cwd=config.cwd
             )
             async with stdio_client(parameters, errlog=self._stderr) as streams:
                 yield streams
         else:
+            # a tool's answer may take up to the call bound to start coming
+            read = max(MCP_DEFAULT_SSE_READ_TIMEOUT, self._call_timeout + HTTP_READ_SLACK)
+            timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=read)
             async with (
-                create_mcp_http_client(headers=dict(config.headers)) as http,
+                create_mcp_http_client(headers=dict(config.headers), timeout=timeout) as http,
                 streamable_http_client(config.url, http_client=http) as streams,
             ):
                 yield streams
@@ -246,5 +265,7 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
 def _one_line(exc: BaseException) -> str:
     if isinstance(exc, FileNotFoundError) and exc.filename:
         return f"no such command: {exc.filename}"
+    if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
+        return "the server closed the connection"
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
