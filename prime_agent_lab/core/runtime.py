@@ -347,10 +347,9 @@ class AgentRuntime:
         summaries of its harness as the stores are now."""
         cached = self._prompts.get(session_id)
         if cached is None or cached[0] is not self.settings:
-            mcp = self.mcp.prompt_section(self.session_of(session_id))  # docs/mcp.md
-            prompt = self._build_prompt(session_id) + mcp
-            cached = self._prompts[session_id] = (self.settings, prompt)
-        return cached[1] + self.harnesses.section(session_id)[1]
+            cached = self._prompts[session_id] = (self.settings, self._build_prompt(session_id))
+        mcp = self.mcp.prompt_section(self.session_of(session_id))  # docs/mcp.md
+        return cached[1] + self.harnesses.section(session_id)[1] + mcp
 
     def _build_prompt(self, session_id: str) -> str:
         config = self.settings
