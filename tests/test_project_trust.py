@@ -19,7 +19,7 @@ from prime_agent_lab.core.entry_types import FOR_THE_USER_ONLY
 from prime_agent_lab.core.project_trust import PURPOSE, TrustedFiles, default_list_file
 from prime_agent_lab.core.trust import Signer, default_secret_file, sha256
 
-from .conftest import run_turn, use_script, wait_for
+from .conftest import run_turn, use_script
 from .test_cli import cli
 
 SIGNER = Signer(b"a test secret of the user's own!")
