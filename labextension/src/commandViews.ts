@@ -255,7 +255,8 @@ export function renderContext(answer: IContextReport, context: ICommandViewConte
       'div',
       'pal-usage-total',
       'pal-context-total',
-      `System prompt: ${count(answer.chars)} characters, about ${count(answer.tokens)} tokens.${off}`
+      `System prompt: ${count(answer.chars)} characters, ` +
+        `about ${count(answer.tokens)} tokens.${off}`
     )
   );
   return view;
@@ -300,7 +301,9 @@ function projectTrustButton(
 ): HTMLElement {
   const cell = element('div', 'pal-trust', 'pal-context-trust');
   const trustNow = button('Trust', 'pal-context-trust-button');
-  trustNow.title = `Trust ${path} as shown (sha256 ${sha256.slice(0, 12)}…): it enters the prompt`;
+  trustNow.title =
+    `Trust ${path} as shown (sha256 ${sha256.slice(0, 12)}…): ` +
+    'it enters the prompt from the next model call';
   const result = element('span', 'pal-trust-result', 'pal-context-trust-result', '');
   result.setAttribute('role', 'status');
   trustNow.addEventListener('click', () => {
@@ -312,7 +315,8 @@ function projectTrustButton(
         trustNow.textContent = 'Trusted';
       },
       (error: unknown) => {
-        result.textContent = `Could not trust: ${error instanceof Error ? error.message : String(error)}`;
+        const why = error instanceof Error ? error.message : String(error);
+        result.textContent = `Could not trust: ${why}`;
         trustNow.disabled = false;
       }
     );
