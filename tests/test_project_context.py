@@ -228,3 +228,17 @@ def test_a_sub_agents_notebook_in_a_sub_folder_gets_its_own_folders_files(
 
     assert "project rules" in parent and "sub-agents' folder" not in parent
     assert "project rules" in child and "sub-agents' folder" in child
+
+
+def test_the_mcp_part_gets_only_trusted_mcp_files_with_their_bytes(
+    root: Path, tmp_path: Path
+) -> None:
+    write(root / ".mcp.json", '{"mcpServers": {"a": {"command": "x"}}}')
+    write(root / "sub" / ".mcp.json", '{"mcpServers": {"b": {"command": "y"}}}')
+    context = make_context(root, tmp_path)
+    assert context.trusted_files("sub/nb.ipynb") == []
+
+    context.trust(".mcp.json", context.files("sub/nb.ipynb")[0].sha256)
+
+    (trusted,) = context.trusted_files("sub/nb.ipynb")
+    assert trusted.path == ".mcp.json" and b'"a"' in (trusted.data or b"")

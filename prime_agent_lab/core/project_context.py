@@ -186,6 +186,18 @@ class ProjectContext:
     def untrusted(self, notebook_path: str) -> list[ProjectFile]:
         return [f for f in self.files(notebook_path) if f.status == "untrusted"]
 
+    def trusted_files(self, notebook_path: str, kind: FileKind = "mcp") -> list[FoundFile]:
+        """The readable files of `kind` found for `notebook_path` whose bytes are trusted, with
+        those bytes (outermost first): what the MCP part reads of a project's `.mcp.json`."""
+        found = [self._found(c) for c in self._probe(notebook_path) if c.kind == kind]
+        return [
+            f
+            for f in found
+            if f.real is not None
+            and f.data is not None
+            and self.trusted.is_trusted(f.real, f.digest)
+        ]
+
     def notice_files(self, notebook_path: str) -> list[ProjectFile]:
         """The untrusted files an agent's start tells the user about: `.mcp.json` files, and
         context files while `project_context` is on."""

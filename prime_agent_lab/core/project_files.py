@@ -63,6 +63,7 @@ class Probe:
     kind: FileKind
     absolute: Path
     key: tuple[int, ...]
+    folder: str = ""
 
 
 def is_project_file_name(relative: str) -> bool:
@@ -83,19 +84,18 @@ def inside(root: Path, path: Path) -> bool:
 def folders(root: Path, notebook_path: str) -> list[str]:
     """The folders from `root` down to the notebook's, relative to the root (`""` for the root),
     outermost first; empty when the notebook is not inside the root (an absolute path elsewhere,
-    `..`, or a folder whose real place is outside)."""
-    real_root = root.resolve()
-    given = Path(notebook_path)
-    absolute = given if given.is_absolute() else root / given
-    try:
-        relative = absolute.parent.resolve().relative_to(real_root)
-    except (ValueError, OSError, RuntimeError):
+    `..`, or a folder whose real place is outside). Plain `os.path`: this runs per model call."""
+    real_root = os.path.realpath(root)
+    folder = os.path.realpath(os.path.join(root, os.path.dirname(notebook_path)))
+    if folder == real_root:
+        return [""]
+    if not folder.startswith(real_root.rstrip(os.sep) + os.sep):
         return []
-    parts = relative.parts
+    parts = folder[len(real_root) :].strip(os.sep).split(os.sep)
     return ["/".join(parts[:i]) for i in range(len(parts) + 1)]
 
 
-def _stat_key(path: Path) -> tuple[int, ...] | None:
+def _stat_key(path: str) -> tuple[int, ...] | None:
     """What changes when the file at `path` (or where its link points) changes; None: nothing
     is there."""
     try:
@@ -115,18 +115,17 @@ def probe(root: Path, notebook_path: str) -> list[Probe]:
     """The project files that exist from the root down to the notebook's folder (per folder its
     context file, then its `.mcp.json`), outermost first, with their stat keys."""
     found: list[Probe] = []
+    base_root = os.fspath(root)
     for folder in folders(root, notebook_path):
-        base = root / folder if folder else root
-        for name in CONTEXT_NAMES:
-            key = _stat_key(base / name)
+        base = os.path.join(base_root, folder) if folder else base_root
+        for name in (*CONTEXT_NAMES, MCP_NAME):
+            if name != MCP_NAME and found and found[-1].folder == folder:
+                continue  # this folder's context file was found already
+            absolute = os.path.join(base, name)
+            key = _stat_key(absolute)
             if key is not None:
-                path = posixpath.join(folder, name) if folder else name
-                found.append(Probe(path, "context", base / name, key))
-                break
-        key = _stat_key(base / MCP_NAME)
-        if key is not None:
-            path = posixpath.join(folder, MCP_NAME) if folder else MCP_NAME
-            found.append(Probe(path, "mcp", base / MCP_NAME, key))
+                path = f"{folder}/{name}" if folder else name
+                found.append(Probe(path, kind_of(name), Path(absolute), key, folder))
     return found
 
 
