@@ -18,6 +18,7 @@ from prime_agent_lab.core.context_report import part
 from prime_agent_lab.core.entry_types import FOR_THE_USER_ONLY
 from prime_agent_lab.core.project_trust import PURPOSE, TrustedFiles, default_list_file
 from prime_agent_lab.core.trust import Signer, default_secret_file, sha256
+from prime_agent_lab.providers import make_provider
 
 from .conftest import run_turn, use_script
 from .test_cli import cli
@@ -291,3 +292,33 @@ def test_cli_names_untrusted_files_on_stderr_and_trust_project_trusts_them(
     assert "project file" not in after.stderr
     listed = json.loads((tmp_path / "trusted_files.json").read_text())
     assert {Path(r["path"]).name for r in listed["files"]} == {"AGENTS.md", ".mcp.json"}
+
+
+async def test_a_sub_agent_reads_the_files_from_its_own_notebooks_folder_up(
+    host: Any, jp_root_dir: Path, make_notebook: Any, agent_script: Any
+) -> None:
+    name, folder = project_dir(jp_root_dir)
+    (folder / "AGENTS.md").write_text("Project rules.\n")
+    (folder / "analysis.agents").mkdir()
+    (folder / "analysis.agents" / "AGENTS.md").write_text("Rules for sub-agents.\n")
+    use_script(host, agent_script([{"text": "fine"}]))
+    parent = await host.attach(make_notebook(f"{name}/analysis.ipynb"))
+    project = host.runtime.project
+    project.trust_found(f"{name}/analysis.agents/part-a.ipynb")
+    provider = make_provider("scripted", None, script_path=agent_script([{"text": "ok"}]))
+    child = host.runtime.create_session(
+        f"{name}/analysis.agents/part-a.ipynb",
+        provider,
+        parent_session_id=parent.session_id,
+        name="part-a",
+        depth=1,
+        task="t",
+    )
+
+    mine = host.runtime.system_prompt(parent.session_id)
+    theirs = host.runtime.system_prompt(child.session_id)
+
+    assert "Project rules." in mine and "Rules for sub-agents." not in mine
+    assert f"## {name}/AGENTS.md\nProject rules." in theirs
+    assert f"## {name}/analysis.agents/AGENTS.md\nRules for sub-agents." in theirs
+    assert theirs.index("Project rules.") < theirs.index("Rules for sub-agents.")
