@@ -209,9 +209,10 @@ class ProjectContext:
         `--trust-project`); every file found, as it is then."""
         for candidate in self._probe(notebook_path):
             found = self._found(candidate)
-            readable = found.real is not None and found.data is not None
-            if readable and not self.trusted.is_trusted(found.real, found.digest):  # type: ignore[arg-type]
-                self.trusted.trust(found.real, found.digest)  # type: ignore[arg-type]
+            if found.real is None or found.data is None:
+                continue  # unreadable: listed, never trusted
+            if not self.trusted.is_trusted(found.real, found.digest):
+                self.trusted.trust(found.real, found.digest)
         return self.files(notebook_path)
 
     def cli_lines(self, notebook_path: str, trust: bool) -> list[str]:
