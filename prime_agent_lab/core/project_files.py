@@ -14,6 +14,7 @@ import os
 import posixpath
 import stat
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -46,11 +47,11 @@ class FoundFile:
     def size(self) -> int:
         return len(self.data) if self.data is not None else 0
 
-    @property
+    @cached_property
     def digest(self) -> str:
         return sha256(self.data) if self.data is not None else ""
 
-    @property
+    @cached_property
     def text(self) -> str:
         return self.data.decode("utf-8") if self.data is not None else ""
 
