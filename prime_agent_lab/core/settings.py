@@ -395,6 +395,20 @@ class Settings:
         min=1,
     )
 
+    # ------------------------------------------------------------ docs/project-context.md
+    project_context: bool = setting(
+        True,
+        """Put the project's trusted context files (AGENTS.md, else CLAUDE.md, else
+        .github/copilot-instructions.md, from the notebook's folder up to the root) into the
+        system prompt.""",
+    )
+    project_context_cap: int = setting(
+        16_000,
+        """Characters of one project context file in the system prompt (all of them together:
+        twice that); a longer file is cut at a line boundary and the cut is said.""",
+        min=100,
+    )
+
     # Not a setting: which host built these settings, so messages spell a setting its way.
     host: str = SERVER
 
