@@ -159,6 +159,13 @@ def _parser() -> argparse.ArgumentParser:
         help="trust the continued session's folder and its sub-agents' (a kernel snapshot, local "
         "harness or queued mail this user did not sign) and load it; see docs/trust.md",
     )
+    run.add_argument(
+        "--trust-project",
+        action="store_true",
+        help="trust the project's context files (AGENTS.md, ...) and .mcp.json files from the "
+        "notebook's folder up to this folder as they are now, and list them; see "
+        "docs/project-context.md",
+    )
     _add_setting_flags(run)
 
     lab = commands.add_parser(
@@ -362,6 +369,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         resume=args.resume,
         keys=withheld.keys,
         trust=args.trust,
+        trust_project=args.trust_project,
     )
     outcome = None
     error: str | None = None
@@ -370,6 +378,8 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     stopped: str | None = None  # why the turns were stopped (a later signal drops refinements)
     try:
         await run.start(printer)
+        for line in run.project_lines:  # trusted now, or untrusted and not used
+            print(line, file=sys.stderr)
         if run.recovered_turn is not None:
             printer.recovered(run.recovered_turn)
         if args.autonomous:

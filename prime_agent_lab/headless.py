@@ -49,18 +49,22 @@ class HeadlessRun:
         resume: bool = False,
         keys: Mapping[str, str] | None = None,
         trust: bool = False,
+        trust_project: bool = False,
         **overrides: Any,
     ) -> None:
         """`settings` (the defaults when None) with `overrides` of declared settings
         (`cell_timeout=60`), spelled for the CLI in messages. `keys`: provider keys held outside
         the environment (cli.py). `trust`: the user trusts the continued session's folder
-        (docs/trust.md)."""
+        (docs/trust.md). `trust_project`: the user trusts the project files found
+        (docs/project-context.md)."""
         unknown = sorted(set(overrides) - set(DECLARED))
         if unknown:
             raise TypeError(f"HeadlessRun: no such setting: {', '.join(unknown)}")
         self.settings = dataclasses.replace(settings or Settings(), host=CLI, **overrides)
         self.cwd = cwd
         self._trust = trust
+        self._trust_project = trust_project
+        self.project_lines: list[str] = []  # about the project files, for stderr
         self._notebook_name = notebook
         self.notebook_path = cwd / notebook
         self.repository = SessionRepository(cwd / ".prime-agent" / "sessions")
@@ -84,6 +88,8 @@ class HeadlessRun:
         environment = HostEnvironment(self.fleet, self.choice, self.notebooks)
         self.runtime = AgentRuntime(self.repository, environment, self.settings)
         self.runtime.autonomy.root = cwd  # gates run in the run's folder
+        self.runtime.project.root = cwd  # context files up to here
+        self.runtime.project.notify = False  # the CLI names untrusted files on stderr
         self.runtime.autonomy.recorded = False  # the flags say whether a run is autonomous
         self.fleet.serve(self.runtime)
         self.runtime.start()  # messages queued by an earlier run wait again
@@ -107,6 +113,9 @@ class HeadlessRun:
         self.session_dir = session.directory
         if self._trust:
             await asyncio.to_thread(sign_session, self.runtime, session.session_id)
+        self.project_lines = await asyncio.to_thread(
+            self.runtime.project.cli_lines, session.notebook_path, self._trust_project
+        )
         self.bridge_url = self._start_bridge_server()
         self._kernel = self._root_kernel(session.session_id)
         events = EventBus(session.session_id)

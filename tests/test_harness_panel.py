@@ -423,6 +423,15 @@ def _delete_button_opened(msg: dict[str, Any]) -> bool:
     return msg["header"]["msg_type"] == "comm_open" and state.get("description") == "Delete"
 
 
+def _row_holding(comm_id: str) -> Any:
+    def opened(msg: dict[str, Any]) -> bool:
+        state = msg["content"].get("data", {}).get("state", {})
+        children = state.get("children") or []
+        return msg["header"]["msg_type"] == "comm_open" and f"IPY_MODEL_{comm_id}" in children
+
+    return opened
+
+
 def test_a_panel_built_in_a_subshell_answers_clicks_while_the_main_shell_runs_a_cell(
     kernel_wire: KernelWire, tmp_path: Any
 ) -> None:
@@ -446,6 +455,10 @@ def test_a_panel_built_in_a_subshell_answers_clicks_while_the_main_shell_runs_a_
     )
     release.touch()  # the watcher re-renders now, while the main shell is busy
     button = kernel_wire.iopub_until(_delete_button_opened)["content"]["comm_id"]
+    # A browser can click the button only once a row holds it, and the panel makes the row after
+    # it has set the button's click handler: a click sent on the button's comm_open alone could
+    # arrive before its handler (CI saw such a click go unanswered).
+    kernel_wire.iopub_until(_row_holding(button))
 
     click = {"comm_id": button, "data": {"method": "custom", "content": {"event": "click"}}}
     kernel_wire.shell("comm_msg", click)

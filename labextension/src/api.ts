@@ -148,6 +148,14 @@ export class AgentApiClient {
     );
   }
 
+  /**
+   * Trust exactly these bytes of a project file (docs/project-context.md):
+   * a file changed since it was shown answers 409.
+   */
+  trustProjectFile(path: string, sha256: string): Promise<{ trusted: { path: string } }> {
+    return this._request<{ trusted: { path: string } }>('context/trust', 'POST', { path, sha256 });
+  }
+
   /** The session's autonomous mode (docs/autonomy.md): an `AutonomyState`. */
   getAutonomy(sessionId: string): Promise<unknown> {
     return this._request<unknown>(`sessions/${encodeURIComponent(sessionId)}/autonomy`);

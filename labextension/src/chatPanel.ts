@@ -591,6 +591,10 @@ export class ChatPanel extends Widget {
         }, 'Cloning'),
         close: () => this._closeTree()
       },
+      trustProjectFile: async (path, sha256) => {
+        await agent.api.trustProjectFile(path, sha256);
+        return `Trusted: ${path} is in the prompt from the next model call.`;
+      },
       refinements: {
         rollback: record =>
           void this._runCommand(agent, {
@@ -660,6 +664,12 @@ export class ChatPanel extends Widget {
       const agent = this._agent;
       if (agent) {
         void this._runCommand(agent, { name: 'refine', args: 'history' });
+      }
+    },
+    showContext: () => {
+      const agent = this._agent;
+      if (agent) {
+        void this._runCommand(agent, { name: 'context', args: '' });
       }
     },
     trustSession: async () => {

@@ -8,7 +8,9 @@ import type {
   CommandView,
   IAgentUsage,
   ICommandAnswers,
-  ICommandList
+  ICommandList,
+  IContextReport,
+  IPromptPart
 } from './commands';
 import { button, element } from './dom';
 import { renderRefineForm, type IRefineFormActions } from './refine';
@@ -31,6 +33,12 @@ export interface ICommandViewContext {
   setInput: (text: string) => void;
   tree: ITreeActions;
   refinements: IRefineFormActions;
+  /**
+   * `/context`'s Trust button: trusts exactly the bytes that were shown
+   * (`POST /prime-agent/api/context/trust`); the line to show. Absent: no
+   * Trust buttons.
+   */
+  trustProjectFile?: (path: string, sha256: string) => Promise<string>;
 }
 
 type Renderer<V extends CommandView> = (
@@ -45,7 +53,8 @@ export const COMMAND_VIEWS: { [V in CommandView]: Renderer<V> } = {
   note: (answer, context) => context.note(answer.text),
   refinements: (answer, context) =>
     context.show(renderRefineForm(answer.refinements, context.refinements)),
-  usage: (answer, context) => context.show(renderUsage(answer, context))
+  usage: (answer, context) => context.show(renderUsage(answer, context)),
+  context: (answer, context) => context.show(renderContext(answer, context))
 };
 
 /** Show a command's answer the way its view does. */
@@ -215,4 +224,103 @@ function usageRow(
     total
   );
   return row;
+}
+
+const STATUS_TIPS: Record<string, string> = {
+  used: 'in the system prompt',
+  cut: 'in the system prompt, cut to the cap (the prompt says where)',
+  untrusted: 'not in the prompt until you trust it',
+  unreadable: 'not read: see why'
+};
+
+/**
+ * `/context`: the system prompt's parts in order, each with its source and
+ * size; an untrusted project file shows its first lines and a Trust button.
+ */
+export function renderContext(answer: IContextReport, context: ICommandViewContext): HTMLElement {
+  const view = frame('Context', 'pal-context', context);
+  const table = element('table', 'pal-command-table pal-context-table');
+  const head = element('tr', '');
+  for (const title of ['Part', 'Source', 'Status', 'Chars', 'Tokens', '']) {
+    head.append(element('th', '', undefined, title));
+  }
+  table.append(head);
+  for (const part of answer.parts) {
+    table.append(contextRow(part, context));
+  }
+  view.append(table);
+  const off = answer.project_context ? '' : ' Project context files are off (project_context).';
+  view.append(
+    element(
+      'div',
+      'pal-usage-total',
+      'pal-context-total',
+      `System prompt: ${count(answer.chars)} characters, ` +
+        `about ${count(answer.tokens)} tokens.${off}`
+    )
+  );
+  return view;
+}
+
+function contextRow(part: IPromptPart, context: ICommandViewContext): HTMLElement {
+  const row = element('tr', 'pal-context-row', 'pal-context-row');
+  row.dataset.part = part.part;
+  row.dataset.status = part.status;
+  const source = element('td', 'pal-context-source', undefined, part.source);
+  source.title = part.source;
+  if (part.note) {
+    source.append(element('div', 'pal-context-note', 'pal-context-note', part.note));
+  }
+  if (part.file && part.status === 'untrusted' && part.file.first_lines) {
+    source.append(
+      element('pre', 'pal-context-first-lines', 'pal-context-first-lines', part.file.first_lines)
+    );
+  }
+  const status = element('td', 'pal-context-status', 'pal-context-status', part.status);
+  status.title = STATUS_TIPS[part.status] ?? '';
+  const action = element('td', 'pal-context-action');
+  if (part.file && part.status === 'untrusted' && context.trustProjectFile) {
+    action.append(projectTrustButton(part.file.path, part.file.sha256, context.trustProjectFile));
+  }
+  row.append(
+    element('td', '', undefined, part.part),
+    source,
+    status,
+    element('td', '', undefined, count(part.chars)),
+    element('td', '', undefined, count(part.tokens)),
+    action
+  );
+  return row;
+}
+
+/** Trust exactly these bytes of one project file; the button says what happened. */
+function projectTrustButton(
+  path: string,
+  sha256: string,
+  trust: (path: string, sha256: string) => Promise<string>
+): HTMLElement {
+  const cell = element('div', 'pal-trust', 'pal-context-trust');
+  const trustNow = button('Trust', 'pal-context-trust-button');
+  trustNow.title =
+    `Trust ${path} as shown (sha256 ${sha256.slice(0, 12)}…): ` +
+    'it enters the prompt from the next model call';
+  const result = element('span', 'pal-trust-result', 'pal-context-trust-result', '');
+  result.setAttribute('role', 'status');
+  trustNow.addEventListener('click', () => {
+    trustNow.disabled = true;
+    result.textContent = 'Trusting…';
+    trust(path, sha256).then(
+      text => {
+        result.textContent = text;
+        trustNow.textContent = 'Trusted';
+      },
+      (error: unknown) => {
+        const why = error instanceof Error ? error.message : String(error);
+        result.textContent = `Could not trust: ${why}`;
+        trustNow.disabled = false;
+      }
+    );
+  });
+  cell.append(trustNow, result);
+  return cell;
 }

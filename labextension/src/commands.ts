@@ -9,7 +9,7 @@ import type { IRefinementList, ISessionCopy, ISessionTree } from './wire';
 
 export type ArgumentKind = 'flag' | 'option' | 'word' | 'text';
 
-export type CommandView = 'help' | 'tree' | 'copy' | 'note' | 'refinements' | 'usage';
+export type CommandView = 'help' | 'tree' | 'copy' | 'note' | 'refinements' | 'usage' | 'context';
 
 export interface IArgumentSpec {
   name: string;
@@ -58,6 +58,36 @@ export interface IAgentUsage {
   children: IAgentUsage[];
 }
 
+/** A project file's row in `/context`: what its Trust button sends (`path`, `sha256`). */
+export interface IProjectFileInfo {
+  path: string;
+  kind: string;
+  sha256: string;
+  size: number;
+  first_lines: string;
+}
+
+/** One part of the system prompt (or a project file that is not in it, and why). */
+export interface IPromptPart {
+  part: string;
+  source: string;
+  chars: number;
+  tokens: number;
+  status: string;
+  note: string;
+  file: IProjectFileInfo | null;
+}
+
+/** Answer of `/context` and `GET .../context`. */
+export interface IContextReport {
+  session_id: string;
+  notebook_path: string;
+  project_context: boolean;
+  parts: IPromptPart[];
+  chars: number;
+  tokens: number;
+}
+
 /** The answer each view shows. */
 export interface ICommandAnswers {
   help: ICommandList;
@@ -66,6 +96,7 @@ export interface ICommandAnswers {
   note: ICommandNote;
   refinements: IRefinementList;
   usage: IAgentUsage;
+  context: IContextReport;
 }
 
 /** Answer of `POST .../commands/<name>`: the view and its answer. */
@@ -300,6 +331,19 @@ export const CHAT_COMMANDS: readonly ICommandSpec[] = [
         "usage": "/heartbeat status",
         "help": "The heartbeat and its next run.",
         "view": "note",
+        "arguments": []
+      }
+    ]
+  },
+  {
+    "name": "context",
+    "help": "What the system prompt holds, part by part, with sources and sizes; trust project files.",
+    "forms": [
+      {
+        "keyword": null,
+        "usage": "/context",
+        "help": "The prompt's parts in order (base, sub-agents, harness, project files, ...), each with its source, characters and estimated tokens; a Trust button for each untrusted project file.",
+        "view": "context",
         "arguments": []
       }
     ]

@@ -50,6 +50,8 @@ export interface IEntryViewContext {
    * resolves to the line to show. Absent: no button.
    */
   trustSession?: () => Promise<string>;
+  /** Run `/context` (its table has a Trust button per untrusted project file). */
+  showContext?: () => void;
 }
 
 const CHILD_STATUS_LABELS: Record<ChildStatus, string> = {
@@ -254,6 +256,14 @@ function renderNotice(entry: INoticeEntry, context: IEntryViewContext): HTMLElem
   }
   if (entry.noticeKind === 'session_untrusted' && context.trustSession) {
     node.append(trustButton(context.trustSession));
+  }
+  if (entry.noticeKind === 'project_untrusted' && context.showContext) {
+    const review = button('Review and trust…', 'pal-project-review');
+    review.title = 'Show /context: each untrusted file with its first lines and a Trust button';
+    review.addEventListener('click', context.showContext);
+    const row = element('div', 'pal-trust', 'pal-project-trust', '');
+    row.append(review);
+    node.append(row);
   }
   if (entry.noticeKind !== null && GATE_NOTICES.has(entry.noticeKind)) {
     const passed = entry.noticeKind === GATE_PASSED;

@@ -1,5 +1,5 @@
 // @vitest-environment happy-dom
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 
 import { renderEntry, type IEntryViewContext } from '../src/entryViews';
 import type { ICellEntry, INoticeEntry } from '../src/transcript';
@@ -121,6 +121,27 @@ describe('notices', () => {
 
   it('has no trust button where the panel cannot trust', () => {
     const node = renderEntry(untrusted, context());
+    expect(node.querySelector('[data-testid="pal-trust-button"]')).toBeNull();
+  });
+});
+
+describe('the untrusted project files notice', () => {
+  const notice: INoticeEntry = {
+    kind: 'notice',
+    id: 4,
+    turn: null,
+    text: 'This project holds instruction files you have not trusted ...\n- AGENTS.md (25 bytes)',
+    tone: 'warning',
+    noticeKind: 'project_untrusted'
+  };
+
+  it('offers to review and trust them in /context', () => {
+    const showContext = vi.fn();
+    const node = renderEntry(notice, context(null, { showContext }));
+    const review = node.querySelector<HTMLButtonElement>('[data-testid="pal-project-review"]');
+    expect(review?.textContent).toBe('Review and trust…');
+    review?.click();
+    expect(showContext).toHaveBeenCalledTimes(1);
     expect(node.querySelector('[data-testid="pal-trust-button"]')).toBeNull();
   });
 });

@@ -33,6 +33,7 @@ from typing import Any, Literal, Protocol, TypedDict
 
 from . import wire
 from .caller import TreeRuntime
+from .context_report import ContextReport, ProjectFileInfo, PromptPart, context_report
 from .family import FamilyError
 from .goals import GoalError, describe, opening_text
 from .heartbeat_commands import change_heartbeat, set_heartbeat
@@ -46,7 +47,7 @@ ArgumentKind = Literal["flag", "option", "word", "text"]
 type (None when it is not given); `word`: one word, required; `text`: everything after the name
 and the leading flags and options, optional (only the form without a keyword has one)."""
 
-CommandView = Literal["help", "tree", "copy", "note", "refinements", "usage"]
+CommandView = Literal["help", "tree", "copy", "note", "refinements", "usage", "context"]
 """How the chat panel shows a form's answer (labextension/src/commandViews.ts)."""
 
 
@@ -106,6 +107,7 @@ VIEWS: dict[CommandView, type] = {
     "note": CommandNote,
     "refinements": RefinementList,
     "usage": AgentUsage,
+    "context": ContextReport,
 }
 """Each view and the type of the answer it shows."""
 
@@ -512,6 +514,13 @@ _HEARTBEAT = Command(
     ),
 )
 
+# ---------------------------------------------------------------- /context (project-context.md)
+
+
+async def _context(host: CommandHost, session_id: str, values: dict[str, Any]) -> ContextReport:
+    return context_report(host.runtime, session_id)  # type: ignore[arg-type]
+
+
 COMMANDS: tuple[Command, ...] = (
     Command(
         "help", "List the chat commands.", (Form("Each command and its forms.", "help", _help),)
@@ -601,6 +610,19 @@ COMMANDS: tuple[Command, ...] = (
         (Form("Usage per agent of the tree below this one.", "usage", _usage),),
     ),
     _HEARTBEAT,
+    Command(
+        "context",
+        "What the system prompt holds, part by part, with sources and sizes; trust project files.",
+        (
+            Form(
+                "The prompt's parts in order (base, sub-agents, harness, project files, ...), "
+                "each with its source, characters and estimated tokens; a Trust button for "
+                "each untrusted project file.",
+                "context",
+                _context,
+            ),
+        ),
+    ),
 )
 
 BY_NAME: dict[str, Command] = {command.name: command for command in COMMANDS}
@@ -629,6 +651,9 @@ _INTERFACES: list[type] = [
     CommandList,
     CommandNote,
     AgentUsage,
+    ProjectFileInfo,
+    PromptPart,
+    ContextReport,
 ]
 
 

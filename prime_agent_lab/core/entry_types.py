@@ -136,6 +136,13 @@ NOTICE_KINDS: dict[str, NoticeKindSpec] = {
     "session_trusted": NoticeKindSpec(
         "the user trusted them and they now load", for_the_user_only=True
     ),
+    "project_untrusted": NoticeKindSpec(
+        "the project holds context files (AGENTS.md, ...) or a .mcp.json this user has not "
+        "trusted, which are not used (the text lists them; /context has a Trust button for "
+        "each; docs/project-context.md)",
+        warning=True,
+        for_the_user_only=True,
+    ),
     "continuation": NoticeKindSpec(
         "the harness kept the turn going after the model answered (an active goal, an "
         "autonomous run's gate or budget); the text is the line the chat shows, the model "

@@ -31,6 +31,7 @@ from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
 from .caller import CallerContext, Operation
 from .compact_ops import register_compact_operations
+from .context_report import PartProvider
 from .continuation import Continuers
 from .events import Event, EventBus
 from .family import (
@@ -55,6 +56,8 @@ from .mcp_ops import McpAccess, register_mcp_operations
 from .message_ops import register_message_operations
 from .pending_kernel import PendingKernel, kernel_arrived
 from .ports import KernelPort, ModelProvider, NotebookPort
+from .project_context import ProjectContext, describe_untrusted_files
+from .project_trust import TrustedFiles
 from .prompts import PromptSettings, build_system_prompt
 from .recovery import close_interrupted_turn
 from .rlm_ops import register_rlm_operations
@@ -173,6 +176,9 @@ class AgentRuntime:
         self.autonomy = Autonomy(self)  # continuer "autonomous", after "goal"
         self.mcp = McpAccess(lambda: self.settings)  # one MCP hub per host: docs/mcp.md
         register_mcp_operations(self.operation, self.mcp)
+        # project context files and their trust (docs/project-context.md); the host sets the root
+        self.project = ProjectContext(TrustedFiles(self.signer), lambda: self.settings)
+        self.prompt_parts: list[PartProvider] = []  # more rows of /context: core/context_report.py
 
     # ------------------------------------------------------------ sessions and agents
 
@@ -275,6 +281,9 @@ class AgentRuntime:
         untrusted = await asyncio.to_thread(untrusted_items, self, session.session_id)
         if untrusted:
             agent.notice("session_untrusted", describe_untrusted(untrusted))
+        project = await asyncio.to_thread(self.project.notice_files, session.notebook_path)
+        if project and self.project.notify:
+            agent.notice("project_untrusted", describe_untrusted_files(project))
         self.lifecycle.agent_started(agent)
         recovered = await close_interrupted_turn(
             session,
@@ -348,22 +357,33 @@ class AgentRuntime:
         cached = self._prompts.get(session_id)
         if cached is None or cached[0] is not self.settings:
             cached = self._prompts[session_id] = (self.settings, self._build_prompt(session_id))
+        project = self.project.section(self.notebook_of(session_id))
         mcp = self.mcp.prompt_section(self.session_of(session_id))  # docs/mcp.md
-        return cached[1] + self.harnesses.section(session_id)[1] + mcp
+        return cached[1] + self.harnesses.section(session_id)[1] + project + mcp
+
+    def notebook_of(self, session_id: str) -> str:
+        """The agent's notebook path (relative to the root, or absolute for a CLI run's notebook
+        outside its folder)."""
+        member = self.family.member(session_id)
+        if member is not None and member.notebook_path:
+            return member.notebook_path
+        agent = self.agents.get(session_id)
+        return agent.session.notebook_path if agent is not None else ""
 
     def _build_prompt(self, session_id: str) -> str:
+        return build_system_prompt(self.prompt_settings(session_id))
+
+    def prompt_settings(self, session_id: str) -> PromptSettings:
         config = self.settings
         me = self.family.member(session_id)
         depth = me.depth if me is not None else 0
         parent = self.family.member(me.parent_session_id) if me and me.parent_session_id else None
-        return build_system_prompt(
-            PromptSettings(
-                output_cap=config.output_cap,
-                cell_timeout_seconds=config.cell_timeout,
-                can_spawn=depth < self.settings.max_depth,
-                parent_name=parent.display_name if parent is not None else None,
-                name=me.name if me is not None else "",
-            )
+        return PromptSettings(
+            output_cap=config.output_cap,
+            cell_timeout_seconds=config.cell_timeout,
+            can_spawn=depth < self.settings.max_depth,
+            parent_name=parent.display_name if parent is not None else None,
+            name=me.name if me is not None else "",
         )
 
     def _turn_ended(self, agent: Agent, outcome: TurnOutcome) -> None:

@@ -17,6 +17,7 @@ from ..adapters.model_choice import ModelChoice
 from ..adapters.withhold_keys import withhold_keys
 from ..core.harness.keeper import ENV_GLOBAL_DIR, default_global_dir
 from ..core.held_keys import HeldKeys
+from ..core.project_trust import trust_saved_file
 from ..core.sessions import SessionRepository
 from ..core.settings import SERVER, Declared, declared, help_text
 from . import atomic_contents, kernel_websocket
@@ -131,6 +132,9 @@ class PrimeAgentLab(SettingTraits):  # type: ignore[misc, valid-type]
         kernel_websocket.install(self.serverapp, self.settings)  # a busy kernel never stalls a tab
         atomic_contents.install(  # no half-written notebooks
             self.serverapp.contents_manager, self.settings.get("file_id_manager")
+        )
+        self.serverapp.contents_manager.register_post_save_hook(  # docs/project-context.md
+            trust_saved_file(self.host.runtime.project.trusted, root)
         )
         self.log.info(
             "Prime Agent Lab: provider %s, model %s, sessions in %s",

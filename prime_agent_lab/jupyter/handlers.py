@@ -16,6 +16,7 @@ from ..adapters.bridge_http import KERNEL_ROUTE, BridgeEndpoint
 from ..core.bridge import BridgeService
 from ..core.commands import CommandError, run_command
 from ..core.jsonfile import BadJson, parse_json
+from ..core.project_context import ProjectFileError
 from ..core.sessions import SessionError, SessionWriteError, check_session_id
 from ..core.text import json_type, shorten
 from ..core.transcript import chat_transcript
@@ -317,6 +318,35 @@ class BindingsHandler(_Base):
         self.finish()
 
 
+class ContextHandler(_Base):
+    """`GET .../context`: the `/context` report (docs/project-context.md)."""
+
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def get(self, session_id: str) -> None:
+        reply = await run_command(self.host, self.session_id(session_id), "context", "")
+        self.reply(reply["answer"])
+
+
+class ContextTrustHandler(_Base):
+    """`POST /prime-agent/api/context/trust {path, sha256}`: trust exactly those bytes of a
+    project file (409 when it changed since)."""
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        data = self.body()
+        path, digest = text_field(data, "path"), text_field(data, "sha256")
+        if not digest:
+            raise web.HTTPError(400, "sha256 is required: the digest /context showed")
+        try:
+            trusted = self.host.runtime.project.trust(path or "", digest)
+        except ProjectFileError as exc:
+            raise web.HTTPError(exc.status, exc.message) from None
+        self.reply({"trusted": trusted.as_dict()})
+
+
 class NotFoundHandler(_Base):
     """Any other route under `prime-agent/api/`: a JSON 404 like every other API error."""
 
@@ -464,6 +494,8 @@ def handlers() -> list[tuple[str, Any]]:
         (rf"/prime-agent/api/sessions/{_SESSION}/refine", RefineHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/refinements", RefinementsHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/trust", TrustHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/context", ContextHandler),
+        (r"/prime-agent/api/context/trust", ContextTrustHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/autonomy", AutonomyHandler),
         (
             rf"/prime-agent/api/sessions/{_SESSION}/refinements/{_REFINEMENT}/rollback",

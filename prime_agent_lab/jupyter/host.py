@@ -88,6 +88,7 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy):
         environment = HostEnvironment(self.fleet, self.choice, self.notebooks)
         self.runtime = AgentRuntime(repository, environment, settings)
         self.runtime.autonomy.root = Path(serverapp.root_dir)  # gates run in a notebook's folder
+        self.runtime.project.root = Path(serverapp.root_dir)  # context files up to here
         self.fleet.serve(self.runtime)
         # One lock per notebook: attaching one notebook (which may start its kernel) never
         # holds up another notebook's agent.
