@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from prime_agent_lab.core.agent import Agent
+from prime_agent_lab.core.context_report import context_report
 from prime_agent_lab.core.transcript import chat_transcript
 from prime_agent_lab.headless import HeadlessRun
 
@@ -374,3 +375,41 @@ async def test_in_the_server_one_hub_serves_every_agent_and_its_servers_end_with
 
     await host.shutdown()
     await wait_until(lambda: gone(next(iter(pids))), timeout=10)
+
+
+PROJECT = """
+from prime_agent_kernel import McpError
+print(sorted((s["name"], s["state"]) for s in await mcp.list_servers()))
+try:
+    print((await mcp.call_tool("proj", "pid"))["result"] > 0)
+except McpError as exc:
+    print("mcp error:", exc)
+"""
+
+
+async def test_a_projects_mcp_json_is_listed_untrusted_never_started_and_used_once_trusted(
+    tmp_path: Path,
+) -> None:
+    entry = {"command": sys.executable, "args": [str(SERVERS / "papers_stdio.py")]}
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"proj": entry}}))
+    turns = [{"code": PROJECT}, {"text": "untrusted"}, {"code": PROJECT}, {"text": "trusted"}]
+    async with mcp_run(tmp_path, turns) as run:
+        agent, runtime = run.agent, run.runtime
+        await agent.run_turn("before")
+        untrusted_prompt = runtime.system_prompt(agent.session_id)
+        runtime.project.trust_found(agent.session.notebook_path)  # what --trust-project does
+        await agent.run_turn("after")
+        trusted_prompt = runtime.system_prompt(agent.session_id)
+        report = context_report(runtime, agent.session_id)
+
+    before, after = output(agent, 0), output(agent, 1)
+    assert before == [
+        "[('papers', 'idle'), ('proj', 'untrusted')]",
+        "mcp error: proj: .mcp.json is not trusted: it is never started until the user trusts "
+        "it (/context)",
+    ]
+    assert after == ["[('papers', 'idle'), ('proj', 'idle')]", "True"]
+    assert "`proj`" not in untrusted_prompt and "`proj` (stdio, from .mcp.json)" in trusted_prompt
+    rows = [r for r in report["parts"] if r["part"] == "mcp servers"]
+    assert len(rows) == 1 and "proj: .mcp.json" in rows[0]["source"] and rows[0]["chars"] > 0
+    assert [c["status"] for c in mcp_calls(agent)] == ["ok"]

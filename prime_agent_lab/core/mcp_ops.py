@@ -24,8 +24,9 @@ from prime_agent_kernel.operations import (
 )
 
 from .bridge import BridgeError
-from .caller import CallerContext, Register
+from .caller import CallerContext, Register, TreeRuntime
 from .entry_types import mcp_call_line
+from .mcp_visible import Visible, visible_servers
 from .redaction import Redactor
 from .sessions import SessionError, SessionLog
 from .text import json_type, preview
@@ -37,31 +38,42 @@ if TYPE_CHECKING:
     from ..mcp.config import McpConfigProblem, McpServerConfig
     from ..mcp.hub import McpHub
     from .agent import Agent
+    from .context_report import PromptPart
+    from .project_context import ProjectContext
 
 
 class McpAccess:
-    """The host's MCP hub, made on first use and closed once, and the servers configured."""
+    """The host's MCP hub, made on first use and closed once, and the servers each session
+    reaches (the configured ones, and its project's trusted `.mcp.json` files': `project`)."""
 
-    def __init__(self, settings: Callable[[], Any]) -> None:
+    def __init__(self, settings: Callable[[], Any], project: ProjectContext | None = None) -> None:
         self._settings = settings
+        self._project = project
         self._hub: McpHub | None = None
         self._closed = False
         self.configured()  # the servers' secrets are redacted in every agent made from now on
 
-    def configured(self) -> tuple[dict[str, McpServerConfig], list[McpConfigProblem]]:
-        """The trusted servers (the user's file, the settings, `--mcp-config`), by name, and the
-        entries skipped. Reading them adds their secrets to the redacted values."""
+    def configured(self) -> tuple[list[McpServerConfig], list[McpConfigProblem]]:
+        """The user's servers (the global file, the settings, `--mcp-config`) and the entries
+        skipped. Reading them adds their secrets to the redacted values."""
         from ..mcp.sources import load_configured_servers
 
-        servers, problems = load_configured_servers(self._settings())
-        return {server.name: server for server in servers}, problems
+        return load_configured_servers(self._settings())
+
+    def visible(self, session: SessionLog | None) -> Visible:
+        """The servers `session`'s agent reaches, for its calls and its prompt
+        (core/mcp_visible.py)."""
+        configured, problems = self.configured()
+        if session is None:
+            return Visible({server.name: server for server in configured}, {}, problems)
+        return visible_servers(configured, problems, self._project, session.notebook_path)
 
     def prompt_section(self, session: SessionLog | None) -> str:
         """The system prompt's lines on the servers `session` may use ("" when there are
         none)."""
         from ..mcp.prompt import mcp_prompt_section
 
-        section = mcp_prompt_section(list(visible_servers(self, session).values()))
+        section = mcp_prompt_section(list(self.visible(session).servers.values()))
         return f"\n{section}\n" if section else ""
 
     @property
@@ -82,16 +94,6 @@ class McpAccess:
             await hub.aclose()
 
 
-def visible_servers(access: McpAccess, session: SessionLog | None) -> dict[str, McpServerConfig]:
-    """The servers `session`'s agent may use (its calls, its prompt), by name: today the
-    configured (trusted) ones.
-
-    The one place to add a project's `.mcp.json` servers (docs/project-context.md), found from
-    the session's notebook folder, once that folder is trusted; until then a project server is
-    neither reachable nor named to the model."""
-    return access.configured()[0]
-
-
 def secret_values(servers: Iterable[McpServerConfig]) -> list[str]:
     """The values of every server's `env` and `headers`: host-only, redacted everywhere."""
     return [value for server in servers for value in server.secrets()]
@@ -100,6 +102,15 @@ def secret_values(servers: Iterable[McpServerConfig]) -> list[str]:
 async def server_view(config: McpServerConfig, hub: McpHub) -> dict[str, Any]:
     """A server as `mcp.list_servers()` shows it: no env or header values."""
     return {**config.describe(), **await hub.state(config)}
+
+
+def untrusted_view(name: str, path: str) -> dict[str, Any]:
+    """A server of an untrusted project `.mcp.json` as `mcp.list_servers()` shows it."""
+    return {"name": name, "source": path, "state": "untrusted", "error": untrusted_text(path)}
+
+
+def untrusted_text(path: str) -> str:
+    return f"{path} is not trusted: it is never started until the user trusts it (/context)"
 
 
 def problem_view(problem: McpConfigProblem) -> dict[str, Any]:
@@ -117,9 +128,10 @@ def register_mcp_operations(register: Register, access: McpAccess) -> None:
     `register` (`AgentRuntime.operation`)."""
 
     async def list_servers(ctx: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
-        servers = visible_servers(access, ctx.session)
-        views = [await server_view(config, access.hub) for config in servers.values()]
-        return views + [problem_view(problem) for problem in access.configured()[1]]
+        visible = access.visible(ctx.session)
+        views = [await server_view(config, access.hub) for config in visible.servers.values()]
+        views += [untrusted_view(name, path) for name, path in visible.untrusted.items()]
+        return views + [problem_view(problem) for problem in visible.problems]
 
     async def list_tools(ctx: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
         config = _server(ctx, payload.get("server"))
@@ -156,10 +168,12 @@ def _text(value: object, what: str) -> str:
 
 def _server(ctx: CallerContext, name: object) -> McpServerConfig:
     name = _text(name, "server")
-    servers = visible_servers(ctx.runtime.mcp, ctx.session)
-    config = servers.get(name)
+    visible: Visible = ctx.runtime.mcp.visible(ctx.session)
+    config = visible.servers.get(name)
+    if name in visible.untrusted:
+        raise BridgeError(403, f"{name[:80]}: {untrusted_text(visible.untrusted[name])}")
     if config is None:
-        known = ", ".join(sorted(servers)) or "none are configured (docs/mcp.md)"
+        known = ", ".join(sorted(visible.servers)) or "none are configured (docs/mcp.md)"
         raise BridgeError(404, f"{name[:80]}: no such MCP server; servers: {known}")
     return config
 
@@ -238,3 +252,16 @@ def _record(
     kind = "mcp_call" if entry["status"] == "ok" else "mcp_call_failed"
     turn = {"turn": entry["turn"]} if "turn" in entry else {}
     agent.events.emit("notice", kind=kind, text=mcp_call_line(entry), **turn)
+
+
+def mcp_prompt_part(runtime: TreeRuntime, session_id: str) -> list[PromptPart]:
+    """`/context`'s row for the prompt's MCP section (a `runtime.prompt_parts` provider): which
+    servers it names and from where; no row when there are none."""
+    from .context_report import part
+
+    session = runtime.session_of(session_id)
+    servers = runtime.mcp.visible(session).servers.values()
+    if not servers:
+        return []
+    source = "; ".join(f"{server.name}: {server.source}" for server in servers)
+    return [part("mcp servers", source, runtime.mcp.prompt_section(session))]

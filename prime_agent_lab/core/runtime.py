@@ -52,7 +52,7 @@ from .harness_ops import register_harness_operations
 from .heartbeat_ops import register_heartbeat_operations
 from .lifecycle import Lifecycle
 from .mailbox import Mailbox
-from .mcp_ops import McpAccess, register_mcp_operations
+from .mcp_ops import McpAccess, mcp_prompt_part, register_mcp_operations
 from .message_ops import register_message_operations
 from .pending_kernel import PendingKernel, kernel_arrived
 from .ports import KernelPort, ModelProvider, NotebookPort
@@ -174,11 +174,12 @@ class AgentRuntime:
         register_goal_operations(self.operation, self.goals)
         self.continuers.add("goal", self.goals.should_continue)
         self.autonomy = Autonomy(self)  # continuer "autonomous", after "goal"
-        self.mcp = McpAccess(lambda: self.settings)  # one MCP hub per host: docs/mcp.md
-        register_mcp_operations(self.operation, self.mcp)
         # project context files and their trust (docs/project-context.md); the host sets the root
         self.project = ProjectContext(TrustedFiles(self.signer), lambda: self.settings)
         self.prompt_parts: list[PartProvider] = []  # more rows of /context: core/context_report.py
+        self.mcp = McpAccess(lambda: self.settings, self.project)  # one MCP hub: docs/mcp.md
+        register_mcp_operations(self.operation, self.mcp)
+        self.prompt_parts.append(mcp_prompt_part)
 
     # ------------------------------------------------------------ sessions and agents
 

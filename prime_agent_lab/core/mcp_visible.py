@@ -1,0 +1,73 @@
+"""Which MCP servers an agent's session reaches (docs/mcp.md, docs/project-context.md).
+
+The user's configured servers (the global file, `mcp_servers`, `--mcp-config`), then the servers
+of the project's `.mcp.json` files this user trusted, from the root down to the notebook's
+folder: a later one replaces a server of the same name. A server in a `.mcp.json` that is not
+trusted (as it is now) is listed as `untrusted`: never started, never named in the prompt, and a
+call to it says so.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..mcp.config import McpConfigProblem, McpServerConfig
+    from .project_context import ProjectContext
+
+
+@dataclass(frozen=True)
+class Visible:
+    servers: dict[str, McpServerConfig]  # the ones it may use, by name
+    untrusted: dict[str, str] = field(default_factory=dict)  # name -> the file holding it
+    problems: list[McpConfigProblem] = field(default_factory=list)  # entries skipped
+
+
+def visible_servers(
+    configured: list[McpServerConfig],
+    problems: list[McpConfigProblem],
+    project: ProjectContext | None,
+    notebook_path: str,
+) -> Visible:
+    """The servers an agent whose notebook is `notebook_path` reaches: `configured` (the user's,
+    all trusted), then the trusted project `.mcp.json` files' (see the module's doc)."""
+    from ..mcp.config import merge_servers
+
+    layers, skipped = [configured], list(problems)
+    untrusted: dict[str, str] = {}
+    if project is not None and project.root is not None:
+        for found in project.trusted_files(notebook_path, "mcp"):
+            servers, found_problems = _parse(found.path, found.text, project)
+            layers.append(servers)
+            skipped += found_problems
+        for item in project.untrusted(notebook_path):
+            if item.kind == "mcp":
+                untrusted.update(dict.fromkeys(_names(item.path, project), item.path))
+    servers = {server.name: server for server in merge_servers(*layers)}
+    return Visible(servers, {k: v for k, v in untrusted.items() if k not in servers}, skipped)
+
+
+def _parse(
+    path: str, text: str, project: ProjectContext
+) -> tuple[list[McpServerConfig], list[McpConfigProblem]]:
+    from ..mcp.config import McpConfigProblem, parse_mcp_config
+
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return [], [McpConfigProblem(path, None, f"not valid JSON: {exc}")]
+    assert project.root is not None
+    return parse_mcp_config(data, path, base_dir=project.root / posixpath.dirname(path))
+
+
+def _names(path: str, project: ProjectContext) -> list[str]:
+    """The server names an untrusted `.mcp.json` holds (read, never started)."""
+    from .project_files import read
+
+    assert project.root is not None
+    found = read(project.root, path, "mcp")
+    servers, _ = _parse(path, found.text, project) if found.data is not None else ([], [])
+    return [server.name for server in servers]
