@@ -117,7 +117,8 @@ print([(e.type, e.status, e.text) for e in history.of_type("mcp_call")][:2])
 async def test_a_cell_lists_calls_and_reads_over_stdio_and_http_and_gets_python_values(
     tmp_path: Path, papers_http: str
 ) -> None:
-    turns = [{"code": "import json\n" + LIST_AND_CALL}, {"text": "done"}]
+    shown = 'await mcp.call_tool("papers", "image")'  # the cell's value: shown as an image
+    turns = [{"code": "import json\n" + LIST_AND_CALL}, {"code": shown}, {"text": "done"}]
     async with mcp_run(tmp_path, turns, papers_http) as run:
         outcome = await run.agent.run_turn("use the papers")
         agent = run.agent
@@ -144,7 +145,10 @@ async def test_a_cell_lists_calls_and_reads_over_stdio_and_http_and_gets_python_
         ("papers", "image", "ok"),
         ("wiki", "search", "ok"),
         ("wiki", "big", "ok"),
+        ("papers", "image", "ok"),
     ]
+    images = of_type(agent, "tool_result")[1].get("images") or []
+    assert [image["media_type"] for image in images] == ["image/png"]
     entry = of_type(agent, "mcp_call")[0]
     assert entry["turn"] == 1 and entry["chars"] > 50 and 0 < entry["seconds"] < 30
     assert "arguments" not in entry and "recursive" not in json.dumps(entry)
@@ -156,9 +160,10 @@ async def test_a_cell_lists_calls_and_reads_over_stdio_and_http_and_gets_python_
 
 ERRORS = """
 from prime_agent_kernel import McpError, McpToolError
-for server, tool in [("papers", "fail"), ("papers", "nope"), ("nowhere", "search")]:
+calls = [("papers", "fail", {}), ("papers", "nope", {}), ("nowhere", "search", {})]
+for server, tool, arguments in calls + [("papers", "big", {"chars": 5000})]:
     try:
-        await mcp.call_tool(server, tool)
+        await mcp.call_tool(server, tool, arguments)
     except McpToolError as exc:
         print("tool error:", exc)
     except McpError as exc:
@@ -167,30 +172,31 @@ for server, tool in [("papers", "fail"), ("papers", "nope"), ("nowhere", "search
 
 
 async def test_failures_raise_mcp_errors_that_name_the_server_and_tool(tmp_path: Path) -> None:
-    async with mcp_run(tmp_path, [{"code": ERRORS}, {"text": "done"}]) as run:
+    turns = [{"code": ERRORS}, {"text": "done"}]
+    async with mcp_run(tmp_path, turns, mcp_output_cap=1000) as run:
         await run.agent.run_turn("try")
         agent = run.agent
 
-    assert output(agent, 0) == [
+    lines = output(agent, 0)
+    assert lines[:3] == [
         "tool error: papers.fail: Error executing tool fail: the papers index is offline",
-        "mcp error: papers: no tool named 'nope' (its tools: "
-        + printed(agent)[0].split("(its tools: ")[1].splitlines()[0],
+        "mcp error: papers: no tool named 'nope' (its tools: search, slow, fail, crash, image, "
+        + lines[1].split("image, ")[1],
         "mcp error: nowhere: no such MCP server; servers: papers",
     ]
-    assert mcp_calls(agent) == [
-        {
-            "server": "papers",
-            "tool": "fail",
-            "status": "error",
-            "error": "Error executing tool fail: the papers index is offline",
-        },
-        {
-            "server": "papers",
-            "tool": "nope",
-            "status": "error",
-            "error": mcp_calls(agent)[1]["error"],
-        },
+    # 5,000 characters as text and as structured content: 10,092 serialised
+    assert lines[3] == (
+        "mcp error: papers.big: the result is 10,092 characters, over the cap of 1,000 "
+        "(--mcp-output-cap); nothing of it was kept: ask for less"
+    )
+    calls = mcp_calls(agent)
+    assert [(c["tool"], c["status"]) for c in calls] == [
+        ("fail", "error"),
+        ("nope", "error"),
+        ("big", "error"),
     ]
+    assert calls[0]["error"] == "Error executing tool fail: the papers index is offline"
+    assert calls[1]["error"].startswith("papers: no tool named 'nope'")
     assert chat_lines(agent)[0].endswith(
         " s · error: Error executing tool fail: the papers index is offline"
     )
