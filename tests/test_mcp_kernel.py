@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -24,6 +25,7 @@ from prime_agent_lab.core.transcript import chat_transcript
 from prime_agent_lab.headless import HeadlessRun
 
 from .conftest import run_turn, use_script
+from .test_cli import cli_with_env
 from .test_goals import of_type, printed, script, while_running
 from .test_mcp_hub import HttpServer, gone
 from .test_subagents import headless
@@ -419,3 +421,22 @@ async def test_a_projects_mcp_json_is_listed_untrusted_never_started_and_used_on
     rows = [r for r in report["parts"] if r["part"] == "mcp servers"]
     assert len(rows) == 1 and "proj: .mcp.json" in rows[0]["source"] and rows[0]["chars"] > 0
     assert [c["status"] for c in mcp_calls(agent)] == ["ok"]
+
+
+def test_the_cli_reaches_the_servers_of_mcp_config_and_ends_them_with_the_run(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps(servers()), encoding="utf-8")
+    code = 'print("pid", (await mcp.call_tool("papers", "pid"))["result"])'
+    path = script(tmp_path, [{"code": code}, {"text": "done"}])
+    env = {"PRIME_AGENT_LAB_MCP_CONFIG": str(tmp_path / "absent.json")}
+    args = ["run", "--mode", "json", "--script", path, "--mcp-config", str(config), "go"]
+
+    done = cli_with_env(tmp_path, env, *args)
+
+    assert done.returncode == 0, done.stderr
+    pid = int(re.findall(r"pid (\d+)", done.stdout)[0])
+    assert gone(pid)  # the run closed the stdio server before it exited
+    assert "MCP papers.pid · " in done.stdout  # the chat line, as a notice record
+    assert SECRET not in done.stdout + done.stderr
