@@ -154,6 +154,7 @@ async def test_a_cell_lists_calls_and_reads_over_stdio_and_http_and_gets_python_
     entry = of_type(agent, "mcp_call")[0]
     assert entry["turn"] == 1 and entry["chars"] > 50 and 0 < entry["seconds"] < 30
     assert "arguments" not in entry and "recursive" not in json.dumps(entry)
+    assert chat_lines(agent)[1].startswith("MCP papers papers://2512.24601 · ")
     first = chat_lines(agent)[0]
     assert first.startswith("MCP papers.search · ") and first.endswith(
         f" s · {entry['chars']:,} chars"

@@ -994,11 +994,13 @@ GOAL = EntryType(
 
 
 def mcp_call_line(entry: Entry) -> str:
-    """`MCP papers.search · 0.4 s · 1,204 chars`; a failure ends with its status and error."""
-    target = text_of(entry, "tool") or text_of(entry, "uri")
+    """`MCP papers.search · 0.4 s · 1,204 chars` (a resource: `MCP papers papers://1 · ...`); a
+    failure ends with its status and error."""
+    server, tool = text_of(entry, "server"), text_of(entry, "tool")
+    target = f"{server}.{tool}" if tool else f"{server} {text_of(entry, 'uri')}"
     seconds = entry.get("seconds")
     took = f"{seconds:.1f} s" if isinstance(seconds, float | int) else "?"
-    line = f"MCP {text_of(entry, 'server')}.{target} · {took}"
+    line = f"MCP {target} · {took}"
     status = text_of(entry, "status")
     if status == "ok":
         return f"{line} · {entry.get('chars', 0):,} chars"

@@ -146,13 +146,13 @@ def register_mcp_operations(register: Register, access: McpAccess) -> None:
         if not isinstance(arguments, dict):
             raise BridgeError(400, f"arguments must be a dict, not {json_type(arguments)}")
         call = access.hub.call_tool(config, tool, arguments)
-        return await _recorded(ctx, config, {"tool": tool}, f"{config.name}.{tool}", call)
+        return await _recorded(ctx, config, {"tool": tool}, call)
 
     async def read_resource(ctx: CallerContext, payload: dict[str, Any]) -> dict[str, Any]:
         config = _server(ctx, payload.get("server"))
         uri = _text(payload.get("uri"), "uri")
         call = _contents(access.hub.read_resource(config, uri))
-        return await _recorded(ctx, config, {"uri": uri}, f"{config.name} {uri}", call)
+        return await _recorded(ctx, config, {"uri": uri}, call)
 
     register(LIST_MCP_SERVERS, list_servers)
     register(LIST_MCP_TOOLS, list_tools)
@@ -188,7 +188,7 @@ async def _failing_as_bridge_error(call: Any) -> Any:
 
 
 async def _recorded(
-    ctx: CallerContext, config: McpServerConfig, target: dict[str, str], what: str, call: Any
+    ctx: CallerContext, config: McpServerConfig, target: dict[str, str], call: Any
 ) -> dict[str, Any]:
     """Await `call` (a tool call or resource read), recording it as an `mcp_call` entry however
     it ends: done, failed, timed out, or cancelled (Stop cancels the bridge job, hence this)."""
