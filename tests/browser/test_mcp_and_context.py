@@ -1,0 +1,121 @@
+"""MCP and project context in a real browser: an agent cell's MCP calls are lines in the chat
+(that survive a reload), and `/context` shows what the prompt holds, with a Trust button for a
+project's `AGENTS.md` that someone else wrote."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..lab_process import ServerDidNotStart, shutdown, start_lab
+from .conftest import LabServer
+from .test_chat_panel import (
+    KERNEL_IDLE_TIMEOUT,
+    TURN_TIMEOUT_MS,
+    UI_TIMEOUT_MS,
+    _create_notebook,
+    _open_notebook,
+    _open_panel,
+    _wait_for_idle_kernel,
+)
+
+pytestmark = pytest.mark.browser
+
+PAPERS_STDIO = Path(__file__).resolve().parents[1] / "mcp_servers" / "papers_stdio.py"
+SCRIPT = {
+    "turns": [
+        {"code": 'hits = await mcp.call_tool("papers", "search", {"query": "recursive"})\nhits'},
+        {"code": 'await mcp.call_tool("papers", "fail")'},
+        {"text": "Searched the papers index."},
+    ]
+}
+CONVENTIONS = "# Conventions\nPlot with matplotlib only.\n"
+
+
+@pytest.fixture(scope="module")
+def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
+    """A lab whose user lists one MCP server (stdio) in their global MCP file."""
+    base = tmp_path_factory.mktemp("lab")
+    servers = {"mcpServers": {"papers": {"command": sys.executable, "args": [str(PAPERS_STDIO)]}}}
+    global_file = base / "config" / "prime_agent_lab" / "mcp.json"
+    global_file.parent.mkdir(parents=True)
+    global_file.write_text(json.dumps(servers))
+    try:
+        server = start_lab(base, SCRIPT)
+    except ServerDidNotStart as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
+    finally:
+        shutdown(server)
+
+
+def test_mcp_calls_are_chat_lines_and_context_lists_and_trusts_project_files(
+    lab_server: LabServer, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    name = "papers.ipynb"
+    # Written by someone else (not saved from JupyterLab): untrusted until the user trusts it.
+    (lab_server.root_dir / "AGENTS.md").write_text(CONVENTIONS)
+    _create_notebook(lab_server, name)
+    _open_notebook(page, lab_server, name)
+    _wait_for_idle_kernel(lab_server, name, KERNEL_IDLE_TIMEOUT)
+    panel = _open_panel(page)
+
+    notice = panel.locator('[data-testid="pal-notice"][data-kind="project_untrusted"]')
+    expect(notice).to_be_visible(timeout=UI_TIMEOUT_MS)
+    expect(notice).to_contain_text("AGENTS.md")
+
+    chat_input = panel.get_by_test_id("pal-chat-input")
+    chat_input.fill("Search the papers index for recursive models.")
+    chat_input.press("Enter")
+    ok_line = panel.locator('[data-testid="pal-notice"][data-kind="mcp_call"]')
+    expect(ok_line).to_have_count(1, timeout=TURN_TIMEOUT_MS)
+    expect(ok_line).to_contain_text("MCP papers.search · ")
+    expect(ok_line).to_contain_text(" chars")
+    failed_line = panel.locator('[data-testid="pal-notice"][data-kind="mcp_call_failed"]')
+    expect(failed_line).to_have_count(1, timeout=TURN_TIMEOUT_MS)
+    expect(failed_line).to_have_attribute("data-tone", "warning")
+    expect(failed_line).to_contain_text("the papers index is offline")
+    expect(panel.get_by_test_id("pal-assistant").last).to_have_text(
+        "Searched the papers index.", timeout=TURN_TIMEOUT_MS
+    )
+
+    # /context: the prompt's parts, the untrusted AGENTS.md with its first lines and a Trust button.
+    chat_input.fill("/context")
+    chat_input.press("Enter")
+    table = panel.get_by_test_id("pal-context").last
+    expect(table).to_be_visible(timeout=UI_TIMEOUT_MS)
+    project_row = table.locator('[data-testid="pal-context-row"][data-part="project context"]')
+    expect(project_row).to_have_attribute("data-status", "untrusted")
+    expect(project_row.get_by_test_id("pal-context-first-lines")).to_contain_text("# Conventions")
+    expect(
+        table.locator('[data-testid="pal-context-row"]').filter(has_text="papers")
+    ).not_to_have_count(0)
+    project_row.get_by_test_id("pal-context-trust-button").click()
+    expect(project_row.get_by_test_id("pal-context-trust-result")).to_contain_text(
+        "Trusted: AGENTS.md", timeout=UI_TIMEOUT_MS
+    )
+
+    chat_input.fill("/context")
+    chat_input.press("Enter")
+    # The view strip shows the new answer in place of the old one.
+    used = panel.get_by_test_id("pal-context").locator(
+        '[data-testid="pal-context-row"][data-part="project context"]'
+    )
+    expect(used).to_have_attribute("data-status", "used", timeout=UI_TIMEOUT_MS)
+
+    # The MCP lines are in the session: a reload shows them again, once each.
+    page.reload()
+    panel = _open_panel(page)
+    expect(panel.locator('[data-kind="mcp_call"]')).to_have_count(1, timeout=UI_TIMEOUT_MS)
+    expect(panel.locator('[data-kind="mcp_call_failed"]')).to_have_count(1)
+
+    errors = [e for e in page.console_errors if "prime-agent" in e.lower()]
+    assert not errors, f"console errors from the extension: {errors}"
