@@ -1,4 +1,4 @@
-"""MCP server configuration (prime_agent_lab/mcp/config.py, sources.py; docs/mcp.md): the
+"""MCP server configuration (prime_agent_lab/core/mcp/config.py, sources.py; docs/mcp.md): the
 `mcpServers` shape, bad entries reported by name and skipped, and the places merged by
 precedence."""
 
@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 
 from prime_agent_lab import cli as cli_module
-from prime_agent_lab.core.redaction import Redactor
-from prime_agent_lab.core.settings import CLI, SERVER, SettingError, Settings
-from prime_agent_lab.mcp.config import (
+from prime_agent_lab.core.mcp.config import (
     HTTP,
     STDIO,
     McpServerConfig,
@@ -20,8 +18,10 @@ from prime_agent_lab.mcp.config import (
     parse_mcp_config,
     read_mcp_config_file,
 )
-from prime_agent_lab.mcp.prompt import mcp_prompt_section
-from prime_agent_lab.mcp.sources import ENV_GLOBAL_FILE, load_configured_servers
+from prime_agent_lab.core.mcp.prompt import mcp_prompt_section
+from prime_agent_lab.core.mcp.sources import ENV_GLOBAL_FILE, load_configured_servers
+from prime_agent_lab.core.redaction import Redactor
+from prime_agent_lab.core.settings import CLI, SERVER, SettingError, Settings
 
 SECRET = "papers-secret-value-123"
 
@@ -82,18 +82,21 @@ def test_a_servers_secrets_are_not_in_its_repr_or_its_description() -> None:
 @pytest.mark.parametrize(
     ("entry", "reason"),
     [
-        ([1], "not an object (a list)"),
+        ([1], "not an object (an array)"),
         ({"command": "p", "url": "http://h/"}, 'has both "command" (stdio) and "url" (HTTP)'),
         ({"args": []}, 'has neither "command" (stdio) nor "url" (HTTP)'),
         (
             {"command": "p", "args": ["a", 5]},
-            '"args" must be a list of strings; item 1 is a number',
+            '"args" must be an array of strings; item 1 is a number',
         ),
-        ({"command": "p", "args": "a b"}, '"args" must be a list of strings, not a string'),
+        ({"command": "p", "args": "a b"}, '"args" must be an array of strings, not a string'),
         ({"command": 7}, '"command" must be a non-empty string, not a number'),
         ({"command": "p", "env": {"T": 5}}, '"env" must map names to strings; "T" is a number'),
         ({"url": "ftp://h/"}, '"url" must start with http:// or https://'),
-        ({"url": "http://h/", "headers": []}, '"headers" must be an object of strings, not a list'),
+        (
+            {"url": "http://h/", "headers": []},
+            '"headers" must be an object of strings, not an array',
+        ),
         ({"type": "sse", "url": "http://h/sse"}, 'type "sse" (the old HTTP+SSE transport) is not'),
         ({"type": "websocket", "url": "http://h/"}, 'unknown type "websocket"'),
         ({"type": "http", "command": "p"}, 'type "http" needs a "url", not a "command"'),
@@ -121,7 +124,7 @@ def test_a_file_that_is_not_json_or_not_an_object_is_one_problem(tmp_path: Path)
     assert "not valid JSON" in read_mcp_config_file(broken, "b")[1][0].reason
     listed = tmp_path / "list.json"
     listed.write_text("[]")
-    assert read_mcp_config_file(listed, "l")[1][0].reason == "not a JSON object (a list)"
+    assert read_mcp_config_file(listed, "l")[1][0].reason == "not a JSON object (an array)"
     assert read_mcp_config_file(tmp_path / "none.json", "n")[1][0].reason == "no such file"
     assert read_mcp_config_file(tmp_path / "none.json", "n", missing_ok=True) == ([], [])
 

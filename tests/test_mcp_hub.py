@@ -1,4 +1,4 @@
-"""The host's MCP hub (prime_agent_lab/mcp/hub.py, docs/mcp.md) against two real MCP servers
+"""The host's MCP hub (prime_agent_lab/core/mcp/hub.py, docs/mcp.md) against two real MCP servers
 written with the `mcp` SDK (tests/mcp_servers/): one over stdio, one over streamable HTTP."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from prime_agent_lab.core.mcp.config import McpServerConfig, parse_mcp_config
+from prime_agent_lab.core.mcp.errors import McpError
+from prime_agent_lab.core.mcp.hub import McpHub
 from prime_agent_lab.core.redaction import Redactor
 from prime_agent_lab.core.settings import CLI, Settings
-from prime_agent_lab.mcp.config import McpServerConfig, parse_mcp_config
-from prime_agent_lab.mcp.errors import McpError
-from prime_agent_lab.mcp.hub import McpHub
 
 from .lab_process import free_port
 

@@ -14,9 +14,9 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from prime_agent_lab.core.commands import run_command
-from prime_agent_lab.core.context_report import part
 from prime_agent_lab.core.entry_types import FOR_THE_USER_ONLY
 from prime_agent_lab.core.project_trust import PURPOSE, TrustedFiles, default_list_file
+from prime_agent_lab.core.prompt_parts import part
 from prime_agent_lab.core.trust import Signer, default_secret_file, sha256
 from prime_agent_lab.providers import make_provider
 

@@ -33,10 +33,11 @@ from typing import Any, Literal, Protocol, TypedDict
 
 from . import wire
 from .caller import TreeRuntime
-from .context_report import ContextReport, ProjectFileInfo, PromptPart, context_report
+from .context_report import ContextReport, context_report
 from .family import FamilyError
 from .goals import GoalError, describe, opening_text
 from .heartbeat_commands import change_heartbeat, set_heartbeat
+from .prompt_parts import ProjectFileInfo, PromptPart
 from .text import shorten
 from .usage import AgentUsage, usage_report
 from .wire import RefinementList, SessionCopy, SessionTree

@@ -9,45 +9,14 @@ order the providers were added (the MCP servers' part, docs/mcp.md, is meant to 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
+from .prompt_parts import PromptPart, part
 from .prompts import CHILD_DOCTRINE, SPAWN_SECTION, PromptSettings, build_system_prompt
 from .tokens import estimate_tokens
 
 if TYPE_CHECKING:
     from .runtime import AgentRuntime
-
-
-class ProjectFileInfo(TypedDict):
-    """A project file's row in `/context`: what its Trust button sends (`path`, `sha256`)."""
-
-    path: str
-    kind: str
-    """`context` (AGENTS.md and the like) or `mcp` (`.mcp.json`)."""
-    sha256: str
-    size: int
-    """Bytes."""
-    first_lines: str
-
-
-class PromptPart(TypedDict):
-    """One part of the system prompt (or a project file that is not in it, and why)."""
-
-    part: str
-    """`base prompt`, `sub-agents`, `sub-agent doctrine`, `harness`, `project context`, or a
-    provider's part (`mcp servers`)."""
-    source: str
-    """Where it comes from: a file, a store, a setting."""
-    chars: int
-    """Characters it adds to the system prompt (0 when it is not in it)."""
-    tokens: int
-    """`chars` as estimated tokens."""
-    status: str
-    """`used`, or for project files `cut`, `untrusted` or `unreadable`; a provider may say
-    `trusted`/`untrusted` too."""
-    note: str
-    file: ProjectFileInfo | None
 
 
 class ContextReport(TypedDict):
@@ -61,24 +30,6 @@ class ContextReport(TypedDict):
     chars: int
     """The whole system prompt's characters (headings included)."""
     tokens: int
-
-
-PartProvider = Callable[["AgentRuntime", str], list[PromptPart]]
-
-
-def part(
-    name: str, source: str, text: str, status: str = "used", note: str = "", **file: Any
-) -> PromptPart:
-    """A row of the report for `text` as it stands in the prompt."""
-    return {
-        "part": name,
-        "source": source,
-        "chars": len(text),
-        "tokens": estimate_tokens(text) if text else 0,
-        "status": status,
-        "note": note,
-        "file": ProjectFileInfo(**file) if file else None,  # type: ignore[typeddict-item]
-    }
 
 
 def _prompt_parts(runtime: AgentRuntime, session_id: str) -> list[PromptPart]:

@@ -1,7 +1,7 @@
 """Bridge operations behind the kernel's `mcp` (docs/mcp.md): the MCP servers the calling
 agent's session may use, their tools and resources, through the host's one hub.
 
-The hub (prime_agent_lab/mcp/hub.py) is made on the first call, so a host that never calls a
+The hub (prime_agent_lab/core/mcp/hub.py) is made on the first call, so a host that never calls a
 server starts none, and closed with the runtime (`McpAccess.close`, from `AgentRuntime.shutdown`,
 which both the Jupyter server and the CLI run). Each tool call and resource read is an `mcp_call`
 session entry and a chat line; never its arguments, never its result.
@@ -27,6 +27,7 @@ from .bridge import BridgeError
 from .caller import CallerContext, Register, TreeRuntime
 from .entry_types import mcp_call_line
 from .mcp_visible import Visible, visible_servers
+from .prompt_parts import PromptPart, part
 from .redaction import Redactor
 from .sessions import SessionError, SessionLog
 from .text import json_type, preview
@@ -35,10 +36,9 @@ MAX_ERROR_CHARS = 300  # of an `mcp_call` entry's error text
 TIMED_OUT = re.compile(r": timed out after [0-9.]+ s")  # the hub's words (mcp/hub.py `_timed_out`)
 
 if TYPE_CHECKING:
-    from ..mcp.config import McpConfigProblem, McpServerConfig
-    from ..mcp.hub import McpHub
     from .agent import Agent
-    from .context_report import PromptPart
+    from .mcp.config import McpConfigProblem, McpServerConfig
+    from .mcp.hub import McpHub
     from .project_context import ProjectContext
 
 
@@ -56,7 +56,7 @@ class McpAccess:
     def configured(self) -> tuple[list[McpServerConfig], list[McpConfigProblem]]:
         """The user's servers (the global file, the settings, `--mcp-config`) and the entries
         skipped. Reading them adds their secrets to the redacted values."""
-        from ..mcp.sources import load_configured_servers
+        from .mcp.sources import load_configured_servers
 
         return load_configured_servers(self._settings())
 
@@ -71,7 +71,7 @@ class McpAccess:
     def prompt_section(self, session: SessionLog | None) -> str:
         """The system prompt's lines on the servers `session` may use ("" when there are
         none)."""
-        from ..mcp.prompt import mcp_prompt_section
+        from .mcp.prompt import mcp_prompt_section
 
         section = mcp_prompt_section(list(self.visible(session).servers.values()))
         return f"\n{section}\n" if section else ""
@@ -81,7 +81,7 @@ class McpAccess:
         if self._closed:
             raise BridgeError(503, "the host is shutting down; MCP servers are closed")
         if self._hub is None:
-            from ..mcp.hub import McpHub
+            from .mcp.hub import McpHub
 
             self._hub = McpHub.from_settings(self._settings())
         return self._hub
@@ -179,7 +179,7 @@ def _server(ctx: CallerContext, name: object) -> McpServerConfig:
 
 
 async def _failing_as_bridge_error(call: Any) -> Any:
-    from ..mcp.errors import McpError
+    from .mcp.errors import McpError
 
     try:
         return await call
@@ -192,7 +192,7 @@ async def _recorded(
 ) -> dict[str, Any]:
     """Await `call` (a tool call or resource read), recording it as an `mcp_call` entry however
     it ends: done, failed, timed out, or cancelled (Stop cancels the bridge job, hence this)."""
-    from ..mcp.errors import McpError
+    from .mcp.errors import McpError
 
     started = time.monotonic()
     status, error, chars = "error", "", 0
@@ -222,7 +222,7 @@ async def _recorded(
 
 
 async def _contents(read: Awaitable[list[dict[str, Any]]]) -> dict[str, Any]:
-    from ..mcp.results import serialised_size
+    from .mcp.results import serialised_size
 
     blocks = await read
     return {"contents": blocks, "chars": serialised_size(blocks)}
@@ -257,8 +257,6 @@ def _record(
 def mcp_prompt_part(runtime: TreeRuntime, session_id: str) -> list[PromptPart]:
     """`/context`'s row for the prompt's MCP section (a `runtime.prompt_parts` provider): which
     servers it names and from where; no row when there are none."""
-    from .context_report import part
-
     session = runtime.session_of(session_id)
     servers = runtime.mcp.visible(session).servers.values()
     if not servers:

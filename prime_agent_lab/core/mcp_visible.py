@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..mcp.config import McpConfigProblem, McpServerConfig
+    from .mcp.config import McpConfigProblem, McpServerConfig
     from .project_context import ProjectContext
 
 
@@ -34,7 +34,7 @@ def visible_servers(
 ) -> Visible:
     """The servers an agent whose notebook is `notebook_path` reaches: `configured` (the user's,
     all trusted), then the trusted project `.mcp.json` files' (see the module's doc)."""
-    from ..mcp.config import merge_servers
+    from .mcp.config import merge_servers
 
     layers, skipped = [configured], list(problems)
     untrusted: dict[str, str] = {}
@@ -53,7 +53,7 @@ def visible_servers(
 def _parse(
     path: str, text: str, project: ProjectContext
 ) -> tuple[list[McpServerConfig], list[McpConfigProblem]]:
-    from ..mcp.config import McpConfigProblem, parse_mcp_config
+    from .mcp.config import McpConfigProblem, parse_mcp_config
 
     try:
         data = json.loads(text)

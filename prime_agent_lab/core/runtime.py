@@ -31,7 +31,6 @@ from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
 from .caller import CallerContext, Operation
 from .compact_ops import register_compact_operations
-from .context_report import PartProvider
 from .continuation import Continuers
 from .events import Event, EventBus
 from .family import (
@@ -58,6 +57,7 @@ from .pending_kernel import PendingKernel, kernel_arrived
 from .ports import KernelPort, ModelProvider, NotebookPort
 from .project_context import ProjectContext, describe_untrusted_files
 from .project_trust import TrustedFiles
+from .prompt_parts import PartProvider
 from .prompts import PromptSettings, build_system_prompt
 from .recovery import close_interrupted_turn
 from .rlm_ops import register_rlm_operations

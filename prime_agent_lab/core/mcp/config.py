@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..text import json_type
+
 STDIO = "stdio"
 HTTP = "http"
 Transport = Literal["stdio", "http"]
@@ -82,10 +84,10 @@ def parse_mcp_config(
     were skipped. `base_dir` (a project's folder) is where a relative `cwd` is taken from and the
     `cwd` of a server that names none; without it a server runs where the host runs."""
     if not isinstance(data, Mapping):
-        return [], [McpConfigProblem(source, None, f"not a JSON object ({_kind(data)})")]
+        return [], [McpConfigProblem(source, None, f"not a JSON object ({json_type(data)})")]
     servers = data.get("mcpServers", data)
     if not isinstance(servers, Mapping):
-        wrong = f'"mcpServers" is {_kind(servers)}, not an object'
+        wrong = f'"mcpServers" is {json_type(servers)}, not an object'
         return [], [McpConfigProblem(source, None, wrong)]
     configs: list[McpServerConfig] = []
     problems: list[McpConfigProblem] = []
@@ -129,10 +131,10 @@ def _server(name: object, entry: object, source: str, base_dir: Path | None) -> 
     if not isinstance(name, str) or not name.strip():
         raise _Bad("a server's name must be a non-empty string")
     if not isinstance(entry, Mapping):
-        raise _Bad(f"not an object ({_kind(entry)})")
+        raise _Bad(f"not an object ({json_type(entry)})")
     kind = entry.get("type")
     if kind is not None and not isinstance(kind, str):
-        raise _Bad(f'"type" must be a string, not {_kind(kind)}')
+        raise _Bad(f'"type" must be a string, not {json_type(kind)}')
     if kind == "sse":
         raise _Bad(
             'type "sse" (the old HTTP+SSE transport) is not supported: give the server\'s '
@@ -174,26 +176,26 @@ def _server(name: object, entry: object, source: str, base_dir: Path | None) -> 
 def _text(entry: Mapping[str, Any], key: str) -> str:
     value = entry[key]
     if not isinstance(value, str) or not value.strip():
-        raise _Bad(f'"{key}" must be a non-empty string, not {_kind(value)}')
+        raise _Bad(f'"{key}" must be a non-empty string, not {json_type(value)}')
     return value
 
 
 def _strings(value: object, key: str) -> tuple[str, ...]:
     if not isinstance(value, list):
-        raise _Bad(f'"{key}" must be a list of strings, not {_kind(value)}')
+        raise _Bad(f'"{key}" must be an array of strings, not {json_type(value)}')
     for index, item in enumerate(value):
         if not isinstance(item, str):
-            raise _Bad(f'"{key}" must be a list of strings; item {index} is {_kind(item)}')
+            raise _Bad(f'"{key}" must be an array of strings; item {index} is {json_type(item)}')
     return tuple(value)
 
 
 def _string_map(value: object, key: str) -> tuple[tuple[str, str], ...]:
     if not isinstance(value, Mapping):
-        raise _Bad(f'"{key}" must be an object of strings, not {_kind(value)}')
+        raise _Bad(f'"{key}" must be an object of strings, not {json_type(value)}')
     for name, item in value.items():
         if not isinstance(name, str) or not isinstance(item, str):
             # the value may be a secret: name its key and type only
-            raise _Bad(f'"{key}" must map names to strings; "{name}" is {_kind(item)}')
+            raise _Bad(f'"{key}" must map names to strings; "{name}" is {json_type(item)}')
     return tuple(sorted(value.items()))
 
 
@@ -204,20 +206,3 @@ def _cwd(entry: Mapping[str, Any], base_dir: Path | None) -> str | None:
     if base_dir is not None and not cwd.is_absolute():
         cwd = base_dir / cwd
     return str(cwd)
-
-
-def _kind(value: object) -> str:
-    """What a JSON value is, for a message: `a list`, `a number`, `null`."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "an object"
-    return type(value).__name__

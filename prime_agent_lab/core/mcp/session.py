@@ -35,7 +35,7 @@ from mcp.shared._httpx_utils import (
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
-from ..core.redaction import Redactor
+from ..redaction import Redactor
 from .config import STDIO, McpServerConfig
 
 IDLE, STARTING, READY, DEAD, ERROR = "idle", "starting", "ready", "dead", "error"

@@ -24,8 +24,8 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
-from ..core.redaction import redact_withheld
-from ..core.settings import Settings
+from ..redaction import redact_withheld
+from ..settings import Settings
 from .config import McpServerConfig
 from .errors import McpError, where
 from .results import call_result, resource_contents, serialised_size, tool_listing

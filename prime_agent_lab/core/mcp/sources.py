@@ -17,8 +17,8 @@ from pathlib import Path
 
 from jupyter_core.paths import jupyter_config_dir
 
-from ..core.redaction import redact_withheld
-from ..core.settings import CLI, SERVER, Settings, spell
+from ..redaction import redact_withheld
+from ..settings import CLI, SERVER, Settings, spell
 from .config import (
     McpConfigProblem,
     McpServerConfig,
