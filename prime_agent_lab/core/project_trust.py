@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,21 +127,58 @@ class TrustedFiles:
                 temp.unlink()
 
 
-def trust_saved_file(trusted: TrustedFiles, root: Path) -> Callable[..., None]:
-    """A Contents API post-save hook: a context file or `.mcp.json` the user saved from
-    JupyterLab is trusted as saved (as Jupyter signs a notebook you save). Other files, and a
-    file whose real place is outside the root, are left alone."""
-    real_root = root.resolve()
+class SaveKeepsTrust:
+    """Contents API save hooks (docs/project-context.md): a save keeps the trust of a context
+    file or `.mcp.json` that was trusted just before it (the user editing their own trusted
+    `AGENTS.md` in JupyterLab), and never makes an untrusted or new file trusted. JupyterLab
+    saves a file when its document opens and copies files by saving the copy, so "saved from
+    JupyterLab" says nothing about who wrote the bytes.
 
-    def hook(os_path: str = "", model: Any = None, contents_manager: Any = None, **_: Any) -> None:
+    `pre_save` (a pre-save hook) notes whether the bytes on disk at the path are trusted;
+    `post_save` (a post-save hook) trusts the saved bytes only when they were."""
+
+    def __init__(self, trusted: TrustedFiles, root: Path) -> None:
+        self.trusted = trusted
+        self.real_root = root.resolve()
+        self._was_trusted: dict[str, bool] = {}  # os path -> trusted before its save
+
+    def _relative(self, os_path: str) -> str | None:
+        """The path below the root of a project file name whose real place is in the root."""
         if not os_path or not is_project_file_name(os_path.replace(os.sep, "/")):
-            return
+            return None
         real = Path(os_path).resolve()
-        if real_root not in real.parents:
-            return
-        found = read(real_root, real.relative_to(real_root).as_posix())
-        if found.real is not None and found.data is not None:
-            trusted.trust(found.real, found.digest)
+        if self.real_root not in real.parents:
+            return None
+        return real.relative_to(self.real_root).as_posix()
 
-    hook.__name__ = "prime_agent_lab_trust_saved_project_file"
-    return hook
+    def _trusted_now(self, relative: str) -> tuple[Path | None, str, bool]:
+        found = read(self.real_root, relative)
+        if found.real is None or found.data is None:
+            return None, "", False
+        return found.real, found.digest, self.trusted.is_trusted(found.real, found.digest)
+
+    def pre_save(
+        self, model: Any = None, path: str = "", contents_manager: Any = None, **_: Any
+    ) -> None:
+        if contents_manager is None:
+            return
+        os_path = contents_manager._get_os_path(path.strip("/"))
+        relative = self._relative(os_path)
+        if relative is None:
+            return
+        self._was_trusted[os_path] = self._trusted_now(relative)[2]
+
+    def post_save(
+        self, os_path: str = "", model: Any = None, contents_manager: Any = None, **_: Any
+    ) -> None:
+        was_trusted = self._was_trusted.pop(os_path, False)
+        relative = self._relative(os_path)
+        if relative is None or not was_trusted:
+            return
+        real, digest, _trusted = self._trusted_now(relative)
+        if real is not None:
+            self.trusted.trust(real, digest)
+
+    def install(self, contents_manager: Any) -> None:
+        contents_manager.register_pre_save_hook(self.pre_save)
+        contents_manager.register_post_save_hook(self.post_save)

@@ -17,7 +17,7 @@ from ..adapters.model_choice import ModelChoice
 from ..adapters.withhold_keys import withhold_keys
 from ..core.harness.keeper import ENV_GLOBAL_DIR, default_global_dir
 from ..core.held_keys import HeldKeys
-from ..core.project_trust import trust_saved_file
+from ..core.project_trust import SaveKeepsTrust
 from ..core.sessions import SessionRepository
 from ..core.settings import SERVER, Declared, declared, help_text
 from . import atomic_contents, kernel_websocket
@@ -133,8 +133,8 @@ class PrimeAgentLab(SettingTraits):  # type: ignore[misc, valid-type]
         atomic_contents.install(  # no half-written notebooks
             self.serverapp.contents_manager, self.settings.get("file_id_manager")
         )
-        self.serverapp.contents_manager.register_post_save_hook(  # docs/project-context.md
-            trust_saved_file(self.host.runtime.project.trusted, root)
+        SaveKeepsTrust(self.host.runtime.project.trusted, root).install(  # project-context.md
+            self.serverapp.contents_manager
         )
         self.log.info(
             "Prime Agent Lab: provider %s, model %s, sessions in %s",
