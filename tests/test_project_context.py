@@ -242,3 +242,40 @@ def test_the_mcp_part_gets_only_trusted_mcp_files_with_their_bytes(
 
     (trusted,) = context.trusted_files("sub/nb.ipynb")
     assert trusted.path == ".mcp.json" and b'"a"' in (trusted.data or b"")
+
+
+def test_a_link_to_a_trusted_mcp_json_runs_its_servers_in_the_trusted_files_folder(
+    tmp_path: Path,
+) -> None:
+    from prime_agent_lab.core.mcp_visible import visible_servers
+
+    root = tmp_path / "root"
+    write(
+        root / "own" / ".mcp.json",
+        '{"mcpServers": {"tool": {"command": "python", "args": ["server.py"]}}}',
+    )
+    write(root / "own" / "server.py", "# the user's own server\n")
+    write(root / "clone" / "server.py", "# the attacker's server\n")
+    (root / "clone" / ".mcp.json").symlink_to("../own/.mcp.json")
+    context = make_context(root, tmp_path)
+    trust_all(context, "own/nb.ipynb")
+
+    seen = visible_servers([], [], context, "clone/nb.ipynb")
+
+    assert seen.servers["tool"].cwd == str((root / "own").resolve())
+    assert [f.status for f in context.files("clone/nb.ipynb")] == ["used"]
+
+
+def test_a_link_inside_the_root_to_a_trusted_context_file_reads_the_same_bytes(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    write(root / "own" / "AGENTS.md", "Use pandas.\n")
+    (root / "clone").mkdir()
+    (root / "clone" / "AGENTS.md").symlink_to("../own/AGENTS.md")
+    context = make_context(root, tmp_path)
+    trust_all(context, "own/nb.ipynb")
+
+    assert "## clone/AGENTS.md\nUse pandas." in context.section("clone/nb.ipynb")
+    (root / "own" / "AGENTS.md").write_text("Changed.\n")
+    assert context.section("clone/nb.ipynb") == ""

@@ -10,13 +10,14 @@ call to it says so.
 from __future__ import annotations
 
 import json
-import posixpath
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .mcp.config import McpConfigProblem, McpServerConfig
     from .project_context import ProjectContext
+    from .project_files import FoundFile
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ def visible_servers(
     untrusted: dict[str, str] = {}
     if project is not None and project.root is not None:
         for found in project.trusted_files(notebook_path, "mcp"):
-            servers, found_problems = _parse(found.path, found.text, project)
+            servers, found_problems = _parse(found.path, found.text, _folder_of(found))
             layers.append(servers)
             skipped += found_problems
         for item in project.untrusted(notebook_path):
@@ -50,8 +51,15 @@ def visible_servers(
     return Visible(servers, {k: v for k, v in untrusted.items() if k not in servers}, skipped)
 
 
+def _folder_of(found: FoundFile) -> Path | None:
+    """Where a project `.mcp.json`'s servers run: the folder of the file the user trusted (its
+    real place), not of a link to it (`clone/.mcp.json -> ../own/.mcp.json` must not run
+    `clone/server.py`)."""
+    return found.real.parent if found.real is not None else None
+
+
 def _parse(
-    path: str, text: str, project: ProjectContext
+    path: str, text: str, base_dir: Path | None
 ) -> tuple[list[McpServerConfig], list[McpConfigProblem]]:
     from .mcp.config import McpConfigProblem, parse_mcp_config
 
@@ -59,8 +67,7 @@ def _parse(
         data = json.loads(text)
     except ValueError as exc:
         return [], [McpConfigProblem(path, None, f"not valid JSON: {exc}")]
-    assert project.root is not None
-    return parse_mcp_config(data, path, base_dir=project.root / posixpath.dirname(path))
+    return parse_mcp_config(data, path, base_dir=base_dir)
 
 
 def _names(path: str, project: ProjectContext) -> list[str]:
@@ -69,5 +76,5 @@ def _names(path: str, project: ProjectContext) -> list[str]:
 
     assert project.root is not None
     found = read(project.root, path, "mcp")
-    servers, _ = _parse(path, found.text, project) if found.data is not None else ([], [])
+    servers, _ = _parse(path, found.text, _folder_of(found)) if found.data is not None else ([], [])
     return [server.name for server in servers]
