@@ -360,3 +360,46 @@ async def test_a_sub_agent_reads_the_files_from_its_own_notebooks_folder_up(
     assert f"## {name}/AGENTS.md\nProject rules." in theirs
     assert f"## {name}/analysis.agents/AGENTS.md\nRules for sub-agents." in theirs
     assert theirs.index("Project rules.") < theirs.index("Rules for sub-agents.")
+
+
+# ---------------------------------------------------------------- not a regular file
+
+
+async def test_a_folder_named_like_a_project_file_is_listed_as_not_a_regular_file(
+    host: Any, jp_fetch: Any, jp_root_dir: Path, make_notebook: Any, agent_script: Any
+) -> None:
+    name, folder = project_dir(jp_root_dir)
+    (folder / "AGENTS.md").mkdir()
+    (folder / "a").mkdir()
+    (folder / "a" / ".mcp.json").mkdir()
+    (folder / "a" / "CLAUDE.md").mkdir()
+    use_script(host, agent_script([{"text": "fine"}]))
+
+    agent = await host.attach(make_notebook(f"{name}/a/analysis.ipynb"))
+
+    report = await fetch_json(
+        jp_fetch, "prime-agent", "api", "sessions", agent.session_id, "context"
+    )
+    rows = {r["source"]: r for r in report["parts"] if r["file"]}
+    for path in (f"{name}/AGENTS.md", f"{name}/a/CLAUDE.md", f"{name}/a/.mcp.json"):
+        assert rows[path]["status"] == "unreadable", path
+        assert rows[path]["note"] == "not a regular file"
+    code, message = await status_of(jp_fetch, {"path": f"{name}/AGENTS.md", "sha256": "0" * 64})
+    assert code == 400 and "not a regular file" in message
+
+
+def test_cli_names_a_folder_named_agents_md_and_runs(
+    tmp_path: Path, agent_script: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PRIME_AGENT_LAB_SECRET_FILE", str(tmp_path / "secret"))
+    project = tmp_path / "project"
+    (project / "AGENTS.md").mkdir(parents=True)
+    script = agent_script([{"text": "done"}])
+
+    plain = cli(project, "run", "--script", script, "go")
+    assert plain.returncode == 0, plain.stderr
+    trusting = cli(project, "run", "--script", script, "--trust-project", "go")
+    assert trusting.returncode == 0, trusting.stderr
+    assert "prime-agent-lab: project file AGENTS.md is not used: not a regular file" in (
+        trusting.stderr
+    )

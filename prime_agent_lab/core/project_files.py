@@ -165,10 +165,15 @@ def _read_regular(real: Path) -> bytes:
         descriptor = os.open(real, flags)
     except OSError as exc:
         raise _Unreadable(f"cannot be read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(descriptor)
+    except OSError as exc:
+        os.close(descriptor)
+        raise _Unreadable(f"cannot be read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):  # before fdopen, which raises for a folder
+        os.close(descriptor)
+        raise _Unreadable("not a regular file")
     with os.fdopen(descriptor, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise _Unreadable("not a regular file")
         if info.st_size > MAX_FILE_BYTES:
             raise _Unreadable(f"larger than {MAX_FILE_BYTES:,} bytes ({info.st_size:,})")
         try:
