@@ -10,6 +10,8 @@ import type {
   ICommandAnswers,
   ICommandList,
   IContextReport,
+  IMcpServerView,
+  IProjectFileInfo,
   IPromptPart
 } from './commands';
 import { button, element } from './dom';
@@ -234,21 +236,19 @@ const STATUS_TIPS: Record<string, string> = {
 };
 
 /**
- * `/context`: the system prompt's parts in order, each with its source and
- * size; an untrusted project file shows its first lines and a Trust button.
+ * `/context`: the system prompt's parts in order, each a block (part, status,
+ * size; its source; then what it holds) so it fits a narrow panel. A project
+ * file shows all that its Trust button trusts: a context file's whole text as
+ * it enters the prompt (the cut said), a `.mcp.json`'s servers as they would
+ * run (env and header names only) and its problems.
  */
 export function renderContext(answer: IContextReport, context: ICommandViewContext): HTMLElement {
   const view = frame('Context', 'pal-context', context);
-  const table = element('table', 'pal-command-table pal-context-table');
-  const head = element('tr', '');
-  for (const title of ['Part', 'Source', 'Status', 'Chars', 'Tokens', '']) {
-    head.append(element('th', '', undefined, title));
-  }
-  table.append(head);
+  const list = element('div', 'pal-context-list', 'pal-context-list');
   for (const part of answer.parts) {
-    table.append(contextRow(part, context));
+    list.append(contextRow(part, context));
   }
-  view.append(table);
+  view.append(list);
   const off = answer.project_context ? '' : ' Project context files are off (project_context).';
   view.append(
     element(
@@ -263,34 +263,81 @@ export function renderContext(answer: IContextReport, context: ICommandViewConte
 }
 
 function contextRow(part: IPromptPart, context: ICommandViewContext): HTMLElement {
-  const row = element('tr', 'pal-context-row', 'pal-context-row');
+  const row = element('div', 'pal-context-row', 'pal-context-row');
   row.dataset.part = part.part;
   row.dataset.status = part.status;
-  const source = element('td', 'pal-context-source', undefined, part.source);
-  source.title = part.source;
-  if (part.note) {
-    source.append(element('div', 'pal-context-note', 'pal-context-note', part.note));
-  }
-  if (part.file && part.status === 'untrusted' && part.file.first_lines) {
-    source.append(
-      element('pre', 'pal-context-first-lines', 'pal-context-first-lines', part.file.first_lines)
-    );
-  }
-  const status = element('td', 'pal-context-status', 'pal-context-status', part.status);
+  const head = element('div', 'pal-context-head');
+  const status = element('span', 'pal-context-status', 'pal-context-status', part.status);
   status.title = STATUS_TIPS[part.status] ?? '';
-  const action = element('td', 'pal-context-action');
-  if (part.file && part.status === 'untrusted' && context.trustProjectFile) {
-    action.append(projectTrustButton(part.file.path, part.file.sha256, context.trustProjectFile));
-  }
-  row.append(
-    element('td', '', undefined, part.part),
-    source,
+  head.append(
+    element('span', 'pal-context-part', 'pal-context-part', part.part),
     status,
-    element('td', '', undefined, count(part.chars)),
-    element('td', '', undefined, count(part.tokens)),
-    action
+    element(
+      'span',
+      'pal-context-size',
+      'pal-context-size',
+      `${count(part.chars)} chars · ${count(part.tokens)} tokens`
+    )
   );
+  const source = element('div', 'pal-context-source', 'pal-context-source', part.source);
+  source.title = part.source;
+  row.append(head, source);
+  if (part.note) {
+    row.append(element('div', 'pal-context-note', 'pal-context-note', part.note));
+  }
+  const file = part.file;
+  if (file) {
+    if (file.link_to) {
+      row.append(
+        element('div', 'pal-context-note', 'pal-context-link', `a link to ${file.link_to}`)
+      );
+    }
+    if (file.kind === 'mcp') {
+      row.append(...mcpContent(file));
+    } else if (file.content) {
+      row.append(element('pre', 'pal-context-content', 'pal-context-content', file.content));
+    }
+    if (part.status === 'untrusted' && context.trustProjectFile) {
+      row.append(projectTrustButton(file.path, file.sha256, context.trustProjectFile));
+    }
+  }
   return row;
+}
+
+/** A `.mcp.json`'s servers as they would run, and what of it was skipped. */
+function mcpContent(file: IProjectFileInfo): HTMLElement[] {
+  const blocks: HTMLElement[] = [];
+  const servers = element('ul', 'pal-context-content pal-context-servers', 'pal-context-servers');
+  for (const server of file.servers) {
+    servers.append(element('li', 'pal-context-server', 'pal-context-server', serverLine(server)));
+  }
+  if (!file.servers.length) {
+    servers.append(element('li', 'pal-context-server', undefined, 'no servers'));
+  }
+  blocks.push(servers);
+  for (const problem of file.problems) {
+    blocks.push(element('div', 'pal-context-problem', 'pal-context-problem', problem));
+  }
+  return blocks;
+}
+
+function serverLine(server: IMcpServerView): string {
+  const parts = [`${server.name}:`];
+  if (server.transport === 'stdio') {
+    parts.push([server.command, ...server.args].join(' '));
+    if (server.cwd) {
+      parts.push(`(in ${server.cwd})`);
+    }
+  } else {
+    parts.push(server.url);
+  }
+  if (server.env.length) {
+    parts.push(`env: ${server.env.join(', ')}`);
+  }
+  if (server.headers.length) {
+    parts.push(`headers: ${server.headers.join(', ')}`);
+  }
+  return parts.join(' ');
 }
 
 /** Trust exactly these bytes of one project file; the button says what happened. */

@@ -58,13 +58,29 @@ export interface IAgentUsage {
   children: IAgentUsage[];
 }
 
-/** A project file's row in `/context`: what its Trust button sends (`path`, `sha256`). */
+/** A server of a project `.mcp.json` as it would run: what Trust agrees to start. */
+export interface IMcpServerView {
+  name: string;
+  transport: string;
+  command: string;
+  args: string[];
+  cwd: string;
+  url: string;
+  env: string[];
+  headers: string[];
+}
+
+/** A project file's row in `/context`: what its Trust button sends (`path`, `sha256`) and what it trusts (`content`, or `servers` and `problems`). */
 export interface IProjectFileInfo {
   path: string;
   kind: string;
   sha256: string;
   size: number;
-  first_lines: string;
+  link_to: string;
+  content: string;
+  cut: boolean;
+  servers: IMcpServerView[];
+  problems: string[];
 }
 
 /** One part of the system prompt (or a project file that is not in it, and why). */

@@ -37,7 +37,7 @@ from .context_report import ContextReport, context_report
 from .family import FamilyError
 from .goals import GoalError, describe, opening_text
 from .heartbeat_commands import change_heartbeat, set_heartbeat
-from .prompt_parts import ProjectFileInfo, PromptPart
+from .prompt_parts import McpServerView, ProjectFileInfo, PromptPart
 from .text import shorten
 from .usage import AgentUsage, usage_report
 from .wire import RefinementList, SessionCopy, SessionTree
@@ -652,6 +652,7 @@ _INTERFACES: list[type] = [
     CommandList,
     CommandNote,
     AgentUsage,
+    McpServerView,
     ProjectFileInfo,
     PromptPart,
     ContextReport,

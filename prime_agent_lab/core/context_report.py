@@ -9,9 +9,10 @@ order the providers were added (the MCP servers' part, docs/mcp.md, is meant to 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from .prompt_parts import PromptPart, part
+from .project_context import ProjectFile
+from .prompt_parts import McpServerView, PromptPart, part
 from .prompts import CHILD_DOCTRINE, SPAWN_SECTION, PromptSettings, build_system_prompt
 from .tokens import estimate_tokens
 
@@ -58,7 +59,10 @@ def _project_parts(runtime: AgentRuntime, session_id: str) -> list[PromptPart]:
             "kind": item.kind,
             "sha256": item.sha256,
             "size": item.size,
-            "first_lines": item.first_lines,
+            "link_to": item.link_to,
+            "content": item.content,
+            "cut": item.cut,
+            **_mcp_view(item),
         }
         name = "project context" if item.kind == "context" else "mcp config"
         in_prompt = item.kind == "context" and on and item.status in ("used", "cut")
@@ -73,6 +77,30 @@ def _project_parts(runtime: AgentRuntime, session_id: str) -> list[PromptPart]:
             part(name, item.path, item.text if in_prompt else "", item.status, note, **info)
         )
     return rows
+
+
+def _mcp_view(item: ProjectFile) -> dict[str, Any]:
+    """A readable `.mcp.json`'s servers as they would run (env and header values never shown)
+    and its problems; nothing for other files."""
+    if item.kind != "mcp" or item.status == "unreadable":
+        return {"servers": [], "problems": []}
+    from .mcp_visible import parse_project_file
+
+    servers, problems = parse_project_file(item.path, item.source_text, item.real)
+    views = [
+        McpServerView(
+            name=server.name,
+            transport=server.transport,
+            command=server.command,
+            args=list(server.args),
+            cwd=server.cwd or "",
+            url=server.url,
+            env=[name for name, _ in server.env],
+            headers=[name for name, _ in server.headers],
+        )
+        for server in servers
+    ]
+    return {"servers": views, "problems": [str(p) for p in problems]}
 
 
 def context_report(runtime: AgentRuntime, session_id: str) -> ContextReport:

@@ -70,6 +70,14 @@ def _parse(
     return parse_mcp_config(data, path, base_dir=base_dir)
 
 
+def parse_project_file(
+    path: str, text: str, real: Path | None
+) -> tuple[list[McpServerConfig], list[McpConfigProblem]]:
+    """The servers of a project `.mcp.json` (`path` relative to the root, `real` where it
+    really is) as they would run, and what was skipped: what `/context` shows before Trust."""
+    return _parse(path, text, real.parent if real is not None else None)
+
+
 def _names(path: str, project: ProjectContext) -> list[str]:
     """The server names an untrusted `.mcp.json` holds (read, never started)."""
     from .project_files import read

@@ -34,7 +34,6 @@ INTRO = (
     "The project's instruction files (AGENTS.md and the like), from the project's root down to "
     "your notebook's folder: the nearest is last and wins where they disagree."
 )
-FIRST_LINES = 3
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,11 @@ class ProjectFile:
     why: str  # for untrusted and unreadable files, and what a cut kept
     chars: int  # of the whole file
     text: str = ""  # what enters the prompt (used or cut files), the cut's note included
-    first_lines: str = ""
+    content: str = ""  # a context file: what would enter the prompt once trusted (the cut said)
+    cut: bool = False  # `content` was cut to the cap
+    real: Path | None = None  # where it really is
+    link_to: str = ""  # the file it links to, relative to the root ("" when not a link)
+    source_text: str = ""  # the file's whole text (never in an answer: `/context` shows content)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -61,7 +64,9 @@ class ProjectFile:
             "why": self.why,
             "chars": self.chars,
             "prompt_chars": len(self.text),
-            "first_lines": self.first_lines,
+            "link_to": self.link_to,
+            "content": self.content,
+            "cut": self.cut,
         }
 
 
@@ -86,10 +91,6 @@ def cut_at_line(text: str, limit: int) -> tuple[str, bool]:
 
 def cut_note(kept: int, total: int) -> str:
     return f"[... cut: {total - kept:,} of {total:,} characters; read the file for the rest]"
-
-
-def _first_lines(text: str) -> str:
-    return "\n".join(text.splitlines()[:FIRST_LINES])[:300]
 
 
 class ProjectContext:
@@ -135,9 +136,10 @@ class ProjectContext:
                 budget -= len(kept)
                 if was_cut:
                     note = cut_note(len(kept), len(item.text))
-                    base = replace(base, status="cut", why=note, text=kept + note + "\n")
+                    text = kept + note + "\n"
+                    base = replace(base, status="cut", why=note, text=text, content=text, cut=True)
                 else:
-                    base = replace(base, text=kept)
+                    base = replace(base, text=kept, content=kept, cut=False)
             described[index] = base
         return [described[i] for i in range(len(found))]
 
@@ -148,6 +150,13 @@ class ProjectContext:
             )
         text = item.text
         trusted = self.trusted.is_trusted(item.real, item.digest)
+        content, cut = "", False
+        if item.kind == "context":
+            content, cut = cut_at_line(text, self.settings().project_context_cap)
+            if cut:
+                content += cut_note(len(content), len(text)) + "\n"
+        assert self.root is not None
+        link_to = item.real.relative_to(self.root.resolve()).as_posix()
         return ProjectFile(
             item.path,
             item.kind,
@@ -156,7 +165,11 @@ class ProjectContext:
             "used" if trusted else "untrusted",
             "" if trusted else "not trusted yet: trust it in /context (or run --trust-project)",
             len(text),
-            first_lines=_first_lines(text),
+            content=content,
+            cut=cut,
+            real=item.real,
+            link_to="" if link_to == item.path else link_to,
+            source_text=text,
         )
 
     # ------------------------------------------------------------ the prompt
@@ -285,7 +298,7 @@ def describe_untrusted_files(files: list[ProjectFile]) -> str:
     lines += [f"- {f.path} ({f.size:,} bytes)" for f in files]
     lines.append(
         "Look at them and trust each with its Trust button in /context (or "
-        "`prime-agent-lab run --trust-project`); saving one from JupyterLab trusts it too."
+        "`prime-agent-lab run --trust-project`)."
     )
     return "\n".join(lines)
 

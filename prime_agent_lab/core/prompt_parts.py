@@ -13,8 +13,26 @@ from typing import Any, TypedDict
 from .tokens import estimate_tokens
 
 
+class McpServerView(TypedDict):
+    """A server of a project `.mcp.json` as it would run: what Trust agrees to start."""
+
+    name: str
+    transport: str
+    """`stdio` (`command`, `args`, `cwd`) or `http` (`url`)."""
+    command: str
+    args: list[str]
+    cwd: str
+    """The folder it runs in ("" when not said)."""
+    url: str
+    env: list[str]
+    """Names only: values are never shown."""
+    headers: list[str]
+    """Names only: values are never shown."""
+
+
 class ProjectFileInfo(TypedDict):
-    """A project file's row in `/context`: what its Trust button sends (`path`, `sha256`)."""
+    """A project file's row in `/context`: what its Trust button sends (`path`, `sha256`) and
+    what it trusts (`content`, or `servers` and `problems`)."""
 
     path: str
     kind: str
@@ -22,7 +40,17 @@ class ProjectFileInfo(TypedDict):
     sha256: str
     size: int
     """Bytes."""
-    first_lines: str
+    link_to: str
+    """The file it is a link to (relative to the root), "" when it is not a link."""
+    content: str
+    """A context file: the whole text that enters the prompt (once trusted), the cut's note
+    included when cut; "" for `.mcp.json`."""
+    cut: bool
+    """Whether `content` was cut to the cap."""
+    servers: list[McpServerView]
+    """A `.mcp.json`: its servers as they would run."""
+    problems: list[str]
+    """A `.mcp.json`: what of it cannot be read (skipped entries, bad JSON)."""
 
 
 class PromptPart(TypedDict):

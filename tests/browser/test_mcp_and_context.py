@@ -87,14 +87,14 @@ def test_mcp_calls_are_chat_lines_and_context_lists_and_trusts_project_files(
         "Searched the papers index.", timeout=TURN_TIMEOUT_MS
     )
 
-    # /context: the prompt's parts, the untrusted AGENTS.md with its first lines and a Trust button.
+    # /context: the prompt's parts, the untrusted AGENTS.md with its whole text and a Trust button.
     chat_input.fill("/context")
     chat_input.press("Enter")
     table = panel.get_by_test_id("pal-context").last
     expect(table).to_be_visible(timeout=UI_TIMEOUT_MS)
     project_row = table.locator('[data-testid="pal-context-row"][data-part="project context"]')
     expect(project_row).to_have_attribute("data-status", "untrusted")
-    expect(project_row.get_by_test_id("pal-context-first-lines")).to_contain_text("# Conventions")
+    expect(project_row.get_by_test_id("pal-context-content")).to_contain_text("# Conventions")
     expect(
         table.locator('[data-testid="pal-context-row"]').filter(has_text="papers")
     ).not_to_have_count(0)
