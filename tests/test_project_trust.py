@@ -466,3 +466,28 @@ async def test_context_shows_all_that_trust_would_trust(
     ]
     assert len(mcp["problems"]) == 1 and "broken" in mcp["problems"][0]
     assert b"hunter2-secret" not in raw and b'"tok"' not in raw
+
+
+async def test_the_trust_route_refuses_a_malformed_digest_and_a_backslash_path(
+    host: Any, jp_fetch: Any, jp_root_dir: Path
+) -> None:
+    name, folder = project_dir(jp_root_dir)
+    (folder / "clone").mkdir()
+    (folder / "clone" / "AGENTS.md").write_text("x\n")
+    digest = sha256(b"x\n")
+
+    for bad in (digest.upper(), digest[:-1], "not a digest", digest + "0"):
+        code, message = await status_of(
+            jp_fetch, {"path": f"{name}/clone/AGENTS.md", "sha256": bad}
+        )
+        assert code == 400 and "not a sha256 digest" in message, bad
+    code, message = await status_of(
+        jp_fetch, {"path": f"{name}\\clone\\AGENTS.md", "sha256": digest}
+    )
+    assert code == 400 and "/" in message
+    real = str((folder / "clone" / "AGENTS.md").resolve())
+    assert host.runtime.project.trusted.records().get(real) is None
+    assert await status_of(jp_fetch, {"path": f"{name}/clone/AGENTS.md", "sha256": digest}) == (
+        200,
+        "",
+    )

@@ -10,6 +10,7 @@ the section is built again when a file or the trusted-files list changed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,6 +29,8 @@ from .project_trust import TrustedFiles
 from .settings import Settings
 
 FileStatus = Literal["used", "cut", "untrusted", "unreadable"]
+
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 HEADING = "# Project context"
 INTRO = (
@@ -242,6 +245,10 @@ class ProjectContext:
         if self.root is None:
             raise ProjectFileError(409, "this host has no project root")
         path = check_relative(relative)
+        if not isinstance(digest, str) or not SHA256_HEX.fullmatch(digest):
+            raise ProjectFileError(
+                400, "sha256 is not a sha256 digest (64 lowercase hex digits, as /context shows)"
+            )
         if not is_project_file_name(path):
             raise ProjectFileError(
                 400, f"{path} is not a project context file or .mcp.json: only those are trusted"
@@ -265,7 +272,9 @@ def check_relative(relative: object) -> str:
     """A path relative to the root, with `/`, that stays inside it (400 otherwise)."""
     if not isinstance(relative, str) or not relative.strip():
         raise ProjectFileError(400, "path must be a file's path relative to the project root")
-    path = relative.replace("\\", "/")
+    if "\\" in relative:
+        raise ProjectFileError(400, f"path must use / between folders: {relative[:200]!r}")
+    path = relative
     parts = path.split("/")
     if path.startswith("/") or ".." in parts or "\0" in path or (parts[0].endswith(":")):
         raise ProjectFileError(400, f"path must stay inside the project root: {relative[:200]!r}")
