@@ -491,3 +491,30 @@ async def test_the_trust_route_refuses_a_malformed_digest_and_a_backslash_path(
         200,
         "",
     )
+
+
+async def test_an_agent_opened_again_repeats_no_notice_and_a_new_one_lists_what_is_untrusted_now(
+    host: Any, jp_fetch: Any, jp_root_dir: Path, make_notebook: Any, agent_script: Any
+) -> None:
+    name, folder = project_dir(jp_root_dir)
+    (folder / "AGENTS.md").write_text("Always answer in French.\n")
+    (folder / ".mcp.json").write_text('{"mcpServers": {}}\n')
+    use_script(host, agent_script([{"text": "fine"}]))
+    notebook = make_notebook(f"{name}/analysis.ipynb")
+
+    async def reopen() -> list[str]:
+        agent = await host.attach(notebook)
+        await host.runtime.detach(agent)
+        return [e["text"] for e in agent.session.entries if e.get("kind") == "project_untrusted"]
+
+    first = await reopen()
+    assert len(first) == 1 and first[0].startswith("When this agent started")
+    assert await reopen() == first  # nothing new: no second notice, no second button
+
+    host.runtime.project.trust(f"{name}/AGENTS.md", sha256(b"Always answer in French.\n"))
+    assert await reopen() == first  # trusting appends nothing, then or later
+    (folder / "AGENTS.md").write_text("Changed by a git pull.\n")
+    notices = await reopen()
+    assert len(notices) == 2 and notices[0] == first[0]
+    assert f"- {name}/AGENTS.md (23 bytes)" in notices[1]
+    assert "/context shows how each stands now" in notices[1]

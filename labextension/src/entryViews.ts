@@ -259,7 +259,8 @@ function renderNotice(entry: INoticeEntry, context: IEntryViewContext): HTMLElem
   }
   if (entry.noticeKind === 'project_untrusted' && context.showContext) {
     const review = button('Review and trust…', 'pal-project-review');
-    review.title = 'Show /context: each untrusted file with its first lines and a Trust button';
+    review.title =
+      'Show /context: how each project file stands now, its whole content and a Trust button';
     review.addEventListener('click', context.showContext);
     const row = element('div', 'pal-trust', 'pal-project-trust', '');
     row.append(review);

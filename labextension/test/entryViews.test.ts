@@ -130,7 +130,7 @@ describe('the untrusted project files notice', () => {
     kind: 'notice',
     id: 4,
     turn: null,
-    text: 'This project holds instruction files you have not trusted ...\n- AGENTS.md (25 bytes)',
+    text: 'When this agent started, this project held instruction files:\n- AGENTS.md (25 bytes)',
     tone: 'warning',
     noticeKind: 'project_untrusted'
   };

@@ -11,7 +11,7 @@ the section is built again when a file or the trusted-files list changed.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -299,17 +299,31 @@ def _cli_line(item: ProjectFile) -> str:
 
 
 def describe_untrusted_files(files: list[ProjectFile]) -> str:
-    """The chat's `project_untrusted` notice: the files, and how to trust them."""
+    """The chat's `project_untrusted` notice: the files as they stood when the agent started,
+    and how to trust them (the notice stays in the log: `/context` says how they stand now)."""
     lines = [
-        "This project holds instruction files you have not trusted (someone else's folder, a "
-        "git clone, or changed since you trusted them). They are not used:"
+        "When this agent started, this project held instruction files you had not trusted "
+        "(someone else's folder, a git clone, or changed since you trusted them); they are not "
+        "used while untrusted:"
     ]
     lines += [f"- {f.path} ({f.size:,} bytes)" for f in files]
     lines.append(
-        "Look at them and trust each with its Trust button in /context (or "
+        "/context shows how each stands now, its whole content and a Trust button (or "
         "`prime-agent-lab run --trust-project`)."
     )
     return "\n".join(lines)
+
+
+def repeats_last_notice(entries: Iterable[Mapping[str, Any]], text: str) -> bool:
+    """Whether the session's last `project_untrusted` notice listed every file `text` lists
+    already (path and size): an agent opened again on a project where nothing new is untrusted
+    (nothing changed, or some were trusted since) says nothing."""
+    last = ""
+    for entry in entries:
+        if entry.get("type") == "notice" and entry.get("kind") == "project_untrusted":
+            last = str(entry.get("text", ""))
+    listed = {line for line in last.splitlines() if line.startswith("- ")}
+    return bool(last) and all(line in listed for line in text.splitlines() if line.startswith("- "))
 
 
 def render_section(files: list[ProjectFile]) -> str:
@@ -331,4 +345,5 @@ __all__ = [
     "cut_at_line",
     "describe_untrusted_files",
     "render_section",
+    "repeats_last_notice",
 ]

@@ -55,7 +55,7 @@ from .mcp_ops import McpAccess, mcp_prompt_part, register_mcp_operations
 from .message_ops import register_message_operations
 from .pending_kernel import PendingKernel, kernel_arrived
 from .ports import KernelPort, ModelProvider, NotebookPort
-from .project_context import ProjectContext, describe_untrusted_files
+from .project_context import ProjectContext, describe_untrusted_files, repeats_last_notice
 from .project_trust import TrustedFiles
 from .prompt_parts import PartProvider
 from .prompts import PromptSettings, build_system_prompt
@@ -283,8 +283,9 @@ class AgentRuntime:
         if untrusted:
             agent.notice("session_untrusted", describe_untrusted(untrusted))
         project = await asyncio.to_thread(self.project.notice_files, session.notebook_path)
-        if project and self.project.notify:
-            agent.notice("project_untrusted", describe_untrusted_files(project))
+        said = describe_untrusted_files(project) if project and self.project.notify else ""
+        if said and not repeats_last_notice(session.entries, said):
+            agent.notice("project_untrusted", said)
         self.lifecycle.agent_started(agent)
         recovered = await close_interrupted_turn(
             session,
