@@ -441,3 +441,55 @@ def test_the_cli_reaches_the_servers_of_mcp_config_and_ends_them_with_the_run(
     assert gone(pid)  # the run closed the stdio server before it exited
     assert "MCP papers.pid · " in done.stdout  # the chat line, as a notice record
     assert SECRET not in done.stdout + done.stderr
+
+
+ARGS_SECRET = "ARGS-SEKRIT-777"
+URL_SECRET = "URL-SEKRIT-888"
+URL_PASSWORD = "pw-SEKRIT-999"
+
+SHOWN = """
+from prime_agent_kernel import McpError
+print(await mcp.list_servers())
+print((await mcp.call_tool("papers", "pid"))["result"] > 0)
+print(await mcp.call_tool("wiki", "search", {"query": "mistral"}))
+for server in ("papers", "wiki", "gone"):
+    try:
+        await mcp.call_tool(server, "serch")
+    except McpError as exc:
+        print("mcp error:", exc)
+"""
+
+
+async def test_list_servers_and_errors_show_no_args_and_no_url_secrets(
+    tmp_path: Path, papers_http: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    host = papers_http.removeprefix("http://")
+    config = {
+        "papers": {
+            "command": sys.executable,
+            "args": [str(SERVERS / "papers_stdio.py"), f"--api-key={ARGS_SECRET}"],
+        },
+        "wiki": {"url": f"http://reader:{URL_PASSWORD}@{host}?api_key={URL_SECRET}#frag"},
+        "gone": {"url": f"http://127.0.0.1:9/mcp?api_key={URL_SECRET}"},
+    }
+    caplog.set_level("DEBUG")
+    turns = [{"code": SHOWN}, {"text": "done"}]
+    run = headless(tmp_path, script(tmp_path, turns), mcp_servers={"mcpServers": config})
+    await run.start(lambda event: None)
+    try:
+        await run.agent.run_turn("show")
+        agent, notebook = run.agent, run.notebook_path
+    finally:
+        await run.close()
+
+    out = printed(agent)[0]
+    assert "True" in out and f"'command': '{Path(sys.executable).name}'" in out, out
+    assert f"'url': 'http://{host}'" in out, out
+    assert "mcp error: gone" in out, out
+    written = [notebook, *sorted((tmp_path / ".prime-agent").rglob("*"))]
+    assert "papers_stdio.py" not in out  # no argument is shown
+    for secret in (ARGS_SECRET, URL_SECRET, URL_PASSWORD):
+        assert secret not in out and secret not in caplog.text, secret
+        for path in written:
+            if path.is_file():
+                assert secret.encode() not in path.read_bytes(), (secret, path)

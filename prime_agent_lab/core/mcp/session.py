@@ -35,8 +35,11 @@ from mcp.shared._httpx_utils import (
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
-from ..redaction import Redactor
-from .config import STDIO, McpServerConfig
+from ..redaction import Redactor, redact_logs_of
+from .config import STDIO, McpServerConfig, shown_url
+
+# they log a server's whole URL (its query and userinfo too) at INFO and DEBUG
+redact_logs_of("httpx2", "httpx", "mcp.client.streamable_http")
 
 IDLE, STARTING, READY, DEAD, ERROR = "idle", "starting", "ready", "dead", "error"
 STDERR_TAIL = 600  # characters of a stdio server's stderr quoted when it fails
@@ -122,6 +125,12 @@ class McpSession:
             return Redactor(self.config.secrets()).text(tail)
         return ""
 
+    def _shown(self, text: str) -> str:
+        """`text` without the server's URL (but as `shown_url`) and secrets."""
+        if self.config.url:
+            text = text.replace(self.config.url, shown_url(self.config.url))
+        return Redactor(self.config.secrets()).text(text)
+
     # ------------------------------------------------------------ the lifetime task
 
     def _begin(self) -> None:
@@ -165,7 +174,7 @@ class McpSession:
             self.unreachable = failure is not None and any(
                 isinstance(leaf, httpx2.ConnectError) for leaf in _leaves(failure)
             )
-            reason = describe_failure(failure, self.stderr_tail()) if failure else ""
+            reason = self._shown(describe_failure(failure, self.stderr_tail())) if failure else ""
             if not ready.done():
                 self.state = ERROR
                 if self._closing:
