@@ -104,13 +104,20 @@ async def server_view(config: McpServerConfig, hub: McpHub) -> dict[str, Any]:
     return {**config.describe(), **await hub.state(config)}
 
 
-def untrusted_view(name: str, path: str) -> dict[str, Any]:
-    """A server of an untrusted project `.mcp.json` as `mcp.list_servers()` shows it."""
-    return {"name": name, "source": path, "state": "untrusted", "error": untrusted_text(path)}
+def untrusted_view(untrusted: dict[str, int]) -> dict[str, Any]:
+    """The untrusted project `.mcp.json` files as `mcp.list_servers()` shows them: how many
+    servers each holds, never their names (text the file's author chose)."""
+    files = [{"file": path, "servers": count} for path, count in untrusted.items()]
+    return {"untrusted": files, "note": "not started until the user trusts them (/context)"}
 
 
-def untrusted_text(path: str) -> str:
-    return f"{path} is not trusted: it is never started until the user trusts it (/context)"
+def untrusted_text(untrusted: dict[str, int]) -> str:
+    """`; 2 servers in clone/.mcp.json are not trusted (see /context)`, or ""."""
+    return "".join(
+        f"; {count} server{'s' if count > 1 else ''} in {path} "
+        f"{'are' if count > 1 else 'is'} not trusted (see /context)"
+        for path, count in untrusted.items()
+    )
 
 
 def problem_view(problem: McpConfigProblem) -> dict[str, Any]:
@@ -130,7 +137,7 @@ def register_mcp_operations(register: Register, access: McpAccess) -> None:
     async def list_servers(ctx: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
         visible = access.visible(ctx.session)
         views = [await server_view(config, access.hub) for config in visible.servers.values()]
-        views += [untrusted_view(name, path) for name, path in visible.untrusted.items()]
+        views += [untrusted_view(visible.untrusted)] if visible.untrusted else []
         return views + [problem_view(problem) for problem in visible.problems]
 
     async def list_tools(ctx: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -170,11 +177,10 @@ def _server(ctx: CallerContext, name: object) -> McpServerConfig:
     name = _text(name, "server")
     visible: Visible = ctx.runtime.mcp.visible(ctx.session)
     config = visible.servers.get(name)
-    if name in visible.untrusted:
-        raise BridgeError(403, f"{name[:80]}: {untrusted_text(visible.untrusted[name])}")
     if config is None:
         known = ", ".join(sorted(visible.servers)) or "none are configured (docs/mcp.md)"
-        raise BridgeError(404, f"{name[:80]}: no such MCP server; servers: {known}")
+        untrusted = untrusted_text(visible.untrusted)
+        raise BridgeError(404, f"{name[:80]}: no such MCP server; servers: {known}{untrusted}")
     return config
 
 
