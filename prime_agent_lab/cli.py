@@ -555,6 +555,10 @@ def main(argv: list[str] | None = None) -> int:
             parse_gate(gate)
         except (ValueError, SyntaxError) as exc:
             parser.error(f"{settings.spell('autonomous_gates', CLI)} {gate!r}: {exc}")
+    from .core.mcp.sources import unreadable_cli_files  # docs/mcp.md
+
+    for problem in unreadable_cli_files(getattr(args, "mcp_config_files", None) or ()):
+        parser.error(str(problem))
     if args.resume_session is not None:
         if args.session is not None or args.resume:
             parser.error("--resume SESSION cannot be combined with --session or --continue")

@@ -503,3 +503,45 @@ async def test_list_servers_and_errors_show_no_args_and_no_url_secrets(
         for path in written:
             if path.is_file():
                 assert secret.encode() not in path.read_bytes(), (secret, path)
+
+
+def test_a_malformed_global_file_is_a_warning_in_the_log_and_a_problem_row_in_context(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from prime_agent_lab.core.mcp_ops import mcp_prompt_part
+
+    broken = tmp_path / "mcp.json"
+    broken.write_text('{"mcpServers": {"a": {"command": "x", "env": {"T": "v-77"}},}}')
+    monkeypatch.setenv("PRIME_AGENT_LAB_MCP_CONFIG", str(broken))
+    bad_entry = {"mcpServers": {"bad": {"url": "ftp://x", "headers": {"A": "hdr-secret-55"}}}}
+    caplog.set_level("INFO")
+
+    run = headless(tmp_path, script(tmp_path, []), mcp_servers=bad_entry)
+
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len([w for w in warnings if "mcp.json" in w and "not valid JSON" in w]) == 1, warnings
+    assert len([w for w in warnings if "bad" in w and "http://" in w]) == 1, warnings
+    rows = mcp_prompt_part(run.runtime, "s1")
+    by_status = {row["status"]: row for row in rows}
+    assert "not valid JSON" in by_status["unreadable"]["note"]
+    assert by_status["unreadable"]["source"].endswith("mcp.json")
+    assert "bad" in by_status["problem"]["note"] and by_status["problem"]["chars"] == 0
+    assert "v-77" not in caplog.text and "hdr-secret-55" not in caplog.text
+
+
+def test_the_cli_refuses_an_mcp_config_that_is_missing_malformed_or_a_folder(
+    tmp_path: Path,
+) -> None:
+    malformed = tmp_path / "bad.json"
+    malformed.write_text('{"mcpServers": {},}', encoding="utf-8")
+    env = {"PRIME_AGENT_LAB_MCP_CONFIG": str(tmp_path / "absent.json")}
+    for given, why in (
+        ("missing.json", "no such file"),
+        (str(malformed), "not valid JSON"),
+        (str(tmp_path), "cannot be read"),
+    ):
+        done = cli_with_env(tmp_path, env, "run", "--mcp-config", given, "hi")
+        assert done.returncode == 2, (given, done.stderr)
+        last = done.stderr.strip().splitlines()[-1]
+        assert f"--mcp-config {given}" in last and why in last, done.stderr
+    assert not (tmp_path / "agent.ipynb").exists()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -32,6 +33,7 @@ from .redaction import Redactor
 from .sessions import SessionError, SessionLog
 from .text import json_type, preview
 
+log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 300  # of an `mcp_call` entry's error text
 TIMED_OUT = re.compile(r": timed out after [0-9.]+ s")  # the hub's words (mcp/hub.py `_timed_out`)
 
@@ -51,7 +53,9 @@ class McpAccess:
         self._project = project
         self._hub: McpHub | None = None
         self._closed = False
-        self.configured()  # the servers' secrets are redacted in every agent made from now on
+        _, problems = self.configured()  # their secrets are redacted from now on
+        for problem in problems:  # never a secret: config.py names an env or header key only
+            log.warning("MCP server config skipped: %s", problem)
 
     def configured(self) -> tuple[list[McpServerConfig], list[McpConfigProblem]]:
         """The user's servers (the global file, the settings, `--mcp-config`) and the entries
@@ -264,8 +268,18 @@ def mcp_prompt_part(runtime: TreeRuntime, session_id: str) -> list[PromptPart]:
     """`/context`'s row for the prompt's MCP section (a `runtime.prompt_parts` provider): which
     servers it names and from where; no row when there are none."""
     session = runtime.session_of(session_id)
-    servers = runtime.mcp.visible(session).servers.values()
+    visible = runtime.mcp.visible(session)
+    rows = [problem_part(problem) for problem in visible.problems]
+    servers = visible.servers.values()
     if not servers:
-        return []
+        return rows
     source = "; ".join(f"{server.name}: {server.source}" for server in servers)
-    return [part("mcp servers", source, runtime.mcp.prompt_section(session))]
+    return [part("mcp servers", source, runtime.mcp.prompt_section(session)), *rows]
+
+
+def problem_part(problem: McpConfigProblem) -> PromptPart:
+    """`/context`'s row for a config file that could not be read (`unreadable`) or an entry
+    that was skipped (`problem`): in the prompt with nothing, the reason in its note."""
+    if problem.name is None:
+        return part("mcp config", problem.source, "", "unreadable", problem.reason)
+    return part("mcp config", problem.source, "", "problem", f"{problem.name}: {problem.reason}")
