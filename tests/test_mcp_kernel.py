@@ -545,3 +545,29 @@ def test_the_cli_refuses_an_mcp_config_that_is_missing_malformed_or_a_folder(
         last = done.stderr.strip().splitlines()[-1]
         assert f"--mcp-config {given}" in last and why in last, done.stderr
     assert not (tmp_path / "agent.ipynb").exists()
+
+
+LATE_SECRET = "late-token-1c9e4b7a"
+
+LATE = f"""
+print("region", "us-" + "east-1")
+print("late", {LATE_SECRET[:6]!r} + {LATE_SECRET[6:]!r})
+"""
+
+
+async def test_a_server_added_while_an_agent_runs_has_its_secrets_redacted_in_that_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    global_file = tmp_path / "mcp.json"
+    monkeypatch.setenv("PRIME_AGENT_LAB_MCP_CONFIG", str(global_file))
+    async with mcp_run(tmp_path, [{"code": LATE}, {"text": "done"}]) as run:
+        late = {"command": "late-mcp", "env": {"LATE_TOKEN": LATE_SECRET, "REGION": "us-east-1"}}
+        global_file.write_text(json.dumps({"mcpServers": {"late": late}}), encoding="utf-8")
+        await run.agent.run_turn("print")  # its prompt names the new server
+        agent, notebook = run.agent, run.notebook_path
+        prompt = run.runtime.system_prompt(agent.session_id)
+
+    assert "`late`" in prompt  # the running lab picked it up
+    assert output(agent, 0) == ["region us-east-1", "late [redacted]"]
+    for path in [notebook, agent.session.file]:
+        assert LATE_SECRET.encode() not in path.read_bytes(), path
