@@ -183,8 +183,8 @@ async def test_failures_raise_mcp_errors_that_name_the_server_and_tool(tmp_path:
     lines = output(agent, 0)
     assert lines[:3] == [
         "tool error: papers.fail: Error executing tool fail: the papers index is offline",
-        "mcp error: papers: no tool named 'nope' (its tools: search, slow, fail, crash, image, "
-        + lines[1].split("image, ")[1],
+        "mcp error: papers.nope: no tool named 'nope' (its tools: search, slow, fail, crash, "
+        "image, " + lines[1].split("image, ")[1],
         "mcp error: nowhere: no such MCP server; servers: papers",
     ]
     # 5,000 characters as text and as structured content: 10,092 serialised
@@ -199,7 +199,7 @@ async def test_failures_raise_mcp_errors_that_name_the_server_and_tool(tmp_path:
         ("big", "error"),
     ]
     assert calls[0]["error"] == "Error executing tool fail: the papers index is offline"
-    assert calls[1]["error"].startswith("papers: no tool named 'nope'")
+    assert calls[1]["error"].startswith("papers.nope: no tool named 'nope'")
     assert chat_lines(agent)[0].endswith(
         " s · error: Error executing tool fail: the papers index is offline"
     )

@@ -88,7 +88,7 @@ class McpHub:
             if tool not in session.tools:
                 known = ", ".join(session.tools) or "none"
                 raise McpError(
-                    f"{config.name}: no tool named {tool!r} (its tools: {known})",
+                    f"{label}: no tool named {tool!r} (its tools: {known})",
                     config.name,
                     tool,
                 )
@@ -154,6 +154,7 @@ class McpHub:
                 client = await session.client()
             except SessionFailed as failed:
                 raise McpError(f"{server}: could not start: {failed}", server, tool) from None
+            session.mark_stderr()  # a failure quotes what the server said from here on
             try:
                 # past it the awaiting is cancelled, and the SDK sends notifications/cancelled
                 async with asyncio.timeout(self._call_timeout):

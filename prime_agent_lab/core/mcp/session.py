@@ -68,6 +68,7 @@ class McpSession:
         self._start_lock = asyncio.Lock()
         self._ready: asyncio.Future[None] | None = None
         self._stderr: IO[str] | None = None
+        self._stderr_mark = 0  # offset in `_stderr` where what a failure may quote begins
         self.unreachable = False  # it ended because the server refused the connection
 
     @property
@@ -111,16 +112,25 @@ class McpSession:
             self._stderr.close()
             self._stderr = None
 
+    def mark_stderr(self) -> None:
+        """From now on: a failure quotes what a stdio server wrote to stderr after this (a
+        request begins), not what it said long before."""
+        if self._stderr is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            self._stderr.flush()
+            self._stderr_mark = self._stderr.seek(0, 2)
+
     def stderr_tail(self) -> str:
-        """The end of a stdio server's stderr (what it said before it failed), its secrets
-        redacted, or ""."""
+        """The end of a stdio server's stderr since its start or the last `mark_stderr` (what
+        it said before it failed), its secrets redacted, or ""."""
         if self._stderr is None:
             return ""
         with contextlib.suppress(OSError, ValueError):
             self._stderr.flush()
             self._stderr.seek(0, 2)
             size = self._stderr.tell()
-            self._stderr.seek(max(0, size - STDERR_TAIL * 4))
+            self._stderr.seek(max(self._stderr_mark, size - STDERR_TAIL * 4))
             tail = self._stderr.read()[-STDERR_TAIL:].strip()
             return Redactor(self.config.secrets()).text(tail)
         return ""
@@ -160,8 +170,12 @@ class McpSession:
                 pump = await stack.enter_async_context(anyio.create_task_group())
                 pump.start_soon(self._pump, read, passed_on)
                 client = await stack.enter_async_context(ClientSession(session_read, write))
-                with anyio.fail_after(self._start_timeout):
-                    await client.initialize()
+                try:
+                    with anyio.fail_after(self._start_timeout):
+                        await client.initialize()
+                except TimeoutError:
+                    bound = f"did not answer its start within {self._start_timeout:g} s"
+                    raise SessionFailed(bound) from None
                 self._client, self.state = client, READY
                 ready.set_result(None)
                 assert self._wake is not None
@@ -217,6 +231,7 @@ class McpSession:
             # kept open past this block: a failure quotes its tail. Appending: the server
             # shares the file's offset, which reading the tail moves.
             self._stderr = tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace")  # noqa: SIM115
+            self._stderr_mark = 0
             parameters = StdioServerParameters(
                 command=config.command, args=list(config.args), env=dict(config.env), cwd=config.cwd
             )
@@ -272,6 +287,8 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
 
 
 def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, SessionFailed):
+        return str(exc)
     if isinstance(exc, FileNotFoundError) and exc.filename:
         return f"no such command: {exc.filename}"
     if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
