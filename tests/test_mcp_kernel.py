@@ -571,3 +571,20 @@ async def test_a_server_added_while_an_agent_runs_has_its_secrets_redacted_in_th
     assert output(agent, 0) == ["region us-east-1", "late [redacted]"]
     for path in [notebook, agent.session.file]:
         assert LATE_SECRET.encode() not in path.read_bytes(), path
+
+
+def test_the_cli_keeps_a_refused_bridge_call_out_of_its_stderr(tmp_path: Path) -> None:
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"proj": {"command": "x"}}}))
+    code = (
+        "from prime_agent_kernel import McpError\n"
+        "try:\n    await mcp.call_tool('proj', 'pid')\nexcept McpError as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    path = script(tmp_path, [{"code": code}, {"text": "done"}])
+    env = {"PRIME_AGENT_LAB_MCP_CONFIG": str(tmp_path / "absent.json")}
+
+    done = cli_with_env(tmp_path, env, "run", "--script", path, "go")
+
+    assert done.returncode == 0, done.stderr
+    assert "refused: proj: no such MCP server" in done.stdout
+    assert "/prime-agent/bridge" not in done.stderr, done.stderr
