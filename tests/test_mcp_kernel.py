@@ -187,9 +187,9 @@ async def test_failures_raise_mcp_errors_that_name_the_server_and_tool(tmp_path:
         "image, " + lines[1].split("image, ")[1],
         "mcp error: nowhere: no such MCP server; servers: papers",
     ]
-    # 5,000 characters as text and as structured content: 10,092 serialised
+    # 5,000 characters, sent as text and as structured content: counted once, as the kernel keeps it
     assert lines[3] == (
-        "mcp error: papers.big: the result is 10,092 characters, over the cap of 1,000 "
+        "mcp error: papers.big: the result is 5,014 characters, over the cap of 1,000 "
         "(--mcp-output-cap); nothing of it was kept: ask for less"
     )
     calls = mcp_calls(agent)
