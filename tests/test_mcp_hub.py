@@ -469,3 +469,17 @@ async def test_the_server_gets_its_secret_and_the_host_only_redacts_it(hub: McpH
 async def test_an_http_server_gets_its_headers(hub: McpHub, http_server: HttpServer) -> None:
     config = http_config(http_server.port)
     assert (await hub.call_tool(config, "header_used", {}))["structured"] == {"set": True}
+
+
+@pytest.mark.asyncio
+async def test_an_http_error_names_the_url_without_its_query_or_userinfo(
+    hub: McpHub, http_server: HttpServer
+) -> None:
+    url = f"http://me:pw-SEKRIT-1@127.0.0.1:{http_server.port}/nope?api_key=q-SEKRIT-2"
+    (config,), _ = parse_mcp_config({"web": {"url": url}}, "test")
+    with pytest.raises(McpError) as raised:
+        await hub.list_tools(config)
+    message = str(raised.value)
+    assert message.startswith("web: ")
+    assert "SEKRIT" not in message and "pw-" not in message, message
+    assert "SEKRIT" not in (await hub.state(config))["error"]

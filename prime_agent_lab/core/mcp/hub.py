@@ -173,9 +173,10 @@ class McpHub:
                     raise McpError(
                         f"{label}: the session ended during the call: {why}", server, tool
                     ) from None
-                raise McpError(f"{label}: {exc.message}", server, tool) from None
+                raise McpError(f"{label}: {session.shown(exc.message)}", server, tool) from None
             except (RuntimeError, ValueError) as exc:  # an answer the SDK would not accept
-                raise McpError(f"{label}: {type(exc).__name__}: {exc}", server, tool) from None
+                why = session.shown(f"{type(exc).__name__}: {exc}")
+                raise McpError(f"{label}: {why}", server, tool) from None
         raise AssertionError("unreachable")
 
     def _timed_out(self, label: str, server: str, tool: str | None) -> McpError:

@@ -135,7 +135,7 @@ class McpSession:
             return Redactor(self.config.secrets()).text(tail)
         return ""
 
-    def _shown(self, text: str) -> str:
+    def shown(self, text: str) -> str:
         """`text` without the server's URL (but as `shown_url`) and secrets."""
         if self.config.url:
             text = text.replace(self.config.url, shown_url(self.config.url))
@@ -188,7 +188,7 @@ class McpSession:
             self.unreachable = failure is not None and any(
                 isinstance(leaf, httpx2.ConnectError) for leaf in _leaves(failure)
             )
-            reason = self._shown(describe_failure(failure, self.stderr_tail())) if failure else ""
+            reason = self.shown(describe_failure(failure, self.stderr_tail())) if failure else ""
             if not ready.done():
                 self.state = ERROR
                 if self._closing:
