@@ -2,6 +2,9 @@
 
 `run` uses the same agent loop as the server, with a notebook file in the current directory, a
 local kernel, and a small loopback HTTP server for the kernel bridge.
+
+Size: the flags (made from the declared settings), the checks that refuse bad arguments before
+anything starts (exit 2), the run's printer and `lab`'s launcher are one command line's parts.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from .core.entry_types import TOLD_AS_MESSAGES
 from .core.events import Event
 from .core.gates import parse_gate
 from .core.jsonfile import UnreadableFile
+from .core.mcp.sources import unreadable_cli_files
 from .core.settings import CLI, Declared, declared, help_text
 from .core.stop_cause import USER_STOP, StopCause, terminated
 from .core.text import printable
@@ -555,6 +559,8 @@ def main(argv: list[str] | None = None) -> int:
             parse_gate(gate)
         except (ValueError, SyntaxError) as exc:
             parser.error(f"{settings.spell('autonomous_gates', CLI)} {gate!r}: {exc}")
+    for problem in unreadable_cli_files(args.mcp_config_files or ()):  # docs/mcp.md
+        parser.error(str(problem))
     if args.resume_session is not None:
         if args.session is not None or args.resume:
             parser.error("--resume SESSION cannot be combined with --session or --continue")

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from tornado.httpserver import HTTPServer
+from tornado.log import access_log
 from tornado.netutil import bind_sockets
-from tornado.web import Application
+from tornado.web import Application, RequestHandler
 
 from .adapters.bridge_http import standalone_routes
 from .adapters.file_notebook import FileNotebook, FileNotebooks
@@ -225,7 +227,8 @@ class HeadlessRun:
     def _start_bridge_server(self) -> str:
         sockets = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
         port = sockets[0].getsockname()[1]
-        self._server = HTTPServer(Application(standalone_routes(self.runtime.bridge)))
+        app = Application(standalone_routes(self.runtime.bridge), log_function=_log_request)
+        self._server = HTTPServer(app)
         self._server.add_sockets(sockets)
         return f"http://127.0.0.1:{port}/prime-agent/bridge"
 
@@ -241,3 +244,14 @@ class HeadlessRun:
             self._server.stop()
         if unsaved:
             raise unsaved[0]
+
+
+def _log_request(handler: RequestHandler) -> None:
+    """Tornado's access log, but a refused bridge call (4xx) at debug: the cell got the refusal
+    (an unknown MCP server, say), the CLI's stderr need not say it again."""
+    status = handler.get_status()
+    level = logging.DEBUG if status < 500 else logging.ERROR
+    request = handler.request
+    access_log.log(
+        level, "%d %s %.2fms", status, handler._request_summary(), 1000 * request.request_time()
+    )

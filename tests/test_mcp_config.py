@@ -243,3 +243,42 @@ def test_loading_adds_the_servers_secrets_to_what_is_redacted(
     )
     load_configured_servers(settings)
     assert Redactor.from_environ().text(f"A: {secret}") == "A: [redacted]"
+
+
+def test_only_env_values_that_look_secret_are_secrets_and_every_header_is() -> None:
+    env = {
+        "REGION": "us-east-1",
+        "DEBUG": "1",
+        "API_TOKEN": "tok-1",
+        "db_password": "hunter2",
+        "SessionId": "s-9",
+        "OPAQUE": "x" * 16,
+        "GREETING": "hello there, long and spaced",
+    }
+    configs, _ = parse_mcp_config(
+        {
+            "a": {"command": "p", "env": env},
+            "b": {"url": "http://h/", "headers": {"X-Region": "eu"}},
+        },
+        "s",
+    )
+    assert set(configs[0].secrets()) == {"tok-1", "hunter2", "s-9", "x" * 16}
+    assert configs[1].secrets() == ("eu",)
+
+
+def test_secrets_in_args_and_url_are_secrets_and_never_described() -> None:
+    configs, _ = parse_mcp_config(
+        {
+            "db": {
+                "command": "/opt/bin/pg-mcp",
+                "args": ["--api-key=ak-1", "--token", "tk-2", "postgresql://me:pw-3@db/x", "-v"],
+            },
+            "web": {"url": "https://me:pw-4@h.example/mcp?api_key=qk-5&page=2#frag"},
+        },
+        "s",
+    )
+    db, web = configs
+    assert set(db.secrets()) == {"ak-1", "tk-2", "pw-3"}
+    assert set(web.secrets()) == {"pw-4", "qk-5"}
+    assert db.describe()["command"] == "pg-mcp"
+    assert web.describe()["url"] == "https://h.example/mcp"

@@ -193,7 +193,9 @@ async def test_an_unknown_tool_is_an_error_naming_the_server_the_tool_and_its_to
 ) -> None:
     with pytest.raises(McpError) as raised:
         await hub.call_tool(stdio_config(), "serch", {"query": "x"})
-    assert str(raised.value).startswith("papers: no tool named 'serch' (its tools: search, slow,")
+    assert str(raised.value).startswith(
+        "papers.serch: no tool named 'serch' (its tools: search, slow,"
+    )
     assert (raised.value.server, raised.value.tool) == ("papers", "serch")
 
 
@@ -203,10 +205,12 @@ async def test_a_result_over_the_output_cap_is_refused_with_its_size_not_cut() -
     try:
         config = stdio_config()
         assert (await hub.call_tool(config, "big", {"chars": 1_000}))["chars"] < 5_000
+        # the text comes as content and as structured content: the kernel keeps one, counted once
+        assert (await hub.call_tool(config, "big", {"chars": 4_900}))["chars"] == 4_914
         with pytest.raises(McpError) as raised:
             await hub.call_tool(config, "big", {"chars": 20_000})
         assert str(raised.value) == (
-            "papers.big: the result is 40,092 characters, over the cap of 5,000 "
+            "papers.big: the result is 20,014 characters, over the cap of 5,000 "
             "(--mcp-output-cap); nothing of it was kept: ask for less"
         )
     finally:
@@ -364,6 +368,42 @@ async def test_a_server_that_exits_at_start_is_an_error_quoting_its_stderr(hub: 
     )
 
 
+@pytest.mark.asyncio
+async def test_a_server_that_never_answers_its_start_says_so_with_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from prime_agent_lab.core.mcp import hub as hub_module
+
+    monkeypatch.setattr(hub_module, "MIN_START_TIMEOUT", 1.0)
+    hub = McpHub(0.5, 100_000)
+    entry = {"command": sys.executable, "args": ["-c", "import time; time.sleep(60)"]}
+    (config,), _ = parse_mcp_config({"mute": entry}, "test")
+    try:
+        with pytest.raises(McpError) as raised:
+            await hub.list_tools(config)
+        assert str(raised.value) == "mute: could not start: did not answer its start within 1 s"
+    finally:
+        await hub.aclose()
+
+
+NOISY = (
+    "import sys; sys.stderr.write('stale start noise\\n'); sys.stderr.flush(); "
+    f"sys.path.insert(0, {str(SERVERS)!r}); from papers import server; server.run('stdio')"
+)
+
+
+@pytest.mark.asyncio
+async def test_a_crash_quotes_only_the_stderr_written_since_the_call_began(hub: McpHub) -> None:
+    (config,), _ = parse_mcp_config(
+        {"noisy": {"command": sys.executable, "args": ["-c", NOISY]}}, "t"
+    )
+    await server_pid(hub, config)
+    with pytest.raises(McpError) as raised:
+        await hub.call_tool(config, "crash", {})
+    assert str(raised.value).startswith("noisy.crash: the session ended during the call: ")
+    assert "stale start noise" not in str(raised.value)
+
+
 # ---------------------------------------------------------------- close
 
 
@@ -429,3 +469,17 @@ async def test_the_server_gets_its_secret_and_the_host_only_redacts_it(hub: McpH
 async def test_an_http_server_gets_its_headers(hub: McpHub, http_server: HttpServer) -> None:
     config = http_config(http_server.port)
     assert (await hub.call_tool(config, "header_used", {}))["structured"] == {"set": True}
+
+
+@pytest.mark.asyncio
+async def test_an_http_error_names_the_url_without_its_query_or_userinfo(
+    hub: McpHub, http_server: HttpServer
+) -> None:
+    url = f"http://me:pw-SEKRIT-1@127.0.0.1:{http_server.port}/nope?api_key=q-SEKRIT-2"
+    (config,), _ = parse_mcp_config({"web": {"url": url}}, "test")
+    with pytest.raises(McpError) as raised:
+        await hub.list_tools(config)
+    message = str(raised.value)
+    assert message.startswith("web: ")
+    assert "SEKRIT" not in message and "pw-" not in message, message
+    assert "SEKRIT" not in (await hub.state(config))["error"]

@@ -60,8 +60,11 @@ class Mcp:
         self._call = call
 
     async def list_servers(self) -> list[dict[str, Any]]:
-        """The servers this session may use: `{name, transport, state, source}` each (`state`:
-        `idle`, `running`, `dead`, `error` or `untrusted`; `error` says why)."""
+        """The servers this session may use: `{name, transport, command | url, source, state,
+        error}` each (`state`: `idle`, `starting`, `ready`, `dead` or `error`; `error` says
+        why; `command` is the program's name only, `url` has no userinfo or query); then, when
+        a project `.mcp.json` is not trusted, `{"untrusted": [{"file", "servers"}]}` (a count,
+        no names); then each skipped config entry as `{name, source, state: "error", error}`."""
         result: list[dict[str, Any]] = await self._ask(LIST_MCP_SERVERS, {}, "MCP", "MCP")
         return result
 

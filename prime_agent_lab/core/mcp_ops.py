@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -32,6 +33,7 @@ from .redaction import Redactor
 from .sessions import SessionError, SessionLog
 from .text import json_type, preview
 
+log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 300  # of an `mcp_call` entry's error text
 TIMED_OUT = re.compile(r": timed out after [0-9.]+ s")  # the hub's words (mcp/hub.py `_timed_out`)
 
@@ -51,7 +53,9 @@ class McpAccess:
         self._project = project
         self._hub: McpHub | None = None
         self._closed = False
-        self.configured()  # the servers' secrets are redacted in every agent made from now on
+        _, problems = self.configured()  # their secrets are redacted from now on
+        for problem in problems:  # never a secret: config.py names an env or header key only
+            log.warning("MCP server config skipped: %s", problem)
 
     def configured(self) -> tuple[list[McpServerConfig], list[McpConfigProblem]]:
         """The user's servers (the global file, the settings, `--mcp-config`) and the entries
@@ -104,13 +108,20 @@ async def server_view(config: McpServerConfig, hub: McpHub) -> dict[str, Any]:
     return {**config.describe(), **await hub.state(config)}
 
 
-def untrusted_view(name: str, path: str) -> dict[str, Any]:
-    """A server of an untrusted project `.mcp.json` as `mcp.list_servers()` shows it."""
-    return {"name": name, "source": path, "state": "untrusted", "error": untrusted_text(path)}
+def untrusted_view(untrusted: dict[str, int]) -> dict[str, Any]:
+    """The untrusted project `.mcp.json` files as `mcp.list_servers()` shows them: how many
+    servers each holds, never their names (text the file's author chose)."""
+    files = [{"file": path, "servers": count} for path, count in untrusted.items()]
+    return {"untrusted": files, "note": "not started until the user trusts them (/context)"}
 
 
-def untrusted_text(path: str) -> str:
-    return f"{path} is not trusted: it is never started until the user trusts it (/context)"
+def untrusted_text(untrusted: dict[str, int]) -> str:
+    """`; 2 servers in clone/.mcp.json are not trusted (see /context)`, or ""."""
+    return "".join(
+        f"; {count} server{'s' if count > 1 else ''} in {path} "
+        f"{'are' if count > 1 else 'is'} not trusted (see /context)"
+        for path, count in untrusted.items()
+    )
 
 
 def problem_view(problem: McpConfigProblem) -> dict[str, Any]:
@@ -130,7 +141,7 @@ def register_mcp_operations(register: Register, access: McpAccess) -> None:
     async def list_servers(ctx: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
         visible = access.visible(ctx.session)
         views = [await server_view(config, access.hub) for config in visible.servers.values()]
-        views += [untrusted_view(name, path) for name, path in visible.untrusted.items()]
+        views += [untrusted_view(visible.untrusted)] if visible.untrusted else []
         return views + [problem_view(problem) for problem in visible.problems]
 
     async def list_tools(ctx: CallerContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -170,11 +181,10 @@ def _server(ctx: CallerContext, name: object) -> McpServerConfig:
     name = _text(name, "server")
     visible: Visible = ctx.runtime.mcp.visible(ctx.session)
     config = visible.servers.get(name)
-    if name in visible.untrusted:
-        raise BridgeError(403, f"{name[:80]}: {untrusted_text(visible.untrusted[name])}")
     if config is None:
         known = ", ".join(sorted(visible.servers)) or "none are configured (docs/mcp.md)"
-        raise BridgeError(404, f"{name[:80]}: no such MCP server; servers: {known}")
+        untrusted = untrusted_text(visible.untrusted)
+        raise BridgeError(404, f"{name[:80]}: no such MCP server; servers: {known}{untrusted}")
     return config
 
 
@@ -258,8 +268,18 @@ def mcp_prompt_part(runtime: TreeRuntime, session_id: str) -> list[PromptPart]:
     """`/context`'s row for the prompt's MCP section (a `runtime.prompt_parts` provider): which
     servers it names and from where; no row when there are none."""
     session = runtime.session_of(session_id)
-    servers = runtime.mcp.visible(session).servers.values()
+    visible = runtime.mcp.visible(session)
+    rows = [problem_part(problem) for problem in visible.problems]
+    servers = visible.servers.values()
     if not servers:
-        return []
+        return rows
     source = "; ".join(f"{server.name}: {server.source}" for server in servers)
-    return [part("mcp servers", source, runtime.mcp.prompt_section(session))]
+    return [part("mcp servers", source, runtime.mcp.prompt_section(session)), *rows]
+
+
+def problem_part(problem: McpConfigProblem) -> PromptPart:
+    """`/context`'s row for a config file that could not be read (`unreadable`) or an entry
+    that was skipped (`problem`): in the prompt with nothing, the reason in its note."""
+    if problem.name is None:
+        return part("mcp config", problem.source, "", "unreadable", problem.reason)
+    return part("mcp config", problem.source, "", "problem", f"{problem.name}: {problem.reason}")

@@ -2,9 +2,10 @@
 
 The user's configured servers (the global file, `mcp_servers`, `--mcp-config`), then the servers
 of the project's `.mcp.json` files this user trusted, from the root down to the notebook's
-folder: a later one replaces a server of the same name. A server in a `.mcp.json` that is not
-trusted (as it is now) is listed as `untrusted`: never started, never named in the prompt, and a
-call to it says so.
+folder: a later one replaces a server of the same name. The servers of a `.mcp.json` that is not
+trusted (as it is now) are only counted, per file: never started, never named to the kernel or
+the prompt (a name is text the file's author chose), and a call to one is a call to an unknown
+server.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Visible:
     servers: dict[str, McpServerConfig]  # the ones it may use, by name
-    untrusted: dict[str, str] = field(default_factory=dict)  # name -> the file holding it
+    untrusted: dict[str, int] = field(default_factory=dict)  # untrusted file -> its servers
     problems: list[McpConfigProblem] = field(default_factory=list)  # entries skipped
 
 
@@ -38,7 +39,7 @@ def visible_servers(
     from .mcp.config import merge_servers
 
     layers, skipped = [configured], list(problems)
-    untrusted: dict[str, str] = {}
+    untrusted: dict[str, list[str]] = {}
     if project is not None and project.root is not None:
         for found in project.trusted_files(notebook_path, "mcp"):
             servers, found_problems = _parse(found.path, found.text, _folder_of(found))
@@ -46,9 +47,10 @@ def visible_servers(
             skipped += found_problems
         for item in project.untrusted(notebook_path):
             if item.kind == "mcp":
-                untrusted.update(dict.fromkeys(_names(item.path, project), item.path))
+                untrusted[item.path] = _names(item.path, project)
     servers = {server.name: server for server in merge_servers(*layers)}
-    return Visible(servers, {k: v for k, v in untrusted.items() if k not in servers}, skipped)
+    counts = {path: sum(name not in servers for name in names) for path, names in untrusted.items()}
+    return Visible(servers, {path: n for path, n in counts.items() if n}, skipped)
 
 
 def _folder_of(found: FoundFile) -> Path | None:

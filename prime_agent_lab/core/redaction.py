@@ -8,6 +8,7 @@ The keys are the values of the key variables every installed provider declares
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -18,12 +19,38 @@ MIN_SECRET_LENGTH = 8
 REPLACEMENT = "[redacted]"
 
 _withheld: set[str] = set()
+_withheld_version = 0  # bumped when `_withheld` grows: a live `Redactor` then re-reads it
 
 
 def redact_withheld(values: Iterable[str]) -> None:
-    """Keys this process moved out of its environment (adapters/withhold_keys.py): no longer in
-    `os.environ`, still redacted by every `Redactor.from_environ()`."""
-    _withheld.update(value for value in values if value)
+    """Secrets this process holds but no kernel may see: the keys it moved out of its
+    environment (adapters/withhold_keys.py), the MCP servers' secrets (core/mcp/config.py).
+    Redacted by every `Redactor.from_environ()`, the ones made before this call included."""
+    global _withheld_version
+    new = {value for value in values if value} - _withheld
+    if new:
+        _withheld.update(new)
+        _withheld_version += 1
+
+
+class RedactingLogFilter(logging.Filter):
+    """Redacts the withheld secrets from a logger's records: the HTTP client and the MCP SDK
+    log a server's whole URL, query and userinfo included."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = Redactor.from_environ().text(message)
+        if redacted != message:
+            record.msg, record.args = redacted, ()
+        return True
+
+
+def redact_logs_of(*names: str) -> None:
+    """Add a `RedactingLogFilter` to each logger of `names` (once)."""
+    for name in names:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactingLogFilter) for f in logger.filters):
+            logger.addFilter(RedactingLogFilter())
 
 
 def kernel_environment(
@@ -38,18 +65,29 @@ def kernel_environment(
 
 
 class Redactor:
-    def __init__(self, secrets: Iterable[str]) -> None:
-        unique = {s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}
-        self._secrets = sorted(unique, key=len, reverse=True)
+    def __init__(self, secrets: Iterable[str], *, live: bool = False) -> None:
+        """`live`: the withheld secrets too, as they are at each use (`redact_withheld`)."""
+        self._fixed = {s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}
+        self._live = live
+        self._version = -1
+        self._sorted: list[str] = []
+
+    @property
+    def _secrets(self) -> list[str]:
+        version = _withheld_version if self._live else 0
+        if self._version != version:
+            self._version = version
+            live = {s for s in _withheld if len(s) >= MIN_SECRET_LENGTH} if self._live else set()
+            self._sorted = sorted(self._fixed | live, key=len, reverse=True)
+        return self._sorted
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Redactor:
         """The values of the providers' key variables in `environ` (default: this process's
-        environment, and the keys it withheld)."""
+        environment, and the secrets it withheld, now and later)."""
         source = os.environ if environ is None else environ
-        withheld = _withheld if environ is None else set()
         variables = installed().key_variables()
-        return cls([*(source.get(name, "") for name in variables), *withheld])
+        return cls((source.get(name, "") for name in variables), live=environ is None)
 
     def __bool__(self) -> bool:
         return bool(self._secrets)

@@ -11,10 +11,13 @@ are read, and in which order, is `sources.py`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import posixpath
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ..text import json_type
 
@@ -24,6 +27,50 @@ Transport = Literal["stdio", "http"]
 
 _HTTP_TYPES = ("http", "streamable-http", "streamable_http", "streamableHttp")
 _STDIO_TYPES = ("stdio",)
+
+# an `env` (or argument, or URL query) name that says its value is a secret (docs/mcp.md)
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASS|AUTH|CREDENTIAL|COOKIE|SESSION", re.IGNORECASE)
+LONG_SECRET = 16  # characters without whitespace: a value this long is taken for a secret
+
+
+def looks_secret(name: str, value: str) -> bool:
+    """Whether the value of `name` is redacted: its name says it is a secret, or it is a long
+    token (`"REGION": "us-east-1"` is not)."""
+    return bool(SECRET_NAME.search(name)) or (
+        len(value) >= LONG_SECRET and not any(c.isspace() for c in value)
+    )
+
+
+def shown_url(url: str) -> str:
+    """`url` without its userinfo, query and fragment: what may be shown of it."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _url_secrets(url: str) -> Iterator[str]:
+    """The password of `url`'s userinfo (its user name too when there is no password) and the
+    values of its query and fragment parameters that look secret."""
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        user, _, password = parts.netloc.rpartition("@")[0].partition(":")
+        yield password or user
+    for name, value in parse_qsl(parts.query) + parse_qsl(parts.fragment):
+        if looks_secret(name, value):
+            yield value
+
+
+def _arg_secrets(args: tuple[str, ...]) -> Iterator[str]:
+    """The values of `--api-key=V` or `--api-key V` (a name that looks secret), and the secrets
+    of an argument that is a URL (`postgresql://user:pass@host/db`)."""
+    for index, arg in enumerate(args):
+        name, equals, value = arg.partition("=")
+        if equals and name.startswith("-") and looks_secret(name, value):
+            yield value
+        elif arg.startswith("-") and SECRET_NAME.search(arg) and index + 1 < len(args):
+            yield args[index + 1]
+        if "://" in arg:
+            yield from _url_secrets(value if equals and "://" in value else arg)
 
 
 @dataclass(frozen=True)
@@ -43,16 +90,23 @@ class McpServerConfig:
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def secrets(self) -> tuple[str, ...]:
-        """The values of `env` and `headers`: what must never reach a log or a kernel."""
-        return tuple(value for _, value in (*self.env, *self.headers) if value)
+        """What must never reach a log or a kernel: every `headers` value, the `env` values that
+        look secret (`looks_secret`), and the secrets of `args` and `url` (`_arg_secrets`,
+        `_url_secrets`)."""
+        found = [value for _, value in self.headers]
+        found += [value for name, value in self.env if looks_secret(name, value)]
+        found += [*_arg_secrets(self.args), *_url_secrets(self.url)]
+        return tuple(dict.fromkeys(value for value in found if value))
 
     def describe(self) -> dict[str, Any]:
-        """What may be shown of it (to the user, the model, a log): no env or header values."""
+        """What may be shown of it (to the user, the model, a log): the command's program name
+        (never its arguments), the URL without userinfo, query and fragment; no env or header
+        values."""
         shown: dict[str, Any] = {"name": self.name, "transport": self.transport}
         if self.transport == STDIO:
-            shown["command"] = " ".join([self.command, *self.args])
+            shown["command"] = posixpath.basename(self.command) or self.command
         else:
-            shown["url"] = self.url
+            shown["url"] = shown_url(self.url)
         shown["source"] = self.source
         return shown
 
@@ -163,7 +217,7 @@ def _server(name: object, entry: object, source: str, base_dir: Path | None) -> 
         raise _Bad('type "stdio" needs a "command", not a "url"')
     url = _text(entry, "url")
     if not url.startswith(("http://", "https://")):
-        raise _Bad(f'"url" must start with http:// or https://, not {url[:40]!r}')
+        raise _Bad('"url" must start with http:// or https://')
     return McpServerConfig(
         name=name,
         transport=HTTP,

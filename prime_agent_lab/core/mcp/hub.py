@@ -88,7 +88,7 @@ class McpHub:
             if tool not in session.tools:
                 known = ", ".join(session.tools) or "none"
                 raise McpError(
-                    f"{config.name}: no tool named {tool!r} (its tools: {known})",
+                    f"{label}: no tool named {tool!r} (its tools: {known})",
                     config.name,
                     tool,
                 )
@@ -154,6 +154,7 @@ class McpHub:
                 client = await session.client()
             except SessionFailed as failed:
                 raise McpError(f"{server}: could not start: {failed}", server, tool) from None
+            session.mark_stderr()  # a failure quotes what the server said from here on
             try:
                 # past it the awaiting is cancelled, and the SDK sends notifications/cancelled
                 async with asyncio.timeout(self._call_timeout):
@@ -172,9 +173,10 @@ class McpHub:
                     raise McpError(
                         f"{label}: the session ended during the call: {why}", server, tool
                     ) from None
-                raise McpError(f"{label}: {exc.message}", server, tool) from None
+                raise McpError(f"{label}: {session.shown(exc.message)}", server, tool) from None
             except (RuntimeError, ValueError) as exc:  # an answer the SDK would not accept
-                raise McpError(f"{label}: {type(exc).__name__}: {exc}", server, tool) from None
+                why = session.shown(f"{type(exc).__name__}: {exc}")
+                raise McpError(f"{label}: {why}", server, tool) from None
         raise AssertionError("unreachable")
 
     def _timed_out(self, label: str, server: str, tool: str | None) -> McpError:

@@ -8,7 +8,8 @@ A tool call becomes `{"structured": obj | None, "content": [block, ...], "is_err
     {"type": "resource", "uri", "text" | "blob" (base64), "mime_type"}
     {"type": "resource_link", "uri", "name", "mime_type"}
 
-`chars` is the size of the serialised result, what the output cap is measured on.
+`chars` is the size of what the kernel keeps of it (the structured content when there is one,
+else the content blocks) as JSON: what the output cap is measured on.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ def call_result(result: types.CallToolResult) -> dict[str, Any]:
         "content": [content_block(block) for block in result.content],
         "is_error": bool(result.is_error),
     }
-    wire["chars"] = serialised_size(wire)
+    # what the kernel keeps (kernel mcp.tool_value): the SDK sends a text twice, as content
+    # and as structured content; the cap counts it once
+    kept = wire["structured"] if wire["structured"] is not None else wire["content"]
+    wire["chars"] = serialised_size(kept)
     return wire
 
 

@@ -35,8 +35,11 @@ from mcp.shared._httpx_utils import (
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
-from ..redaction import Redactor
-from .config import STDIO, McpServerConfig
+from ..redaction import Redactor, redact_logs_of
+from .config import STDIO, McpServerConfig, shown_url
+
+# they log a server's whole URL (its query and userinfo too) at INFO and DEBUG
+redact_logs_of("httpx2", "httpx", "mcp.client.streamable_http")
 
 IDLE, STARTING, READY, DEAD, ERROR = "idle", "starting", "ready", "dead", "error"
 STDERR_TAIL = 600  # characters of a stdio server's stderr quoted when it fails
@@ -65,6 +68,7 @@ class McpSession:
         self._start_lock = asyncio.Lock()
         self._ready: asyncio.Future[None] | None = None
         self._stderr: IO[str] | None = None
+        self._stderr_mark = 0  # offset in `_stderr` where what a failure may quote begins
         self.unreachable = False  # it ended because the server refused the connection
 
     @property
@@ -108,19 +112,34 @@ class McpSession:
             self._stderr.close()
             self._stderr = None
 
+    def mark_stderr(self) -> None:
+        """From now on: a failure quotes what a stdio server wrote to stderr after this (a
+        request begins), not what it said long before."""
+        if self._stderr is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            self._stderr.flush()
+            self._stderr_mark = self._stderr.seek(0, 2)
+
     def stderr_tail(self) -> str:
-        """The end of a stdio server's stderr (what it said before it failed), its secrets
-        redacted, or ""."""
+        """The end of a stdio server's stderr since its start or the last `mark_stderr` (what
+        it said before it failed), its secrets redacted, or ""."""
         if self._stderr is None:
             return ""
         with contextlib.suppress(OSError, ValueError):
             self._stderr.flush()
             self._stderr.seek(0, 2)
             size = self._stderr.tell()
-            self._stderr.seek(max(0, size - STDERR_TAIL * 4))
+            self._stderr.seek(max(self._stderr_mark, size - STDERR_TAIL * 4))
             tail = self._stderr.read()[-STDERR_TAIL:].strip()
             return Redactor(self.config.secrets()).text(tail)
         return ""
+
+    def shown(self, text: str) -> str:
+        """`text` without the server's URL (but as `shown_url`) and secrets."""
+        if self.config.url:
+            text = text.replace(self.config.url, shown_url(self.config.url))
+        return Redactor(self.config.secrets()).text(text)
 
     # ------------------------------------------------------------ the lifetime task
 
@@ -151,8 +170,12 @@ class McpSession:
                 pump = await stack.enter_async_context(anyio.create_task_group())
                 pump.start_soon(self._pump, read, passed_on)
                 client = await stack.enter_async_context(ClientSession(session_read, write))
-                with anyio.fail_after(self._start_timeout):
-                    await client.initialize()
+                try:
+                    with anyio.fail_after(self._start_timeout):
+                        await client.initialize()
+                except TimeoutError:
+                    bound = f"did not answer its start within {self._start_timeout:g} s"
+                    raise SessionFailed(bound) from None
                 self._client, self.state = client, READY
                 ready.set_result(None)
                 assert self._wake is not None
@@ -165,7 +188,7 @@ class McpSession:
             self.unreachable = failure is not None and any(
                 isinstance(leaf, httpx2.ConnectError) for leaf in _leaves(failure)
             )
-            reason = describe_failure(failure, self.stderr_tail()) if failure else ""
+            reason = self.shown(describe_failure(failure, self.stderr_tail())) if failure else ""
             if not ready.done():
                 self.state = ERROR
                 if self._closing:
@@ -208,6 +231,7 @@ class McpSession:
             # kept open past this block: a failure quotes its tail. Appending: the server
             # shares the file's offset, which reading the tail moves.
             self._stderr = tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace")  # noqa: SIM115
+            self._stderr_mark = 0
             parameters = StdioServerParameters(
                 command=config.command, args=list(config.args), env=dict(config.env), cwd=config.cwd
             )
@@ -263,6 +287,8 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
 
 
 def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, SessionFailed):
+        return str(exc)
     if isinstance(exc, FileNotFoundError) and exc.filename:
         return f"no such command: {exc.filename}"
     if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:

@@ -77,3 +77,14 @@ def load_configured_servers(
     # a cell that reads a config file must not print its secrets into the notebook either
     redact_withheld(secret for layer in layers for config in layer for secret in config.secrets())
     return merge_servers(*layers), problems
+
+
+def unreadable_cli_files(files: Sequence[str]) -> list[McpConfigProblem]:
+    """The `--mcp-config` files that are absent, unreadable (a folder) or not a JSON object of
+    servers: the CLI refuses to start with them (a bad entry in a good file is only skipped)."""
+    flag = spell("mcp_config_files", CLI)
+    problems: list[McpConfigProblem] = []
+    for name in files:
+        _, found = read_mcp_config_file(Path(name).expanduser(), f"{flag} {name}")
+        problems += [problem for problem in found if problem.name is None]
+    return problems
