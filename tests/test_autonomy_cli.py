@@ -214,12 +214,22 @@ def test_the_time_budget_stops_a_run_in_the_middle_of_a_cell(tmp_path: Path) -> 
     assert cell["status"] == "interrupted"
 
 
+DELEGATE_AND_WAIT = (
+    'r = await rlm("write a lot", name="kid")\n'
+    "import asyncio\n"
+    "for _ in range(600):  # the parent waits while only the child spends tokens\n"
+    "    await asyncio.sleep(0.2)"
+)
+"""`rlm` returns at once: without the wait the parent's own calls race the child's kernel start
+and, on a loaded machine, reach the budget alone."""
+
+
 def test_the_token_budget_counts_a_sub_agents_tokens(tmp_path: Path) -> None:
     folder = _work(tmp_path)
     words = "word " * 2000  # about 2,500 output tokens per child call
     script = {
         "turns": [
-            {"text": "Delegating.", "code": 'r = await rlm("write a lot", name="kid")'},
+            {"text": "Delegating.", "code": DELEGATE_AND_WAIT},
             *[{"text": "Next.", "code": "x = 1"}] * 50,
         ],
         "child": {"turns": [{"text": words, "code": "y = 1"}] * 50},
