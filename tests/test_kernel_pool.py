@@ -293,6 +293,43 @@ async def test_a_handed_out_server_kernel_is_the_jupyter_session_kernel_of_its_n
     assert seen == f"{jp_root_dir / 'analysis.agents'}\nFalse\n"
 
 
+async def test_a_notebook_opened_while_its_kernel_is_handed_out_joins_that_kernel(
+    jp_serverapp: Any, jp_fetch: Any, make_notebook: Any
+) -> None:
+    """A tab opening a sub-agent's notebook while the pooled kernel is being moved to the
+    notebook's folder asks the sessions API as JupyterLab does: it must get the agent's kernel,
+    not a second one for the same notebook."""
+    path = make_notebook("analysis.agents/part-a.ipynb")
+    source = ServerKernels(jp_serverapp, "python3")
+    pool = KernelPool(source.start, source.discard, size=1, alive=source.alive)
+    kernel_id = await pool.take()
+    manager = jp_serverapp.kernel_manager.get_kernel(kernel_id)
+    executor = KernelExecutor(manager, "test")
+    opened: list[dict[str, Any]] = []
+
+    async def move_while_a_tab_opens(code: str, timeout: float) -> dict[str, Any]:
+        body = {
+            "path": path,
+            "type": "notebook",
+            "name": "part-a.ipynb",
+            "kernel": {"name": "python3"},
+        }
+        answer = await jp_fetch("api", "sessions", method="POST", body=json.dumps(body))
+        opened.append(json.loads(answer.body))
+        return await executor.run_silently(code, timeout)
+
+    try:
+        await hand_to_notebook(jp_serverapp, kernel_id, path, run=move_while_a_tab_opens)
+        listed = json.loads((await jp_fetch("api", "sessions")).body)
+    finally:
+        await executor.close()
+        await pool.close()
+        for other in list(jp_serverapp.kernel_manager.list_kernel_ids()):
+            await jp_serverapp.kernel_manager.shutdown_kernel(other, now=True)
+    assert [s["kernel"]["id"] for s in opened] == [kernel_id]
+    assert [(s["path"], s["kernel"]["id"]) for s in listed] == [(path, kernel_id)]
+
+
 async def test_a_handed_out_kernel_keeps_its_notebooks_name_after_a_restart(
     jp_serverapp: Any, make_notebook: Any
 ) -> None:

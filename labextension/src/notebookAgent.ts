@@ -261,7 +261,7 @@ export class NotebookAgent implements IDisposable {
       return;
     }
     if (current && this._stream && session.session_id === current.session_id) {
-      this._session = { ...current, ...session };
+      this._setSession({ ...current, ...session });
       this._changed.emit();
       return;
     }
@@ -282,7 +282,7 @@ export class NotebookAgent implements IDisposable {
       return;
     }
     const { transcript, ...info } = detail;
-    this._session = info;
+    this._setSession(info);
     this._lastError = null;
     this._changed.emit();
     this.transcript.load(
@@ -389,7 +389,7 @@ export class NotebookAgent implements IDisposable {
     this.autonomy.applyEvent(event);
     this.transcript.apply(event);
     if (this._session && event.type === 'status') {
-      this._session = { ...this._session, status: event.status };
+      this._setSession({ ...this._session, status: event.status });
     }
   }
 
@@ -406,6 +406,12 @@ export class NotebookAgent implements IDisposable {
     } else if (this._connection === 'connected') {
       this._setConnection('reconnecting');
     }
+  }
+
+  /** The tab's session; its id also marks the notebook's node (`data-pal-session`). */
+  private _setSession(session: ISessionInfo): void {
+    this._session = session;
+    this.panel.node.dataset.palSession = session.session_id;
   }
 
   private _kernelId(): string | null {

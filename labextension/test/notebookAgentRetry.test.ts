@@ -53,6 +53,7 @@ class OpeningWebSocket {
 /** What a NotebookAgent reads of its notebook tab, without JupyterLab. */
 function notebookTab(): NotebookPanel {
   return {
+    node: document.createElement('div'),
     content: { outerNode: document.createElement('div') },
     sessionContext: { kernelChanged: new Signal({}), session: { kernel: { id: 'k1' } } },
     context: {
@@ -121,6 +122,7 @@ describe('a failed attach', () => {
     // Connected once the event stream's websocket opens.
     await vi.waitFor(() => expect(agent.connection).toBe('connected'));
     expect(agent.session?.session_id).toBe('s1');
+    expect(agent.panel.node.dataset.palSession).toBe('s1');
     expect(agent.lastError).toBeNull();
     expect(agent.retryInMs).toBeNull();
     agent.dispose();

@@ -204,37 +204,39 @@ async def hand_to_notebook(
     """Make a pooled kernel the kernel of `notebook_path` (an API path) and return the Jupyter
     session model.
 
-    The kernel moves to `directory` (an absolute OS path; default: the notebook's own directory,
-    where jupyter_server would have started it) and gets the notebook's `JPY_SESSION_NAME`; then
-    it is registered as the notebook's session, so a browser opening the notebook uses it.
+    The kernel is registered as the notebook's session first, so a browser that opens the
+    notebook from now on joins this kernel (a session created after the move would race a tab
+    opened meanwhile into a second kernel for the same notebook). Then the kernel moves to
+    `directory` (an absolute OS path; default: the notebook's own directory, where
+    jupyter_server would have started it) and gets the notebook's `JPY_SESSION_NAME`.
     """
     sessions = serverapp.session_manager
     kernels = serverapp.kernel_manager
     path = notebook_path.strip("/")
     name = posixpath.basename(path)
-    if kernel_id not in kernels:
-        raise HandOutFailed(f"the kernel {kernel_id} is not running any more")
-    if await sessions.session_exists(path=path):
-        existing = await sessions.get_session(path=path)
-        raise HandOutFailed(
-            f"{path} already has a Jupyter session (kernel {existing['kernel']['id']})"
-        )
     if directory is None:
         directory = kernels.cwd_for_path(
             await _maybe_await(serverapp.contents_manager.get_kernel_path(path=path))
         )
     session_name = sessions.get_kernel_env(path, name)["JPY_SESSION_NAME"]
-    try:
-        await set_working_directory(kernels.get_kernel(kernel_id), directory, session_name, run=run)
-    except Exception as exc:
-        raise HandOutFailed(f"cannot prepare the kernel for {path}: {exc}") from exc
-    if kernel_id not in kernels:  # checked again: create_session would start a fresh one
-        raise HandOutFailed(f"the kernel {kernel_id} stopped while it was prepared for {path}")
+    if await sessions.session_exists(path=path):
+        existing = await sessions.get_session(path=path)
+        raise HandOutFailed(
+            f"{path} already has a Jupyter session (kernel {existing['kernel']['id']})"
+        )
+    if kernel_id not in kernels:  # create_session would start a fresh one
+        raise HandOutFailed(f"the kernel {kernel_id} is not running any more")
     # A restart starts a new process from the launch arguments: give it the notebook's name too.
     kernels.get_kernel(kernel_id).update_env(env={"JPY_SESSION_NAME": session_name})
     model = await sessions.create_session(
         path=path, name=name, type="notebook", kernel_id=kernel_id
     )
+    try:
+        await set_working_directory(kernels.get_kernel(kernel_id), directory, session_name, run=run)
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            await sessions.delete_session(model["id"])
+        raise HandOutFailed(f"cannot prepare the kernel for {path}: {exc}") from exc
     return dict(model)
 
 

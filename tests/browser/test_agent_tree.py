@@ -82,6 +82,18 @@ def _session(server: LabServer, notebook: str) -> dict[str, Any]:
     return server.api("GET", f"prime-agent/api/sessions/{found['session_id']}")
 
 
+TABS_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel')].map(node => {
+    const tab = document.querySelector(`.lm-TabBar-tab[data-id="${node.id}"]`);
+    return {
+        session: node.dataset.palSession ?? null,
+        tab: tab ? tab.getAttribute('title') : null,
+        current: tab ? tab.classList.contains('lm-mod-current') : null
+    };
+})"""
+"""Each notebook tab: the agent session its panel holds, its path (the tab's tooltip), shown or
+not."""
+
+
 def _settled(panel: Any, server: LabServer, notebook: str) -> list[list[str]]:
     """The chat's entries once the panel shows `notebook` with every event the server has."""
     from playwright.sync_api import expect
@@ -96,7 +108,10 @@ def _settled(panel: Any, server: LabServer, notebook: str) -> list[list[str]]:
     except AssertionError as exc:  # rare under load: say everything the server knows
         sessions = server.api("GET", "prime-agent/api/sessions")["sessions"]
         known = [{k: s.get(k) for k in ("session_id", "notebook_path", "status")} for s in sessions]
-        raise AssertionError(f"{exc}\nserver sessions: {known}\n{server.log_tail()}") from None
+        tabs = panel.page.evaluate(TABS_JS)
+        raise AssertionError(
+            f"{exc}\nserver sessions: {known}\nnotebook tabs: {tabs}\n{server.log_tail()}"
+        ) from None
     expect(panel.get_by_test_id("pal-transcript")).to_have_attribute(
         "data-seq", str(session["seq"]), timeout=UI_TIMEOUT_MS
     )
