@@ -41,6 +41,8 @@ export interface IChatPanelOptions {
   followCells: FollowCellsSetting;
   /** Shows the live harness panel for the notebook (the "Harness" button). */
   openHarness?: (agent: NotebookAgent) => Promise<string>;
+  /** Escape in the input: give the keyboard back to the notebook. */
+  returnFocus?: (agent: NotebookAgent | null) => void;
 }
 
 /** Distance from the bottom (px) within which the transcript keeps following. */
@@ -55,7 +57,11 @@ export class ChatPanel extends Widget {
     this.title.caption = 'Prime Agent';
     this.node.dataset.testid = 'pal-chat-panel';
 
-    const header = div('pal-header');
+    const header = div('pal-header', 'pal-header');
+    header.tabIndex = -1; // the session-list command focuses it
+    header.setAttribute('role', 'group');
+    header.setAttribute('aria-label', 'Prime Agent session');
+    this._header = header;
     const titleRow = div('pal-title-row');
     const title = div('pal-title');
     title.textContent = 'Prime Agent';
@@ -104,6 +110,11 @@ export class ChatPanel extends Widget {
     this._input.dataset.testid = 'pal-chat-input';
     this._input.rows = 3;
     this._input.placeholder = composerHint();
+    this._input.id = `${this.id}-input`;
+    const inputLabel = document.createElement('label');
+    inputLabel.className = 'pal-input-label pal-visually-hidden';
+    inputLabel.htmlFor = this._input.id;
+    inputLabel.textContent = 'Message to the agent (Enter sends, Shift+Enter a new line, Escape back to the notebook)';
     this._input.addEventListener('keydown', event => this._onInputKey(event));
     this._input.addEventListener('input', () => {
       this._updateControls();
@@ -112,6 +123,7 @@ export class ChatPanel extends Widget {
     this._input.addEventListener('blur', () => this._closeMenu());
     this._menu = div('pal-command-menu', 'pal-command-menu');
     this._menu.setAttribute('role', 'listbox');
+    this._menu.setAttribute('aria-label', 'Chat commands');
     this._menu.hidden = true;
     const actions = div('pal-actions');
     this._stopButton = button('Stop', 'pal-stop');
@@ -121,7 +133,7 @@ export class ChatPanel extends Widget {
     this._sendButton.classList.add('pal-mod-primary');
     this._sendButton.addEventListener('click', () => void this._send());
     actions.append(this._stopButton, this._sendButton);
-    composer.append(this._menu, this._input, actions);
+    composer.append(inputLabel, this._menu, this._input, actions);
 
     this._treeNode = div('pal-tree-slot', 'pal-tree-slot');
     this._treeNode.hidden = true;
@@ -182,6 +194,32 @@ export class ChatPanel extends Widget {
     this._onEventApplied();
     this._following = true;
     this._render();
+  }
+
+  // ---------------------------------------------------------------- keyboard commands (keyboard.ts)
+
+  /** Put the cursor in the input (false while it is disabled: no notebook). */
+  focusInput(): boolean {
+    if (this._input.disabled) {
+      return false;
+    }
+    this._input.focus();
+    return true;
+  }
+
+  /** Focus the header (session, New session, Harness). */
+  focusHeader(): void {
+    this._header.focus();
+  }
+
+  /** Send what the input holds, as the Send button would. */
+  sendMessage(): Promise<void> {
+    return this._send();
+  }
+
+  /** Stop the running turn, as the Stop button would. */
+  stopTurn(): Promise<void> {
+    return this._stopButton.disabled ? Promise.resolve() : this._stop();
   }
 
   protected override onActivateRequest(_msg: Message): void {
@@ -426,6 +464,11 @@ export class ChatPanel extends Widget {
     if (menuOpen && event.key === 'Escape') {
       event.preventDefault();
       this._closeMenu();
+      return;
+    }
+    if (event.key === 'Escape' && this._options.returnFocus) {
+      event.preventDefault();
+      this._options.returnFocus(this._agent);
       return;
     }
     // Tab takes the completion; so does Enter while the text is not a command yet.
@@ -693,6 +736,7 @@ export class ChatPanel extends Widget {
   private _completions: ICompletion[] = [];
   private _selected = 0;
   private readonly _menu: HTMLElement;
+  private readonly _header: HTMLElement;
   private readonly _entryNodes = new Map<number, HTMLElement>();
   private readonly _notebookLabel: HTMLElement;
   private readonly _familyLine: HTMLElement;

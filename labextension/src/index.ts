@@ -11,20 +11,20 @@ import { ICommandPalette } from '@jupyterlab/apputils';
 import { INotebookTracker, type NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry, renderMarkdown } from '@jupyterlab/rendermime';
 
-import { AgentCellMarker } from './agentCellMarker';
+import { AgentCellMarker, agentMetadata } from './agentCellMarker';
 import { AgentApiClient } from './api';
 import { FollowCellsSetting } from './cellFollower';
+import { addCodeBlockActions, insertCodeBelow } from './codeBlocks';
 import { openHarnessView } from './harnessView';
 import { ChatPanel } from './chatPanel';
 import { SessionDirectory } from './family';
 import { primeAgentIcon } from './icons';
+import { CommandIds, nextAgentCellIndex, PANEL_COMMANDS, type PanelCommandId } from './keyboard';
 import { NotebookAgent } from './notebookAgent';
 
 const PLUGIN_ID = '@prime-agent-lab/labextension:plugin';
 
-export namespace CommandIds {
-  export const openPanel = 'prime-agent-lab:open-panel';
-}
+export { CommandIds };
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
@@ -71,6 +71,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
         ),
       activateNotebook: agent => app.shell.activateById(agent.panel.id),
       openNotebook: path => app.commands.execute('docmanager:open', { path }),
+      returnFocus: agent => {
+        const panel = agent?.panel ?? tracker.currentWidget;
+        if (panel && !panel.isDisposed) {
+          app.shell.activateById(panel.id);
+          panel.content.activate();
+        }
+      },
       renderMarkdown: rendermime
         ? (host, source) =>
             renderMarkdown({
@@ -83,6 +90,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
               shouldTypeset: true,
               latexTypesetter: rendermime.latexTypesetter,
               markdownParser: rendermime.markdownParser
+            }).then(() => {
+              addCodeBlockActions(host, { insertBelow: code => insertIntoNotebook(code) });
             })
         : null
     });
@@ -105,12 +114,59 @@ const plugin: JupyterFrontEndPlugin<void> = {
         console.warn('prime-agent: GET prime-agent/api/info failed', error)
       );
 
-    app.commands.addCommand(CommandIds.openPanel, {
-      label: 'Open Prime Agent',
-      icon: primeAgentIcon,
-      execute: () => app.shell.activateById(chat.id)
-    });
-    palette?.addItem({ command: CommandIds.openPanel, category: 'Prime Agent' });
+    /** "Insert below" on an answer's code block: into the notebook the chat shows. */
+    const insertIntoNotebook = (code: string): boolean => {
+      const panel = chat.agent?.panel;
+      if (!panel || panel.isDisposed) {
+        return false;
+      }
+      return insertCodeBelow(panel.content, code);
+    };
+
+    // Show the panel, then move the cursor into it: the palette gives the focus back to the
+    // notebook right after a command ran, so the input takes it a frame later.
+    const showChat = (then: () => void) => {
+      app.shell.activateById(chat.id);
+      requestAnimationFrame(then);
+    };
+    const focusChat = () => showChat(() => chat.focusInput());
+
+    const execute: Record<PanelCommandId, () => unknown> = {
+      [CommandIds.openPanel]: focusChat,
+      [CommandIds.focusChat]: focusChat,
+      [CommandIds.send]: () => chat.sendMessage(),
+      [CommandIds.stop]: () => chat.stopTurn(),
+      // The session list itself is another part of issue 18; until then: the panel's header.
+      [CommandIds.sessionList]: () => showChat(() => chat.focusHeader()),
+      [CommandIds.nextAgentCell]: () => {
+        const panel = tracker.currentWidget;
+        if (!panel?.model) {
+          return;
+        }
+        const notebook = panel.content;
+        const cells = notebook.model!.cells;
+        const isAgent = Array.from({ length: cells.length }, (_, index) =>
+          agentMetadata(cells.get(index)) !== null
+        );
+        const next = nextAgentCellIndex(isAgent, notebook.activeCellIndex);
+        if (next >= 0) {
+          app.shell.activateById(panel.id);
+          notebook.mode = 'command';
+          notebook.deselectAll();
+          notebook.activeCellIndex = next;
+          void notebook.scrollToItem(next, 'smart');
+        }
+      }
+    };
+    for (const command of PANEL_COMMANDS) {
+      app.commands.addCommand(command.id, {
+        label: command.label,
+        caption: command.caption,
+        icon: command.id === CommandIds.openPanel ? primeAgentIcon : undefined,
+        execute: execute[command.id]
+      });
+      palette?.addItem({ command: command.id, category: 'Prime Agent' });
+    }
   }
 };
 

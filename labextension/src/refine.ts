@@ -4,6 +4,7 @@
  * button each. The `/refine` command itself is declared in core/commands.py.
  */
 import { button, element } from './dom';
+import { expandable, shortenId, shortenText } from './shorten';
 
 /** What the chat shows of one refinement record (the `refinement` event). */
 export interface IRefinementSummary {
@@ -66,13 +67,33 @@ export function refinementSummary(raw: unknown): IRefinementSummary {
 
 /** The one-line text of a refinement in the transcript. */
 export function refinementLineText(record: IRefinementSummary): string {
+  return lineText(record, text => text, text => text);
+}
+
+/** The same line with long ids and a long summary or error shortened. */
+export function refinementShortText(record: IRefinementSummary): string {
+  return lineText(record, shortenId, text => shortenText(text));
+}
+
+function lineText(
+  record: IRefinementSummary,
+  id: (text: string) => string,
+  prose: (text: string) => string
+): string {
   const what = record.rollbackOf
-    ? `rollback of ${record.rollbackOf}`
-    : record.summary || 'no summary';
+    ? `rollback of ${id(record.rollbackOf)}`
+    : prose(record.summary || 'no summary');
   const counts = `${record.applied} applied, ${record.rejected} rejected`;
-  const error = record.error ? ` · error: ${record.error}` : '';
+  const error = record.error ? ` · error: ${prose(record.error)}` : '';
   const scope = record.scope === 'global' ? ' (global)' : '';
-  return `refinement ${record.id}${scope}: ${what} · ${counts}${error}`;
+  return `refinement ${id(record.id)}${scope}: ${what} · ${counts}${error}`;
+}
+
+/** The line's text: shortened, the whole of it on expand. */
+function lineLabel(record: IRefinementSummary, className: string): HTMLElement {
+  const label = element('span', className);
+  label.append(expandable(refinementShortText(record), refinementLineText(record)));
+  return label;
 }
 
 /** The transcript line of a `refinement` event, with a way to the rollback form. */
@@ -85,11 +106,10 @@ export function renderRefinementLine(
   node.dataset.applied = String(record.applied);
   node.dataset.rejected = String(record.rejected);
   node.classList.toggle('pal-mod-error', record.error !== '');
-  const label = element('span', 'pal-refinement-text');
-  label.textContent = refinementLineText(record);
+  const label = lineLabel(record, 'pal-refinement-text');
   label.title = record.rejections.length
     ? `Rejected:\n${record.rejections.join('\n')}`
-    : label.textContent;
+    : refinementLineText(record);
   node.append(label);
   if (showRefinements) {
     const open = button('Rollback…', 'pal-refinement-open');
@@ -130,10 +150,9 @@ export function renderRefineForm(
   for (const record of recent) {
     const row = element('li', 'pal-tree-row pal-refine-row', 'pal-refine-row');
     row.dataset.refinementId = record.id;
-    const label = element('span', 'pal-tree-label');
-    label.textContent = refinementLineText(record);
+    const label = lineLabel(record, 'pal-tree-label');
     label.title = [
-      label.textContent,
+      refinementLineText(record),
       record.createdAt,
       record.trigger && `trigger ${record.trigger}`,
       ...record.rejections

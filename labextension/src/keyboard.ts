@@ -1,0 +1,109 @@
+/**
+ * The panel's JupyterLab commands (palette entries) and their default
+ * shortcuts: declared once here; index.ts registers them and the settings
+ * schema (schema/plugin.json) lists the same shortcuts, which
+ * test/keyboard.test.ts keeps equal. (Chat slash-commands are another thing:
+ * commands.ts, generated from core/commands.py.)
+ */
+
+/** Where a shortcut applies: anywhere in JupyterLab, or in the chat panel only. */
+export const ANYWHERE = 'body';
+export const IN_CHAT = '.pal-ChatPanel';
+
+export interface IShortcut {
+  keys: string[];
+  selector: string;
+}
+
+export interface IPanelCommand {
+  id: string;
+  label: string;
+  caption: string;
+  /** Default shortcut, or null for a palette entry only. */
+  shortcut: IShortcut | null;
+}
+
+export const PANEL_COMMANDS = [
+  {
+    id: 'prime-agent-lab:open-panel',
+    label: 'Open Prime Agent',
+    caption: 'Show the Prime Agent chat and put the cursor in its input',
+    shortcut: null
+  },
+  {
+    id: 'prime-agent-lab:focus-chat',
+    label: 'Focus the Prime Agent chat input',
+    caption: 'Show the Prime Agent chat and put the cursor in its input',
+    shortcut: { keys: ['Accel Shift A'], selector: ANYWHERE }
+  },
+  {
+    id: 'prime-agent-lab:send',
+    label: 'Send the Prime Agent chat message',
+    caption: 'Send what the chat input holds (Enter in the input does the same)',
+    shortcut: { keys: ['Accel Enter'], selector: IN_CHAT }
+  },
+  {
+    id: 'prime-agent-lab:stop',
+    label: 'Stop the Prime Agent turn',
+    caption: 'Stop the running turn of the current notebook’s agent and interrupt its cell',
+    shortcut: { keys: ['Accel Shift .'], selector: ANYWHERE }
+  },
+  {
+    id: 'prime-agent-lab:session-list',
+    label: 'Show the Prime Agent sessions of this notebook',
+    caption: 'Open the chat panel at its header (sessions, new session)',
+    shortcut: null
+  },
+  {
+    id: 'prime-agent-lab:next-agent-cell',
+    label: 'Select the next agent cell to review',
+    caption: 'Select the next cell the agent wrote after the active cell (from the top after the last)',
+    shortcut: { keys: ['Accel Alt N'], selector: ANYWHERE }
+  }
+] as const satisfies readonly IPanelCommand[];
+
+export type PanelCommandId = (typeof PANEL_COMMANDS)[number]['id'];
+
+/** The ids by a short name, for code that runs one command. */
+export const CommandIds = {
+  openPanel: 'prime-agent-lab:open-panel',
+  focusChat: 'prime-agent-lab:focus-chat',
+  send: 'prime-agent-lab:send',
+  stop: 'prime-agent-lab:stop',
+  sessionList: 'prime-agent-lab:session-list',
+  nextAgentCell: 'prime-agent-lab:next-agent-cell'
+} as const satisfies Record<string, PanelCommandId>;
+
+/** The settings-schema form of the default shortcuts ("jupyter.lab.shortcuts"). */
+export function schemaShortcuts(
+  commands: readonly IPanelCommand[] = PANEL_COMMANDS
+): { command: string; keys: string[]; selector: string }[] {
+  return commands.flatMap(command =>
+    command.shortcut
+      ? [{ command: command.id, keys: [...command.shortcut.keys], selector: command.shortcut.selector }]
+      : []
+  );
+}
+
+/**
+ * The index of the next agent cell after `active` (wrapping to the first),
+ * or -1 when no cell is the agent's. `isAgent[i]` says whether cell i is.
+ */
+export function nextAgentCellIndex(isAgent: readonly boolean[], active: number): number {
+  const count = isAgent.length;
+  for (let step = 1; step <= count; step++) {
+    const index = (Math.max(active, -1) + step) % count;
+    if (isAgent[index]) {
+      return index;
+    }
+  }
+  return -1;
+}
+
+/** How a shortcut reads in the docs and titles: "Ctrl+Shift+A" (⌘ on a Mac). */
+export function shortcutLabel(keys: string, mac = false): string {
+  return keys
+    .split(/\s+/)
+    .map(key => (key === 'Accel' ? (mac ? '⌘' : 'Ctrl') : key))
+    .join('+');
+}
