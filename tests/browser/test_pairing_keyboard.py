@@ -125,7 +125,7 @@ def re_word(word: str) -> re.Pattern[str]:
     return re.compile(rf"\b{re.escape(word)}\b")
 
 
-FOCUS_IN_NOTEBOOK_JS = "() => document.activeElement?.closest('.jp-Notebook') !== null"
+FOCUS_IN_NOTEBOOK_JS = "() => Boolean(document.activeElement?.closest('.jp-Notebook'))"
 
 
 def _palette(page: Any, label: str) -> None:
@@ -156,7 +156,7 @@ def _focus_notebook_in_command_mode(page: Any) -> None:
     expect(page.locator(".jp-Notebook.jp-mod-commandMode")).to_have_count(1)
 
 
-def _unreadable(page: Any, panel: Any) -> list[dict[str, Any]]:
+def _unreadable(panel: Any) -> list[dict[str, Any]]:
     measured = panel.evaluate(PANEL_CONTRAST_JS)
     assert len(measured) > 10, measured  # the walk found the panel's texts
     return [m for m in measured if m["contrast"] < MIN_CONTRAST]
@@ -275,7 +275,7 @@ def test_every_text_in_the_panel_is_readable_in_light_and_dark_and_code_blocks_c
             )
             expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=UI_TIMEOUT_MS)
             save_screenshot(page, shot)
-            assert _unreadable(page, panel) == [], theme
+            assert _unreadable(panel) == [], theme
             badge = agent_cell.evaluate(BADGE_CONTRAST_JS)
             assert "agent · turn 1" in badge["text"]
             assert badge["contrast"] >= MIN_CONTRAST, (theme, badge)
