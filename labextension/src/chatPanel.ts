@@ -223,9 +223,14 @@ export class ChatPanel extends Widget {
   }
 
   protected override onActivateRequest(_msg: Message): void {
-    if (!this._input.disabled) {
-      this._input.focus();
-    }
+    this.focusInput();
+    // What activated the panel may take the focus back right after (the command palette gives
+    // it to the notebook, a sidebar tab to itself): the input takes it again a frame later.
+    requestAnimationFrame(() => {
+      if (this.isVisible && !this.node.contains(document.activeElement)) {
+        this.focusInput();
+      }
+    });
   }
 
   protected override onAfterShow(_msg: Message): void {

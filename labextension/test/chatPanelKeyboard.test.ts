@@ -1,4 +1,6 @@
 // @vitest-environment happy-dom
+import { MessageLoop } from '@lumino/messaging';
+import { Widget } from '@lumino/widgets';
 import { describe, expect, it, vi } from 'vitest';
 
 import { FollowCellsSetting } from '../src/cellFollower';
@@ -10,6 +12,7 @@ import { StandInAgent, sessionInfo } from './standIns';
 vi.mock('../src/icons', () => ({ primeAgentIcon: undefined }));
 
 function setUp() {
+  document.body.replaceChildren(); // the panels of earlier cases
   const returnFocus = vi.fn();
   const panel = new ChatPanel({
     followCells: new FollowCellsSetting(),
@@ -68,5 +71,21 @@ describe('the chat panel from the keyboard', () => {
     const header = panel.node.querySelector('[data-testid="pal-header"]');
     expect(document.activeElement).toBe(header);
     expect(header?.getAttribute('aria-label')).toBe('Prime Agent session');
+  });
+
+  it('takes the focus back a frame after activation when something else took it', async () => {
+    const { panel, input } = setUp();
+    panel.node.remove();
+    Widget.attach(panel, document.body);
+    panel.agent = new StandInAgent(sessionInfo('s', 'a.ipynb')) as unknown as NotebookAgent;
+    const notebook = document.createElement('button'); // what the palette gives the focus to
+    document.body.append(notebook);
+    panel.activate();
+    MessageLoop.flush(); // the activate-request is posted
+    expect(document.activeElement).toBe(input);
+    notebook.focus();
+    await new Promise(resolve => requestAnimationFrame(resolve));
+    await new Promise(resolve => requestAnimationFrame(resolve));
+    expect(document.activeElement).toBe(input);
   });
 });
