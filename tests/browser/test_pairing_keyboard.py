@@ -202,6 +202,14 @@ def test_the_palette_opens_the_chat_with_the_cursor_in_it_and_escape_gives_it_ba
     )
     assert ring[0] != "none" or ring[1] != "none", ring
 
+    # Its sidebar tab opens it with the cursor in the input too.
+    tab = page.locator('.jp-SideBar.jp-mod-right .lm-TabBar-tab[data-id="prime-agent-lab-chat"]')
+    tab.click()  # the current tab: closes the sidebar
+    expect(panel).to_be_hidden(timeout=UI_TIMEOUT_MS)
+    _focus_notebook_in_command_mode(page)
+    tab.click()
+    expect(chat_input).to_be_focused(timeout=UI_TIMEOUT_MS)
+
 
 def test_every_text_in_the_panel_is_readable_in_light_and_dark_and_code_blocks_copy_and_insert(
     lab_server: LabServer, page: Any
