@@ -377,7 +377,9 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy):
         for loaded in self.agents:
             if session_id in self._ancestors(loaded):
                 raise HostError(
-                    409, f"session {session_id} has a sub-agent loaded now ({loaded}); stop it first"
+                    409,
+                    f"session {session_id} has a sub-agent loaded now ({loaded}); "
+                    "delete it once that one is closed",
                 )
 
     def _ancestors(self, session_id: str) -> set[str]:
