@@ -14,6 +14,8 @@ import pytest
 from prime_agent_lab.core.session_list import SessionCatalog, StoredSession, tree_costs
 from prime_agent_lab.core.sessions import SESSION_FILE, SessionLog, SessionRepository
 
+from .conftest import use_script, wait_for
+
 NOTEBOOK, OTHER = "study/a.ipynb", "b.ipynb"
 SONNET = {"provider": "anthropic", "model": "claude-sonnet-4-5"}  # $3 in, $15 out per million
 LONG_FIRST_MESSAGE = "Load the survey data,\n  clean the outliers " + "and plot it " * 20
@@ -173,6 +175,26 @@ async def test_delete_refuses_an_attached_session_and_removes_a_detached_one(
 
     code, missing = await delete(jp_fetch, first.session_id)
     assert code == 404 and first.session_id in missing["message"]
+
+
+async def test_a_running_session_is_listed_running_and_cannot_be_deleted(
+    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    path = make_notebook("busy.ipynb")
+    use_script(host, agent_script([{"code": "import time\ntime.sleep(600)"}, {"text": "done"}]))
+    agent = await host.attach(path)
+    await host.send(agent.session_id, "Wait for the data to arrive")
+    try:
+        await wait_for(lambda: agent.running)
+
+        code, answer = await listed(jp_fetch, path)
+        (item,) = answer["sessions"]
+        assert item["state"] == "running" and item["title"] == "Wait for the data to arrive"
+        code, refused = await delete(jp_fetch, agent.session_id)
+        assert code == 409 and "running a turn" in refused["message"], refused
+    finally:
+        await host.stop(agent.session_id)
+    assert (host.repository.root / agent.session_id / SESSION_FILE).is_file()
 
 
 async def test_delete_refuses_path_tricks_and_links_and_removes_nothing_outside(
