@@ -486,9 +486,9 @@ def _demo_warning(args: argparse.Namespace, held: Iterable[str]) -> str | None:
     chosen = found.plugins.get(args.provider)
     if args.provider_given or args.script_path or chosen is None or chosen.key_variables:
         return None  # a provider or a script the user chose
-    held = set(held)
-    keys = [v for v in found.key_variables() if v in held]
-    real = [n for n, p in sorted(found.plugins.items()) if held & set(p.key_variables)]
+    names = set(held)
+    keys = [v for v in found.key_variables() if v in names]
+    real = [n for n, p in sorted(found.plugins.items()) if names & set(p.key_variables)]
     if not keys or not real:
         return None
     flag = settings.spell("provider", CLI)

@@ -357,9 +357,12 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy):
         # The notebook's lock: an attach of this session cannot load it while it goes.
         async with self._notebook_lock(log.notebook_path):
             self._refuse_loaded(session_id)
+            directory = self.repository.directory(session_id)
+            if not directory.is_dir() and not directory.is_symlink():  # deleted meanwhile
+                raise HostError(404, f"no session {session_id!r}")
             try:
                 await asyncio.to_thread(self.repository.delete, session_id)
-            except SessionError as exc:
+            except SessionError as exc:  # a link, not a folder
                 raise HostError(409, str(exc)) from None
             except OSError as exc:
                 raise HostError(500, f"session {session_id} could not be deleted: {exc}") from None
@@ -372,7 +375,7 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy):
             raise HostError(
                 409,
                 f"session {session_id} is {doing}; open another session in "
-                f"{shorten(agent.notebook.path)} (or close it) before deleting this one",
+                f"{shorten(agent.notebook.path)} before deleting this one",
             )
         for loaded in self.agents:
             if session_id in self._ancestors(loaded):
