@@ -15,6 +15,14 @@ from prime_agent_lab.core.session_list import SessionCatalog, StoredSession, tre
 from prime_agent_lab.core.sessions import SESSION_FILE, SessionLog, SessionRepository
 
 from .conftest import use_script, wait_for
+from .test_file_fuzz import (
+    BYTE_CASES,
+    HOSTILE,
+    good_session,
+    make_at,
+    valid_log,
+    wrong_field_logs,
+)
 
 NOTEBOOK, OTHER = "study/a.ipynb", "b.ipynb"
 SONNET = {"provider": "anthropic", "model": "claude-sonnet-4-5"}  # $3 in, $15 out per million
@@ -251,3 +259,39 @@ def test_a_catalog_rereads_only_changed_logs(tmp_path: Path) -> None:
     log.append("user_message", turn=1, text="now a title")
     (changed,) = catalog.stored()
     assert changed.title == "now a title"
+
+
+def test_no_hostile_session_file_stops_the_list_and_each_is_listed_broken_or_read(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "sessions"
+    good_session(root)
+    for case, make in HOSTILE.items():
+        make_at(root / f"log-{case}", SESSION_FILE, make)
+    for case, make in BYTE_CASES.items():  # a hostile line after a valid header
+        line = root / f"line-{case}" / "line"
+        make_at(line.parent, "line", make)
+        raw = valid_log(f"line-{case}", NOTEBOOK) + line.read_bytes() + b"\n"
+        (line.parent / SESSION_FILE).write_bytes(raw)
+    wrong = dict(wrong_field_logs())  # every field of every entry, of every other JSON type
+    for session_id, raw in wrong.items():
+        (root / session_id).mkdir()
+        (root / session_id / SESSION_FILE).write_bytes(raw)
+    calls = [{"input_tokens": v, "output_tokens": 1} for v in (10**400, 2**63, -5, 1.5e300)]
+    (root / "usage").mkdir()
+    records = [json.loads(r) for r in valid_log("usage", NOTEBOOK).splitlines()[:2]]
+    for n, usage in enumerate(calls):  # numbers no model reports: too large, negative, floats
+        call = {"id": f"u{n}", "parent_id": records[-1]["id"], "type": "assistant_message"}
+        records.append({**call, "turn": 1, "text": "", "usage": usage, **SONNET})
+    (root / "usage" / SESSION_FILE).write_text("\n".join(json.dumps(r) for r in records) + "\n")
+
+    items = SessionCatalog(root).listing()
+
+    json.dumps(items, allow_nan=False)  # what the route answers is JSON
+    by_id = {item["session_id"]: item for item in items}
+    assert len(by_id) == 1 + len(HOSTILE) + len(BYTE_CASES) + len(wrong) + 1
+    assert by_id["good"]["state"] == "inactive" and by_id["good"]["title"] == "price in € please"
+    for case in HOSTILE:
+        assert by_id[f"log-{case}"]["state"] == "broken", case
+        assert SESSION_FILE in by_id[f"log-{case}"]["reason"], case
+    assert by_id["usage"]["cost"] is None and by_id["usage"]["state"] == "inactive"
