@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, out: TextIO, cwd: Path | None = None) -> int:
     notebook = None if args.notebook is None else notebook_key(args.notebook, cwd)
     items = SessionCatalog(cwd / SESSIONS_DIR).listing(notebook)
     if args.json:
-        out.write(json.dumps({"sessions": items}, ensure_ascii=False) + "\n")
+        out.write(json.dumps({"sessions": items}) + "\n")  # ASCII: no character acts on a terminal
         return 0
     if not items:
         where = f" of {args.notebook}" if notebook is not None else ""
