@@ -19,11 +19,11 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import schedule_cli
+from . import schedule_cli, sessions_cli
 from .core import settings
 from .core.autonomy import SUCCESS as AUTONOMY_SUCCESS
 from .core.entry_types import TOLD_AS_MESSAGES
@@ -180,6 +180,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_setting_flags(lab, ("provider", "model"))
     schedule_cli.add_parser(commands)  # heartbeats and schedules: docs/autonomy.md
+    sessions_cli.add_parser(commands)  # the session list from the terminal: docs/pairing.md
     return parser
 
 
@@ -381,7 +382,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     settled = False
     stopped: str | None = None  # why the turns were stopped (a later signal drops refinements)
     try:
-        await run.start(printer)
+        await run.start(printer, lambda p, s: _announce(args, printer, p, s, withheld.keys))
         for line in run.project_lines:  # trusted now, or untrusted and not used
             print(line, file=sys.stderr)
         if run.recovered_turn is not None:
@@ -451,6 +452,65 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     elif args.mode == "text":
         printer.text(f"\nnotebook: {record['notebook']}\nsession: {record['session_dir']}\n")
     return 0 if ok else 1
+
+
+# ---------------------------------------------------------------- which model answers
+
+
+def _announce(
+    args: argparse.Namespace,
+    printer: _Printer,
+    provider: Any,
+    session: Any,
+    held: Iterable[str],
+) -> None:
+    """Say which provider and model answer, before the agent's first event: a `run_start`
+    record in JSON mode, a line on stderr in text mode; and, on stderr in both, that the
+    scripted demo answers when a provider's key is set but no provider was chosen."""
+    name, model = printable(provider.name), printable(provider.model)
+    if args.mode == "json":
+        record = {"type": "run_start", "provider": provider.name, "model": provider.model}
+        printer.emit({**record, "session_id": session.session_id})
+    else:
+        print(f"prime-agent-lab: provider {name}, model {model}", file=sys.stderr)
+    warning = _demo_warning(args, held)
+    if warning is not None:
+        print(f"prime-agent-lab: {warning}", file=sys.stderr)
+
+
+def _demo_warning(args: argparse.Namespace, held: Iterable[str]) -> str | None:
+    """When the demo answers although a real provider's key is set (never the key itself)."""
+    from .core.installed_providers import installed
+
+    found = installed()
+    chosen = found.plugins.get(args.provider)
+    if args.provider_given or args.script_path or chosen is None or chosen.key_variables:
+        return None  # a provider or a script the user chose
+    names = set(held)
+    keys = [v for v in found.key_variables() if v in names]
+    real = [n for n, p in sorted(found.plugins.items()) if names & set(p.key_variables)]
+    if not keys or not real:
+        return None
+    flag = settings.spell("provider", CLI)
+    choose = " or ".join(f"{flag} {name}" for name in real)
+    verb = "is" if len(keys) == 1 else "are"
+    return (
+        f"{', '.join(keys)} {verb} set, but no {flag} was given: the scripted demo model "
+        f"answers, not a real one; choose the real one with {choose}"
+    )
+
+
+def _provider_given(words: list[str]) -> bool:
+    """Whether the command line names a provider (`--provider`, `--provider=x`, or an
+    abbreviation argparse accepts)."""
+    flags = settings.DECLARED["provider"].flags
+    for word in words:
+        if word == "--":
+            return False
+        option = word.split("=", 1)[0]
+        if len(option) > 2 and option.startswith("--") and any(f.startswith(option) for f in flags):
+            return True
+    return False
 
 
 def _error_text(exc: BaseException) -> str:
@@ -551,7 +611,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "sessions":
+        return sessions_cli.run(args, sys.stdout)
     words = sys.argv[1:] if argv is None else argv
+    args.provider_given = _provider_given(words)
     if any(word.startswith("--autonomous-") for word in words):
         args.autonomous = True  # any --autonomous-* flag turns it on
     for gate in args.autonomous_gates:

@@ -101,7 +101,12 @@ class HeadlessRun:
         assert self._agent is not None, "start() first"
         return self._agent
 
-    async def start(self, listener: Callable[[Event], None]) -> None:
+    async def start(
+        self,
+        listener: Callable[[Event], None],
+        on_session: Callable[[ModelProvider, SessionLog], None] | None = None,
+    ) -> None:
+        """`on_session`: told the provider and the session before the agent's first event."""
         # Launch the kernel process first (a bad kernel name fails here, before anything else):
         # it boots on the other core while this process imports the model SDK (up to a second)
         # and the model writes its first answer.
@@ -113,6 +118,8 @@ class HeadlessRun:
         notebook = await self.notebooks.open(self._notebook_name)
         session = self._open_session(provider)
         self.session_dir = session.directory
+        if on_session is not None:
+            on_session(provider, session)
         if self._trust:
             await asyncio.to_thread(sign_session, self.runtime, session.session_id)
         self.project_lines = await asyncio.to_thread(

@@ -311,7 +311,8 @@ def test_after_a_sigkill_mid_cell_the_model_is_told_the_cell_ran_partly_with_its
 
     done = cli(tmp_path, "run", "--mode", "json", "--continue", "--script", script, "and now?")
     assert done.returncode == 0, done.stderr
-    assert json_lines(done.stdout)[0]["type"] == "recovered"  # the user hears of it too
+    first = [r["type"] for r in json_lines(done.stdout)[:2]]
+    assert first == ["run_start", "recovered"]  # the user hears of it too, before anything else
     told = json_lines(done.stdout)[-1]["final_text"]
     assert "step 1 done" in told
     assert "stopped while this cell was running" in told and "ran partly" in told

@@ -60,6 +60,28 @@ export interface ISessionInfo {
   reason?: string;
 }
 
+/** One session in the session list of a notebook (`GET .../sessions?notebook=`, and `prime-agent-lab sessions`), newest first. */
+export interface ISessionListItem {
+  session_id: string;
+  notebook_path: string;
+  title: string | null;
+  created: string | null;
+  updated: string | null;
+  provider: string | null;
+  model: string | null;
+  state: SessionStatus;
+  turns: number;
+  cost: number | null;
+  cost_total: number | null;
+  parent_session_id?: string;
+  name?: string;
+  reason?: string;
+}
+
+export interface ISessionList {
+  sessions: ISessionListItem[];
+}
+
 /** A message that started a turn: the researcher's, or another agent's (`from_name`, ...). */
 export interface IUserItem {
   type: 'user';

@@ -213,6 +213,13 @@ class Family:
         with self._lock:
             self._deleted.add(session_id)
 
+    def forget(self, session_id: str) -> None:
+        """A session whose directory was removed (`DELETE .../sessions/<id>`)."""
+        with self._lock:
+            self._members.pop(session_id, None)
+            self._deleted.discard(session_id)
+            self._seen_dirs.discard(session_id)
+
     def is_deleted(self, session_id: str) -> bool:
         return session_id in self._deleted
 

@@ -717,6 +717,18 @@ class SessionRepository:
         except SessionError:
             return False
 
+    def delete(self, session_id: str) -> None:
+        """Remove a session's directory and everything in it (snapshots, mail, schedules).
+        Only a real directory directly under the root, named like a session: never a link
+        (whose target is not the session's to lose)."""
+        directory = self.directory(session_id)
+        if directory.is_symlink():
+            raise SessionError(f"session {session_id} is a link, not a folder; remove it by hand")
+        if not directory.is_dir():
+            raise SessionError(f"no session {session_id!r}")
+        shutil.rmtree(directory)
+        self._summaries.pop(directory / SESSION_FILE, None)
+
     def _session_directories(self) -> Iterator[Path]:
         """Directories named like a session; the name is the id (a header never names a path)."""
         for child in self.root.iterdir():

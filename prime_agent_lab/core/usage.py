@@ -54,6 +54,12 @@ def session_usage(session: SessionLog) -> dict[str, int]:
     return _tally(session)[1]
 
 
+def session_cost(session: SessionLog) -> float | None:
+    """US dollars of the session's own model calls; None when one was answered by a model
+    without a known price."""
+    return _tally(session)[2]
+
+
 def _tally(session: SessionLog) -> tuple[int, dict[str, int], float | None]:
     """(calls, tokens, cost) of the session's model calls."""
     calls, tokens, cost = 0, {}, 0.0

@@ -92,6 +92,34 @@ class SessionInfo(TypedDict):
     """Why a `broken` session cannot be read."""
 
 
+class SessionListItem(TypedDict):
+    """One session in the session list of a notebook (`GET .../sessions?notebook=`, and
+    `prime-agent-lab sessions`), newest first."""
+
+    session_id: str
+    notebook_path: str
+    title: str | None
+    """The first user message, whitespace folded and shortened; null when there is none."""
+    created: str | None
+    updated: str | None
+    provider: str | None
+    model: str | None
+    state: SessionStatus
+    turns: int
+    cost: float | None
+    """US dollars of its own model calls; null when a model without a known price answered."""
+    cost_total: float | None
+    """The same with every sub-agent below it (deleted ones too: what was spent stays spent)."""
+    parent_session_id: NotRequired[str]
+    name: NotRequired[str]
+    reason: NotRequired[str]
+    """Why a `broken` session cannot be read."""
+
+
+class SessionList(TypedDict):
+    sessions: list[SessionListItem]
+
+
 class UserItem(TypedDict):
     """A message that started a turn: the researcher's, or another agent's (`from_name`, ...)."""
 
@@ -770,6 +798,8 @@ _ALIASES: dict[str, object] = {
 _INTERFACES: list[type] = [
     ServerInfo,
     SessionInfo,
+    SessionListItem,
+    SessionList,
     UserItem,
     AssistantItem,
     CellItem,

@@ -146,7 +146,12 @@ class InfoHandler(_Base):
 class SessionsHandler(_Base):
     @web.authenticated
     @authorized
+    @_host_errors
     async def get(self) -> None:
+        notebook = self.get_query_argument("notebook", None)
+        if notebook is not None:  # the session list of one notebook (SessionList)
+            self.reply({"sessions": await self.host.notebook_sessions(notebook)})
+            return
         self.reply({"sessions": await self.host.list_sessions()})
 
     @web.authenticated
@@ -172,6 +177,14 @@ class SessionHandler(_Base):
         agent = self.host.agent(self.session_id(session_id))
         transcript = chat_transcript(agent.session, self.host.runtime.child_state)
         self.reply({**self.host.info(agent), "transcript": transcript})
+
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def delete(self, session_id: str) -> None:
+        session_id = self.session_id(session_id)
+        await self.host.delete_session(session_id)
+        self.reply({"deleted": session_id})
 
 
 class MessagesHandler(_Base):

@@ -23,6 +23,7 @@ from ..core.events import EventBus
 from ..core.pending_kernel import PendingKernel
 from ..core.ports import ModelProvider
 from ..core.runtime import AgentRuntime, close_provider
+from ..core.session_list import LiveSession, SessionCatalog
 from ..core.sessions import (
     BrokenSession,
     SessionError,
@@ -87,6 +88,7 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy):
         )
         environment = HostEnvironment(self.fleet, self.choice, self.notebooks)
         self.runtime = AgentRuntime(repository, environment, settings)
+        self.catalog = SessionCatalog(repository.root)  # the session list of a notebook
         self.runtime.autonomy.root = Path(serverapp.root_dir)  # gates run in a notebook's folder
         self.runtime.project.root = Path(serverapp.root_dir)  # context files up to here
         self.fleet.serve(self.runtime)
@@ -327,6 +329,71 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy):
             else:
                 out.append({**_stored_info(summary), **self._family_info(summary.session_id)})
         return out
+
+    # ------------------------------------------------------------ the session list
+
+    async def notebook_sessions(self, notebook_path: str) -> list[dict[str, Any]]:
+        """The sessions of one notebook, loaded and on disk, newest first (SessionListItem)."""
+        path = normalize_notebook_path(notebook_path)
+        live = {
+            session_id: LiveSession(
+                "running" if agent.running else "idle",
+                agent.notebook.path,
+                agent.provider.name,
+                agent.provider.model,
+            )
+            for session_id, agent in self.agents.items()
+        }
+        items = await asyncio.to_thread(self.catalog.listing, path, live)
+        return [dict(item) for item in items]
+
+    async def delete_session(self, session_id: str) -> None:
+        """Remove a session's folder. Refused (409) while an agent is loaded on it (running, or
+        attached to a notebook tab) or on a sub-agent below it; 404 for an unknown id."""
+        try:
+            log = await asyncio.to_thread(self.repository.read, session_id)
+        except SessionError as exc:  # not a folder under the sessions root
+            raise HostError(404, str(exc)) from None
+        # The notebook's lock: an attach of this session cannot load it while it goes.
+        async with self._notebook_lock(log.notebook_path):
+            self._refuse_loaded(session_id)
+            directory = self.repository.directory(session_id)
+            if not directory.is_dir() and not directory.is_symlink():  # deleted meanwhile
+                raise HostError(404, f"no session {session_id!r}")
+            try:
+                await asyncio.to_thread(self.repository.delete, session_id)
+            except SessionError as exc:  # a link, not a folder
+                raise HostError(409, str(exc)) from None
+            except OSError as exc:
+                raise HostError(500, f"session {session_id} could not be deleted: {exc}") from None
+        self.runtime.family.forget(session_id)
+
+    def _refuse_loaded(self, session_id: str) -> None:
+        agent = self.agents.get(session_id)
+        if agent is not None:
+            doing = "running a turn" if agent.running else "open in a notebook"
+            raise HostError(
+                409,
+                f"session {session_id} is {doing}; open another session in "
+                f"{shorten(agent.notebook.path)} before deleting this one",
+            )
+        for loaded in self.agents:
+            if session_id in self._ancestors(loaded):
+                raise HostError(
+                    409,
+                    f"session {session_id} has a sub-agent loaded now ({loaded}); "
+                    "delete it once that one is closed",
+                )
+
+    def _ancestors(self, session_id: str) -> set[str]:
+        found: set[str] = set()
+        member = self.runtime.family.member(session_id)
+        while member is not None and member.parent_session_id not in (None, *found):
+            parent = member.parent_session_id
+            assert parent is not None
+            found.add(parent)
+            member = self.runtime.family.member(parent)
+        return found
 
     # ------------------------------------------------------------ shutdown
 

@@ -1,0 +1,256 @@
+"""The session list of a notebook (`GET .../sessions?notebook=`, `prime-agent-lab sessions`).
+
+Each session on disk with its title (its first user message), times, model, state and cost,
+its own and with its sub-agents' (a sub-agent's header names its parent, core/family.py).
+Logs are read the way every session log is (core/jsonfile.py: bounded in size, depth and
+numbers), so a file that cannot be read, is too large or is damaged is listed `broken` with the
+reason; nothing a file holds makes the list fail. A log is read again only when its file
+changed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from .sessions import SESSION_FILE, SessionLog, is_session_id
+from .text import preview
+from .usage import session_cost
+from .wire import SessionListItem
+
+TITLE_CHARS = 80
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    """What the list shows of one session directory, as read from disk."""
+
+    session_id: str
+    notebook_path: str
+    title: str | None
+    created: str
+    updated: str
+    provider: str
+    model: str
+    turns: int
+    parent_session_id: str | None
+    name: str
+    cost: float | None
+    broken: str | None  # why the log cannot be continued (None: it can)
+
+
+@dataclass(frozen=True)
+class LiveSession:
+    """An agent loaded in the server on that session (the host knows, the disk does not)."""
+
+    state: Literal["running", "idle"]
+    notebook_path: str
+    provider: str
+    model: str
+
+
+class SessionCatalog:
+    """The sessions under one root directory, each summarized once per change of its file."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._cache: dict[str, tuple[tuple[int, ...], StoredSession]] = {}
+        self._lock = threading.Lock()
+
+    def stored(self) -> list[StoredSession]:
+        """Every session directory's summary (damaged ones included). Reads changed logs
+        whole: call it off the event loop."""
+        try:
+            children = list(self.root.iterdir())
+        except OSError:  # no sessions yet (or the folder cannot be listed)
+            return []
+        out = []
+        for child in children:
+            if is_session_id(child.name) and child.is_dir():
+                out.append(self._stored(child))
+        with self._lock:  # forget deleted sessions
+            for gone in set(self._cache) - {s.session_id for s in out}:
+                del self._cache[gone]
+        return out
+
+    def _stored(self, directory: Path) -> StoredSession:
+        try:
+            stat = os.stat(directory / SESSION_FILE)
+        except OSError:
+            return summarize(directory)  # says why the file cannot be read
+        stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+        with self._lock:
+            cached = self._cache.get(directory.name)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        summary = summarize(directory)
+        with self._lock:
+            self._cache[directory.name] = (stamp, summary)
+        return summary
+
+    def listing(
+        self, notebook: str | None = None, live: Mapping[str, LiveSession] | None = None
+    ) -> list[SessionListItem]:
+        """`session_list` of the sessions on disk now."""
+        return session_list(self.stored(), notebook, live)
+
+
+def summarize(directory: Path) -> StoredSession:
+    """One session directory as the list shows it; never raises for what the files hold."""
+    try:
+        return _from_log(SessionLog.read(directory))
+    except Exception as exc:  # one hostile file must not take the whole list down
+        return StoredSession(
+            session_id=directory.name,
+            notebook_path="",
+            title=None,
+            created="",
+            updated="",
+            provider="",
+            model="",
+            turns=0,
+            parent_session_id=None,
+            name="",
+            cost=None,
+            broken=f"{SESSION_FILE} cannot be summarized ({type(exc).__name__}: {exc})"[:500],
+        )
+
+
+def _from_log(log: SessionLog) -> StoredSession:
+    header = log.header
+    provider, model = log.current_model()
+    created = _text(header.get("created"))
+    parent = header.get("parent_session_id")
+    return StoredSession(
+        session_id=log.session_id,
+        notebook_path=log.notebook_path,
+        title=title_of(log.entries),
+        created=created,
+        updated=log.updated() or _modified(log.file),
+        provider=provider,
+        model=model,
+        turns=log.turns(),
+        parent_session_id=parent if is_session_id(parent) else None,
+        name=_text(header.get("name")) if parent else "",
+        cost=_cost(log),
+        broken=log.damage,
+    )
+
+
+def title_of(entries: Iterable[dict[str, Any]]) -> str | None:
+    """The first user message, whitespace folded and cut to TITLE_CHARS; None if there is none.
+    A message that only carries a sub-agent's notice is not one the user wrote."""
+    for entry in entries:
+        if entry.get("type") != "user_message" or "notice" in entry:
+            continue
+        text = entry.get("text")
+        if isinstance(text, str) and text.strip():
+            return preview(text, TITLE_CHARS)
+    return None
+
+
+def _cost(log: SessionLog) -> float | None:
+    try:
+        cost = session_cost(log)
+    except OverflowError:  # token counts no model reports (a hand-written log)
+        return None
+    return cost if cost is None or math.isfinite(cost) else None
+
+
+def _modified(file: Path) -> str:
+    """The file's modification time, for a log without a readable time of its own."""
+    try:
+        stamp = file.stat().st_mtime
+    except OSError:
+        return ""
+    return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="milliseconds")
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def tree_costs(stored: Iterable[StoredSession]) -> dict[str, float | None]:
+    """Each session's cost with every sub-agent below it; None when any of them is unknown.
+    Parent links come from headers, which a hand-made file could make circular: a link back
+    up the path is ignored, and the walk keeps no recursion (a chain may be long)."""
+    own = {s.session_id: s.cost for s in stored}
+    children: dict[str, list[str]] = {}
+    for s in stored:
+        parent = s.parent_session_id
+        if parent is not None and parent in own and parent != s.session_id:
+            children.setdefault(parent, []).append(s.session_id)
+    totals: dict[str, float | None] = {}
+    for start in own:
+        if start in totals:
+            continue
+        path, on_path = [start], {start}
+        pending = [iter(children.get(start, ()))]
+        while path:
+            child = next(pending[-1], None)
+            if child is None:
+                node = path.pop()
+                on_path.discard(node)
+                pending.pop()
+                below = (totals[c] for c in children.get(node, ()) if c in totals)
+                totals[node] = _add(own[node], below)
+                continue
+            if child in totals or child in on_path:
+                continue
+            path.append(child)
+            on_path.add(child)
+            pending.append(iter(children.get(child, ())))
+    return totals
+
+
+def _add(first: float | None, rest: Iterable[float | None]) -> float | None:
+    total = first
+    for value in rest:
+        total = None if total is None or value is None else total + value
+    return total
+
+
+def session_list(
+    stored: Iterable[StoredSession],
+    notebook: str | None = None,
+    live: Mapping[str, LiveSession] | None = None,
+) -> list[SessionListItem]:
+    """The list items of `stored` (those of `notebook` only, when given), newest first. `live`:
+    the agents loaded now (their state; without it every session is `inactive` or `broken`)."""
+    stored = list(stored)
+    totals = tree_costs(stored)
+    live = live or {}
+    items: list[SessionListItem] = []
+    for s in stored:
+        loaded = live.get(s.session_id)
+        path = loaded.notebook_path if loaded is not None else s.notebook_path
+        if notebook is not None and path != notebook:
+            continue
+        item: SessionListItem = {
+            "session_id": s.session_id,
+            "notebook_path": path,
+            "title": s.title,
+            "created": s.created or None,
+            "updated": s.updated or None,
+            "provider": (loaded.provider if loaded else s.provider) or None,
+            "model": (loaded.model if loaded else s.model) or None,
+            "state": loaded.state if loaded else ("inactive" if s.broken is None else "broken"),
+            "turns": s.turns,
+            "cost": s.cost,
+            "cost_total": totals.get(s.session_id),
+        }
+        if s.parent_session_id is not None:
+            item["parent_session_id"] = s.parent_session_id
+            if s.name:
+                item["name"] = s.name
+        if s.broken is not None:
+            item["reason"] = s.broken
+        items.append(item)
+    items.sort(key=lambda i: i["updated"] or "", reverse=True)
+    return items
