@@ -3,7 +3,7 @@
 
     prime-agent-lab sessions [--notebook PATH] [--json]
 
-Text mode prints a table (id, updated, model, state, cost, title); `--json` prints the same
+Text mode prints a table (id, updated, model, status, cost, title); `--json` prints the same
 answer as `GET /prime-agent/api/sessions?notebook=` (`{"sessions": [...]}`). Without a server
 nothing is loaded, so a session is `inactive` or `broken`. Titles and reasons come from files
 that may be someone else's: they are printed through `printable`.
@@ -29,7 +29,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "sessions",
         help="list the sessions of this folder (or of one notebook), newest first",
         description="List the sessions in .prime-agent/sessions of the current folder, newest "
-        "first: id, last change, model, state, cost (with sub-agents) and title (the first "
+        "first: id, last change, model, status, cost (with sub-agents) and title (the first "
         "message). Read from disk; no server needed.",
     )
     sessions.add_argument("--notebook", default=None, help="only the sessions of this notebook")
@@ -61,14 +61,14 @@ def notebook_key(given: str, cwd: Path) -> str:
 
 
 def table(items: list[SessionListItem]) -> str:
-    rows = [("ID", "UPDATED", "MODEL", "STATE", "COST", "TITLE")]
+    rows = [("ID", "UPDATED", "MODEL", "STATUS", "COST", "TITLE")]
     for item in items:
         rows.append(
             (
                 item["session_id"],
                 printable(_time(item["updated"])),
                 printable(_model(item)),
-                item["state"],
+                item["status"],
                 _dollars(item["cost_total"]),
                 printable(_title(item)),
             )
@@ -98,7 +98,7 @@ def _dollars(cost: float | None) -> str:
 
 
 def _title(item: SessionListItem) -> str:
-    if item["state"] == "broken":
+    if item["status"] == "broken":
         return f"(broken: {item.get('reason', '')})"[:TITLE_COLUMN]
     title = item["title"] or "(no message yet)"
     return title if len(title) <= TITLE_COLUMN else title[: TITLE_COLUMN - 1] + "…"

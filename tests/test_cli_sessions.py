@@ -33,7 +33,7 @@ def test_sessions_lists_the_folders_sessions_newest_first_as_a_table_and_as_json
 
     assert table.returncode == 0, table.stderr
     header, *rows = table.stdout.splitlines()
-    assert header.split() == ["ID", "UPDATED", "MODEL", "STATE", "COST", "TITLE"]
+    assert header.split() == ["ID", "UPDATED", "MODEL", "STATUS", "COST", "TITLE"]
     ids = [row.split()[0] for row in rows]
     assert set(ids) == {run_id, priced.session_id, other.session_id, "damaged"}
     assert ids.index(priced.session_id) < ids.index(run_id)  # newest first
@@ -51,7 +51,7 @@ def test_sessions_lists_the_folders_sessions_newest_first_as_a_table_and_as_json
     sessions = json.loads(listed.stdout)["sessions"]
     assert [s["session_id"] for s in sessions] == [priced.session_id, run_id]
     assert sessions[0]["cost"] == sessions[0]["cost_total"] == 3.0
-    assert sessions[1]["title"] == "Find the incident" and sessions[1]["state"] == "inactive"
+    assert sessions[1]["title"] == "Find the incident" and sessions[1]["status"] == "inactive"
     assert sessions[1]["notebook_path"] == "agent.ipynb"
     nothing = cli(tmp_path, "sessions", "--notebook", "none.ipynb")
     assert nothing.returncode == 0 and nothing.stdout.startswith("no sessions of none.ipynb")

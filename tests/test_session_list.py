@@ -123,16 +123,16 @@ async def test_the_session_list_of_a_notebook_has_its_sessions_newest_first_with
     assert older["cost"] == pytest.approx(3.0)
     assert older["cost_total"] == pytest.approx(4.5)  # with its sub-agent's $1.50
     assert newer["cost"] is None and newer["cost_total"] is None
-    assert (older["provider"], older["model"], older["state"]) == (
+    assert (older["provider"], older["model"], older["status"]) == (
         "anthropic",
         SONNET["model"],
         "inactive",
     )
     assert older["notebook_path"] == NOTEBOOK and older["turns"] == 1
     assert older["created"] and older["updated"] >= older["created"]
-    assert by_id["damaged"]["state"] == "broken" and "line 2" in by_id["damaged"]["reason"]
+    assert by_id["damaged"]["status"] == "broken" and "line 2" in by_id["damaged"]["reason"]
     assert by_id["damaged"]["title"] is None
-    assert by_id["overflow"]["cost"] is None and by_id["overflow"]["state"] == "inactive"
+    assert by_id["overflow"]["cost"] is None and by_id["overflow"]["status"] == "inactive"
 
     code, answer = await listed(jp_fetch, OTHER)
     assert [s["session_id"] for s in answer["sessions"]] == [made["other"].session_id]
@@ -155,7 +155,7 @@ async def test_the_list_shows_which_session_is_loaded_and_refuses_a_path_that_is
 
     assert code == 200
     (item,) = answer["sessions"]
-    assert item["session_id"] == agent.session_id and item["state"] == "idle"
+    assert item["session_id"] == agent.session_id and item["status"] == "idle"
     assert item["title"] is None and item["cost_total"] == 0
     for bad in ("../outside.ipynb", "/etc/passwd.ipynb", "notes.txt"):
         code, answer = await listed(jp_fetch, bad)
@@ -197,7 +197,7 @@ async def test_a_running_session_is_listed_running_and_cannot_be_deleted(
 
         code, answer = await listed(jp_fetch, path)
         (item,) = answer["sessions"]
-        assert item["state"] == "running" and item["title"] == "Wait for the data to arrive"
+        assert item["status"] == "running" and item["title"] == "Wait for the data to arrive"
         code, refused = await delete(jp_fetch, agent.session_id)
         assert code == 409 and "running a turn" in refused["message"], refused
     finally:
@@ -290,8 +290,8 @@ def test_no_hostile_session_file_stops_the_list_and_each_is_listed_broken_or_rea
     json.dumps(items, allow_nan=False)  # what the route answers is JSON
     by_id = {item["session_id"]: item for item in items}
     assert len(by_id) == 1 + len(HOSTILE) + len(BYTE_CASES) + len(wrong) + 1
-    assert by_id["good"]["state"] == "inactive" and by_id["good"]["title"] == "price in € please"
+    assert by_id["good"]["status"] == "inactive" and by_id["good"]["title"] == "price in € please"
     for case in HOSTILE:
-        assert by_id[f"log-{case}"]["state"] == "broken", case
+        assert by_id[f"log-{case}"]["status"] == "broken", case
         assert SESSION_FILE in by_id[f"log-{case}"]["reason"], case
-    assert by_id["usage"]["cost"] is None and by_id["usage"]["state"] == "inactive"
+    assert by_id["usage"]["cost"] is None and by_id["usage"]["status"] == "inactive"

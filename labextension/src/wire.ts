@@ -69,7 +69,7 @@ export interface ISessionListItem {
   updated: string | null;
   provider: string | null;
   model: string | null;
-  state: SessionStatus;
+  status: SessionStatus;
   turns: number;
   cost: number | null;
   cost_total: number | null;

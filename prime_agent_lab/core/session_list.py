@@ -1,6 +1,6 @@
 """The session list of a notebook (`GET .../sessions?notebook=`, `prime-agent-lab sessions`).
 
-Each session on disk with its title (its first user message), times, model, state and cost,
+Each session on disk with its title (its first user message), times, model, status and cost,
 its own and with its sub-agents' (a sub-agent's header names its parent, core/family.py).
 Logs are read the way every session log is (core/jsonfile.py: bounded in size, depth and
 numbers), so a file that cannot be read, is too large or is damaged is listed `broken` with the
@@ -49,7 +49,7 @@ class StoredSession:
 class LiveSession:
     """An agent loaded in the server on that session (the host knows, the disk does not)."""
 
-    state: Literal["running", "idle"]
+    status: Literal["running", "idle"]
     notebook_path: str
     provider: str
     model: str
@@ -222,7 +222,7 @@ def session_list(
     live: Mapping[str, LiveSession] | None = None,
 ) -> list[SessionListItem]:
     """The list items of `stored` (those of `notebook` only, when given), newest first. `live`:
-    the agents loaded now (their state; without it every session is `inactive` or `broken`)."""
+    the agents loaded now (their status; without it every session is `inactive` or `broken`)."""
     stored = list(stored)
     totals = tree_costs(stored)
     live = live or {}
@@ -240,7 +240,7 @@ def session_list(
             "updated": s.updated or None,
             "provider": (loaded.provider if loaded else s.provider) or None,
             "model": (loaded.model if loaded else s.model) or None,
-            "state": loaded.state if loaded else ("inactive" if s.broken is None else "broken"),
+            "status": loaded.status if loaded else ("inactive" if s.broken is None else "broken"),
             "turns": s.turns,
             "cost": s.cost,
             "cost_total": totals.get(s.session_id),

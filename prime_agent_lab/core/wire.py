@@ -104,7 +104,7 @@ class SessionListItem(TypedDict):
     updated: str | None
     provider: str | None
     model: str | None
-    state: SessionStatus
+    status: SessionStatus
     turns: int
     cost: float | None
     """US dollars of its own model calls; null when a model without a known price answered."""
