@@ -279,7 +279,7 @@ async def test_the_queue_survives_a_server_restart_held_and_in_order(
 async def test_a_bad_mode_or_text_is_a_clear_400_and_queues_nothing(
     host: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any, tmp_path: Path
 ) -> None:
-    busy = await busy_session(host, jp_fetch, make_notebook, agent_script, tmp_path)
+    busy = await busy_session(host, jp_fetch, make_notebook, agent_script, tmp_path, "idle")
     cases = [
         (
             {"text": "x", "mode": "later"},
@@ -298,3 +298,11 @@ async def test_a_bad_mode_or_text_is_a_clear_400_and_queues_nothing(
     assert host.runtime.mailbox.pending(busy.session_id) == 0
     busy.release()
     await wait_for(lambda: not busy.agent.running)
+    # Idle, a steer (like any mode) starts a turn at once.
+    idle = await send(jp_fetch, busy, "start over", "steer")
+    assert idle == {"mode": "steer", "delivery_status": "started", "turn": 2}
+    await wait_for(lambda: not busy.agent.running)
+    assert [e["text"] for e in busy.agent.session.entries if e["type"] == "user_message"] == [
+        "work",
+        "start over",
+    ]

@@ -29,7 +29,7 @@ from .events import Event
 from .family import FamilyError
 from .mail import Mail
 from .sessions import now_iso
-from .wire import QueueChange, QueuedMessage, QueueState
+from .wire import DeliveryMode, QueueChange, QueuedMessage, QueueState
 
 if TYPE_CHECKING:
     from .mailbox import Mailbox
@@ -62,7 +62,7 @@ class ChatQueue:
 
     # ------------------------------------------------------------ the user's actions
 
-    def send(self, agent: Agent, text: str, mode: str, limit: int) -> Mail:
+    def send(self, agent: Agent, text: str, mode: DeliveryMode, limit: int) -> Mail:
         """Queue `text` for `agent`'s running turn (`steer`) or for after its run
         (`follow_up`). Sending lifts a hold: the queue goes on after this."""
         waiting = self._mailbox.pending(agent.session_id)
@@ -80,7 +80,7 @@ class ChatQueue:
             from_name=USER,
             relationship=None,
             composed=now_iso(),
-            mode=mode,  # type: ignore[arg-type]  # the host checked it
+            mode=mode,
             body=text,
             from_user=True,
         )

@@ -49,8 +49,13 @@ class HostQueue:
         agent = attached(self.runtime.agents, session_id)
         if not agent.running:
             self._chat.resume(session_id)  # what a Stop held goes on after this turn
-            turn = await self.send(session_id, text)
-            return {"mode": wanted, "delivery_status": "started", "turn": turn}
+            try:
+                turn = await self.send(session_id, text)
+            except HostError as exc:
+                if exc.status != 409 or not agent.running:  # else: another agent's message
+                    raise  # started a turn meanwhile, and this one is queued for after it
+            else:
+                return {"mode": wanted, "delivery_status": "started", "turn": turn}
         queued: DeliveryMode = "steer" if wanted == "steer" else "follow_up"
         try:
             mail = self._chat.send(agent, text, queued, self.runtime.settings.message_max_pending)
