@@ -95,8 +95,10 @@ def test_queue_and_steer_while_a_cell_runs_seen_by_a_second_user_and_after_a_rel
     expect(panel_a.get_by_test_id("pal-send")).to_have_text("Queue")
 
     send_to_chat(panel_a, FOLLOW_UP)  # Enter while the turn runs: a follow-up
+    expect(_queued(panel_a)).to_have_text([FOLLOW_UP], timeout=UI_TIMEOUT_MS)
     chat_input.fill(STEER)
     chat_input.press("Shift+Alt+Enter")  # steers the running turn
+    expect(_queued(panel_a)).to_have_text([FOLLOW_UP, STEER], timeout=UI_TIMEOUT_MS)
     send_to_chat(panel_a, DROPPED)
     for panel in (panel_a, panel_b):
         expect(_queued(panel)).to_have_text([FOLLOW_UP, STEER, DROPPED], timeout=UI_TIMEOUT_MS)
