@@ -154,11 +154,8 @@ export class NotebookAgent implements IDisposable {
           return this.send(text, mode, true);
         }
       }
-      const message =
-        error instanceof AgentApiError && error.status === 409
-          ? 'The agent is still working on the previous message.'
-          : `Could not send the message: ${describe(error)}`;
-      this.transcript.addError(message);
+      // The server's own words (a 409 names the session that holds the kernel).
+      this.transcript.addError(`Could not send the message: ${describe(error)}`);
       throw error;
     }
   }
