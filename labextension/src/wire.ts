@@ -335,7 +335,7 @@ export interface IQueuedMessage {
   composed: string;
 }
 
-/** The user's queue of one session, in the order it is delivered. */
+/** The user's queue of one session, in the order queued (a steer enters the running turn before any follow-up starts). */
 export interface IQueueState {
   items: IQueuedMessage[];
   paused: boolean;

@@ -50,7 +50,8 @@ class ChatQueue:
     # ------------------------------------------------------------ reading
 
     def items(self, session_id: str) -> list[Mail]:
-        """The user's messages waiting for `session_id`, in delivery order."""
+        """The user's messages waiting for `session_id`, in the order they were queued (Send
+        now moves one first)."""
         return [m for m in self._mailbox.waiting_mail(session_id) if m.from_user]
 
     def state(self, session_id: str) -> QueueState:

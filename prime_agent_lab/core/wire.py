@@ -319,7 +319,8 @@ class QueuedMessage(TypedDict):
 
 
 class QueueState(TypedDict):
-    """The user's queue of one session, in the order it is delivered."""
+    """The user's queue of one session, in the order queued (a steer enters the running turn
+    before any follow-up starts)."""
 
     items: list[QueuedMessage]
     paused: bool
