@@ -7,7 +7,10 @@ import { ServerConnection } from '@jupyterlab/services';
 import type { AutonomyRequest } from './autonomy';
 import type { CommandReply } from './commands';
 import type {
+  DeliveryMode,
   ILeafMoved,
+  IMessagePosted,
+  IQueueState,
   IServerInfo,
   ISessionCopy,
   ISessionInfo,
@@ -80,11 +83,40 @@ export class AgentApiClient {
     );
   }
 
-  sendMessage(sessionId: string, text: string): Promise<{ turn: number }> {
-    return this._request<{ turn: number }>(
+  /**
+   * The user's message: idle, it starts a turn; while a turn runs, `steer`
+   * enters it at its next model call and `follow_up` (or `auto`) queues it
+   * for after the run (docs/pairing.md).
+   */
+  sendMessage(
+    sessionId: string,
+    text: string,
+    mode: DeliveryMode = 'auto'
+  ): Promise<IMessagePosted> {
+    return this._request<IMessagePosted>(
       `sessions/${encodeURIComponent(sessionId)}/messages`,
       'POST',
-      { text }
+      { text, mode }
+    );
+  }
+
+  /** Remove a queued message before it starts (404 unknown, 409 started). */
+  removeQueuedMessage(
+    sessionId: string,
+    messageId: string
+  ): Promise<{ removed: string; queue: IQueueState }> {
+    return this._request<{ removed: string; queue: IQueueState }>(
+      `sessions/${encodeURIComponent(sessionId)}/messages/${encodeURIComponent(messageId)}`,
+      'DELETE'
+    );
+  }
+
+  /** Send a queued message now: into the running turn, or as a turn at once. */
+  sendQueuedNow(sessionId: string, messageId: string): Promise<IMessagePosted> {
+    return this._request<IMessagePosted>(
+      `sessions/${encodeURIComponent(sessionId)}/messages/${encodeURIComponent(messageId)}/send`,
+      'POST',
+      {}
     );
   }
 
@@ -203,7 +235,7 @@ export class AgentApiClient {
 
   private async _request<T>(
     route: string,
-    method: 'GET' | 'POST' | 'PUT' = 'GET',
+    method: 'GET' | 'POST' | 'PUT' | 'DELETE' = 'GET',
     body?: object
   ): Promise<T> {
     const url = URLExt.join(this.serverSettings.baseUrl, API_ROOT, route);

@@ -21,6 +21,8 @@ import { button } from './dom';
 import { linkButton, renderEntry, type IEntryViewContext } from './entryViews';
 import { primeAgentIcon } from './icons';
 import { describe, type NotebookAgent } from './notebookAgent';
+import { enterAction, inputHint } from './queue';
+import { QueueView } from './queueView';
 import {
   WAITING_TEXT,
   type IMessageOrigin,
@@ -28,7 +30,7 @@ import {
   type TranscriptEntry
 } from './transcript';
 import type { ITreeRow } from './treeView';
-import type { IServerInfo, ISessionCopy } from './wire';
+import type { DeliveryMode, IServerInfo, ISessionCopy } from './wire';
 
 export interface IChatPanelOptions {
   /** Brings the notebook tab to the front before jumping to a cell. */
@@ -114,7 +116,8 @@ export class ChatPanel extends Widget {
     const inputLabel = document.createElement('label');
     inputLabel.className = 'pal-input-label pal-visually-hidden';
     inputLabel.htmlFor = this._input.id;
-    inputLabel.textContent = 'Message to the agent (Enter sends, Shift+Enter a new line, Escape back to the notebook)';
+    inputLabel.textContent =
+      'Message to the agent (Enter sends, or queues while the agent works; Shift+Alt+Enter steers; Shift+Enter a new line; Escape back to the notebook)';
     this._input.addEventListener('keydown', event => this._onInputKey(event));
     this._input.addEventListener('input', () => {
       this._updateControls();
@@ -132,12 +135,22 @@ export class ChatPanel extends Widget {
     this._sendButton = button('Send', 'pal-send');
     this._sendButton.classList.add('pal-mod-primary');
     this._sendButton.addEventListener('click', () => void this._send());
-    actions.append(this._stopButton, this._sendButton);
+    this._steerButton = button('Steer', 'pal-steer');
+    this._steerButton.title =
+      'Send into the running turn: the agent reads it at its next step (Shift+Alt+Enter)';
+    this._steerButton.addEventListener('click', () => void this._send('steer'));
+    actions.append(this._stopButton, this._steerButton, this._sendButton);
     composer.append(inputLabel, this._menu, this._input, actions);
 
     this._treeNode = div('pal-tree-slot', 'pal-tree-slot');
     this._treeNode.hidden = true;
-    this.node.append(header, this._transcriptNode, this._treeNode, composer);
+    this.node.append(
+      header,
+      this._transcriptNode,
+      this._queueView.node,
+      this._treeNode,
+      composer
+    );
     this._render();
   }
 
@@ -180,6 +193,7 @@ export class ChatPanel extends Widget {
       this._agent.transcript.changed.disconnect(this._onTranscriptChange, this);
       this._agent.transcript.statusChanged.disconnect(this._renderStatus, this);
       this._agent.transcript.eventApplied.disconnect(this._onEventApplied, this);
+      this._agent.queue.changed.disconnect(this._renderQueue, this);
     }
     this._agent = agent;
     this._autonomy.model = agent?.autonomy ?? null;
@@ -190,6 +204,7 @@ export class ChatPanel extends Widget {
       agent.transcript.changed.connect(this._onTranscriptChange, this);
       agent.transcript.statusChanged.connect(this._renderStatus, this);
       agent.transcript.eventApplied.connect(this._onEventApplied, this);
+      agent.queue.changed.connect(this._renderQueue, this);
     }
     this._onEventApplied();
     this._following = true;
@@ -248,6 +263,13 @@ export class ChatPanel extends Widget {
     this._renderStatus();
     this._renderFamily();
     this._renderTranscript();
+    this._renderQueue();
+  }
+
+  /** The user's queued messages, under the transcript (every viewer's alike). */
+  private _renderQueue(): void {
+    this._queueView.render(this._agent?.queue ?? null);
+    this._followIfPinned();
   }
 
   /** A sub-agent's parent was found: its name and link show in the header and the task. */
@@ -377,14 +399,25 @@ export class ChatPanel extends Widget {
     const running = agent?.transcript.status === 'running';
     this._input.disabled = !agent;
     const command = commandLine(this._input.value) !== null;
-    this._sendButton.disabled =
-      !ready || (running && !command) || this._sending || this._input.value.trim() === '';
+    const empty = this._input.value.trim() === '';
+    // While a turn runs, Send queues a follow-up and Steer enters the running turn.
+    this._sendButton.disabled = !ready || this._sending || empty;
+    const queues = enterAction(running) === 'queue' && !command;
+    this._sendButton.textContent = queues ? 'Queue' : 'Send';
+    this._sendButton.title = queues
+      ? 'Queue a follow-up: it starts when this run ends (Enter)'
+      : 'Send (Enter)';
+    this._steerButton.disabled = !ready || !running || this._sending || empty || command;
     this._stopButton.disabled = !ready || !running;
     this._newSessionButton.disabled = !ready || running;
     this._harnessButton.disabled = !ready || !this._options.openHarness;
     // Autonomous mode: the next message starts a run, and Stop ends it.
     const autonomous = this._autonomy.enabled;
-    const hint = autonomous ? AUTONOMOUS_INPUT_HINT : composerHint();
+    const hint = running
+      ? inputHint(true, composerHint())
+      : autonomous
+        ? AUTONOMOUS_INPUT_HINT
+        : composerHint();
     if (this._input.placeholder !== hint) {
       this._input.placeholder = hint;
     }
@@ -485,6 +518,11 @@ export class ChatPanel extends Widget {
       this._complete(this._completions[this._selected]);
       return;
     }
+    if (event.key === 'Enter' && event.shiftKey && event.altKey) {
+      event.preventDefault();
+      void this._send('steer');
+      return;
+    }
     if (event.key === 'Enter' && !event.shiftKey) {
       event.preventDefault();
       void this._send();
@@ -534,7 +572,8 @@ export class ChatPanel extends Widget {
     this._renderMenu();
   }
 
-  private async _send(): Promise<void> {
+  /** Send the input: `auto` sends (or queues while a turn runs), `steer` steers. */
+  private async _send(mode: DeliveryMode = 'auto'): Promise<void> {
     const agent = this._agent;
     const text = this._input.value.trim();
     if (!agent || !text || this._sendButton.disabled) {
@@ -553,7 +592,7 @@ export class ChatPanel extends Widget {
     this._following = true;
     this._updateControls();
     try {
-      await agent.send(text);
+      await agent.send(text, mode);
     } catch {
       // The transcript shows the error; give the text back for editing.
       if (this._input.value === '') {
@@ -750,6 +789,11 @@ export class ChatPanel extends Widget {
   private readonly _treeNode: HTMLElement;
   private readonly _input: HTMLTextAreaElement;
   private readonly _sendButton: HTMLButtonElement;
+  private readonly _steerButton: HTMLButtonElement;
+  private readonly _queueView = new QueueView({
+    remove: messageId => this._agent?.removeQueued(messageId) ?? Promise.resolve(),
+    sendNow: messageId => this._agent?.sendQueuedNow(messageId) ?? Promise.resolve()
+  });
   private readonly _stopButton: HTMLButtonElement;
   private readonly _newSessionButton: HTMLButtonElement;
   private readonly _harnessButton: HTMLButtonElement;

@@ -128,6 +128,9 @@ function renderUser(entry: IUserEntry, context: IEntryViewContext): HTMLElement 
   }
   const node = element('div', 'pal-user', 'pal-user', entry.text);
   node.classList.toggle('pal-mod-pending', entry.pending);
+  if (entry.mode) {
+    node.dataset.mode = entry.mode; // sent while a turn ran: a steer, or a queued follow-up
+  }
   return node;
 }
 

@@ -21,8 +21,9 @@ import {
   type IParentAgent,
   type SessionDirectory
 } from './family';
+import { QueueModel } from './queue';
 import { TranscriptModel, type IMessageOrigin } from './transcript';
-import type { AgentEvent, ISessionInfo } from './wire';
+import type { AgentEvent, DeliveryMode, ISessionInfo } from './wire';
 
 export type AgentConnection =
   /** Waiting for the notebook to load or its kernel to start. */
@@ -58,6 +59,9 @@ export class NotebookAgent implements IDisposable {
 
   /** The session's autonomous mode (GET on each load, then `autonomy` events). */
   readonly autonomy = new AutonomyModel(this._api);
+
+  /** The user's messages waiting for the agent (GET on each load, then `queue` events). */
+  readonly queue = new QueueModel();
 
   /** Emitted when `connection`, `session` or `lastError` change. */
   get changed(): ISignal<this, void> {
@@ -110,38 +114,48 @@ export class NotebookAgent implements IDisposable {
     this._stream?.dispose();
     this._stream = null;
     Signal.clearData(this.autonomy);
+    Signal.clearData(this.queue);
     Signal.clearData(this);
   }
 
   /**
-   * Send a user message; the transcript shows it at once. When the session
-   * is no longer attached (another browser started a new one for this
-   * notebook: 404), follow the notebook's current session and send there.
+   * Send a user message. Idle, it starts a turn and the transcript shows it
+   * at once; while a turn runs, it steers (`steer`) or waits as a follow-up
+   * (`auto`, `follow_up`), shown in the queue once the server's `queue`
+   * event arrives. When the session is no longer attached (another browser
+   * started a new one for this notebook: 404), follow the notebook's current
+   * session and send there.
    */
-  async send(text: string, isRetry = false): Promise<void> {
+  async send(text: string, mode: DeliveryMode = 'auto', isRetry = false): Promise<void> {
     const session = this._session;
     if (!session) {
       this.transcript.addError('No agent session yet: is the kernel running?');
       return;
     }
-    const pending = this.transcript.addPendingUserMessage(text);
-    this._follower.newTurn();
+    const running = this.transcript.status === 'running';
+    const pending = running ? null : this.transcript.addPendingUserMessage(text);
+    if (pending) {
+      this._follower.newTurn();
+    }
     try {
-      const { turn } = await this._api.sendMessage(session.session_id, text);
-      this.transcript.confirmUserMessage(pending, turn);
+      const answer = await this._api.sendMessage(session.session_id, text, mode);
+      if (pending && answer.delivery_status === 'started' && typeof answer.turn === 'number') {
+        this.transcript.confirmUserMessage(pending, answer.turn);
+      } else if (pending) {
+        this.transcript.removeEntry(pending); // a turn began meanwhile: it waits in the queue
+      }
     } catch (error) {
-      this.transcript.removeEntry(pending);
+      if (pending) {
+        this.transcript.removeEntry(pending);
+      }
       if (error instanceof AgentApiError && error.status === 404 && !isRetry) {
         await this._followNotebookSession(session.session_id);
         if (this._session && this._connection !== 'failed') {
-          return this.send(text, true);
+          return this.send(text, mode, true);
         }
       }
-      const message =
-        error instanceof AgentApiError && error.status === 409
-          ? 'The agent is still working on the previous message.'
-          : `Could not send the message: ${describe(error)}`;
-      this.transcript.addError(message);
+      // The server's own words (a 409 names the session that holds the kernel).
+      this.transcript.addError(`Could not send the message: ${describe(error)}`);
       throw error;
     }
   }
@@ -149,6 +163,37 @@ export class NotebookAgent implements IDisposable {
   /** The API client, for the branching commands of the chat panel. */
   get api(): AgentApiClient {
     return this._api;
+  }
+
+  /** Remove a queued message (the `queue` event updates every view). */
+  async removeQueued(messageId: string): Promise<void> {
+    await this._queueAction(
+      sessionId => this._api.removeQueuedMessage(sessionId, messageId),
+      'remove the queued message'
+    );
+  }
+
+  /** Send a queued message now (into the running turn, or as a turn). */
+  async sendQueuedNow(messageId: string): Promise<void> {
+    await this._queueAction(
+      sessionId => this._api.sendQueuedNow(sessionId, messageId),
+      'send the queued message'
+    );
+  }
+
+  private async _queueAction(
+    action: (sessionId: string) => Promise<unknown>,
+    what: string
+  ): Promise<void> {
+    const sessionId = this._session?.session_id;
+    if (!sessionId) {
+      return;
+    }
+    try {
+      await action(sessionId);
+    } catch (error) {
+      this.transcript.addError(`Could not ${what}: ${describe(error)}`);
+    }
   }
 
   async stop(): Promise<void> {
@@ -281,7 +326,7 @@ export class NotebookAgent implements IDisposable {
     if (this._disposed) {
       return;
     }
-    const { transcript, ...info } = detail;
+    const { transcript, queue, ...info } = detail;
     this._setSession(info);
     this._lastError = null;
     this._changed.emit();
@@ -290,6 +335,7 @@ export class NotebookAgent implements IDisposable {
       typeof info.seq === 'number' ? info.seq : null
     );
     this.transcript.status = info.status;
+    this.queue.load(queue, typeof info.seq === 'number' ? info.seq : null);
     void this._findParent(info);
     // Read before the stream opens: an `autonomy` event from it is newer,
     // except those the replay brings up to `seq` (older than this answer).
@@ -387,6 +433,7 @@ export class NotebookAgent implements IDisposable {
 
   private _onEvent(_: EventStream, event: AgentEvent): void {
     this.autonomy.applyEvent(event);
+    this.queue.apply(event);
     this.transcript.apply(event);
     if (this._session && event.type === 'status') {
       this._setSession({ ...this._session, status: event.status });

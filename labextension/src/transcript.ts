@@ -52,6 +52,11 @@ export interface IUserEntry extends IEntryBase {
   pending: boolean;
   /** Set when another agent sent it (a parent's task, a sibling's message, ...). */
   origin: IMessageOrigin | null;
+  /**
+   * Set on the user's message sent while a turn ran: `steer` (it entered the
+   * running turn here) or `follow_up` (it waited queued and started this turn).
+   */
+  mode?: 'steer' | 'follow_up';
 }
 
 /** Another agent's message, taken into a running turn. */
@@ -192,7 +197,8 @@ const ITEM_ENTRIES: { [K in ChatItemType]: ItemReader<K> } = {
           turn,
           text: text(item.text),
           pending: false,
-          origin: originOf(item)
+          origin: originOf(item),
+          ...userMode(item.mode)
         },
   agent_message: (item, id, turn) =>
     item.notice
@@ -439,11 +445,29 @@ export class TranscriptModel {
         this.status = 'running';
         if (!event.notice) {
           // A sub-agent's notice to the model has its own notice line.
-          this._onTurnStarted(turn, text(event.text), originOf(event));
+          this._onTurnStarted(
+            turn,
+            text(event.text),
+            originOf(event),
+            event.from_user ? userMode(event.mode) : {}
+          );
         }
         break;
       case 'agent_message':
         if (event.notice) {
+          break;
+        }
+        if (event.from_user) {
+          // The user's steer: their message, where it entered the running turn.
+          this._add({
+            kind: 'user',
+            id: this._nextId++,
+            turn,
+            text: text(event.text),
+            pending: false,
+            origin: null,
+            ...userMode(event.mode)
+          });
           break;
         }
         this._add({
@@ -585,7 +609,8 @@ export class TranscriptModel {
   private _onTurnStarted(
     turn: number | null,
     text: string,
-    origin: IMessageOrigin | null
+    origin: IMessageOrigin | null,
+    mode: Pick<IUserEntry, 'mode'> = {}
   ): void {
     // Another agent's message never confirms what the user is sending.
     const pending = origin
@@ -608,7 +633,8 @@ export class TranscriptModel {
         turn,
         text,
         pending: false,
-        origin
+        origin,
+        ...mode
       });
     }
   }
@@ -874,6 +900,11 @@ export class TranscriptModel {
   private readonly _liveEvent = new Signal<this, AgentEvent>(this);
   private readonly _changed = new Signal<this, TranscriptChange>(this);
   private readonly _statusChanged = new Signal<this, SessionStatus>(this);
+}
+
+/** `{mode}` for the user's steer or queued follow-up, `{}` otherwise. */
+function userMode(mode: unknown): Pick<IUserEntry, 'mode'> {
+  return mode === 'steer' || mode === 'follow_up' ? { mode } : {};
 }
 
 /** The event's turn, or null for a session-level event (status, some notices). */

@@ -34,6 +34,8 @@ export type EditAction = 'create' | 'update' | 'delete';
 
 export type UntrustedKind = 'snapshot' | 'harness' | 'mail' | 'schedules' | 'autonomy' | 'goal';
 
+export type QueueChange = 'queued' | 'removed' | 'started' | 'paused' | 'resumed';
+
 export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'continuation' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned' | 'gate_run' | 'autonomy' | 'goal' | 'mcp_call';
 
 export interface IServerInfo {
@@ -97,6 +99,7 @@ export interface IUserItem {
   schedule_owner?: ScheduleOwner;
   schedule_kind?: ScheduleKind;
   scheduled_for?: string;
+  mode?: DeliveryMode;
 }
 
 export interface IAssistantItem {
@@ -175,6 +178,7 @@ export interface ISessionWithTranscript {
   seq?: number;
   reason?: string;
   transcript: ChatItem[];
+  queue?: IQueueState;
 }
 
 /** Where a fork or clone came from: the session, and the entry forked at (the user message) or cloned at (the leaf then). */
@@ -345,6 +349,29 @@ export interface IAutonomyUpdate {
   gates?: string[];
 }
 
+/** One of the user's messages waiting for the agent (removable until it starts). */
+export interface IQueuedMessage {
+  message_id: string;
+  text: string;
+  mode: 'steer' | 'follow_up';
+  composed: string;
+}
+
+/** The user's queue of one session, in the order queued (a steer enters the running turn before any follow-up starts). */
+export interface IQueueState {
+  items: IQueuedMessage[];
+  paused: boolean;
+}
+
+/** Answer of `POST .../sessions/<id>/messages` and `POST .../messages/<message_id>/send`. */
+export interface IMessagePosted {
+  mode: DeliveryMode;
+  delivery_status: 'started' | 'queued' | 'steer';
+  turn?: number;
+  message_id?: string;
+  queue?: IQueueState;
+}
+
 export interface IStatusEvent {
   seq: number;
   session_id: string;
@@ -371,9 +398,10 @@ export interface ITurnStartedEvent {
   schedule_owner?: ScheduleOwner;
   schedule_kind?: ScheduleKind;
   scheduled_for?: string;
+  from_user?: boolean;
 }
 
-/** Another agent's message (or a steer tick of a heartbeat), taken into the running turn between two model calls. */
+/** Another agent's message (or a steer tick of a heartbeat, or the user's steer: `from_user`), taken into the running turn between two model calls. */
 export interface IAgentMessageEvent {
   seq: number;
   session_id: string;
@@ -392,6 +420,7 @@ export interface IAgentMessageEvent {
   schedule_owner?: ScheduleOwner;
   schedule_kind?: ScheduleKind;
   scheduled_for?: string;
+  from_user?: boolean;
 }
 
 export interface ITextDeltaEvent {
@@ -589,6 +618,16 @@ export interface IHeartbeatEvent {
   error?: string;
 }
 
+/** The user's queue changed; `state` is the whole queue after the change. */
+export interface IQueueEvent {
+  seq: number;
+  session_id: string;
+  type: 'queue';
+  change: QueueChange;
+  message_id?: string;
+  state: IQueueState;
+}
+
 export type ChatItem =
   | IUserItem
   | IAssistantItem
@@ -620,7 +659,8 @@ export type AgentEvent =
   | IRefinementEvent
   | IGateRunEvent
   | IAutonomyEvent
-  | IHeartbeatEvent;
+  | IHeartbeatEvent
+  | IQueueEvent;
 
 /** The notice line for a turn that ended this way. */
 export const STOP_NOTICES: Partial<Record<StopReason, string>> = {

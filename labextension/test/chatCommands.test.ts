@@ -307,7 +307,7 @@ describe('commands in the chat panel', () => {
     type('/trees are nice');
     press('Enter');
     await settled();
-    expect(agent.send).toHaveBeenCalledWith('/trees are nice');
+    expect(agent.send).toHaveBeenCalledWith('/trees are nice', 'auto');
     expect(agent.api.runCommand).not.toHaveBeenCalled();
   });
 });

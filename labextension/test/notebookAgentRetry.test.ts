@@ -9,6 +9,7 @@ import { FollowCellsSetting } from '../src/cellFollower';
 import { ChatPanel } from '../src/chatPanel';
 import { SessionDirectory } from '../src/family';
 import { NotebookAgent } from '../src/notebookAgent';
+import { QueueModel } from '../src/queue';
 import { ATTACH_RETRY_DELAYS_MS, RetrySchedule } from '../src/retrySchedule';
 import { TranscriptModel } from '../src/transcript';
 import type { ISessionInfo } from '../src/wire';
@@ -169,6 +170,7 @@ describe('the chat panel of a failed attach', () => {
       changed: new Signal({}),
       familyChanged: new Signal({}),
       transcript: new TranscriptModel(),
+      queue: new QueueModel(),
       notebookPath: PATH,
       session: null,
       parent: null,

@@ -4,6 +4,7 @@ import { Signal } from '@lumino/signaling';
 import { FollowCellsSetting } from '../src/cellFollower';
 import { ChatPanel } from '../src/chatPanel';
 import type { IParentAgent } from '../src/family';
+import { QueueModel } from '../src/queue';
 import { TranscriptModel } from '../src/transcript';
 import type { ISessionInfo } from '../src/wire';
 
@@ -36,6 +37,7 @@ export class StandInAgent {
   readonly changed = new Signal<this, void>(this);
   readonly familyChanged = new Signal<this, void>(this);
   readonly transcript = new TranscriptModel();
+  readonly queue = new QueueModel();
   readonly connection = 'connected';
   readonly lastError = null;
   parent: IParentAgent | null = null;

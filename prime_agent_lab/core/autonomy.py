@@ -333,7 +333,7 @@ class Autonomy:
             return False
         for entry in reversed(agent.session.entries):
             if entry["type"] == "user_message" and entry.get("turn") == turn:
-                if any(entry.get(key) for key in ORIGIN_FIELDS):
+                if entry.get("from_user") is not True and any(entry.get(k) for k in ORIGIN_FIELDS):
                     self._ordinary_turn[agent.session_id] = turn
                     return False
                 return True

@@ -228,6 +228,8 @@ def _user_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
     origin = {k: entry[k] for k in (*_ORIGIN_FIELDS, *TICK_FIELDS) if isinstance(entry.get(k), str)}
     if isinstance(entry.get("notice"), str):
         origin["notice"] = entry["notice"]
+    if entry.get("from_user") is True:  # the user's, from the chat's queue or a steer
+        origin = {"mode": str(entry.get("mode", "follow_up"))}
     return [{"type": "user", "turn": entry.get("turn"), "text": entry["text"], **origin}]  # type: ignore[typeddict-item]
 
 
@@ -235,6 +237,8 @@ _TICK_LACKS = ("from_session_id", "relationship")  # a tick has no sending agent
 
 
 def _agent_message_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
+    if entry.get("from_user") is True:  # the user's steer: their message, where it entered
+        return _user_chat(entry, context)
     item: dict[str, Any] = {
         "type": "agent_message",
         "turn": entry.get("turn"),
@@ -252,7 +256,7 @@ def _message_lines(entry: Entry, in_turn: bool) -> list[str]:
 
 
 _ORIGIN = {
-    "message_id": Field(str, "the message that started it (another agent's)"),
+    "message_id": Field(str, "the mailbox message it carries (another agent's, a tick, yours)"),
     "from_session_id": Field(str, "the sender's session"),
     "from_name": Field(str, "the sender's name"),
     "relationship": Field(str, "the sender: `parent`, `child` or `sibling`"),
@@ -264,6 +268,9 @@ _ORIGIN = {
     "schedule_owner": Field(str, "whose job: `user`, `agent` or `cli`"),
     "schedule_kind": Field(str, "`every`, `cron`, `in` or `at`"),
     "scheduled_for": Field(str, "when the tick was due"),
+    "from_user": Field(
+        bool, "the user's own message from the chat: a steer, or a follow-up that waited queued"
+    ),
 }
 
 USER_MESSAGE = EntryType(
@@ -281,7 +288,8 @@ USER_MESSAGE = EntryType(
 
 AGENT_MESSAGE = EntryType(
     "agent_message",
-    "Another agent's message, taken into a running turn between two model calls.",
+    "Another agent's message (or the user's steer: `from_user`), taken into a running turn "
+    "between two model calls.",
     {"turn": TURN, "text": Field(str, "what the model reads", required=True), **_ORIGIN},
     {
         "turn": 1,
@@ -296,7 +304,7 @@ AGENT_MESSAGE = EntryType(
     seen=lambda entry, in_turn: now(text_of(entry, "text")),
     summarised=_message_lines,
     chat=_agent_message_chat,
-    chat_items=("agent_message",),
+    chat_items=("agent_message", "user"),
     in_history=always,
 )
 

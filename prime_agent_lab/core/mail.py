@@ -33,10 +33,14 @@ class Mail:
     notice: str | None = None  # a notice kind: the runtime tells a parent about its child
     released: bool = False  # a follow-up whose wait is over: its target's run ended
     origin: dict[str, str] | None = None  # a scheduled job's tick (`TICK_FIELDS`), no sender
+    from_user: bool = False  # the user's own message from the chat (core/chat_queue.py)
+    held: bool = False  # the user's message waits for the user: a Stop or a restart paused it
 
     @property
     def text(self) -> str:
         """What the receiver's model reads."""
+        if self.from_user:
+            return self.body
         if self.notice is not None:
             return f"[notice] {self.body}"
         if self.origin is not None:
@@ -51,6 +55,13 @@ class Mail:
     def fields(self) -> dict[str, Any]:
         """The fields of the receiver's entry and event (`TurnStartedEvent`,
         `AgentMessageEvent` in wire.py)."""
+        if self.from_user:
+            return {
+                "message_id": self.message_id,
+                "composed": self.composed,
+                "mode": self.mode,
+                "from_user": True,
+            }
         if self.origin is not None:
             return {
                 "message_id": self.message_id,
@@ -70,8 +81,9 @@ class Mail:
 
     @property
     def enters_running_turn(self) -> bool:
-        """Taken at the target's next model-call boundary (else: when its run ends)."""
-        return self.mode != "follow_up" or self.released
+        """Taken at the target's next model-call boundary (else: when its run ends); a held
+        message is taken by nothing until the user sends again."""
+        return not self.held and (self.mode != "follow_up" or self.released)
 
     def record(self) -> dict[str, Any]:
         return {
@@ -88,6 +100,7 @@ class Mail:
             "body": self.body,
             **({"notice": self.notice} if self.notice is not None else {}),
             **({"origin": self.origin} if self.origin is not None else {}),
+            **({"from_user": True} if self.from_user else {}),
         }
 
     @classmethod
@@ -98,6 +111,7 @@ class Mail:
                 **{k: record[k] for k in _MAIL_FIELDS},
                 notice=record.get("notice"),
                 origin=origin,
+                from_user=record.get("from_user") is True,
             )
         except (KeyError, TypeError):
             return None
@@ -106,7 +120,10 @@ class Mail:
             return None
         if mail.notice is not None and mail.notice not in TOLD_AS_MESSAGES:
             return None
-        if origin is not None:
+        if mail.from_user:
+            if mail.relationship is not None or origin is not None or mail.notice is not None:
+                return None
+        elif origin is not None:
             if not isinstance(origin, dict) or set(origin) != set(TICK_FIELDS):
                 return None
             if not all(isinstance(v, str) for v in origin.values()):

@@ -34,6 +34,7 @@ from typing import Any
 
 from .agent import Agent, InboxMessage, TurnInProgress
 from .caller import TreeRuntime
+from .chat_queue import ChatQueue
 from .entry_types import TOLD_AS_MESSAGES
 from .events import Event
 from .family import SESSION_UNREADABLE, FamilyError, Member
@@ -76,6 +77,7 @@ class Mailbox:
         self._buckets: dict[tuple[str, str], Bucket] = {}
         self._deliveries: set[asyncio.Future[None]] = set()  # under way in the background
         self._closed = False
+        self.chat = ChatQueue(self, lambda: self._runtime.agents)  # the user's own messages
 
     # ------------------------------------------------------------ reading the family
 
@@ -270,8 +272,7 @@ class Mailbox:
             body=text,
             notice=kind,
         )
-        self._write(parent_id, self._runtime.signer.sign_object(SIGNED_FOR, mail.record()))
-        self._deliver(mail)
+        self.post(mail)
 
     def deliver_tick(
         self, target_id: str, body: str, mode: DeliveryMode, origin: dict[str, str]
@@ -293,13 +294,29 @@ class Mailbox:
             body=body,
             origin=origin,
         )
-        self._write(target_id, self._runtime.signer.sign_object(SIGNED_FOR, mail.record()))
-        self._deliver(mail)
+        self.post(mail)
         return mail.message_id
 
     def waiting(self, target_id: str, message_id: str) -> bool:
         """`message_id` is queued for `target_id` and not yet in its log."""
         return any(m.message_id == message_id for m in self._pending.get(target_id, ()))
+
+    def post(self, mail: Mail) -> DeliveryStatus:
+        """Journal `mail` (signed), then deliver it."""
+        self._write(mail.to_session_id, self._runtime.signer.sign_object(SIGNED_FOR, mail.record()))
+        return self._deliver(mail)
+
+    def waiting_mail(self, target_id: str) -> list[Mail]:
+        return list(self._pending.get(target_id, ()))
+
+    def withdraw(self, target_id: str, mail: Mail, reason: str) -> None:
+        """Close a waiting message before it is taken (it is never delivered)."""
+        self._pending[target_id] = [m for m in self.waiting_mail(target_id) if m is not mail]
+        self._write(target_id, {"type": "dropped", "message_id": mail.message_id, "reason": reason})
+
+    def to_front(self, target_id: str, mail: Mail) -> None:
+        others = [m for m in self.waiting_mail(target_id) if m is not mail]
+        self._pending[target_id] = [mail, *others]
 
     # ------------------------------------------------------------ delivering
 
@@ -317,17 +334,18 @@ class Mailbox:
     def _start_next_turn(self, agent: Agent) -> Mail | None:
         """If `agent` is idle and has messages waiting, start its next turn with the first one;
         the others waiting then enter that turn at its first model call. Returns the first."""
-        waiting = self._pending.get(agent.session_id)
-        if self._closed or not waiting or agent.running:
+        waiting = self._pending.get(agent.session_id, [])
+        first = next((m for m in waiting if not m.held), None)  # held: the user's, after a Stop
+        if self._closed or first is None or agent.running:
             return None
-        first = waiting[0]
         try:
             agent.start_turn(first.text, first.fields)
         except TurnInProgress:
             return None
-        waiting.pop(0)
+        waiting.remove(first)
         for mail in waiting:
-            mail.released = True
+            if not mail.from_user:  # each of the user's follow-ups is a turn of its own
+                mail.released = True
         return first
 
     async def _load_and_deliver(self, target_id: str) -> None:
@@ -361,14 +379,17 @@ class Mailbox:
 
         return take
 
-    def turn_ended(self, agent: Agent) -> None:
-        """The loop's turn ended: follow-ups (and steers that came too late) start the next."""
+    def turn_ended(self, agent: Agent, stop_reason: str = "end_turn") -> None:
+        """The loop's turn ended: follow-ups (and steers that came too late) start the next
+        (the user's own wait for the user after a Stop: core/chat_queue.py)."""
+        self.chat.turn_ended(agent, stop_reason)
         self._start_next_turn(agent)
 
     def agent_started(self, agent: Agent) -> None:
         """An agent was loaded: mark messages taken once their entry is in its log, and deliver
         what waited for it (on the next loop step, after its host finished setting it up)."""
         agent.events.add_listener(self._confirm_taken(agent))
+        agent.events.add_listener(self.chat.listener(agent))
         self._in_background(self._deliver_soon(agent))
 
     async def _deliver_soon(self, agent: Agent) -> None:
@@ -445,7 +466,7 @@ class Mailbox:
         deliver them: a message queued before a restart reaches its target without anyone
         opening it. Needs the running event loop (the server calls it once it serves)."""
         for target_id, waiting in self._pending.items():
-            if waiting and target_id not in self._runtime.agents:
+            if any(not m.held for m in waiting) and target_id not in self._runtime.agents:
                 self._in_background(self._load_and_deliver(target_id))
 
     def untrusted_mail(self, session_id: str) -> list[Mail]:
@@ -489,6 +510,7 @@ class Mailbox:
             elif self._runtime.family.member(target_id) is None:
                 self._undeliverable(mail, UNREADABLE_REASON)
             else:
+                mail.held = mail.from_user  # the user's queue waits for the user after a restart
                 self._pending.setdefault(target_id, []).append(mail)
 
     def _delivered_ids(self, target_id: str) -> set[str]:

@@ -394,7 +394,7 @@ class AgentRuntime:
         self.goals.turn_ended(agent, outcome)
         self._report_to_parent(agent, outcome)
         self.refiners.turn_ended(agent.session_id)
-        self.mailbox.turn_ended(agent)
+        self.mailbox.turn_ended(agent, outcome.stop_reason)
 
     def _report_to_parent(self, child: Agent, outcome: TurnOutcome) -> None:
         member = self.family.member(child.session_id)

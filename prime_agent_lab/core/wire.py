@@ -139,6 +139,9 @@ class UserItem(TypedDict):
     schedule_owner: NotRequired[ScheduleOwner]
     schedule_kind: NotRequired[ScheduleKind]
     scheduled_for: NotRequired[str]
+    mode: NotRequired[DeliveryMode]
+    """Set on the user's message sent while a turn ran: `steer` (it entered the running turn
+    where this item is) or `follow_up` (it waited in the queue and started this turn)."""
 
 
 class AgentMessageItem(TypedDict):
@@ -325,8 +328,61 @@ ChatItem = (
 )
 
 
+# ---------------------------------------------------------------- steer and queue (docs/pairing.md)
+
+QueueChange = Literal["queued", "removed", "started", "paused", "resumed"]
+"""What changed the user's queue: a message queued, removed, taken by the agent (started), the
+queue held by a Stop (paused) or going on again because the user sent (resumed)."""
+
+
+class QueuedMessage(TypedDict):
+    """One of the user's messages waiting for the agent (removable until it starts)."""
+
+    message_id: str
+    text: str
+    mode: Literal["steer", "follow_up"]
+    """`steer`: enters the running turn at its next model call; `follow_up`: starts the next
+    turn once the run ends."""
+    composed: str
+
+
+class QueueState(TypedDict):
+    """The user's queue of one session, in the order queued (a steer enters the running turn
+    before any follow-up starts)."""
+
+    items: list[QueuedMessage]
+    paused: bool
+    """A Stop (or a server restart) held it: nothing starts until the user sends again."""
+
+
+class MessagePosted(TypedDict):
+    """Answer of `POST .../sessions/<id>/messages` and `POST .../messages/<message_id>/send`."""
+
+    mode: DeliveryMode
+    delivery_status: Literal["started", "queued", "steer"]
+    """`started`: a turn began with it; `queued`: it waits (`mode`); `steer` (Send now during a
+    run): it enters the running turn at its next model call."""
+    turn: NotRequired[int]
+    """`started`: the turn it began."""
+    message_id: NotRequired[str]
+    queue: NotRequired[QueueState]
+
+
+class QueueEvent(TypedDict):
+    """The user's queue changed; `state` is the whole queue after the change."""
+
+    seq: int
+    session_id: str
+    type: Literal["queue"]
+    change: QueueChange
+    message_id: NotRequired[str]
+    state: QueueState
+
+
 class SessionWithTranscript(SessionInfo):
     transcript: list[ChatItem]
+    queue: NotRequired[QueueState]
+    """The user's messages waiting for this session (steer and queue, docs/pairing.md)."""
 
 
 # ---------------------------------------------------------------- trust (docs/trust.md)
@@ -490,11 +546,13 @@ class TurnStartedEvent(TypedDict):
     schedule_owner: NotRequired[ScheduleOwner]
     schedule_kind: NotRequired[ScheduleKind]
     scheduled_for: NotRequired[str]
+    from_user: NotRequired[bool]
+    """The user's follow-up from the chat's queue started the turn (`message_id` names it)."""
 
 
 class AgentMessageEvent(TypedDict):
-    """Another agent's message (or a steer tick of a heartbeat), taken into the running turn
-    between two model calls."""
+    """Another agent's message (or a steer tick of a heartbeat, or the user's steer:
+    `from_user`), taken into the running turn between two model calls."""
 
     seq: int
     session_id: str
@@ -516,6 +574,8 @@ class AgentMessageEvent(TypedDict):
     schedule_owner: NotRequired[ScheduleOwner]
     schedule_kind: NotRequired[ScheduleKind]
     scheduled_for: NotRequired[str]
+    from_user: NotRequired[bool]
+    """The user's steer from the chat: the chat shows it as the user's message here."""
 
 
 class HeartbeatEvent(TypedDict):
@@ -754,6 +814,7 @@ AgentEvent = (
     | GateRunEvent
     | AutonomyEvent
     | HeartbeatEvent
+    | QueueEvent
 )
 
 EVENT_FIELDS_ADDED_BY_BUS = frozenset({"seq", "type", "session_id"})
@@ -793,6 +854,7 @@ _ALIASES: dict[str, object] = {
     "RefineScope": RefineScope,
     "EditAction": EditAction,
     "UntrustedKind": UntrustedKind,
+    "QueueChange": QueueChange,
     "SessionEntryType": SessionEntryType,
 }
 _INTERFACES: list[type] = [
@@ -826,6 +888,9 @@ _INTERFACES: list[type] = [
     AutonomyRun,
     AutonomyState,
     AutonomyUpdate,
+    QueuedMessage,
+    QueueState,
+    MessagePosted,
     *typing.get_args(AgentEvent),
 ]
 _UNIONS: dict[str, object] = {"ChatItem": ChatItem, "AgentEvent": AgentEvent}

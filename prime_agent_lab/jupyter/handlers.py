@@ -176,7 +176,8 @@ class SessionHandler(_Base):
     async def get(self, session_id: str) -> None:
         agent = self.host.agent(self.session_id(session_id))
         transcript = chat_transcript(agent.session, self.host.runtime.child_state)
-        self.reply({**self.host.info(agent), "transcript": transcript})
+        queue = self.host.queue_state(agent.session_id)
+        self.reply({**self.host.info(agent), "transcript": transcript, "queue": queue})
 
     @web.authenticated
     @authorized
@@ -188,13 +189,38 @@ class SessionHandler(_Base):
 
 
 class MessagesHandler(_Base):
+    """`POST .../messages {text, mode?}`: the user's message; while a turn runs it is queued
+    (`follow_up`) or steers (`steer`), docs/pairing.md."""
+
     @web.authenticated
     @authorized
     @_host_errors
     async def post(self, session_id: str) -> None:
-        text = text_field(self.body(), "text") or ""
-        turn = await self.host.send(self.session_id(session_id), text)
-        self.reply({"turn": turn}, status=202)
+        data = self.body()
+        text, mode = text_field(data, "text") or "", data.get("mode")
+        self.reply(await self.host.post_message(self.session_id(session_id), text, mode), 202)
+
+
+class QueuedMessageHandler(_Base):
+    """`DELETE .../messages/<message_id>`: remove a queued message before it starts."""
+
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def delete(self, session_id: str, message_id: str) -> None:
+        state = self.host.remove_message(self.session_id(session_id), message_id)
+        self.reply({"removed": message_id, "queue": state})
+
+
+class SendNowHandler(_Base):
+    """`POST .../messages/<message_id>/send`: a queued message goes now (Send now)."""
+
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def post(self, session_id: str, message_id: str) -> None:
+        self.body()
+        self.reply(self.host.send_message_now(self.session_id(session_id), message_id), 202)
 
 
 class StopHandler(_Base):
@@ -489,6 +515,7 @@ class BridgeJobHandler(_BridgeHandler):
 _SESSION = r"(?P<session_id>[A-Za-z0-9][A-Za-z0-9_-]*)"
 _REFINEMENT = r"(?P<refinement_id>[A-Za-z0-9][A-Za-z0-9_-]*)"
 _COMMAND = r"(?P<name>[A-Za-z0-9_-]+)"
+_MESSAGE = r"(?P<message_id>[A-Za-z0-9][A-Za-z0-9_-]*)"
 
 
 def handlers() -> list[tuple[str, Any]]:
@@ -497,6 +524,8 @@ def handlers() -> list[tuple[str, Any]]:
         (r"/prime-agent/api/sessions", SessionsHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}", SessionHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/messages", MessagesHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/messages/{_MESSAGE}", QueuedMessageHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/messages/{_MESSAGE}/send", SendNowHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/stop", StopHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/events", EventsHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/tree", TreeHandler),

@@ -44,6 +44,7 @@ from .host_errors import (
     refuse_long_text,
 )
 from .host_harness import HostHarness
+from .host_queue import HostQueue
 from .live_notebook import LiveNotebook
 from .server_kernels import ServerKernels
 from .server_notebooks import ServerNotebooks
@@ -61,7 +62,7 @@ class HostSettings(Settings):
     bridge_address: Callable[[], str]  # the URL kernels call the host on, once the server listens
 
 
-class AgentHost(HostBranches, HostHarness, HostAutonomy):
+class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue):
     def __init__(
         self,
         serverapp: Any,
