@@ -24,7 +24,9 @@ PROPOSAL = {
     "summary": "remember the house style",
     "edits": [{"action": "create", "kind": "memory", "title": "house style", "content": "short"}],
 }
-CHILD_DONE = "Sub-agent 'alpha' finished its task without replying. Its last answer: did alpha words"
+CHILD_DONE = (
+    "Sub-agent 'alpha' finished its task without replying. Its last answer: did alpha words"
+)
 NOTICE = "The message to beta could not be delivered: beta was deleted."
 
 
