@@ -122,11 +122,17 @@ export interface INoticeEntry extends IEntryBase {
   kind: 'notice';
   text: string;
   tone: 'info' | 'warning';
-  /** The notice kind (`kernel_restarted`, ...), `stop`, or null when unknown. */
-  noticeKind: NoticeKind | 'stop' | null;
+  /**
+   * The notice kind (`kernel_restarted`, ...), one of the panel's own
+   * (`stop`, `taken_over`), or null when unknown.
+   */
+  noticeKind: NoticeKind | PanelNoticeKind | null;
   /** A gate run's command, exit status, time and output (`gate_passed`, `gate_failed`). */
   gate?: IGateRun;
 }
+
+/** Notice kinds the panel makes itself (the server's are `NoticeKind`). */
+export type PanelNoticeKind = 'stop' | 'taken_over';
 
 /** A refinement of the harness was applied, rolled back or failed (`refinement`). */
 export interface IRefinementEntry extends IEntryBase {
@@ -391,6 +397,20 @@ export class TranscriptModel {
   /** A neutral line from the panel itself (the answer to `/refine`, say). */
   addNote(text: string): void {
     this._addNotice(null, text, null);
+  }
+
+  /** A line of the panel's own (not from the server), e.g. the takeover line. */
+  addPanelNotice(kind: PanelNoticeKind, text: string, tone: 'info' | 'warning'): INoticeEntry {
+    const entry: INoticeEntry = {
+      kind: 'notice',
+      id: this._nextId++,
+      turn: null,
+      text,
+      tone,
+      noticeKind: kind
+    };
+    this._add(entry);
+    return entry;
   }
 
   /** The line of a sub-agent this session spawned, by its id. */
