@@ -277,6 +277,7 @@ export class NotebookAgent implements IDisposable {
       return;
     }
     if (current && this._stream && session.session_id === current.session_id) {
+      this._takeover.clear(); // attached again
       this._setSession({ ...current, ...session });
       this._changed.emit();
       return;
@@ -298,7 +299,6 @@ export class NotebookAgent implements IDisposable {
       return;
     }
     const { transcript, ...info } = detail;
-    this._takeover.clear();
     this._setSession(info);
     this._lastError = null;
     this._changed.emit();
@@ -307,6 +307,7 @@ export class NotebookAgent implements IDisposable {
       typeof info.seq === 'number' ? info.seq : null
     );
     this.transcript.status = info.status;
+    this._takeover.reloaded(this.transcript, info.session_id);
     void this._findParent(info);
     // Read before the stream opens: an `autonomy` event from it is newer,
     // except those the replay brings up to `seq` (older than this answer).

@@ -40,7 +40,8 @@ export class Takeover {
    * switch. False when it was already known.
    */
   mark(transcript: TranscriptModel, sessionId: string): boolean {
-    if (this._staleSessionId === sessionId && this._line && transcript.entries.includes(this._line)) {
+    const shown = this._line !== null && transcript.entries.includes(this._line);
+    if (this._staleSessionId === sessionId && shown) {
       return false;
     }
     this._staleSessionId = sessionId;
@@ -59,7 +60,19 @@ export class Takeover {
     return new SessionTakenOverError(sessionId);
   }
 
-  /** This tab now shows another session (its own New session, or the switch). */
+  /**
+   * The transcript of `sessionId` was (re)loaded: keep the line when it is
+   * still the taken-over session, else forget it (a New session, the switch).
+   */
+  reloaded(transcript: TranscriptModel, sessionId: string): void {
+    if (this._staleSessionId === sessionId) {
+      this.mark(transcript, sessionId);
+    } else {
+      this.clear();
+    }
+  }
+
+  /** The session is attached again (the server said so), or this tab shows another one. */
   clear(): void {
     this._staleSessionId = null;
     this._line = null;

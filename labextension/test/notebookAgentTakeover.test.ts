@@ -177,6 +177,25 @@ describe('another session takes over the notebook', () => {
     agent.dispose();
   });
 
+  it('keeps the line when the taken-over session’s transcript is loaded again', async () => {
+    const api = server();
+    const agent = await connected(api);
+    anotherUsersNewSession(api);
+    const socketsBefore = sockets.length;
+    sockets[sockets.length - 1].push({
+      seq: 12,
+      session_id: 's1',
+      type: 'branch_moved',
+      leaf_id: 'e1',
+      marked_cells: 0
+    });
+    await vi.waitFor(() => expect(sockets.length).toBe(socketsBefore + 1));
+    expect(agent.session?.session_id).toBe('s1');
+    expect(agent.takenOver).toBe('s1');
+    expect(lines(agent.transcript.entries)).toEqual([...S1_CHAT, TAKEOVER_LINE]);
+    agent.dispose();
+  });
+
   it('follows the notebook’s current session when asked to switch', async () => {
     const api = server();
     const agent = await connected(api);
