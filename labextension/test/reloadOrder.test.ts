@@ -96,6 +96,44 @@ describe('a reload shows the chat in the order it happened', () => {
     expect(summary(model)).toEqual(['user:one', 'child:manual:completed', 'user:two']);
   });
 
+  it('keeps MCP call lines where they were: after the cell that made them, and between turns', () => {
+    const items = [
+      { type: 'user', turn: 1, text: 'one' },
+      { type: 'cell', turn: 1, cell_id: 'c1', code: 'await mcp.call()', status: 'ok', execution_count: 1, preview: '' },
+      { type: 'notice', turn: 1, kind: 'mcp_call', text: 'MCP docs.search: ok, 120 chars' },
+      { type: 'assistant', turn: 1, text: 'Found it.' },
+      { type: 'notice', turn: null, kind: 'mcp_call', text: 'MCP docs.fetch: ok, 80 chars' },
+      { type: 'user', turn: 2, text: 'two' }
+    ] as unknown as ChatItem[];
+    const events = [
+      event(1, { type: 'turn_started', turn: 1, text: 'one' }),
+      event(2, { type: 'cell_started', turn: 1, cell_id: 'c1', code: 'await mcp.call()' }),
+      event(3, { type: 'notice', turn: 1, kind: 'mcp_call', text: 'MCP docs.search: ok, 120 chars' }),
+      event(4, { type: 'cell_finished', turn: 1, cell_id: 'c1', status: 'ok', execution_count: 1, preview: '' }),
+      event(5, { type: 'assistant_message', turn: 1, text: 'Found it.' }),
+      event(6, { type: 'turn_ended', turn: 1, stop_reason: 'completed', final_text: 'Found it.' }),
+      event(7, { type: 'notice', kind: 'mcp_call', text: 'MCP docs.fetch: ok, 80 chars' }),
+      event(8, { type: 'turn_started', turn: 2, text: 'two' })
+    ];
+    const expected = [
+      'user:one',
+      'cell:c1:ok',
+      'notice(mcp_call):MCP docs.search: ok, 120 chars',
+      'assistant:Found it.',
+      'notice(mcp_call):MCP docs.fetch: ok, 80 chars',
+      'user:two'
+    ];
+    const live = new TranscriptModel();
+    live.load([], 0);
+    events.forEach(e => live.apply(e));
+    expect(summary(live)).toEqual(expected);
+    const fromTranscript = new TranscriptModel();
+    fromTranscript.load(items, 8);
+    expect(summary(fromTranscript)).toEqual(expected);
+    events.forEach(e => fromTranscript.apply(e));
+    expect(summary(fromTranscript)).toEqual(expected);
+  });
+
   it('keeps two refinements with the same text apart, each at its place', () => {
     const record = (id: string): Record<string, unknown> => ({
       id,
