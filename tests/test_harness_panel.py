@@ -233,6 +233,57 @@ def test_rollback_button_asks_the_host_and_shows_its_answer(fake_panel: Any) -> 
     assert "Rollback of r1" in panel.last_answer
 
 
+def rollback_record(id_: str, of: str, applied: bool, error: str | None = None) -> dict:
+    edit = {**REFINEMENT["edits"][0], "applied": applied, "error": error}
+    return {**REFINEMENT, "id": id_, "trigger": "rollback", "rollback_of": of, "edits": [edit]}
+
+
+def test_a_queued_rollback_says_applied_once_the_host_recorded_it(fake_panel: Any) -> None:
+    host, panel = fake_panel
+    host.answers[ROLLBACK_REFINEMENT] = {
+        "queued": True,
+        "note": "queued: applies at the next turn boundary",
+    }
+    host.set_state(state([], [REFINEMENT]))
+    assert panel.wait_for_render(2, timeout=10)
+    [rollback] = buttons(panel, 4, "Rollback")
+    rollback.click()
+    assert panel.wait_for_answer("queued", timeout=10)
+    host.set_state(state([], [REFINEMENT, rollback_record("r2", "r1", applied=True)]))
+    assert panel.wait_for_answer("Rollback of r1: applied (r2)", timeout=10)
+    assert "queued" not in panel._answer.value and 'data-tone="info"' in panel._answer.value
+
+
+def test_a_queued_rollback_the_host_rejected_says_why(fake_panel: Any) -> None:
+    host, panel = fake_panel
+    host.answers[ROLLBACK_REFINEMENT] = {"note": "queued: applies at the next turn boundary"}
+    host.set_state(state([], [REFINEMENT]))
+    assert panel.wait_for_render(2, timeout=10)
+    buttons(panel, 4, "Rollback")[0].click()
+    assert panel.wait_for_answer("queued", timeout=10)
+    why = "entry changed since refinement r1 was applied; not rolled back"
+    host.set_state(state([], [REFINEMENT, rollback_record("r2", "r1", False, why)]))
+    assert panel.wait_for_answer(f"Rollback of r1: rejected: {why}", timeout=10)
+    assert 'data-tone="error"' in panel._answer.value
+
+
+def test_a_queued_delete_says_applied_once_the_host_recorded_it(fake_panel: Any) -> None:
+    host, panel = fake_panel
+    host.answers[DELETE_ENTRY_BY_REFINEMENT] = {"note": "queued: applies at the next turn boundary"}
+    [delete] = buttons(panel, 1, "Delete")
+    delete.click()
+    delete.click()
+    assert panel.wait_for_answer("queued", timeout=10)
+    # An unrelated refinement recorded meanwhile does not settle it.
+    host.set_state(state([], [REFINEMENT]))
+    assert panel.wait_for_render(2, timeout=10)
+    assert "queued" in panel.last_answer
+    edit = {"action": "delete", "kind": "memory", "id": "flaky_test", "applied": True}
+    removal = {**REFINEMENT, "id": "r3", "trigger": "delete", "edits": [edit]}
+    host.set_state(state([], [REFINEMENT, removal]))
+    assert panel.wait_for_answer("Delete memory flaky_test: applied (r3)", timeout=10)
+
+
 def test_delete_asks_first_then_asks_the_host_to_delete_at_the_turn_boundary(
     fake_panel: Any,
 ) -> None:

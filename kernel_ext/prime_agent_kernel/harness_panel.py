@@ -30,6 +30,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from .harness_outcome import QueuedAction, describe_outcome, is_queued
 from .operations import (
     DELETE_ENTRY,
     DELETE_ENTRY_BY_REFINEMENT,
@@ -89,6 +90,7 @@ class HarnessPanel(widgets.VBox):
         self.renders = 0
         """How many states the panel has shown (tests wait on it)."""
         self._rows: dict[Any, widgets.Widget] = {}
+        self._queued: list[QueuedAction] = []  # answered "queued", record not seen yet
         self._header = widgets.HTML()
         self._answer = widgets.HTML()
         self._tab_boxes = [widgets.VBox() for _ in range(len(KIND_TABS) + 1)]
@@ -156,6 +158,7 @@ class HarnessPanel(widgets.VBox):
                 return
             self.state = state
             self._header.value = _header_html(state)
+            self._settle_queued()
             entries = state.get("entries") or []
             keep: set[Any] = set()
             titles = []
@@ -176,6 +179,16 @@ class HarnessPanel(widgets.VBox):
                 close_tree(self._rows.pop(key))
             self.renders += 1
             self._rendered.notify_all()
+
+    def _settle_queued(self) -> None:
+        """Replace a "queued" answer by its outcome once the host has recorded it (lock held)."""
+        records = self.state.get("refinements") or []
+        for action in list(self._queued):
+            record = action.outcome_in(records)
+            if record is not None:
+                self._queued.remove(action)
+                text, tone = describe_outcome(record)
+                self._set_answer(f"{action.what}: {text}", tone)
 
     def wait_for_render(self, count: int, timeout: float = 30.0) -> bool:
         """Block until the panel has shown `count` states (for tests and scripts)."""
@@ -238,7 +251,14 @@ class HarnessPanel(widgets.VBox):
             button.description, button.button_style = "Delete", ""
             button.disabled = False
 
-        self._act(what, (DELETE_ENTRY_BY_REFINEMENT, DELETE_ENTRY), payload, on_failure=try_again)
+        target = (str(entry.get("kind")), str(entry.get("id")))
+        self._act(
+            what,
+            (DELETE_ENTRY_BY_REFINEMENT, DELETE_ENTRY),
+            payload,
+            on_failure=try_again,
+            awaits={"delete": target},
+        )
 
     def _refinement_row(self, record: dict[str, Any]) -> widgets.Widget:
         card = widgets.HTML(_refinement_html(record))
@@ -264,6 +284,7 @@ class HarnessPanel(widgets.VBox):
             ROLLBACK_REFINEMENT,
             {"id": record.get("id")},
             on_failure=lambda: setattr(button, "disabled", False),
+            awaits={"rollback_of": str(record.get("id"))},
         )
 
     def _act(
@@ -272,12 +293,19 @@ class HarnessPanel(widgets.VBox):
         ops: str | tuple[str, ...],
         payload: dict[str, Any],
         on_failure: Callable[[], None],
+        awaits: dict[str, Any] | None = None,
     ) -> None:
         """Ask the host in a thread of its own (the click handler returns at once). With
         several ops, the first one the host offers: `refinement.delete_entry` records a delete
         as a refinement applied at the turn boundary; a host without refine deletes at once. A
-        refused or failed request gives the button back (`on_failure`) to try again."""
+        refused or failed request gives the button back (`on_failure`) to try again. An answer
+        "queued" stays until the record of the action (`awaits`: what it rolls back or deletes)
+        shows up in the state the panel follows; then the line says how it went."""
         self._show_answer(f"{what}: asking the host…")
+        with self._lock:
+            known = frozenset(
+                str(r.get("id")) for r in self.state.get("refinements") or [] if isinstance(r, dict)
+            )
 
         def run() -> None:
             try:
@@ -287,6 +315,10 @@ class HarnessPanel(widgets.VBox):
                 self._show_answer(f"{what} failed: {exc}", tone="error")
                 return
             self._show_answer(f"{what}: {describe_answer(answer)}")
+            if awaits is not None and is_queued(answer):
+                with self._lock:
+                    self._queued.append(QueuedAction(what, known, **awaits))
+                    self._settle_queued()  # it may have been applied before the answer came
 
         self._start_thread(run, "harness-panel-action")
 
@@ -301,8 +333,12 @@ class HarnessPanel(widgets.VBox):
 
     def _show_answer(self, text: str, tone: str = "info") -> None:
         with self._rendered:
-            self.last_answer = text
-            self._rendered.notify_all()
+            self._set_answer(text, tone)
+
+    def _set_answer(self, text: str, tone: str = "info") -> None:
+        """The answer line (lock held)."""
+        self.last_answer = text
+        self._rendered.notify_all()
         colour = "var(--jp-error-color1)" if tone == "error" else "var(--jp-ui-font-color1)"
         self._answer.value = (
             f'<div data-testid="pal-harness-answer" data-tone="{tone}" '

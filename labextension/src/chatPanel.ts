@@ -747,6 +747,7 @@ export class ChatPanel extends Widget {
     senderNotebookPath: origin => this._agent?.knownSenderNotebookPath(origin) ?? null,
     openNotebook: path => void this._openNotebook(path),
     openSender: origin => void this._openSender(origin),
+    followCurrentSession: () => void this._agent?.followCurrentSession(),
     showRefinements: () => {
       const agent = this._agent;
       if (agent) {

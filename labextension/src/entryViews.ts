@@ -19,6 +19,7 @@ import { formatComposed, senderLabel, type IParentAgent } from './family';
 import { renderRefinementLine } from './refine';
 import { GATE_NOTICES, GATE_PASSED } from './autonomy';
 import { renderGateLine, renderGateText } from './autonomyView';
+import { switchButton, TAKEN_OVER } from './takeover';
 import type { ChildStatus } from './wire';
 
 export interface IEntryViewContext {
@@ -52,6 +53,8 @@ export interface IEntryViewContext {
   trustSession?: () => Promise<string>;
   /** Run `/context` (its table has a Trust button per untrusted project file). */
   showContext?: () => void;
+  /** Show the notebook's current session (the takeover line's button). */
+  followCurrentSession?: () => void;
 }
 
 const CHILD_STATUS_LABELS: Record<ChildStatus, string> = {
@@ -259,6 +262,9 @@ function renderNotice(entry: INoticeEntry, context: IEntryViewContext): HTMLElem
   }
   if (entry.noticeKind === 'session_untrusted' && context.trustSession) {
     node.append(trustButton(context.trustSession));
+  }
+  if (entry.noticeKind === TAKEN_OVER && context.followCurrentSession) {
+    node.append(' ', switchButton(context.followCurrentSession));
   }
   if (entry.noticeKind === 'project_untrusted' && context.showContext) {
     const review = button('Review and trust…', 'pal-project-review');

@@ -14,6 +14,7 @@ import { AutonomyModel } from './autonomy';
 import { CellFollower, type FollowCellsSetting } from './cellFollower';
 import { EventStream, type StreamState } from './eventStream';
 import { RetrySchedule } from './retrySchedule';
+import { Takeover } from './takeover';
 import {
   findSenderNotebook,
   knownNotebookPath,
@@ -122,15 +123,19 @@ export class NotebookAgent implements IDisposable {
    * Send a user message. Idle, it starts a turn and the transcript shows it
    * at once; while a turn runs, it steers (`steer`) or waits as a follow-up
    * (`auto`, `follow_up`), shown in the queue once the server's `queue`
-   * event arrives. When the session is no longer attached (another browser
-   * started a new one for this notebook: 404), follow the notebook's current
-   * session and send there.
+   * event arrives. A session that is no longer attached (another session
+   * took over the notebook; the server answers 404) gets nothing: the
+   * transcript says so and offers the switch, and the rejection
+   * (`SessionTakenOverError`) tells the caller to keep the text.
    */
-  async send(text: string, mode: DeliveryMode = 'auto', isRetry = false): Promise<void> {
+  async send(text: string, mode: DeliveryMode = 'auto'): Promise<void> {
     const session = this._session;
     if (!session) {
       this.transcript.addError('No agent session yet: is the kernel running?');
       return;
+    }
+    if (this._takeover.staleSessionId === session.session_id) {
+      throw this._takeover.refuseSend(this.transcript, session.session_id);
     }
     const running = this.transcript.status === 'running';
     const pending = running ? null : this.transcript.addPendingUserMessage(text);
@@ -148,11 +153,8 @@ export class NotebookAgent implements IDisposable {
       if (pending) {
         this.transcript.removeEntry(pending);
       }
-      if (error instanceof AgentApiError && error.status === 404 && !isRetry) {
-        await this._followNotebookSession(session.session_id);
-        if (this._session && this._connection !== 'failed') {
-          return this.send(text, mode, true);
-        }
+      if (error instanceof AgentApiError && error.status === 404) {
+        throw this._takeover.refuseSend(this.transcript, session.session_id);
       }
       // The server's own words (a 409 names the session that holds the kernel).
       this.transcript.addError(`Could not send the message: ${describe(error)}`);
@@ -224,9 +226,22 @@ export class NotebookAgent implements IDisposable {
     this._scheduleSync();
   }
 
-  /** Start over with a fresh session for this notebook. */
+  /** The session this tab shows when another session took over the notebook, else null. */
+  get takenOver(): string | null {
+    return this._takeover.staleSessionId;
+  }
+
+  /** Show the notebook's current session (the takeover line's "Switch to it"). */
+  followCurrentSession(): Promise<void> {
+    const stale = this._takeover.staleSessionId;
+    return stale ? this._followNotebookSession(stale) : Promise.resolve();
+  }
+
+  /** Start over with a fresh session for this notebook; this tab follows it. */
   startNewSession(): Promise<void> {
     return this._enqueue(async () => {
+      // Its `inactive` event may come before the switch: that one is ours.
+      this._leftSessionId = this._session?.session_id ?? null;
       this._setConnection('attaching');
       const session = await this._api.attachSession({
         notebookPath: this.notebookPath,
@@ -306,6 +321,7 @@ export class NotebookAgent implements IDisposable {
       return;
     }
     if (current && this._stream && session.session_id === current.session_id) {
+      this._takeover.clear(); // attached again
       this._setSession({ ...current, ...session });
       this._changed.emit();
       return;
@@ -336,6 +352,7 @@ export class NotebookAgent implements IDisposable {
     );
     this.transcript.status = info.status;
     this.queue.load(queue, typeof info.seq === 'number' ? info.seq : null);
+    this._takeover.reloaded(this.transcript, info.session_id);
     void this._findParent(info);
     // Read before the stream opens: an `autonomy` event from it is newer,
     // except those the replay brings up to `seq` (older than this answer).
@@ -407,10 +424,16 @@ export class NotebookAgent implements IDisposable {
   private _onLiveEvent(_: TranscriptModel, event: AgentEvent): void {
     switch (event.type) {
       case 'status':
-        if (event.status === 'inactive') {
-          // Another session took over this notebook's kernel (a New session
-          // from another browser): follow it instead of sending into the void.
-          void this._followNotebookSession(event.session_id);
+        if (
+          event.status === 'inactive' &&
+          event.session_id === this._session?.session_id &&
+          event.session_id !== this._leftSessionId
+        ) {
+          // Another session took over this notebook (another user's New
+          // session): stay on this one and offer the switch (takeover.ts).
+          if (this._takeover.mark(this.transcript, event.session_id)) {
+            this._changed.emit();
+          }
         }
         break;
       case 'turn_started':
@@ -495,6 +518,9 @@ export class NotebookAgent implements IDisposable {
 
   private readonly _follower: CellFollower;
   private readonly _retry = new RetrySchedule();
+  private readonly _takeover = new Takeover();
+  /** The session this tab left by its own New session. */
+  private _leftSessionId: string | null = null;
   private _connection: AgentConnection = 'attaching';
   private _session: ISessionInfo | null = null;
   private _parent: IParentAgent | null = null;

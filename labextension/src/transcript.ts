@@ -127,11 +127,17 @@ export interface INoticeEntry extends IEntryBase {
   kind: 'notice';
   text: string;
   tone: 'info' | 'warning';
-  /** The notice kind (`kernel_restarted`, ...), `stop`, or null when unknown. */
-  noticeKind: NoticeKind | 'stop' | null;
+  /**
+   * The notice kind (`kernel_restarted`, ...), one of the panel's own
+   * (`stop`, `taken_over`), or null when unknown.
+   */
+  noticeKind: NoticeKind | PanelNoticeKind | null;
   /** A gate run's command, exit status, time and output (`gate_passed`, `gate_failed`). */
   gate?: IGateRun;
 }
+
+/** Notice kinds the panel makes itself (the server's are `NoticeKind`). */
+export type PanelNoticeKind = 'stop' | 'taken_over';
 
 /** A refinement of the harness was applied, rolled back or failed (`refinement`). */
 export interface IRefinementEntry extends IEntryBase {
@@ -346,6 +352,7 @@ export class TranscriptModel {
       }
     }
     this._entries = placeChildrenAfterTheirCells(entries);
+    this._turnlessInTranscript = this._entries.filter(entry => entry.turn === null);
     this._turnsInTranscript = turns;
     this._childStatusInTranscript = new Map(
       entries
@@ -396,6 +403,20 @@ export class TranscriptModel {
   /** A neutral line from the panel itself (the answer to `/refine`, say). */
   addNote(text: string): void {
     this._addNotice(null, text, null);
+  }
+
+  /** A line of the panel's own (not from the server), e.g. the takeover line. */
+  addPanelNotice(kind: PanelNoticeKind, text: string, tone: 'info' | 'warning'): INoticeEntry {
+    const entry: INoticeEntry = {
+      kind: 'notice',
+      id: this._nextId++,
+      turn: null,
+      text,
+      tone,
+      noticeKind: kind
+    };
+    this._add(entry);
+    return entry;
   }
 
   /** The line of a sub-agent this session spawned, by its id. */
@@ -584,24 +605,22 @@ export class TranscriptModel {
 
   /**
    * Turns rebuilt from the replay go to the end of the chat; a turn-less
-   * notice or error from the transcript that came after them moves along, so
-   * it stays where it was (its replayed event arrives in order).
+   * line from the transcript (a notice, an error, a refinement applied while
+   * the agent was idle, a sub-agent spawned from the user's own cell) that
+   * came after them moves along when its replayed event arrives, so it stays
+   * where it was.
    */
   private _keepInOrder(event: AgentEvent): void {
-    if (event.type !== 'notice' && event.type !== 'error') {
+    const index = this._turnlessInTranscript.findIndex(entry => showsEvent(entry, event));
+    if (index < 0) {
       return;
     }
-    const said = event.type === 'notice' ? text(event.text) : text(event.message);
-    const index = this._entries.findIndex(
-      entry =>
-        entry.turn === null &&
-        ((entry.kind === 'notice' && entry.text === said) ||
-          (entry.kind === 'error' && entry.message === said))
-    );
-    if (index < 0 || index === this._entries.length - 1) {
+    const [entry] = this._turnlessInTranscript.splice(index, 1);
+    const at = this._entries.indexOf(entry);
+    if (at < 0 || at === this._entries.length - 1) {
       return;
     }
-    const [entry] = this._entries.splice(index, 1);
+    this._entries.splice(at, 1);
     this._entries.push(entry);
     this._changed.emit({ type: 'reset' });
   }
@@ -887,6 +906,8 @@ export class TranscriptModel {
   private _status: SessionStatus = 'idle';
   private _streaming: IAssistantEntry | null = null;
   private _turnsInTranscript = new Set<number>();
+  /** The transcript's turn-less lines not yet matched with their replayed event. */
+  private _turnlessInTranscript: TranscriptEntry[] = [];
   private readonly _rebuiltTurns = new Set<number>();
   private _transcriptSeq = Number.POSITIVE_INFINITY;
   /** Each child's state as the transcript carried it, by child id. */
@@ -907,6 +928,24 @@ function userMode(mode: unknown): Pick<IUserEntry, 'mode'> {
   return mode === 'steer' || mode === 'follow_up' ? { mode } : {};
 }
 
+/** Whether `entry` (a transcript line) is the line `event` made live. */
+function showsEvent(entry: TranscriptEntry, event: AgentEvent): boolean {
+  switch (event.type) {
+    case 'notice':
+      return entry.kind === 'notice' && entry.text === text(event.text);
+    case 'error':
+      return entry.kind === 'error' && entry.message === text(event.message);
+    case 'refinement':
+      return (
+        entry.kind === 'refinement' && entry.record.id === refinementSummary(event).id
+      );
+    case 'child_spawned':
+      return entry.kind === 'child' && entry.childId === text(event.rlm_child_id);
+    default:
+      return false;
+  }
+}
+
 /** The event's turn, or null for a session-level event (status, some notices). */
 function turnOf(event: AgentEvent): number | null {
   const turn = (event as { turn?: unknown }).turn;
@@ -914,29 +953,33 @@ function turnOf(event: AgentEvent): number | null {
 }
 
 /**
- * The session log records a cell's result after the sub-agents the cell
- * spawned, so the transcript lists their items before the cell's; live,
- * their lines came after the cell's line. Put each child that names its
- * spawning cell right after that cell (and its earlier children).
+ * A transcript from an older server lists a cell's line at its result, after
+ * the sub-agents the cell spawned; live, their lines came after the cell's
+ * line. Put each child that names a spawning cell listed after it right
+ * after that cell (and its earlier children). A newer server lists the cell
+ * where it started, so its children are already in place and stay there.
  */
 function placeChildrenAfterTheirCells(entries: TranscriptEntry[]): TranscriptEntry[] {
-  const cells = new Set(
-    entries.filter(entry => entry.kind === 'cell').map(entry => (entry as ICellEntry).cellId)
-  );
-  const spawnedBy = (entry: TranscriptEntry): string | null =>
-    entry.kind === 'child' && entry.spawnCellId && cells.has(entry.spawnCellId)
-      ? entry.spawnCellId
-      : null;
+  const cellsAhead = new Set<string>();
+  const spawnedBy = new Map<TranscriptEntry, string>();
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const entry = entries[i];
+    if (entry.kind === 'cell') {
+      cellsAhead.add(entry.cellId);
+    } else if (entry.kind === 'child' && entry.spawnCellId && cellsAhead.has(entry.spawnCellId)) {
+      spawnedBy.set(entry, entry.spawnCellId);
+    }
+  }
   const children = new Map<string, IChildEntry[]>();
   for (const entry of entries) {
-    const cellId = spawnedBy(entry);
+    const cellId = spawnedBy.get(entry);
     if (cellId) {
       children.set(cellId, [...(children.get(cellId) ?? []), entry as IChildEntry]);
     }
   }
   const placed: TranscriptEntry[] = [];
   for (const entry of entries) {
-    if (spawnedBy(entry)) {
+    if (spawnedBy.has(entry)) {
       continue;
     }
     placed.push(entry);

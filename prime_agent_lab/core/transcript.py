@@ -55,10 +55,26 @@ def chat_transcript(
     session: SessionLog, child_state: Callable[[str], tuple[str, str | None]] | None = None
 ) -> list[ChatItem]:
     """What the chat panel shows when it (re)opens a session: each entry's chat items as its
-    type declares them (core/entry_types.py; item types in `wire.py`). `child_state` gives a
-    sub-agent's status and last-answer preview for its line."""
+    type declares them (core/entry_types.py; item types in `wire.py`), in the order the panel
+    showed them live. `child_state` gives a sub-agent's status and last-answer preview for its
+    line.
+
+    A cell's line comes from its `tool_result`, which is logged when the cell has finished, but
+    live the line appeared when the cell started: what was logged while it ran (a sub-agent it
+    spawned, a notice, an MCP call line) came after it. So the cell's items take the place of
+    its `cell_started` entry."""
     context = ChatContext(child_state)
-    items: list[ChatItem] = []
+    slots: list[list[ChatItem]] = []
+    started: dict[str, list[ChatItem]] = {}  # tool call id -> the slot its cell's line fills
     for entry in session.path():
-        items.extend(chat_items(entry, context))
-    return items
+        call_id = entry.get("tool_call_id")
+        if entry["type"] == "cell_started" and isinstance(call_id, str):
+            started[call_id] = []
+            slots.append(started[call_id])
+            continue
+        produced = chat_items(entry, context)
+        if entry["type"] == "tool_result" and isinstance(call_id, str) and call_id in started:
+            started.pop(call_id).extend(produced)
+        else:
+            slots.append(produced)
+    return [item for slot in slots for item in slot]

@@ -271,6 +271,8 @@ def test_the_harness_view_answers_while_the_agents_cell_runs(
     expect(cell_line).to_have_attribute("data-status", "ok", timeout=TURN_TIMEOUT_MS)
     expect(entry).to_have_count(0, timeout=TURN_TIMEOUT_MS)
     assert local.get("memory", "stale") is None
+    # The answer line no longer says "queued" once the host recorded the delete.
+    expect(answer).to_contain_text("Delete memory stale: applied", timeout=UI_TIMEOUT_MS)
     _tab(panel, "History")
     record = panel.locator('[data-testid="pal-harness-refinement"]')
     expect(record).to_have_count(1, timeout=UI_TIMEOUT_MS)

@@ -129,9 +129,12 @@ def test_stopped_turn_survives_a_reload(lab_server: LabServer, page: Any) -> Non
     expect(agent_cell.locator(".jp-InputPrompt")).to_contain_text(f"[{panel_count}]")
 
 
-def test_second_browser_new_session_is_followed(lab_server: LabServer, new_page: Any) -> None:
-    """Browser B starts a New session on the notebook browser A has open: A follows it (the
-    `inactive` event) and A's next message runs in the new session, seen by both."""
+def test_second_browser_new_session_is_offered_not_followed(
+    lab_server: LabServer, new_page: Any
+) -> None:
+    """Browser B starts a New session on the notebook browser A has open: A stays on its
+    session with a "taken over" line (the `inactive` event) whose Switch to it follows the new
+    session, and A's next message runs in the new session, seen by both."""
     from playwright.sync_api import expect
 
     name = "two-browsers.ipynb"
@@ -150,6 +153,11 @@ def test_second_browser_new_session_is_followed(lab_server: LabServer, new_page:
     second = session_of(lab_server, name)
     assert second["session_id"] != first
     status_a = panel_a.get_by_test_id("pal-status")
+    takeover = panel_a.locator('[data-testid="pal-notice"][data-kind="taken_over"]')
+    expect(takeover).to_have_count(1, timeout=UI_TIMEOUT_MS)
+    expect(takeover).to_contain_text("Another session took over this notebook")
+    expect(status_a).to_have_attribute("data-session", first)
+    takeover.get_by_test_id("pal-takeover-switch").click()
     expect(status_a).to_have_attribute("data-session", second["session_id"], timeout=UI_TIMEOUT_MS)
     expect(status_a).to_have_attribute("data-connection", "connected", timeout=UI_TIMEOUT_MS)
 
@@ -197,11 +205,12 @@ def test_follow_switch_leaves_the_notebook_where_it_is(lab_server: LabServer, pa
     ).not_to_be_checked()
 
 
-def test_send_to_a_session_no_longer_attached_goes_to_the_current_one(
+def test_send_to_a_session_no_longer_attached_says_so_and_keeps_the_message(
     lab_server: LabServer, new_page: Any
 ) -> None:
     """Page A misses the `inactive` event (its event socket drops it): its next message is
-    answered 404, and the panel follows the notebook's current session and sends it there."""
+    answered 404, and the panel says it was not sent, keeps it in the input and offers the
+    switch; after Switch to it, sending it again runs it in the notebook's current session."""
     from playwright.sync_api import expect
 
     name = "missed-inactive.ipynb"
@@ -232,9 +241,17 @@ def test_send_to_a_session_no_longer_attached_goes_to_the_current_one(
     expect(panel_a.get_by_test_id("pal-status")).to_have_attribute("data-session", first)
 
     send_to_chat(panel_a, "Sent after the switch.")
+    expect(panel_a.get_by_test_id("pal-error")).to_contain_text("Not sent", timeout=UI_TIMEOUT_MS)
+    expect(panel_a.get_by_test_id("pal-chat-input")).to_have_value("Sent after the switch.")
+    expect(panel_a.get_by_test_id("pal-status")).to_have_attribute("data-session", first)
+    panel_a.get_by_test_id("pal-takeover-switch").click()
     expect(panel_a.get_by_test_id("pal-status")).to_have_attribute(
         "data-session", second, timeout=UI_TIMEOUT_MS
     )
+    expect(panel_a.get_by_test_id("pal-status")).to_have_attribute(
+        "data-connection", "connected", timeout=UI_TIMEOUT_MS
+    )
+    panel_a.get_by_test_id("pal-chat-input").press("Enter")
     for panel in (panel_a, panel_b):
         expect(panel.get_by_test_id("pal-user")).to_have_text(
             ["Sent after the switch."], timeout=TURN_TIMEOUT_MS
