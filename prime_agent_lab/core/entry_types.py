@@ -501,7 +501,14 @@ def _assistant_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
         context.code_by_call[call.get("id", "")] = code_of(call.get("arguments", ""))
     if not entry.get("text"):
         return []
-    return [{"type": "assistant", "turn": entry.get("turn"), "text": entry["text"]}]  # type: ignore[typeddict-item]
+    item: dict[str, Any] = {"type": "assistant", "turn": entry.get("turn"), "text": entry["text"]}
+    usage = entry.get("usage")
+    if isinstance(usage, dict):  # the answer's footer (docs/pairing.md, "Model and cost")
+        from .model_ops import answer_cost  # it reads the providers, whose ports read the wire
+
+        item["usage"] = usage
+        item.update(answer_cost(str(entry.get("provider")), str(entry.get("model")), usage))
+    return [item]  # type: ignore[list-item]
 
 
 def _tool_calls_shape(entry: Entry) -> str | None:
