@@ -20,6 +20,7 @@ import { showReply, type ICommandViewContext } from './commandViews';
 import { button } from './dom';
 import { linkButton, renderEntry, type IEntryViewContext } from './entryViews';
 import { primeAgentIcon } from './icons';
+import { ModelCostControls } from './modelCostView';
 import { describe, type NotebookAgent } from './notebookAgent';
 import {
   WAITING_TEXT,
@@ -75,7 +76,12 @@ export class ChatPanel extends Widget {
       'Show the agent’s harness (notes, memories, skills, sub-agents, refinements) live; ' +
       'it works while the agent runs a cell';
     this._harnessButton.addEventListener('click', () => void this._openHarness());
-    titleRow.append(title, this._harnessButton, this._newSessionButton);
+    titleRow.append(
+      title,
+      this._modelCost.headerNode,
+      this._harnessButton,
+      this._newSessionButton
+    );
     this._notebookLabel = div('pal-notebook', 'pal-notebook-path');
     this._familyLine = div('pal-family', 'pal-family');
     this._statusLine = div('pal-status', 'pal-status');
@@ -133,7 +139,7 @@ export class ChatPanel extends Widget {
     this._sendButton.classList.add('pal-mod-primary');
     this._sendButton.addEventListener('click', () => void this._send());
     actions.append(this._stopButton, this._sendButton);
-    composer.append(inputLabel, this._menu, this._input, actions);
+    composer.append(inputLabel, this._menu, this._input, this._modelCost.composerNode, actions);
 
     this._treeNode = div('pal-tree-slot', 'pal-tree-slot');
     this._treeNode.hidden = true;
@@ -183,6 +189,7 @@ export class ChatPanel extends Widget {
     }
     this._agent = agent;
     this._autonomy.model = agent?.autonomy ?? null;
+    this._modelCost.model = agent?.modelCost ?? null;
     this._closeTree();
     if (agent) {
       agent.changed.connect(this._renderStatus, this);
@@ -241,6 +248,7 @@ export class ChatPanel extends Widget {
   override dispose(): void {
     this.agent = null;
     this._autonomy.dispose();
+    this._modelCost.dispose();
     super.dispose();
   }
 
@@ -754,6 +762,7 @@ export class ChatPanel extends Widget {
   private readonly _newSessionButton: HTMLButtonElement;
   private readonly _harnessButton: HTMLButtonElement;
   private readonly _autonomy: AutonomyControls;
+  private readonly _modelCost = new ModelCostControls();
 }
 
 function div(className: string, testId?: string): HTMLDivElement {
