@@ -70,14 +70,19 @@ export class ModelCostControls {
     const model = this._model;
     this.composerNode.hidden = model === null;
     const options = model ? pickerOptions(model.models, model.current) : [];
-    this._select.replaceChildren(
-      ...options.map(option => {
-        const node = document.createElement('option');
-        node.value = option.value;
-        node.textContent = option.label;
-        return node;
-      })
-    );
+    const shown = JSON.stringify(options);
+    if (shown !== this._shownOptions) {
+      // Rebuilt only when they change: an open list is not closed by every event.
+      this._shownOptions = shown;
+      this._select.replaceChildren(
+        ...options.map(option => {
+          const node = document.createElement('option');
+          node.value = option.value;
+          node.textContent = option.label;
+          return node;
+        })
+      );
+    }
     this._select.value = model?.current ?? '';
     this._select.disabled = options.length < 2;
     const window = model?.window ?? 0;
@@ -99,6 +104,7 @@ export class ModelCostControls {
   }
 
   private _model: ModelCostModel | null = null;
+  private _shownOptions = '';
   private readonly _select = document.createElement('select');
   private readonly _context = document.createElement('span');
   private readonly _error = document.createElement('span');
