@@ -10,12 +10,14 @@ import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
+from unittest.mock import AsyncMock
 
 import pytest
 from tornado.httpclient import HTTPClientError
 
 from prime_agent_lab.core.commands import CommandError, run_command
 from prime_agent_lab.core.transcript import chat_transcript
+from prime_agent_lab.providers import make_provider
 
 from .conftest import run_turn, use_script, wait_for
 from .fake_llm_server import FakeLLMServer, RecordedRequest, Reply
@@ -226,3 +228,24 @@ async def test_each_answer_carries_its_model_usage_and_cost_live_and_after_a_rel
         (await jp_fetch("prime-agent", "api", "sessions", agent.session_id, "usage")).body
     )
     assert usage["cost_total"] == 0.0 and usage["calls"] == 1
+
+
+async def test_a_model_chosen_during_a_call_is_released_when_the_agent_goes_before_using_it(
+    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    script = agent_script([{"text": "slow answer"}])
+    host._provider_factory = lambda: make_provider(
+        "scripted", None, script_path=script, step_delay=30
+    )
+    session_id = await _attach(jp_fetch, make_notebook("release.ipynb"))
+    agent = host.agent(session_id)
+    await host.send(session_id, "go")
+    await wait_for(lambda: agent._model_calls == 1)
+
+    await _switch(jp_fetch, session_id, "scripted/other")
+    chosen = agent.chosen_provider
+    assert chosen is not agent.provider, "the call under way keeps its provider"
+    chosen.aclose = AsyncMock()  # type: ignore[method-assign]
+    await host.shutdown()
+
+    chosen.aclose.assert_awaited_once()

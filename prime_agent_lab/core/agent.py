@@ -343,6 +343,13 @@ class Agent:
         if self._model_calls == 0:
             await self._take_chosen_provider()
 
+    async def close_providers(self) -> None:
+        """The agent is going: release its provider and one chosen but not yet used."""
+        chosen, self._chosen_provider = self._chosen_provider, None
+        if chosen is not None:
+            await _close_provider(chosen)
+        await _close_provider(self.provider)
+
     async def _take_chosen_provider(self) -> None:
         chosen, self._chosen_provider = self._chosen_provider, None
         if chosen is not None and chosen is not self.provider:
