@@ -1,7 +1,7 @@
 """Model and cost in the browser (docs/pairing.md, section 2): the model picker switches the model
 the next request asks for (asserted on the request the local OpenAI stand-in received), each
 answer's footer, the context use beside the input, the session's cost in the header and the
-status-bar item, and all of it again after a reload.
+status-bar item, readable in the light and dark themes, and all of it again after a reload.
 
 The lab runs the real `openai` provider, pointed at `tests/fake_llm_server.py` through the SDK's
 own environment variables, with two models offered.
@@ -18,6 +18,7 @@ import pytest
 from ..fake_llm_server import FakeLLMServer, RecordedRequest, Reply
 from ..lab_process import ServerDidNotStart, shutdown, start_lab
 from .conftest import LabServer, save_screenshot, send_to_chat
+from .test_branch_badge import _switch_theme
 from .test_chat_panel import (
     KERNEL_IDLE_TIMEOUT,
     TURN_TIMEOUT_MS,
@@ -27,6 +28,7 @@ from .test_chat_panel import (
     _open_panel,
     _wait_for_idle_kernel,
 )
+from .test_pairing_keyboard import _unreadable
 
 pytestmark = pytest.mark.browser
 
@@ -123,7 +125,19 @@ def test_the_picker_switches_the_next_request_and_the_costs_show(
     expect(status_item).to_have_text(
         re.compile(r"^Prime Agent: idle · \$[\d.]+$"), timeout=UI_TIMEOUT_MS
     )
-    save_screenshot(page, "model-and-cost-light.png")
+    # Both themes: a screenshot each, and every text of the panel (picker, context use, footer,
+    # cost) at least 4.5:1 against its background.
+    try:
+        for theme, light in (("JupyterLab Light", "true"), ("JupyterLab Dark", "false")):
+            _switch_theme(page, theme)
+            expect(page.locator("body")).to_have_attribute(
+                "data-jp-theme-light", light, timeout=UI_TIMEOUT_MS
+            )
+            expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=UI_TIMEOUT_MS)
+            save_screenshot(page, f"model-and-cost-{'light' if light == 'true' else 'dark'}.png")
+            assert _unreadable(panel) == [], theme
+    finally:
+        _switch_theme(page, "JupyterLab Light")
 
     page.reload()
     panel = _connected_panel(page, lab_server, name)
