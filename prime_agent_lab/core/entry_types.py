@@ -847,7 +847,8 @@ REFINE_REVIEW = EntryType(
 
 MODEL_CHANGE = EntryType(
     "model_change",
-    "The session continues on another model.",
+    "The session continues on another model: one the user chose (the panel's picker, `/model`; "
+    "the next model call uses it, a resume keeps it while offered), or the configured one.",
     {"provider": Field(str, "the provider"), "model": Field(str, "the model")},
     {"provider": "openai", "model": "gpt-4.1"},
     in_history=always,
