@@ -15,9 +15,14 @@ import {
   type IModelCostApi
 } from '../src/modelCost';
 import { ModelCostControls, renderAnswerFooter } from '../src/modelCostView';
+import type { NotebookAgent } from '../src/notebookAgent';
 import { statusItemText } from '../src/statusItem';
 import { TranscriptModel } from '../src/transcript';
 import type { AgentEvent, IModelInfo, IModelList } from '../src/wire';
+
+import { StandInAgent, sessionInfo, standInChatPanel } from './standIns';
+
+vi.mock('../src/icons', () => ({ primeAgentIcon: undefined }));
 
 const MODELS: IModelInfo[] = [
   { name: 'openai/gpt-4.1', provider: 'openai', model: 'gpt-4.1', context_window: 1_047_576 },
@@ -227,5 +232,29 @@ describe('the session’s cost', () => {
     model.applyEvent(event({ type: 'child_status', child_session_id: 'c', status: 'idle' }));
     model.applyEvent(event({ type: 'child_status', child_session_id: 'c', status: 'idle' }));
     await vi.waitFor(() => expect(api.getUsage).toHaveBeenCalledTimes(3));
+  });
+});
+
+describe('the chat panel', () => {
+  it('shows the picker and the context use beside the input and the cost in the header', async () => {
+    const panel = standInChatPanel();
+    const agent = new StandInAgent(sessionInfo('s', 'a.ipynb', { provider: 'openai', model: 'gpt-4.1' }));
+    const modelCost = new ModelCostModel(standInApi());
+    Object.assign(agent, { modelCost });
+    panel.agent = agent as unknown as NotebookAgent;
+    await modelCost.attach(agent.session, []);
+
+    const composer = panel.node.querySelector('.pal-composer')!;
+    const picker = composer.querySelector<HTMLSelectElement>('[data-testid="pal-model-picker"]')!;
+    expect(picker.getAttribute('aria-label')).toBe('Model');
+    expect(picker.value).toBe('openai/gpt-4.1');
+    expect(composer.querySelector('[data-testid="pal-context-use"]')!.textContent).toBe('Context – of 1M');
+    const header = panel.node.querySelector('[data-testid="pal-header"]')!;
+    expect(header.querySelector('[data-testid="pal-session-cost"]')!.textContent).toBe(
+      'Cost $0.0123 with 1 sub-agent'
+    );
+
+    panel.agent = null;
+    expect(panel.node.querySelector<HTMLElement>('.pal-model-row')!.hidden).toBe(true);
   });
 });

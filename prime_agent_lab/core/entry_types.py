@@ -507,7 +507,9 @@ def _assistant_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
         from .model_ops import answer_cost  # it reads the providers, whose ports read the wire
 
         item["usage"] = usage
-        item.update(answer_cost(str(entry.get("provider")), str(entry.get("model")), usage))
+        item.update(
+            answer_cost(str(entry.get("provider") or ""), str(entry.get("model") or ""), usage)
+        )
     return [item]  # type: ignore[list-item]
 
 
