@@ -76,12 +76,7 @@ export class ChatPanel extends Widget {
       'Show the agent’s harness (notes, memories, skills, sub-agents, refinements) live; ' +
       'it works while the agent runs a cell';
     this._harnessButton.addEventListener('click', () => void this._openHarness());
-    titleRow.append(
-      title,
-      this._modelCost.headerNode,
-      this._harnessButton,
-      this._newSessionButton
-    );
+    titleRow.append(title, this._harnessButton, this._newSessionButton);
     this._notebookLabel = div('pal-notebook', 'pal-notebook-path');
     this._familyLine = div('pal-family', 'pal-family');
     this._statusLine = div('pal-status', 'pal-status');
@@ -139,11 +134,16 @@ export class ChatPanel extends Widget {
     this._sendButton.classList.add('pal-mod-primary');
     this._sendButton.addEventListener('click', () => void this._send());
     actions.append(this._stopButton, this._sendButton);
-    composer.append(inputLabel, this._menu, this._input, this._modelCost.composerNode, actions);
+    composer.append(inputLabel, this._menu, this._input, actions);
 
     this._treeNode = div('pal-tree-slot', 'pal-tree-slot');
     this._treeNode.hidden = true;
     this.node.append(header, this._transcriptNode, this._treeNode, composer);
+
+    // Model and cost (docs/pairing.md, 2): the session's cost in the title row, the model
+    // picker and the context use above the input's actions.
+    this._harnessButton.before(this._modelCost.headerNode);
+    actions.before(this._modelCost.composerNode);
     this._render();
   }
 
