@@ -228,6 +228,7 @@ EXAMPLES: dict[tuple[str, str | None], str] = {
     ("refine", "rollback"): "rollback {refinement}",
     ("usage", None): "",
     ("context", None): "",
+    ("model", None): "",
     ("heartbeat", None): "every 10m --follow-up check the training log",
     ("heartbeat", "status"): "status",
     ("heartbeat", "pause"): "pause",
@@ -294,6 +295,7 @@ async def test_every_declared_form_runs_through_the_rest_route(
     assert replies["refine", "rollback"]["answer"]["text"].startswith("Rollback of ref")
     assert replies["usage", None]["answer"]["session_id"] == agent.session_id
     assert replies["context", None]["answer"]["parts"][0]["part"] == "base prompt"
+    assert replies["model", None]["answer"]["current"] == "scripted/demo"
     assert replies["heartbeat", None]["answer"]["text"].startswith("Heartbeat hb_")
     assert "every 10m, follow-up" in replies["heartbeat", "status"]["answer"]["text"]
     assert "stopped" in replies["heartbeat", "stop"]["answer"]["text"]

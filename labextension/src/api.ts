@@ -11,12 +11,14 @@ import type {
   ILeafMoved,
   IMessagePosted,
   IQueueState,
+  IModelList,
   IServerInfo,
   ISessionCopy,
   ISessionInfo,
   ISessionWithTranscript,
   ITrustState
 } from './wire';
+import type { IAgentUsage } from './commands';
 
 const API_ROOT = 'prime-agent/api';
 
@@ -200,6 +202,25 @@ export class AgentApiClient {
       'PUT',
       request
     );
+  }
+
+  // ---------------------------------------------------------------- model and cost (pairing.md, 2)
+
+  /** The models a session may switch to (`rlm.find_models()`'s), with window and price. */
+  getModels(): Promise<IModelList> {
+    return this._request<IModelList>('models');
+  }
+
+  /** Switch the session's model from its next model call; answers the list with `current`. */
+  setModel(sessionId: string, model: string): Promise<IModelList> {
+    return this._request<IModelList>(`sessions/${encodeURIComponent(sessionId)}/model`, 'POST', {
+      model
+    });
+  }
+
+  /** The `/usage` report: tokens and cost, own and with the sub-agents. */
+  getUsage(sessionId: string): Promise<IAgentUsage> {
+    return this._request<IAgentUsage>(`sessions/${encodeURIComponent(sessionId)}/usage`);
   }
 
   async postBinding(options: IBindingOptions): Promise<void> {

@@ -20,6 +20,7 @@ import { showReply, type ICommandViewContext } from './commandViews';
 import { button } from './dom';
 import { linkButton, renderEntry, type IEntryViewContext } from './entryViews';
 import { primeAgentIcon } from './icons';
+import { ModelCostControls } from './modelCostView';
 import { describe, type NotebookAgent } from './notebookAgent';
 import { enterAction, inputHint } from './queue';
 import { QueueView } from './queueView';
@@ -151,6 +152,11 @@ export class ChatPanel extends Widget {
       this._treeNode,
       composer
     );
+
+    // Model and cost (docs/pairing.md, 2): the session's cost in the title row, the model
+    // picker and the context use above the input's actions.
+    this._harnessButton.before(this._modelCost.headerNode);
+    actions.before(this._modelCost.composerNode);
     this._render();
   }
 
@@ -197,6 +203,7 @@ export class ChatPanel extends Widget {
     }
     this._agent = agent;
     this._autonomy.model = agent?.autonomy ?? null;
+    this._modelCost.model = agent?.modelCost ?? null;
     this._closeTree();
     if (agent) {
       agent.changed.connect(this._renderStatus, this);
@@ -256,6 +263,7 @@ export class ChatPanel extends Widget {
   override dispose(): void {
     this.agent = null;
     this._autonomy.dispose();
+    this._modelCost.dispose();
     super.dispose();
   }
 
@@ -799,6 +807,7 @@ export class ChatPanel extends Widget {
   private readonly _newSessionButton: HTMLButtonElement;
   private readonly _harnessButton: HTMLButtonElement;
   private readonly _autonomy: AutonomyControls;
+  private readonly _modelCost = new ModelCostControls();
 }
 
 function div(className: string, testId?: string): HTMLDivElement {

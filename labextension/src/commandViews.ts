@@ -17,7 +17,8 @@ import type {
 import { button, element } from './dom';
 import { renderRefineForm, type IRefineFormActions } from './refine';
 import { renderTreeView, type ITreeActions } from './treeView';
-import type { ISessionCopy } from './wire';
+import type { IModelList, ISessionCopy } from './wire';
+import { formatTokens } from './modelCost';
 
 /** What a view may do in the panel. */
 export interface ICommandViewContext {
@@ -56,7 +57,8 @@ export const COMMAND_VIEWS: { [V in CommandView]: Renderer<V> } = {
   refinements: (answer, context) =>
     context.show(renderRefineForm(answer.refinements, context.refinements)),
   usage: (answer, context) => context.show(renderUsage(answer, context)),
-  context: (answer, context) => context.show(renderContext(answer, context))
+  context: (answer, context) => context.show(renderContext(answer, context)),
+  models: (answer, context) => context.show(renderModels(answer, context))
 };
 
 /** Show a command's answer the way its view does. */
@@ -370,4 +372,29 @@ function projectTrustButton(
   });
   cell.append(trustNow, result);
   return cell;
+}
+
+/** `/model`: the session's model and the ones offered; a click puts `/model NAME` into the input. */
+export function renderModels(answer: IModelList, context: ICommandViewContext): HTMLElement {
+  const view = frame(`Model: ${answer.current ?? 'unknown'}`, 'pal-models', context);
+  const list = element('ul', 'pal-models-list');
+  for (const model of answer.models) {
+    const item = element('li', 'pal-models-item', 'pal-models-item');
+    const current = model.name === answer.current;
+    item.dataset.current = current ? 'true' : 'false';
+    const price = model.price
+      ? `$${model.price.input} in / $${model.price.output} out per M tokens`
+      : 'no declared price';
+    const pick = element('button', 'pal-help-usage', 'pal-models-use', model.name);
+    pick.type = 'button';
+    pick.title = current ? 'The session runs on this model' : 'Put /model with this name into the input';
+    pick.addEventListener('click', () => context.setInput(`/model ${model.name}`));
+    item.append(
+      pick,
+      ` ${current ? '(current) · ' : ''}${formatTokens(model.context_window)} window · ${price}`
+    );
+    list.append(item);
+  }
+  view.append(list);
+  return view;
 }

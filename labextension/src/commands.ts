@@ -5,11 +5,11 @@
  *   python -m prime_agent_lab.core.commands --ts > labextension/src/commands.ts
  */
 
-import type { IRefinementList, ISessionCopy, ISessionTree } from './wire';
+import type { IModelList, IRefinementList, ISessionCopy, ISessionTree } from './wire';
 
 export type ArgumentKind = 'flag' | 'option' | 'word' | 'text';
 
-export type CommandView = 'help' | 'tree' | 'copy' | 'note' | 'refinements' | 'usage' | 'context';
+export type CommandView = 'help' | 'tree' | 'copy' | 'note' | 'refinements' | 'usage' | 'context' | 'models';
 
 export interface IArgumentSpec {
   name: string;
@@ -113,6 +113,7 @@ export interface ICommandAnswers {
   refinements: IRefinementList;
   usage: IAgentUsage;
   context: IContextReport;
+  models: IModelList;
 }
 
 /** Answer of `POST .../commands/<name>`: the view and its answer. */
@@ -348,6 +349,25 @@ export const CHAT_COMMANDS: readonly ICommandSpec[] = [
         "help": "The heartbeat and its next run.",
         "view": "note",
         "arguments": []
+      }
+    ]
+  },
+  {
+    "name": "model",
+    "help": "The model this session runs on and the ones it may switch to (rlm.find_models()).",
+    "forms": [
+      {
+        "keyword": null,
+        "usage": "/model [name]",
+        "help": "Alone, the model and the choices; with a name, switch from the next model call.",
+        "view": "models",
+        "arguments": [
+          {
+            "name": "name",
+            "kind": "text",
+            "help": "`provider/model` or a model name"
+          }
+        ]
       }
     ]
   },

@@ -20,6 +20,7 @@ import { renderRefinementLine } from './refine';
 import { GATE_NOTICES, GATE_PASSED } from './autonomy';
 import { renderGateLine, renderGateText } from './autonomyView';
 import { switchButton, TAKEN_OVER } from './takeover';
+import { renderAnswerFooter } from './modelCostView';
 import type { ChildStatus } from './wire';
 
 export interface IEntryViewContext {
@@ -318,6 +319,20 @@ function trustButton(trust: () => Promise<string>): HTMLElement {
 }
 
 function renderAssistant(
+  entry: IAssistantEntry,
+  context: IEntryViewContext
+): HTMLElement {
+  const node = renderAnswerText(entry, context);
+  if (!entry.footer) {
+    return node;
+  }
+  // The footer sits beside the answer's text, not in it (Markdown replaces the text node's content).
+  const answer = element('div', 'pal-answer', 'pal-answer');
+  answer.append(node, renderAnswerFooter(entry.footer));
+  return answer;
+}
+
+function renderAnswerText(
   entry: IAssistantEntry,
   context: IEntryViewContext
 ): HTMLElement {

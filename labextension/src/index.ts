@@ -10,6 +10,7 @@ import {
 import { ICommandPalette } from '@jupyterlab/apputils';
 import { INotebookTracker, type NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry, renderMarkdown } from '@jupyterlab/rendermime';
+import { IStatusBar } from '@jupyterlab/statusbar';
 
 import { AgentCellMarker, agentMetadata } from './agentCellMarker';
 import { AgentApiClient } from './api';
@@ -19,6 +20,7 @@ import { openHarnessView } from './harnessView';
 import { ChatPanel } from './chatPanel';
 import { SessionDirectory } from './family';
 import { primeAgentIcon } from './icons';
+import { AgentStatusItem } from './statusItem';
 import { CommandIds, nextAgentCellIndex, PANEL_COMMANDS, type PanelCommandId } from './keyboard';
 import { NotebookAgent } from './notebookAgent';
 
@@ -31,13 +33,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
   description: 'Chat with the Prime Agent about the current notebook.',
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [ILayoutRestorer, ICommandPalette, IRenderMimeRegistry],
+  optional: [ILayoutRestorer, ICommandPalette, IRenderMimeRegistry, IStatusBar],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker,
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null,
-    rendermime: IRenderMimeRegistry | null
+    rendermime: IRenderMimeRegistry | null,
+    statusBar: IStatusBar | null
   ) => {
     const api = new AgentApiClient(app.serviceManager.serverSettings);
     const agents = new Map<NotebookPanel, NotebookAgent>();
@@ -98,8 +101,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
     app.shell.add(chat, 'right', { rank: 650 });
     restorer?.add(chat, chat.id);
 
+    // The status bar shows the current notebook's agent: its state and cost (pairing.md, 2).
+    const statusItem = new AgentStatusItem();
+    statusBar?.registerStatusItem(`${PLUGIN_ID}:agent-status`, {
+      item: statusItem,
+      align: 'left',
+      rank: 5
+    });
+
     const follow = (panel: NotebookPanel | null) => {
       chat.agent = panel && !panel.isDisposed ? agentFor(panel) : null;
+      statusItem.model = chat.agent?.modelCost ?? null;
     };
     tracker.currentChanged.connect((_, panel) => follow(panel));
     follow(tracker.currentWidget);

@@ -13,6 +13,7 @@ import { AgentApiClient, AgentApiError } from './api';
 import { AutonomyModel } from './autonomy';
 import { CellFollower, type FollowCellsSetting } from './cellFollower';
 import { EventStream, type StreamState } from './eventStream';
+import { ModelCostModel } from './modelCost';
 import { RetrySchedule } from './retrySchedule';
 import { Takeover } from './takeover';
 import {
@@ -63,6 +64,8 @@ export class NotebookAgent implements IDisposable {
 
   /** The user's messages waiting for the agent (GET on each load, then `queue` events). */
   readonly queue = new QueueModel();
+  /** The session's model and cost (GET on each load, then events; docs/pairing.md, 2). */
+  readonly modelCost = new ModelCostModel(this._api);
 
   /** Emitted when `connection`, `session` or `lastError` change. */
   get changed(): ISignal<this, void> {
@@ -116,6 +119,7 @@ export class NotebookAgent implements IDisposable {
     this._stream = null;
     Signal.clearData(this.autonomy);
     Signal.clearData(this.queue);
+    Signal.clearData(this.modelCost);
     Signal.clearData(this);
   }
 
@@ -357,6 +361,7 @@ export class NotebookAgent implements IDisposable {
     // Read before the stream opens: an `autonomy` event from it is newer,
     // except those the replay brings up to `seq` (older than this answer).
     void this.autonomy.attach(info.session_id, typeof info.seq === 'number' ? info.seq : null);
+    void this.modelCost.attach(info, transcript ?? []);
     // Replay the server's whole buffer; the transcript drops what it has.
     const stream = new EventStream({
       urlFor: since => this._api.eventsUrl(session.session_id, since),
@@ -457,9 +462,14 @@ export class NotebookAgent implements IDisposable {
   private _onEvent(_: EventStream, event: AgentEvent): void {
     this.autonomy.applyEvent(event);
     this.queue.apply(event);
+    this.modelCost.applyEvent(event);
     this.transcript.apply(event);
     if (this._session && event.type === 'status') {
       this._setSession({ ...this._session, status: event.status });
+    }
+    if (this._session && event.type === 'model_change') {
+      this._setSession({ ...this._session, provider: event.provider, model: event.model });
+      this._changed.emit();
     }
   }
 

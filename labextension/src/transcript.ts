@@ -22,6 +22,7 @@ import {
 } from './wire';
 import { refinementSummary, type IRefinementSummary } from './refine';
 import { gateRunOf, type IGateRun } from './autonomy';
+import { answerFooter, type IAnswerFooter } from './modelCost';
 
 interface IEntryBase {
   /** Stable id for the view's DOM bookkeeping. */
@@ -86,6 +87,8 @@ export interface IAssistantEntry extends IEntryBase {
   kind: 'assistant';
   text: string;
   streaming: boolean;
+  /** Model, tokens and cost of the call that gave it, when the server sent them. */
+  footer?: IAnswerFooter | null;
 }
 
 /**
@@ -233,7 +236,8 @@ const ITEM_ENTRIES: { [K in ChatItemType]: ItemReader<K> } = {
     id,
     turn,
     text: text(item.text),
-    streaming: false
+    streaming: false,
+    footer: answerFooter(item)
   }),
   cell: (item, id, turn) => ({
     kind: 'cell',
@@ -509,7 +513,7 @@ export class TranscriptModel {
         this._appendDelta(turn, text(event.text));
         break;
       case 'assistant_message':
-        this._onAssistantMessage(turn, text(event.text));
+        this._onAssistantMessage(turn, text(event.text), answerFooter(event));
         break;
       case 'cell_started': {
         const existing = this.findCellEntry(event.cell_id);
@@ -750,13 +754,18 @@ export class TranscriptModel {
     this._changed.emit({ type: 'updated', entry: this._streaming });
   }
 
-  private _onAssistantMessage(turn: number | null, text: string): void {
+  private _onAssistantMessage(
+    turn: number | null,
+    text: string,
+    footer: IAnswerFooter | null
+  ): void {
     const streaming = this._streaming;
     this._streaming = null;
     if (streaming) {
       if (text.trim()) {
         streaming.text = text;
         streaming.streaming = false;
+        streaming.footer = footer;
         this._changed.emit({ type: 'updated', entry: streaming });
       } else {
         this.removeEntry(streaming);
@@ -767,7 +776,8 @@ export class TranscriptModel {
         id: this._nextId++,
         turn,
         text,
-        streaming: false
+        streaming: false,
+        footer
       });
     }
   }

@@ -106,6 +106,10 @@ export interface IAssistantItem {
   type: 'assistant';
   turn: number;
   text: string;
+  usage?: Record<string, number>;
+  provider?: string;
+  model?: string;
+  cost?: number | null;
 }
 
 export interface ICellItem {
@@ -372,6 +376,35 @@ export interface IMessagePosted {
   queue?: IQueueState;
 }
 
+/** Who answered one model call and what it cost (US dollars; None: no declared price). */
+export interface IAnswerCost {
+  provider: string;
+  model: string;
+  cost: number | null;
+}
+
+/** US dollars per million tokens, as the provider declares them. */
+export interface IModelPrice {
+  input: number;
+  output: number;
+  cache_read: number;
+  cache_write: number;
+}
+
+export interface IModelInfo {
+  name: string;
+  provider: string;
+  model: string;
+  context_window: number;
+  price?: IModelPrice;
+}
+
+/** Answer of `GET /prime-agent/api/models` (no `current`) and of `POST .../model` and `/model` (`current`: the model the session's next call uses). */
+export interface IModelList {
+  models: IModelInfo[];
+  current?: string;
+}
+
 export interface IStatusEvent {
   seq: number;
   session_id: string;
@@ -439,6 +472,9 @@ export interface IAssistantMessageEvent {
   text: string;
   tool_calls: number;
   usage?: Record<string, number>;
+  provider?: string;
+  model?: string;
+  cost?: number | null;
 }
 
 /** The agent's cell is in the notebook. */
@@ -517,6 +553,15 @@ export interface INotebookMovedEvent {
   type: 'notebook_moved';
   old_path: string;
   path: string;
+}
+
+/** The session's model was switched; the next model call uses it (docs/pairing.md). */
+export interface IModelChangeEvent {
+  seq: number;
+  session_id: string;
+  type: 'model_change';
+  provider: string;
+  model: string;
 }
 
 /** This agent spawned a sub-agent; its notebook exists and its first task is starting. */
@@ -652,6 +697,7 @@ export type AgentEvent =
   | IErrorEvent
   | INoticeEvent
   | INotebookMovedEvent
+  | IModelChangeEvent
   | IChildSpawnedEvent
   | IChildStatusEvent
   | IBranchMovedEvent

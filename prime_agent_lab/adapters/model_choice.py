@@ -82,3 +82,10 @@ class ModelChoice:
         if (name, chosen) == self._default_model():
             return self.default()
         return self.make(name, chosen)
+
+    def resumed(self, provider: str, model: str) -> ModelProvider:
+        """The provider a session continues on: its last model (the last one chosen) while it
+        is still offered (`models()`), else the default (the agent records the change)."""
+        if (provider, model) != self._default_model() and f"{provider}/{model}" in self.models():
+            return self.make(provider, model)
+        return self.default()

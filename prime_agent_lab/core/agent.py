@@ -21,6 +21,7 @@ from .compaction import Compactor
 from .events import EventBus
 from .jsonfile import BadJson, parse_json
 from .messages import PYTHON_TOOL, Message, ModelRequest, ModelResponse, ToolCall
+from .model_ops import answer_cost
 from .observation import build_observation
 from .ports import (
     CellState,
@@ -230,6 +231,8 @@ class Agent:
         self.hooks = hooks or AgentHooks()
         self.redactor = redactor or Redactor.from_environ()
         self.provider = provider
+        self._chosen_provider: ModelProvider | None = None  # the user's choice, for the next call
+        self._model_calls = 0  # calls under way on `provider`
         self.notebook = notebook
         self.kernel = kernel
         self.config = config
@@ -320,6 +323,38 @@ class Agent:
     def set_provider(self, provider: ModelProvider) -> None:
         self.provider = provider
         self._record_model_if_changed()
+
+    # ------------------------------------------------------------ the user's model choice
+
+    @property
+    def chosen_provider(self) -> ModelProvider:
+        """The provider the next model call uses."""
+        return self._chosen_provider or self.provider
+
+    async def choose_provider(self, provider: ModelProvider) -> None:
+        """The user chose another model: recorded now (a `model_change` entry and event), used
+        from the next model call. A call under way finishes on the provider it started with,
+        which is closed once no call uses it."""
+        replaced, self._chosen_provider = self._chosen_provider, provider
+        self.session.append("model_change", provider=provider.name, model=provider.model)
+        self.events.emit("model_change", provider=provider.name, model=provider.model)
+        if replaced is not None:
+            await _close_provider(replaced)
+        if self._model_calls == 0:
+            await self._take_chosen_provider()
+
+    async def close_providers(self) -> None:
+        """The agent is going: release its provider and one chosen but not yet used."""
+        chosen, self._chosen_provider = self._chosen_provider, None
+        if chosen is not None:
+            await _close_provider(chosen)
+        await _close_provider(self.provider)
+
+    async def _take_chosen_provider(self) -> None:
+        chosen, self._chosen_provider = self._chosen_provider, None
+        if chosen is not None and chosen is not self.provider:
+            replaced, self.provider = self.provider, chosen
+            await _close_provider(replaced)
 
     # ------------------------------------------------------------ the loop
 
@@ -428,6 +463,7 @@ class Agent:
             accepts_images=self.config.accepts_images,
         )
         response = await self._with_retries(turn, request, show_text=True)
+        usage = response.usage.as_dict()
         self.session.append(
             "assistant_message",
             turn=turn,
@@ -435,7 +471,7 @@ class Agent:
             tool_calls=[
                 {"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls
             ],
-            usage=response.usage.as_dict(),
+            usage=usage,
             provider=self.provider.name,
             model=response.model or self.provider.model,
             stop_reason=response.stop_reason,
@@ -447,6 +483,7 @@ class Agent:
             text=response.text,
             tool_calls=len(response.tool_calls),
             usage=response.usage.as_dict(),
+            **answer_cost(self.provider.name, response.model or self.provider.model, usage),
         )
         return response
 
@@ -491,6 +528,9 @@ class Agent:
         self, turn: int, request: ModelRequest, show_text: bool
     ) -> ModelResponse:
         response: ModelResponse | None = None
+        if self._model_calls == 0:
+            await self._take_chosen_provider()
+        self._model_calls += 1
         try:
             async for event in self.provider.stream(request):
                 if isinstance(event, TextDelta):
@@ -502,6 +542,8 @@ class Agent:
             if exc.setting is None:
                 raise
             raise exc.naming(self.config.spell(exc.setting)) from exc
+        finally:
+            self._model_calls -= 1
         if response is None:
             raise ProviderError("the model stream ended without a response", kind="protocol")
         return response
@@ -740,3 +782,10 @@ class Agent:
             self.session.append(
                 "model_change", provider=self.provider.name, model=self.provider.model
             )
+
+
+async def _close_provider(provider: ModelProvider) -> None:
+    """Release a provider's HTTP connections (those with an SDK client hold some)."""
+    close = getattr(provider, "aclose", None)
+    if close is not None:
+        await close()

@@ -37,10 +37,11 @@ from .context_report import ContextReport, context_report
 from .family import FamilyError
 from .goals import GoalError, describe, opening_text
 from .heartbeat_commands import change_heartbeat, set_heartbeat
+from .model_ops import ModelSwitchError, model_list, switch_model
 from .prompt_parts import McpServerView, ProjectFileInfo, PromptPart
 from .text import shorten
 from .usage import AgentUsage, usage_report
-from .wire import RefinementList, SessionCopy, SessionTree
+from .wire import ModelList, RefinementList, SessionCopy, SessionTree
 
 ArgumentKind = Literal["flag", "option", "word", "text"]
 """`flag`: `--name`, before a keyword or the text, or anywhere among a keyword form's words;
@@ -48,7 +49,7 @@ ArgumentKind = Literal["flag", "option", "word", "text"]
 type (None when it is not given); `word`: one word, required; `text`: everything after the name
 and the leading flags and options, optional (only the form without a keyword has one)."""
 
-CommandView = Literal["help", "tree", "copy", "note", "refinements", "usage", "context"]
+CommandView = Literal["help", "tree", "copy", "note", "refinements", "usage", "context", "models"]
 """How the chat panel shows a form's answer (labextension/src/commandViews.ts)."""
 
 
@@ -109,6 +110,7 @@ VIEWS: dict[CommandView, type] = {
     "refinements": RefinementList,
     "usage": AgentUsage,
     "context": ContextReport,
+    "models": ModelList,
 }
 """Each view and the type of the answer it shows."""
 
@@ -522,6 +524,35 @@ async def _context(host: CommandHost, session_id: str, values: dict[str, Any]) -
     return context_report(host.runtime, session_id)  # type: ignore[arg-type]
 
 
+# ---------------------------------------------------------------- /model (pairing.md, 2)
+
+
+async def _model(host: CommandHost, session_id: str, values: dict[str, Any]) -> ModelList:
+    agent = host.runtime.agents.get(session_id)
+    if agent is None:
+        raise CommandError(409, "The agent is not open: open its notebook to change its model.")
+    if values["name"] is None:
+        return model_list(host.runtime, agent)
+    try:
+        return await switch_model(host.runtime, agent, values["name"])
+    except ModelSwitchError as exc:
+        raise CommandError(exc.status, exc.message) from None
+
+
+_MODEL = Command(
+    "model",
+    "The model this session runs on and the ones it may switch to (rlm.find_models()).",
+    (
+        Form(
+            "Alone, the model and the choices; with a name, switch from the next model call.",
+            "models",
+            _model,
+            arguments=(Argument("name", "text", "`provider/model` or a model name"),),
+        ),
+    ),
+)
+
+
 COMMANDS: tuple[Command, ...] = (
     Command(
         "help", "List the chat commands.", (Form("Each command and its forms.", "help", _help),)
@@ -611,6 +642,7 @@ COMMANDS: tuple[Command, ...] = (
         (Form("Usage per agent of the tree below this one.", "usage", _usage),),
     ),
     _HEARTBEAT,
+    _MODEL,
     Command(
         "context",
         "What the system prompt holds, part by part, with sources and sizes; trust project files.",

@@ -509,7 +509,16 @@ def _assistant_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
         context.code_by_call[call.get("id", "")] = code_of(call.get("arguments", ""))
     if not entry.get("text"):
         return []
-    return [{"type": "assistant", "turn": entry.get("turn"), "text": entry["text"]}]  # type: ignore[typeddict-item]
+    item: dict[str, Any] = {"type": "assistant", "turn": entry.get("turn"), "text": entry["text"]}
+    usage = entry.get("usage")
+    if isinstance(usage, dict):  # the answer's footer (docs/pairing.md, "Model and cost")
+        from .model_ops import answer_cost  # it reads the providers, whose ports read the wire
+
+        item["usage"] = usage
+        item.update(
+            answer_cost(str(entry.get("provider") or ""), str(entry.get("model") or ""), usage)
+        )
+    return [item]  # type: ignore[list-item]
 
 
 def _tool_calls_shape(entry: Entry) -> str | None:
@@ -848,7 +857,8 @@ REFINE_REVIEW = EntryType(
 
 MODEL_CHANGE = EntryType(
     "model_change",
-    "The session continues on another model.",
+    "The session continues on another model: one the user chose (the panel's picker, `/model`; "
+    "the next model call uses it, a resume keeps it while offered), or the configured one.",
     {"provider": Field(str, "the provider"), "model": Field(str, "the model")},
     {"provider": "openai", "model": "gpt-4.1"},
     in_history=always,

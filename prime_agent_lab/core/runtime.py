@@ -453,9 +453,7 @@ class AgentRuntime:
             self.unbind_kernel(agent.kernel.kernel_id, agent)
         agent.events.emit("status", status="inactive")
         self.snapshots.agent_gone(agent.session_id)
-        gone = asyncio.gather(
-            self.refiners.agent_gone(agent.session_id), close_provider(agent.provider)
-        )
+        gone = asyncio.gather(self.refiners.agent_gone(agent.session_id), agent.close_providers())
         self.spawn(gone)
         return gone
 
@@ -800,7 +798,7 @@ class AgentRuntime:
         await self.refiners.close()
         for agent in list(self.agents.values()):
             await agent.stop()
-            await close_provider(agent.provider)
+            await agent.close_providers()
             if isinstance(agent.kernel, PendingKernel):  # a kernel the runtime asked for
                 await self._release_kernel(agent.kernel)
         self.agents.clear()

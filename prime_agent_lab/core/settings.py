@@ -255,8 +255,9 @@ class Settings:
     )
     subagent_models: tuple[str, ...] = setting(
         (),
-        """Further models sub-agents may run on (`rlm(..., model="openai/gpt-4o")`), as
-        `provider/model`; the configured provider and model are always offered.""",
+        """Further models sub-agents may run on (`rlm(..., model="openai/gpt-4o")`) and a
+        session may switch to (the panel's model picker, `/model`), as `provider/model`; the
+        configured provider and model are always offered.""",
         hosts=SERVER_ONLY,
     )
     max_task_chars: int = setting(

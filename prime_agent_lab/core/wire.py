@@ -188,6 +188,12 @@ class AssistantItem(TypedDict):
     type: Literal["assistant"]
     turn: int
     text: str
+    usage: NotRequired[dict[str, int]]
+    """Tokens of the model call that gave this answer (its footer)."""
+    provider: NotRequired[str]
+    model: NotRequired[str]
+    cost: NotRequired[float | None]
+    """US dollars at the provider's list price; None when it declares none for the model."""
 
 
 class CellItem(TypedDict):
@@ -513,6 +519,44 @@ class SessionCopy(TypedDict):
     """A fork: the message forked from, to put into the input of the new session."""
 
 
+# ---------------------------------------------------------------- models (docs/pairing.md, 2)
+
+
+class AnswerCost(TypedDict):
+    """Who answered one model call and what it cost (US dollars; None: no declared price)."""
+
+    provider: str
+    model: str
+    cost: float | None
+
+
+class ModelPrice(TypedDict):
+    """US dollars per million tokens, as the provider declares them."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+
+
+class ModelInfo(TypedDict):
+    name: str
+    """`provider/model`, as `rlm.find_models()` lists it."""
+    provider: str
+    model: str
+    context_window: int
+    price: NotRequired[ModelPrice]
+    """Absent when the provider declares no price for the model."""
+
+
+class ModelList(TypedDict):
+    """Answer of `GET /prime-agent/api/models` (no `current`) and of `POST .../model` and
+    `/model` (`current`: the model the session's next call uses)."""
+
+    models: list[ModelInfo]
+    current: NotRequired[str]
+
+
 # ---------------------------------------------------------------- events (websocket)
 
 
@@ -618,6 +662,10 @@ class AssistantMessageEvent(TypedDict):
     text: str
     tool_calls: int
     usage: NotRequired[dict[str, int]]
+    provider: NotRequired[str]
+    model: NotRequired[str]
+    cost: NotRequired[float | None]
+    """US dollars at the provider's list price; None when it declares none for the model."""
 
 
 class CellStartedEvent(TypedDict):
@@ -691,6 +739,16 @@ class NoticeEvent(TypedDict):
     text: str
     reason: NotRequired[str]
     """For a `continuation`: why the turn went on (`goal`, `gate`, `autonomous`, `wrap_up`)."""
+
+
+class ModelChangeEvent(TypedDict):
+    """The session's model was switched; the next model call uses it (docs/pairing.md)."""
+
+    seq: int
+    session_id: str
+    type: Literal["model_change"]
+    provider: str
+    model: str
 
 
 class NotebookMovedEvent(TypedDict):
@@ -806,6 +864,7 @@ AgentEvent = (
     | ErrorEvent
     | NoticeEvent
     | NotebookMovedEvent
+    | ModelChangeEvent
     | ChildSpawnedEvent
     | ChildStatusEvent
     | BranchMovedEvent
@@ -891,6 +950,10 @@ _INTERFACES: list[type] = [
     QueuedMessage,
     QueueState,
     MessagePosted,
+    AnswerCost,
+    ModelPrice,
+    ModelInfo,
+    ModelList,
     *typing.get_args(AgentEvent),
 ]
 _UNIONS: dict[str, object] = {"ChatItem": ChatItem, "AgentEvent": AgentEvent}

@@ -386,6 +386,39 @@ class ContextTrustHandler(_Base):
         self.reply({"trusted": trusted.as_dict()})
 
 
+class ModelsHandler(_Base):
+    """`GET /prime-agent/api/models`: the models a session may switch to (`ModelList`), those
+    of `rlm.find_models()`, each with its context window and list price when declared."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.reply(self.host.models())
+
+
+class SessionModelHandler(_Base):
+    """`POST .../model {model}`: the session's next model call uses `model` (400 naming the
+    offered ones otherwise); answers the `ModelList` with `current`."""
+
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def post(self, session_id: str) -> None:
+        model = self.body().get("model")
+        self.reply(await self.host.switch_model(self.session_id(session_id), model))
+
+
+class UsageHandler(_Base):
+    """`GET .../usage`: the `/usage` report (tokens and cost, own and with sub-agents)."""
+
+    @web.authenticated
+    @authorized
+    @_host_errors
+    async def get(self, session_id: str) -> None:
+        reply = await run_command(self.host, self.session_id(session_id), "usage", "")
+        self.reply(reply["answer"])
+
+
 class NotFoundHandler(_Base):
     """Any other route under `prime-agent/api/`: a JSON 404 like every other API error."""
 
@@ -544,6 +577,9 @@ def handlers() -> list[tuple[str, Any]]:
             RollbackHandler,
         ),
         (r"/prime-agent/api/bindings", BindingsHandler),
+        (r"/prime-agent/api/models", ModelsHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/model", SessionModelHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/usage", UsageHandler),
         (r"/prime-agent/api/.*", NotFoundHandler),
         (rf"/prime-agent/bridge/kernels/{KERNEL_ROUTE}/call", BridgeCallHandler),
         (rf"/prime-agent/bridge/kernels/{KERNEL_ROUTE}/jobs", BridgeJobHandler),

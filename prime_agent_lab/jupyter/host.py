@@ -20,6 +20,7 @@ from ..adapters.model_choice import ModelChoice
 from ..core.agent import Agent, TurnInProgress
 from ..core.bridge import BridgeService
 from ..core.events import EventBus
+from ..core.model_ops import ModelSwitchError, model_list, switch_model
 from ..core.pending_kernel import PendingKernel
 from ..core.ports import ModelProvider
 from ..core.runtime import AgentRuntime, close_provider
@@ -34,6 +35,7 @@ from ..core.sessions import (
 from ..core.settings import Settings
 from ..core.stop_cause import SERVER_SHUTDOWN, USER_STOP, StopCause
 from ..core.text import shorten
+from ..core.wire import ModelList
 from .host_autonomy import HostAutonomy
 from .host_branches import HostBranches
 from .host_errors import (
@@ -210,7 +212,11 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue):
         ydoc = self.notebooks.ydoc_extension()
         kernel_id = await self.kernels.resolve(path, kernel_hint)
         self._refuse_busy_kernel(kernel_id)
-        provider = self._provider()
+        provider = (
+            self.choice.resumed(*session.current_model())
+            if session is not None
+            else self._provider()
+        )
         agent: Agent | None = None
         try:
             if session is None:
@@ -297,8 +303,19 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue):
         agent = self.agent(session_id)
         return await (self.runtime.stop_tree(session_id) if tree else agent.stop())
 
+    # ------------------------------------------------------------ model (docs/pairing.md, 2)
+
+    def models(self) -> ModelList:
+        return model_list(self.runtime)
+
+    async def switch_model(self, session_id: str, model: object) -> ModelList:
+        try:
+            return await switch_model(self.runtime, self.agent(session_id), model)
+        except ModelSwitchError as exc:
+            raise HostError(exc.status, exc.message) from None
+
     def info(self, agent: Agent) -> dict[str, Any]:
-        provider, model = agent.provider.name, agent.provider.model
+        provider, model = agent.chosen_provider.name, agent.chosen_provider.model
         return {
             "session_id": agent.session_id,
             "notebook_path": agent.notebook.path,
