@@ -91,12 +91,13 @@ def test_queue_and_steer_while_a_cell_runs_seen_by_a_second_user_and_after_a_rel
     )
     chat_input = panel_a.get_by_test_id("pal-chat-input")
     assert "Enter queues a follow-up" in (chat_input.get_attribute("placeholder") or "")
-    expect(panel_a.get_by_test_id("pal-steer")).to_be_enabled()
+    expect(panel_a.get_by_test_id("pal-steer")).to_be_disabled()  # nothing typed yet
     expect(panel_a.get_by_test_id("pal-send")).to_have_text("Queue")
 
     send_to_chat(panel_a, FOLLOW_UP)  # Enter while the turn runs: a follow-up
     expect(_queued(panel_a)).to_have_text([FOLLOW_UP], timeout=UI_TIMEOUT_MS)
     chat_input.fill(STEER)
+    expect(panel_a.get_by_test_id("pal-steer")).to_be_enabled()
     chat_input.press("Shift+Alt+Enter")  # steers the running turn
     expect(_queued(panel_a)).to_have_text([FOLLOW_UP, STEER], timeout=UI_TIMEOUT_MS)
     send_to_chat(panel_a, DROPPED)
