@@ -140,7 +140,12 @@ export interface INoticeEntry extends IEntryBase {
 }
 
 /** Notice kinds the panel makes itself (the server's are `NoticeKind`). */
-export type PanelNoticeKind = 'stop' | 'taken_over';
+/**
+ * Lines the panel makes itself: `stop`, `taken_over`, and `command_reply` (a chat command's
+ * answer to the user who asked, e.g. `/refine`'s "planning in the background"; it is not in the
+ * session, so other viewers and a reload do not show it).
+ */
+export type PanelNoticeKind = 'stop' | 'taken_over' | 'command_reply';
 
 /** A refinement of the harness was applied, rolled back or failed (`refinement`). */
 export interface IRefinementEntry extends IEntryBase {
@@ -406,7 +411,9 @@ export class TranscriptModel {
 
   /** A neutral line from the panel itself (the answer to `/refine`, say). */
   addNote(text: string): void {
-    this._addNotice(null, text, null);
+    if (text) {
+      this.addPanelNotice('command_reply', text, 'info');
+    }
   }
 
   /** A line of the panel's own (not from the server), e.g. the takeover line. */

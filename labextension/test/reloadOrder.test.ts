@@ -160,3 +160,14 @@ describe('a reload shows the chat in the order it happened', () => {
     expect(summary(model)).toEqual(['user:one', 'refinement:r1', 'user:two', 'refinement:r2']);
   });
 });
+
+describe('a chat command’s own answer', () => {
+  it('is a command_reply line of the panel, which the session (and so a reload) does not hold', () => {
+    const model = new TranscriptModel();
+    model.addNote('/refine: planning in the background');
+    const [line] = model.entries;
+    expect(line).toMatchObject({ kind: 'notice', noticeKind: 'command_reply', turn: null });
+    model.load([], null);
+    expect(model.entries).toEqual([]);
+  });
+});
