@@ -17,11 +17,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .answer_cost import answer_cost
 from .compaction import Compactor
 from .events import EventBus
 from .jsonfile import BadJson, parse_json
 from .messages import PYTHON_TOOL, Message, ModelRequest, ModelResponse, ToolCall
-from .model_ops import answer_cost
 from .observation import build_observation
 from .ports import (
     CellState,

@@ -22,17 +22,33 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .agent import Agent
 from .events import Event
 from .family import FamilyError
-from .mail import Mail
+from .mail import DeliveryStatus, Mail
 from .sessions import now_iso
 from .wire import DeliveryMode, QueueChange, QueuedMessage, QueueState
 
-if TYPE_CHECKING:
-    from .mailbox import Mailbox
+
+class MailQueue(Protocol):
+    """What the user's queue uses of the mailbox (core/mailbox.py, which owns a ChatQueue)."""
+
+    def waiting_mail(self, target_id: str) -> list[Mail]: ...
+
+    def pending(self, session_id: str) -> int: ...
+
+    def post(self, mail: Mail) -> DeliveryStatus: ...
+
+    def withdraw(self, target_id: str, mail: Mail, reason: str) -> None: ...
+
+    def to_front(self, target_id: str, mail: Mail) -> None: ...
+
+    def deliver_waiting(self, session_id: str) -> None: ...
+
+    def waiting(self, target_id: str, message_id: str) -> bool: ...
+
 
 HOLDS_THE_QUEUE = frozenset({"stopped", "shutdown"})
 """A run that ended this way holds the user's queue (the user cut it; they decide what next)."""
@@ -43,7 +59,7 @@ USER = "user"  # the sender name a user's message carries in the mailbox journal
 class ChatQueue:
     """The user's queued messages of every agent of one runtime, over its mailbox."""
 
-    def __init__(self, mailbox: Mailbox, agents: Callable[[], dict[str, Agent]]) -> None:
+    def __init__(self, mailbox: MailQueue, agents: Callable[[], dict[str, Agent]]) -> None:
         self._mailbox = mailbox
         self._agents = agents
 

@@ -66,6 +66,9 @@ class ChatContext:
 
     child_state: Callable[[str], tuple[str, str | None]] | None = None
     code_by_call: dict[str, str | None] = field(default_factory=dict)
+    price: Callable[[str, str, dict[str, Any]], float | None] | None = None
+    """An answer's cost from its provider, model and usage (core/answer_cost.py, supplied by the
+    transcript: the providers' price tables sit above this registry); None: cost unknown."""
 
 
 def nothing_seen(entry: Entry, in_turn: bool) -> tuple[Seen, ...]:

@@ -512,11 +512,13 @@ def _assistant_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
     item: dict[str, Any] = {"type": "assistant", "turn": entry.get("turn"), "text": entry["text"]}
     usage = entry.get("usage")
     if isinstance(usage, dict):  # the answer's footer (docs/pairing.md, "Model and cost")
-        from .model_ops import answer_cost  # it reads the providers, whose ports read the wire
-
-        item["usage"] = usage
+        provider, model = str(entry.get("provider") or ""), str(entry.get("model") or "")
+        price = context.price
         item.update(
-            answer_cost(str(entry.get("provider") or ""), str(entry.get("model") or ""), usage)
+            usage=usage,
+            provider=provider,
+            model=model,
+            cost=price(provider, model, usage) if price is not None else None,
         )
     return [item]  # type: ignore[list-item]
 

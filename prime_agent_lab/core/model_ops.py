@@ -1,4 +1,5 @@
-"""The models a session may switch to, the switch itself, and what an answer cost.
+"""The models a session may switch to, and the switch itself (what an answer cost:
+`core/answer_cost.py`).
 
 The models offered are `rlm.find_models()`'s: the host environment's `models()` (the configured
 default first, then `subagent_models`). A switch (`POST .../model`, `/model NAME`) makes the
@@ -9,10 +10,10 @@ its next model call (docs/pairing.md, "Model and cost").
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .installed_providers import context_window, installed
-from .wire import AnswerCost, ModelInfo, ModelList
+from .wire import ModelInfo, ModelList
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -26,13 +27,6 @@ class ModelSwitchError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-def answer_cost(provider: str, model: str, usage: dict[str, Any]) -> AnswerCost:
-    """Who answered one model call and its cost in US dollars at the provider's declared list
-    price (None when it declares none for the model)."""
-    price = installed().price(provider, model)
-    return {"provider": provider, "model": model, "cost": price.of(usage) if price else None}
 
 
 def model_info(name: str, context_override: int = 0) -> ModelInfo:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .answer_cost import answer_price
 from .entry_schema import ChatContext, code_of
 from .entry_types import chat_items, in_history
 from .sessions import SessionLog
@@ -63,7 +64,7 @@ def chat_transcript(
     live the line appeared when the cell started: what was logged while it ran (a sub-agent it
     spawned, a notice, an MCP call line) came after it. So the cell's items take the place of
     its `cell_started` entry."""
-    context = ChatContext(child_state)
+    context = ChatContext(child_state, price=answer_price)
     slots: list[list[ChatItem]] = []
     started: dict[str, list[ChatItem]] = {}  # tool call id -> the slot its cell's line fills
     for entry in session.path():
