@@ -162,6 +162,36 @@ async def test_the_list_shows_which_session_is_loaded_and_refuses_a_path_that_is
         assert code == 400, (bad, answer)
 
 
+async def test_each_item_names_its_last_user_message_and_a_fork_from_it_starts_there(
+    jp_fetch: Any, host: Any
+) -> None:
+    log = host.repository.create(notebook_path=NOTEBOOK, **SONNET)
+    log.append("user_message", turn=1, text="first question")
+    log.append("turn_end", turn=1, stop_reason="end_turn", final_text="")
+    asked = log.append("user_message", turn=2, text="second question")
+    log.append("turn_end", turn=2, stop_reason="end_turn", final_text="")
+    log.append("user_message", turn=3, text="[notice]", notice="child_completed")
+    empty = host.repository.create(notebook_path=NOTEBOOK, **SONNET)
+
+    code, answer = await listed(jp_fetch, NOTEBOOK)
+    assert code == 200, answer
+
+    by_id = {s["session_id"]: s for s in answer["sessions"]}
+    assert by_id[log.session_id]["last_user_entry_id"] == asked["id"]  # not the notice
+    assert "last_user_entry_id" not in by_id[empty.session_id]
+    response = await jp_fetch(
+        "prime-agent",
+        "api",
+        "sessions",
+        log.session_id,
+        "fork",
+        method="POST",
+        body=json.dumps({"entry_id": by_id[log.session_id]["last_user_entry_id"]}),
+    )
+    copy = json.loads(response.body)
+    assert response.code == 201 and copy["text"] == "second question", copy
+
+
 async def test_delete_refuses_an_attached_session_and_removes_a_detached_one(
     jp_fetch: Any, host: Any, make_notebook: Any
 ) -> None:

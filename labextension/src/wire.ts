@@ -78,6 +78,7 @@ export interface ISessionListItem {
   parent_session_id?: string;
   name?: string;
   reason?: string;
+  last_user_entry_id?: string;
 }
 
 export interface ISessionList {

@@ -43,6 +43,7 @@ class StoredSession:
     name: str
     cost: float | None
     broken: str | None  # why the log cannot be continued (None: it can)
+    last_user_entry_id: str | None = None  # where the panel's Fork starts from
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ def _from_log(log: SessionLog) -> StoredSession:
         name=_text(header.get("name")) if parent else "",
         cost=_cost(log),
         broken=log.damage,
+        last_user_entry_id=last_user_entry_id(log),
     )
 
 
@@ -152,6 +154,15 @@ def title_of(entries: Iterable[dict[str, Any]]) -> str | None:
         text = entry.get("text")
         if isinstance(text, str) and text.strip():
             return preview(text, TITLE_CHARS)
+    return None
+
+
+def last_user_entry_id(log: SessionLog) -> str | None:
+    """The id of the last message the user wrote on the current branch (a fork point)."""
+    for entry in reversed(log.path()):
+        if entry.get("type") == "user_message" and "notice" not in entry:
+            entry_id = entry.get("id")
+            return entry_id if isinstance(entry_id, str) else None
     return None
 
 
@@ -251,6 +262,8 @@ def session_list(
                 item["name"] = s.name
         if s.broken is not None:
             item["reason"] = s.broken
+        if s.last_user_entry_id is not None:
+            item["last_user_entry_id"] = s.last_user_entry_id
         items.append(item)
     items.sort(key=lambda i: i["updated"] or "", reverse=True)
     return items

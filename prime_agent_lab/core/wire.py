@@ -114,6 +114,8 @@ class SessionListItem(TypedDict):
     name: NotRequired[str]
     reason: NotRequired[str]
     """Why a `broken` session cannot be read."""
+    last_user_entry_id: NotRequired[str]
+    """The last message the user wrote on the current branch: the panel's Fork starts there."""
 
 
 class SessionList(TypedDict):
