@@ -15,6 +15,7 @@ import type {
   IServerInfo,
   ISessionCopy,
   ISessionInfo,
+  ISessionListItem,
   ISessionWithTranscript,
   ITrustState
 } from './wire';
@@ -77,6 +78,18 @@ export class AgentApiClient {
   async listSessions(): Promise<ISessionInfo[]> {
     const answer = await this._request<{ sessions?: unknown }>('sessions');
     return Array.isArray(answer?.sessions) ? (answer.sessions as ISessionInfo[]) : [];
+  }
+
+  /** The sessions of one notebook, newest first (the panel's session list). */
+  async listNotebookSessions(notebookPath: string): Promise<ISessionListItem[]> {
+    const query = `?notebook=${encodeURIComponent(notebookPath)}`;
+    const answer = await this._request<{ sessions?: unknown }>(`sessions${query}`);
+    return Array.isArray(answer?.sessions) ? (answer.sessions as ISessionListItem[]) : [];
+  }
+
+  /** Remove a session's folder (409 while an agent is loaded on it, with the reason). */
+  async deleteSession(sessionId: string): Promise<void> {
+    await this._request<unknown>(`sessions/${encodeURIComponent(sessionId)}`, 'DELETE');
   }
 
   getSession(sessionId: string): Promise<ISessionWithTranscript> {

@@ -24,6 +24,8 @@ import { ModelCostControls } from './modelCostView';
 import { describe, type NotebookAgent } from './notebookAgent';
 import { enterAction, inputHint } from './queue';
 import { QueueView } from './queueView';
+import { SessionListModel } from './sessionList';
+import { SESSION_LIST_ID, SessionListView } from './sessionListView';
 import {
   WAITING_TEXT,
   type IMessageOrigin,
@@ -78,7 +80,7 @@ export class ChatPanel extends Widget {
       'Show the agent’s harness (notes, memories, skills, sub-agents, refinements) live; ' +
       'it works while the agent runs a cell';
     this._harnessButton.addEventListener('click', () => void this._openHarness());
-    titleRow.append(title, this._harnessButton, this._newSessionButton);
+    titleRow.append(title, this._sessionsButton, this._harnessButton, this._newSessionButton);
     this._notebookLabel = div('pal-notebook', 'pal-notebook-path');
     this._familyLine = div('pal-family', 'pal-family');
     this._statusLine = div('pal-status', 'pal-status');
@@ -147,6 +149,7 @@ export class ChatPanel extends Widget {
     this._treeNode.hidden = true;
     this.node.append(
       header,
+      this._sessionView.node,
       this._transcriptNode,
       this._queueView.node,
       this._treeNode,
@@ -216,6 +219,9 @@ export class ChatPanel extends Widget {
     this._onEventApplied();
     this._following = true;
     this._render();
+    if (this._sessionList.isOpen) {
+      void this._sessionList.refresh(); // the list of the notebook shown now
+    }
   }
 
   // ---------------------------------------------------------------- keyboard commands (keyboard.ts)
@@ -232,6 +238,16 @@ export class ChatPanel extends Widget {
   /** Focus the header (session, New session, Harness). */
   focusHeader(): void {
     this._header.focus();
+  }
+
+  /** Open the session list (read again) and put the focus on its rows. */
+  async showSessions(): Promise<void> {
+    this._sessionView.node.hidden = false;
+    this._sessionView.node.focus();
+    await this._sessionList.show();
+    if (this._sessionView.node.contains(document.activeElement)) {
+      this._sessionView.focusRow();
+    }
   }
 
   /** Send what the input holds, as the Send button would. */
@@ -419,6 +435,7 @@ export class ChatPanel extends Widget {
     this._stopButton.disabled = !ready || !running;
     this._newSessionButton.disabled = !ready || running;
     this._harnessButton.disabled = !ready || !this._options.openHarness;
+    this._sessionsButton.disabled = !agent;
     // Autonomous mode: the next message starts a run, and Stop ends it.
     const autonomous = this._autonomy.enabled;
     const hint = running
@@ -707,7 +724,7 @@ export class ChatPanel extends Widget {
   }
 
   /** Open a fork's or clone's notebook; a fork's message waits in the input. */
-  private async _openCopy(_agent: NotebookAgent, copy: ISessionCopy): Promise<void> {
+  private async _openCopy(_agent: NotebookAgent | null, copy: ISessionCopy): Promise<void> {
     await this._options.openNotebook(copy.notebook_path);
     if (copy.text !== undefined) {
       this._input.value = copy.text;
@@ -808,6 +825,38 @@ export class ChatPanel extends Widget {
   private readonly _harnessButton: HTMLButtonElement;
   private readonly _autonomy: AutonomyControls;
   private readonly _modelCost = new ModelCostControls();
+
+  // The session list (docs/pairing.md, section 1): the header's Sessions button, the list
+  // under the header. Open attaches this tab to the session and puts the cursor in the input.
+  private readonly _sessionList = new SessionListModel({
+    api: () => this._agent?.api ?? null,
+    notebookPath: () => this._agent?.notebookPath ?? null,
+    currentSessionId: () => this._agent?.session?.session_id ?? null,
+    openSession: async sessionId => {
+      const agent = this._agent;
+      if (!agent) {
+        throw new Error('No notebook is open.');
+      }
+      await agent.openSession(sessionId);
+      this.focusInput();
+    },
+    openCopy: copy => this._openCopy(this._agent, copy)
+  });
+  private readonly _sessionView = new SessionListView(this._sessionList, {
+    closed: () => this._sessionsButton.focus()
+  });
+  private readonly _sessionsButton = sessionsButton(this._sessionList, () => this.showSessions());
+}
+
+/** The header's "Sessions" button: opens and closes the list (`aria-expanded` follows it). */
+function sessionsButton(list: SessionListModel, show: () => Promise<void>): HTMLButtonElement {
+  const node = button('Sessions', 'pal-sessions');
+  node.title = 'The sessions of this notebook: open, fork or delete one';
+  node.setAttribute('aria-controls', SESSION_LIST_ID);
+  node.setAttribute('aria-expanded', 'false');
+  node.addEventListener('click', () => (list.isOpen ? list.close() : void show()));
+  list.changed.connect(() => node.setAttribute('aria-expanded', String(list.isOpen)));
+  return node;
 }
 
 function div(className: string, testId?: string): HTMLDivElement {

@@ -148,8 +148,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       [CommandIds.focusChat]: focusChat,
       [CommandIds.send]: () => chat.sendMessage(),
       [CommandIds.stop]: () => chat.stopTurn(),
-      // The session list itself is another part of issue 18; until then: the panel's header.
-      [CommandIds.sessionList]: () => showChat(() => chat.focusHeader()),
+      [CommandIds.sessionList]: () => showChat(() => void chat.showSessions()),
       [CommandIds.nextAgentCell]: () => {
         const panel = tracker.currentWidget;
         if (!panel?.model) {

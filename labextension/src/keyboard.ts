@@ -51,7 +51,7 @@ export const PANEL_COMMANDS = [
   {
     id: 'prime-agent-lab:session-list',
     label: 'Show the Prime Agent sessions of this notebook',
-    caption: 'Open the chat panel at its header (sessions, new session)',
+    caption: 'Open the session list of the current notebook (open, fork or delete a session)',
     shortcut: null
   },
   {

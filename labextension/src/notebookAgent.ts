@@ -257,6 +257,48 @@ export class NotebookAgent implements IDisposable {
   }
 
   /**
+   * Attach this notebook to one of its sessions (the session list's Open)
+   * and show it here. The server loads it as the notebook's agent on the
+   * notebook's kernel, so the session attached before is detached (a tab
+   * that showed it gets the takeover line). A refusal (a turn runs on the
+   * kernel: 409) rejects with the server's reason and leaves this tab as it
+   * was; it is not retried.
+   */
+  openSession(sessionId: string): Promise<void> {
+    if (sessionId === this._session?.session_id && this._takeover.staleSessionId !== sessionId) {
+      return Promise.resolve(); // shown and attached already
+    }
+    let refused: unknown = null;
+    const step = this._enqueue(async () => {
+      const left = this._leftSessionId;
+      const current = this._session?.session_id ?? null;
+      if (current !== sessionId) {
+        // Its `inactive` event may come before the switch: that one is ours.
+        this._leftSessionId = current;
+      }
+      let session: ISessionInfo;
+      try {
+        session = await this._api.attachSession({
+          notebookPath: this.notebookPath,
+          kernelId: this._kernelId() ?? undefined,
+          sessionId
+        });
+      } catch (error) {
+        this._leftSessionId = left;
+        refused = error;
+        return;
+      }
+      this._setConnection('attaching');
+      await this._switchTo(session);
+    });
+    return step.then(() => {
+      if (refused !== null) {
+        throw refused;
+      }
+    });
+  }
+
+  /**
    * Run `step` after the steps before it; failures show in the status line
    * and are tried again with backoff (a notebook that was being written, a
    * server restarting), a success ends the retries.
