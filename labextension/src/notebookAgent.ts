@@ -288,6 +288,7 @@ export class NotebookAgent implements IDisposable {
         refused = error;
         return;
       }
+      this._takeover.clear(); // attached (again): a taken-over session is the notebook's now
       this._setConnection('attaching');
       await this._switchTo(session);
     });

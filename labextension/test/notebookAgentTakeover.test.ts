@@ -298,3 +298,73 @@ describe('the chat panel of a taken-over session', () => {
     agent.dispose();
   });
 });
+
+describe('opening a session from the session list', () => {
+  /** The server attaches a session by id (it becomes the notebook's), refusing while `busy`. */
+  function listServer() {
+    const api = server();
+    const busy = { reason: null as string | null };
+    api.attachSession.mockImplementation(async (options: { sessionId?: string }) => {
+      if (options.sessionId && options.sessionId !== api.state.current && busy.reason) {
+        throw new AgentApiError(busy.reason, 409);
+      }
+      if (options.sessionId) {
+        api.state.current = options.sessionId;
+      }
+      return info(api.state.current, 10);
+    });
+    return { api, busy };
+  }
+
+  it('shows the opened session, and its own detaching of the old one adds no takeover line', async () => {
+    const { api } = listServer();
+    api.state.current = 's2';
+    const agent = await connected(api);
+    const leaving = sockets[sockets.length - 1];
+    const opened = agent.openSession('s1');
+    leaving.push({ seq: 11, session_id: 's2', type: 'status', status: 'inactive' });
+    await opened;
+    expect(api.attachSession).toHaveBeenLastCalledWith({
+      notebookPath: PATH,
+      kernelId: 'k1',
+      sessionId: 's1'
+    });
+    expect(agent.session?.session_id).toBe('s1');
+    expect(agent.takenOver).toBeNull();
+    expect(lines(agent.transcript.entries)).toEqual(S1_CHAT);
+    agent.dispose();
+  });
+
+  it('rejects with the server’s reason and stays where it was, without retrying', async () => {
+    const { api, busy } = listServer();
+    const agent = await connected(api);
+    busy.reason = 'session s1 is running a turn on this notebook’s kernel; stop it first';
+    await expect(agent.openSession('s2')).rejects.toThrow(/running a turn/);
+    expect(agent.session?.session_id).toBe('s1');
+    expect(agent.connection).toBe('connected');
+    const calls = api.attachSession.mock.calls.length;
+    await new Promise(resolve => setTimeout(resolve, 20));
+    expect(api.attachSession).toHaveBeenCalledTimes(calls);
+    agent.dispose();
+  });
+
+  it('opening the session shown does nothing, unless it was taken over: then it takes it back', async () => {
+    const { api } = listServer();
+    const agent = await connected(api);
+    await agent.openSession('s1');
+    expect(api.attachSession).toHaveBeenCalledTimes(1);
+    anotherUsersNewSession(api);
+    await agent.openSession('s1');
+    expect(api.attachSession).toHaveBeenLastCalledWith({
+      notebookPath: PATH,
+      kernelId: 'k1',
+      sessionId: 's1'
+    });
+    expect(agent.takenOver).toBeNull();
+    expect(lines(agent.transcript.entries)).toEqual(S1_CHAT);
+    // Taken over again later: the line comes back (its own earlier leaving does not hide it).
+    anotherUsersNewSession(api);
+    expect(agent.takenOver).toBe('s1');
+    agent.dispose();
+  });
+});
