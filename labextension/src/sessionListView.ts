@@ -77,7 +77,9 @@ export class SessionListView {
           ? 'No sessions of this notebook yet.'
           : '';
     this._status.classList.toggle('pal-mod-error', model.error !== null);
-    this._rows.replaceChildren(...model.items.map(item => this._row(item)));
+    // Closed, it holds no rows: nothing of it is found or read while hidden.
+    const items = model.isOpen ? model.items : [];
+    this._rows.replaceChildren(...items.map(item => this._row(item)));
     this._restoreFocus(focused);
   }
 
@@ -121,7 +123,7 @@ export class SessionListView {
     meta.append(
       element('span', 'pal-session-model', 'pal-session-model', rowModel(item)),
       element('span', 'pal-session-status', 'pal-session-status', item.status),
-      element('span', 'pal-session-cost', 'pal-session-cost', rowCost(item))
+      element('span', 'pal-session-row-cost', 'pal-session-row-cost', rowCost(item))
     );
     row.append(head, meta);
     if (item.reason) {
@@ -138,7 +140,6 @@ export class SessionListView {
         'Delete this session’s log? This cannot be undone.'
       );
       const yes = button('Delete', 'pal-session-confirm-delete');
-      yes.classList.add('pal-mod-warn');
       yes.setAttribute('aria-label', `Confirm: delete session ${title}`);
       yes.addEventListener('click', () => void model.confirmDelete(id));
       const no = button('Cancel', 'pal-session-cancel-delete');

@@ -257,7 +257,7 @@ describe('the session list view', () => {
     expect(time.dateTime).toBe('2026-01-01T11:00:00.000+00:00');
     expect(first.querySelector('.pal-session-model')?.textContent).toBe('anthropic · claude-sonnet-4-5');
     expect(first.querySelector('.pal-session-status')?.textContent).toBe('inactive');
-    expect(first.querySelector('.pal-session-cost')?.textContent).toBe('$0.5000');
+    expect(first.querySelector('.pal-session-row-cost')?.textContent).toBe('$0.5000');
     expect(first.dataset.current).toBe('false');
     expect(second.dataset.current).toBe('true');
     expect(second.getAttribute('aria-current')).toBe('true');

@@ -96,7 +96,7 @@ def test_session_list_opens_an_older_session_and_keeps_it_when_another_user_star
     iso = _row(panel_a, older).locator("time").get_attribute("title") or ""
     assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d", iso), iso
     expect(_row(panel_a, older).get_by_test_id("pal-session-model")).not_to_be_empty()
-    expect(_row(panel_a, older).get_by_test_id("pal-session-cost")).not_to_be_empty()
+    expect(_row(panel_a, older).get_by_test_id("pal-session-row-cost")).not_to_be_empty()
     save_screenshot(page_a, "session-list.png")
 
     # Escape closes the list and gives the focus back to the Sessions button.
