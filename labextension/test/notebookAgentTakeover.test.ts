@@ -304,7 +304,7 @@ describe('opening a session from the session list', () => {
   function listServer() {
     const api = server();
     const busy = { reason: null as string | null };
-    api.attachSession.mockImplementation(async (options: { sessionId?: string }) => {
+    api.attachSession.mockImplementation(async (options: { newSession?: boolean; sessionId?: string }) => {
       if (options.sessionId && options.sessionId !== api.state.current && busy.reason) {
         throw new AgentApiError(busy.reason, 409);
       }

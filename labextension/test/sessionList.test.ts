@@ -283,7 +283,8 @@ describe('the session list view', () => {
     const old = rows()[1];
     old.focus();
     key(old, 'Enter');
-    await vi.waitFor(() => expect(opened).toEqual(['old']));
+    await vi.waitFor(() => expect(model.isOpen).toBe(false)); // opened, the list closed
+    expect(opened).toEqual(['old']);
     await model.show();
     rows()[0].focus();
     key(rows()[0], 'ArrowDown');
