@@ -414,6 +414,7 @@ export class ChatPanel extends Widget {
       this._statusLine.append(modelLabel);
     }
     this._autonomy.refresh(); // the run's clock goes while the turn runs
+    this._sessionList.sessionShown(agent?.session?.session_id ?? null);
     this._updateControls();
   }
 

@@ -137,6 +137,20 @@ export class SessionListModel {
     this._changed.emit();
   }
 
+  /**
+   * The tab shows `sessionId` now (a New session, an Open, a switch): an
+   * open list is read again, so its current mark and its rows follow.
+   */
+  sessionShown(sessionId: string | null): void {
+    if (sessionId === this._shown) {
+      return;
+    }
+    this._shown = sessionId;
+    if (this._open) {
+      void this.refresh();
+    }
+  }
+
   /** Open (and continue) a session in this tab; the list closes once it shows. */
   async open(sessionId: string): Promise<boolean> {
     const done = await this._act(sessionId, () => this._host.openSession(sessionId));
@@ -231,6 +245,7 @@ export class SessionListModel {
   private _confirming: string | null = null;
   private _notebook: string | null = null;
   private _request = 0;
+  private _shown: string | null = null;
   private readonly _rowErrors = new Map<string, string>();
   private readonly _changed = new Signal<this, void>(this);
 }

@@ -187,6 +187,18 @@ describe('the session list model', () => {
     expect(model.rowError('a')).toBeNull();
   });
 
+  it('reads the list again when the tab shows another session while it is open', async () => {
+    const { model, server } = setUp([item('a')], 'a');
+    model.sessionShown('a');
+    expect(server.listed).toHaveLength(0); // closed: nothing to read
+    await model.show();
+    model.sessionShown('a');
+    expect(server.listed).toHaveLength(1); // the same session: nothing new
+    server.sessions = [item('b'), item('a')];
+    model.sessionShown('b');
+    await vi.waitFor(() => expect(model.items.map(i => i.session_id)).toEqual(['b', 'a']));
+  });
+
   it('runs one action at a time', async () => {
     const { model, host } = setUp([item('a'), item('b')]);
     let finish: () => void = () => undefined;
