@@ -51,6 +51,26 @@ async def test_display_updates_and_clear_output_reach_the_cell_as_events(
     assert [o.get("text") for o in result.outputs] == ["kept\n"]
 
 
+async def test_a_cell_that_ran_between_two_reads_is_still_reported_running(
+    kernel: AsyncKernelManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a loaded machine the executor may read the cell's whole life (busy, output, idle, the
+    reply) in one go: it ran all the same, and the chat's line must hear `running`."""
+    executor = KernelExecutor(kernel, "k")
+    await executor.prepare()
+    pump = executor._pump
+
+    async def late_pump(client: object, run: object, wait: float) -> bool:
+        await asyncio.sleep(1.0)  # the short cell is over and all its messages wait for us
+        return await pump(client, run, wait)
+
+    monkeypatch.setattr(executor, "_pump", late_pump)
+    states: list[CellState] = []
+    result = await executor.execute("print('agent')", lambda e: None, 30, states.append)
+    await executor.close()
+    assert (result.status, states) == ("ok", ["running"])
+
+
 async def test_executions_are_serialized_on_one_client(kernel: AsyncKernelManager) -> None:
     executor = KernelExecutor(kernel, "k")
     results = await asyncio.gather(

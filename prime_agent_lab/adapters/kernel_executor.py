@@ -457,6 +457,8 @@ class KernelExecutor:
             got = await self._pump(client, run, min(remaining, POLL))
             if not got and await self._kernel_died(generation):
                 return await self._on_death(run)
+        if run.started and deadline is None:
+            ticket.set_state("running")  # it ran between two reads (a busy machine): say so
         return run.result()
 
     async def _reap(self, client: Any, run: _Run) -> None:
