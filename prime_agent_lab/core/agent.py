@@ -783,6 +783,7 @@ class Agent:
         note = "[Prime Agent] the user edited this cell; the edited code ran in the next cell"
         cell.apply(OutputEvent("note", output=_stream("stderr", f"{note}\n")))
         cell.finish(None)
+        self._emit_unrun(turn, cell.cell_id, "edited: the edited code runs in the next cell")
         told = (
             f"[edited] The user edited your code before it ran; this ran instead:\n{decision.code}"
         )
@@ -811,6 +812,18 @@ class Agent:
             await self.notebook.save()
         self.events.emit("cell_skipped", turn=turn, cell_id=cell.cell_id, tool_call_id=call.id)
         self._record_not_run(turn, call, cell.cell_id, observation)
+        self._emit_unrun(turn, cell.cell_id, observation)
+
+    def _emit_unrun(self, turn: int, cell_id: str, preview: str) -> None:
+        """The cell's `cell_finished` (status `skipped`): it is done without running."""
+        self.events.emit(
+            "cell_finished",
+            turn=turn,
+            cell_id=cell_id,
+            status="skipped",
+            execution_count=None,
+            preview=preview,
+        )
 
     def _record_not_run(
         self, turn: int, call: ToolCall, cell_id: str | None, observation: str
