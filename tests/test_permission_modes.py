@@ -15,6 +15,7 @@ from prime_agent_lab.core.permission import PLAN_OBSERVATION, SKIPPED_OBSERVATIO
 from .conftest import next_event, use_script, wait_for
 from .test_messaging import restarted_host
 from .test_rest_edges import message_of, post
+from .test_server_e2e import live_agent_cells
 
 
 async def put_mode(jp_fetch: Any, session_id: str, mode: Any) -> Any:
@@ -186,3 +187,44 @@ async def test_stop_while_a_cell_waits_for_approval_ends_the_turn_and_runs_nothi
     assert agent.permission.waiting() == []
     late = await decide(jp_fetch, agent, waiting["tool_call_id"], "approve")
     assert late.code == 409
+
+
+async def test_a_new_session_starts_in_the_configured_mode_and_the_waiting_cell_is_marked(
+    host: Any, jp_serverapp: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(host, agent_script([{"code": "print(1)"}, {"text": "done"}]), permission="ask")
+    agent: Agent = await host.attach(make_notebook("default.ipynb"))
+    assert agent.permission.mode == "ask"
+    assert [e["mode"] for e in agent.session.entries if e["type"] == "permission_change"] == ["ask"]
+    events = agent.events.subscribe()
+    await host.send(agent.session_id, "go")
+    waiting = await next_event(events, "cell_awaiting_approval", timeout=60)
+
+    async def marked() -> bool:
+        cells = await live_agent_cells(jp_serverapp, agent.notebook.path)
+        return any(
+            c["metadata"]["prime_agent"].get("permission") == "ask"
+            and "waiting for your approval" in json.dumps(c["outputs"])
+            for c in cells
+        )
+
+    await wait_for(marked)
+    agent.skip(waiting["tool_call_id"])
+    await next_event(events, "turn_ended", timeout=60)
+
+
+async def test_a_server_shutdown_while_a_cell_waits_records_it_as_not_run(
+    host: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    agent, _events, _waiting = await asking_session(
+        host, jp_fetch, make_notebook, agent_script, "shutdown.ipynb"
+    )
+    await host.shutdown()
+
+    (result,) = results(agent)
+    assert (
+        result["status"] == "skipped" and "waited for the user's approval" in result["observation"]
+    )
+    assert [e for e in agent.session.entries if e["type"] == "turn_end"][-1]["stop_reason"] == (
+        "shutdown"
+    )
