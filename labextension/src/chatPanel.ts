@@ -21,6 +21,7 @@ import { button } from './dom';
 import { linkButton, renderEntry, type IEntryViewContext } from './entryViews';
 import { primeAgentIcon } from './icons';
 import { ModelCostControls } from './modelCostView';
+import { PermissionControls } from './permissionView';
 import { describe, type NotebookAgent } from './notebookAgent';
 import { enterAction, inputHint } from './queue';
 import { QueueView } from './queueView';
@@ -157,6 +158,8 @@ export class ChatPanel extends Widget {
     // picker and the context use above the input's actions.
     this._harnessButton.before(this._modelCost.headerNode);
     actions.before(this._modelCost.composerNode);
+    this._modelCost.composerNode.before(this._permission.waitingNode);
+    actions.before(this._permission.composerNode);
     this._render();
   }
 
@@ -204,6 +207,7 @@ export class ChatPanel extends Widget {
     this._agent = agent;
     this._autonomy.model = agent?.autonomy ?? null;
     this._modelCost.model = agent?.modelCost ?? null;
+    this._permission.model = agent?.permission ?? null;
     this._closeTree();
     if (agent) {
       agent.changed.connect(this._renderStatus, this);
@@ -264,6 +268,7 @@ export class ChatPanel extends Widget {
     this.agent = null;
     this._autonomy.dispose();
     this._modelCost.dispose();
+    this._permission.dispose();
     super.dispose();
   }
 
@@ -808,6 +813,7 @@ export class ChatPanel extends Widget {
   private readonly _harnessButton: HTMLButtonElement;
   private readonly _autonomy: AutonomyControls;
   private readonly _modelCost = new ModelCostControls();
+  private readonly _permission = new PermissionControls();
 }
 
 function div(className: string, testId?: string): HTMLDivElement {
