@@ -105,7 +105,8 @@ async def test_edit_runs_the_edited_code_and_the_session_keeps_both(
 
     (result,) = results(agent)
     assert "54" in result["observation"] and "42" not in result["observation"]
-    assert "print(6 * 9)" in result["observation"]  # the model is told what ran
+    assert result["observation"].startswith("[edited] The user edited your code")  # told first
+    assert "print(6 * 9)" in result["observation"]
     assert result["cell_id"] != waiting["cell_id"]  # the edited code ran in a new cell
     (approval,) = [e for e in agent.session.entries if e["type"] == "cell_approval"]
     assert (approval["decision"], approval["code"]) == ("edit", "print(6 * 9)")

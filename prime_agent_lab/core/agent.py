@@ -676,8 +676,6 @@ class Agent:
             self._record_result(turn, call, cell.cell_id, failed)
             self._record_error(turn, failed.note, "kernel")
             return
-        if told:
-            result.note = "\n".join(n for n in (told, result.note) if n)
         if came_back is not None:
             result.note = "\n".join(n for n in (came_back.note, result.note) if n)
             self.notice(*came_back.notice, turn=turn)
@@ -691,7 +689,7 @@ class Agent:
         if restored is not None:
             kind, text = restored.notice
             result.note = f"{result.note}\n[{kind}] {text}"
-        self._record_result(turn, call, cell.cell_id, result)
+        self._record_result(turn, call, cell.cell_id, result, told)
         if result.restarted is not None:
             self.notice(RESTART_NOTICE_KINDS[result.restarted], restart_note, turn=turn)
         if restored is not None:
@@ -854,8 +852,9 @@ class Agent:
         self.events.emit("notice", **fields)
 
     def _record_result(
-        self, turn: int, call: ToolCall, cell_id: str, result: ExecutionResult
+        self, turn: int, call: ToolCall, cell_id: str, result: ExecutionResult, told: str = ""
     ) -> None:
+        """`told`: what the model reads before the cell's observation (the user edited it)."""
         observation = build_observation(
             result,
             cap=self.config.output_cap,
@@ -869,7 +868,7 @@ class Agent:
             "cell_id": cell_id,
             "status": result.status,
             "execution_count": result.execution_count,
-            "observation": observation.text,
+            "observation": f"{told}\n{observation.text}" if told else observation.text,
             "preview": observation.preview,
         }
         if observation.images:
