@@ -447,9 +447,10 @@ class Settings:
     # ------------------------------------------------ permission modes (docs/pairing.md 4)
     permission: str = setting(
         "auto",
-        """A new session's permission mode: 'auto' (cells run as the model writes them), 'ask'
-        (each agent cell waits for the user's Run, Edit or Skip) or 'plan' (no cell runs; the
-        model answers in text). Held to {max_permission}. No mode is a sandbox.""",
+        """A new session's permission mode (given to `run`, a continued session's too): 'auto'
+        (cells run as the model writes them), 'ask' (each agent cell waits for the user's Run,
+        Edit or Skip) or 'plan' (no cell runs; the model answers in text). On the server, held
+        to {max_permission}. No mode is a sandbox.""",
     )
     max_permission: str = setting(
         "auto",

@@ -13,7 +13,7 @@ from .host_errors import HostError, attached
 
 def permission_state(agent: Agent) -> PermissionState:
     gate = agent.permission
-    return {"mode": gate.mode, "cap": gate.cap, "waiting": gate.waiting()}  # type: ignore[typeddict-item]
+    return {"mode": gate.mode, "cap": gate.cap, "waiting": gate.waiting()}
 
 
 class HostPermission:
