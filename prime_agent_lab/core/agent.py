@@ -762,7 +762,10 @@ class Agent:
         cell.apply(OutputEvent("note", output=_stream("stderr", f"{AWAITING_NOTE}\n")))
         self.events.emit("cell_awaiting_approval", code=code, **ids)
         try:
-            decision = await self.permission.wait(call.id)
+            if self._stop_requested:  # Stop came while the cell was being written
+                decision = Decision("stop")
+            else:
+                decision = await self.permission.wait(call.id)
         except asyncio.CancelledError:
             decision = Decision("stop")
             await self._close_unrun(turn, call, cell, decision)
