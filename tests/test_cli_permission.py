@@ -104,3 +104,24 @@ def test_plan_mode_runs_no_cell_and_a_continued_session_keeps_it(tmp_path: Path)
     entries = session_entries(tmp_path, json_lines(again.stdout)[-1])
     assert not any(e["type"] == "cell_started" for e in entries)
     assert [e["mode"] for e in entries if e["type"] == "permission_change"] == ["plan"]
+
+
+def test_ask_mode_asks_for_a_sub_agents_cell_on_the_same_terminal(tmp_path: Path) -> None:
+    script = tmp_path / "tree.json"
+    turns = {
+        "turns": [{"code": 'a = await rlm("alpha", name="part-a")'}, {"text": "spawned"}],
+        "child": {"turns": [{"code": "print('child ran')"}, {"text": "child done"}]},
+    }
+    script.write_text(json.dumps(turns))
+    args = ("run", "--mode", "json", "--script", str(script), "--permission", "ask", "go")
+    done = cli_with_env(tmp_path, {}, *args, stdin="y\ny\n")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count(QUESTION) == 2
+    child_results = [
+        json.loads(line)
+        for path in (tmp_path / ".prime-agent" / "sessions").glob("*/session.jsonl")
+        for line in path.read_text().splitlines()[1:]
+        if '"tool_result"' in line and "child ran" in line
+    ]
+    assert [r["status"] for r in child_results] == ["ok"]
