@@ -47,7 +47,10 @@ def _provider_choices() -> list[str]:
     return sorted([*found.names, *found.problems])
 
 
-CHOICES = {"provider": _provider_choices}  # settings whose values the CLI can list
+CHOICES = {  # settings whose values the CLI can list
+    "provider": _provider_choices,
+    "permission": lambda: list(settings.PERMISSION_MODES),
+}
 
 
 def _add_setting_flags(parser: argparse.ArgumentParser, names: tuple[str, ...] = ()) -> None:
@@ -387,6 +390,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             print(line, file=sys.stderr)
         if run.recovered_turn is not None:
             printer.recovered(run.recovered_turn)
+        _permission_of_run(args, run)
         if args.autonomous:
             run.start_autonomy()
         turn = asyncio.ensure_future(run.agent.run_turn(args.prompt))
@@ -498,6 +502,50 @@ def _demo_warning(args: argparse.Namespace, held: Iterable[str]) -> str | None:
         f"{', '.join(keys)} {verb} set, but no {flag} was given: the scripted demo model "
         f"answers, not a real one; choose the real one with {choose}"
     )
+
+
+# ---------------------------------------------------- permission modes (docs/pairing.md 4)
+
+
+def _ask_refused(stdin: TextIO | None) -> str | None:
+    from .cli_approval import stdin_problem
+
+    problem = stdin_problem(stdin)
+    if problem is None:
+        return None
+    return (
+        f"cannot ask for approval of cells: {problem}. Run in a terminal, pipe the answers "
+        f"in, or choose {settings.spell('permission', CLI)} auto or plan"
+    )
+
+
+def _permission_of_run(args: argparse.Namespace, run: Any) -> None:
+    """A `--permission` given on the command line is the session's mode from now on (else the
+    session keeps its own); in ask mode the terminal answers the cells waiting for approval."""
+    from .cli_approval import TerminalApprover
+
+    agent = run.agent
+    if _setting_given("permission", args.words):
+        agent.set_permission(args.permission)
+    if agent.permission.mode != "ask":
+        return
+    refused = _ask_refused(sys.stdin)
+    if refused is not None:
+        raise RuntimeError(refused)
+    TerminalApprover(run.runtime.agent).watch(agent)
+
+
+def _setting_given(name: str, words: list[str]) -> bool:
+    """Whether the command line gives the setting `name` (its flag, `--flag=x`, or an
+    abbreviation argparse accepts)."""
+    flags = settings.DECLARED[name].flags
+    for word in words:
+        if word == "--":
+            return False
+        option = word.split("=", 1)[0]
+        if len(option) > 2 and option.startswith("--") and any(f.startswith(option) for f in flags):
+            return True
+    return False
 
 
 def _provider_given(words: list[str]) -> bool:
@@ -615,6 +663,9 @@ def main(argv: list[str] | None = None) -> int:
         return sessions_cli.run(args, sys.stdout)
     words = sys.argv[1:] if argv is None else argv
     args.provider_given = _provider_given(words)
+    args.words = words
+    if args.permission == "ask" and (refused := _ask_refused(sys.stdin)) is not None:
+        parser.error(refused)
     if any(word.startswith("--autonomous-") for word in words):
         args.autonomous = True  # any --autonomous-* flag turns it on
     for gate in args.autonomous_gates:

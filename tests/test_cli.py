@@ -23,10 +23,17 @@ def cli(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProc
 
 
 def cli_with_env(
-    cwd: Path, extra_env: dict[str, str], *args: str, timeout: float = 120, into: Path | None = None
+    cwd: Path,
+    extra_env: dict[str, str],
+    *args: str,
+    timeout: float = 120,
+    into: Path | None = None,
+    stdin: str | int | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """The CLI run in `cwd`; its output captured, or with `into` written to that file (stdout)
-    and to `into` + `.err` (stderr), as a shell's `> out 2> out.err` does."""
+    and to `into` + `.err` (stderr), as a shell's `> out 2> out.err` does. `stdin`: text piped
+    in, or a `subprocess` constant (`DEVNULL`)."""
+    feed: dict[str, Any] = {"input": stdin} if isinstance(stdin, str) else {"stdin": stdin}
     env = {**os.environ, **extra_env}
     env["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT), str(ROOT / "kernel_ext"), env.get("PYTHONPATH", "")]
@@ -34,11 +41,11 @@ def cli_with_env(
     command = [sys.executable, "-m", "prime_agent_lab.cli", *args]
     if into is None:
         return subprocess.run(
-            command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+            command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, **feed
         )
     with into.open("w") as out, Path(f"{into}.err").open("w") as err:
         done = subprocess.run(
-            command, cwd=cwd, env=env, stdout=out, stderr=err, text=True, timeout=timeout
+            command, cwd=cwd, env=env, stdout=out, stderr=err, text=True, timeout=timeout, **feed
         )
     return subprocess.CompletedProcess(
         done.args, done.returncode, into.read_text(), Path(f"{into}.err").read_text()

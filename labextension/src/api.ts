@@ -12,12 +12,14 @@ import type {
   IMessagePosted,
   IQueueState,
   IModelList,
+  IPermissionState,
   IServerInfo,
   ISessionCopy,
   ISessionInfo,
   ISessionListItem,
   ISessionWithTranscript,
-  ITrustState
+  ITrustState,
+  PermissionMode
 } from './wire';
 import type { IAgentUsage } from './commands';
 
@@ -234,6 +236,31 @@ export class AgentApiClient {
   /** The `/usage` report: tokens and cost, own and with the sub-agents. */
   getUsage(sessionId: string): Promise<IAgentUsage> {
     return this._request<IAgentUsage>(`sessions/${encodeURIComponent(sessionId)}/usage`);
+  }
+
+  // ---------------------------------------------------------------- permission modes (pairing.md, 4)
+
+  getPermission(sessionId: string): Promise<IPermissionState> {
+    return this._request<IPermissionState>(`sessions/${encodeURIComponent(sessionId)}/permission`);
+  }
+
+  setPermission(sessionId: string, mode: PermissionMode): Promise<IPermissionState> {
+    return this._request<IPermissionState>(
+      `sessions/${encodeURIComponent(sessionId)}/permission`,
+      'PUT',
+      { mode }
+    );
+  }
+
+  /** Run (`approve`, the edited `code` if given) or skip the cell waiting for approval. */
+  decideCell(
+    sessionId: string,
+    toolCallId: string,
+    action: 'approve' | 'skip',
+    code?: string
+  ): Promise<IPermissionState> {
+    const route = `sessions/${encodeURIComponent(sessionId)}/cells/${encodeURIComponent(toolCallId)}/${action}`;
+    return this._request<IPermissionState>(route, 'POST', code === undefined ? {} : { code });
   }
 
   async postBinding(options: IBindingOptions): Promise<void> {

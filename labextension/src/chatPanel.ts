@@ -21,6 +21,7 @@ import { button } from './dom';
 import { linkButton, renderEntry, type IEntryViewContext } from './entryViews';
 import { primeAgentIcon } from './icons';
 import { ModelCostControls } from './modelCostView';
+import { PermissionControls } from './permissionView';
 import { describe, type NotebookAgent } from './notebookAgent';
 import { enterAction, inputHint } from './queue';
 import { QueueView } from './queueView';
@@ -160,6 +161,8 @@ export class ChatPanel extends Widget {
     // picker and the context use above the input's actions.
     this._harnessButton.before(this._modelCost.headerNode);
     actions.before(this._modelCost.composerNode);
+    this._modelCost.composerNode.before(this._permission.waitingNode);
+    actions.before(this._permission.composerNode);
     this._render();
   }
 
@@ -207,6 +210,7 @@ export class ChatPanel extends Widget {
     this._agent = agent;
     this._autonomy.model = agent?.autonomy ?? null;
     this._modelCost.model = agent?.modelCost ?? null;
+    this._permission.model = agent?.permission ?? null;
     this._closeTree();
     if (agent) {
       agent.changed.connect(this._renderStatus, this);
@@ -280,6 +284,7 @@ export class ChatPanel extends Widget {
     this.agent = null;
     this._autonomy.dispose();
     this._modelCost.dispose();
+    this._permission.dispose();
     super.dispose();
   }
 
@@ -847,6 +852,7 @@ export class ChatPanel extends Widget {
     closed: () => this._sessionsButton.focus()
   });
   private readonly _sessionsButton = sessionsButton(this._sessionList, () => this.showSessions());
+  private readonly _permission = new PermissionControls();
 }
 
 /** The header's "Sessions" button: opens and closes the list (`aria-expanded` follows it). */

@@ -14,6 +14,7 @@ import { AutonomyModel } from './autonomy';
 import { CellFollower, type FollowCellsSetting } from './cellFollower';
 import { EventStream, type StreamState } from './eventStream';
 import { ModelCostModel } from './modelCost';
+import { PermissionModel } from './permission';
 import { RetrySchedule } from './retrySchedule';
 import { Takeover } from './takeover';
 import {
@@ -66,6 +67,8 @@ export class NotebookAgent implements IDisposable {
   readonly queue = new QueueModel();
   /** The session's model and cost (GET on each load, then events; docs/pairing.md, 2). */
   readonly modelCost = new ModelCostModel(this._api);
+  /** The session's permission mode and waiting cells (GET on each load, then events; pairing.md, 4). */
+  readonly permission = new PermissionModel(this._api);
 
   /** Emitted when `connection`, `session` or `lastError` change. */
   get changed(): ISignal<this, void> {
@@ -120,6 +123,7 @@ export class NotebookAgent implements IDisposable {
     Signal.clearData(this.autonomy);
     Signal.clearData(this.queue);
     Signal.clearData(this.modelCost);
+    Signal.clearData(this.permission);
     Signal.clearData(this);
   }
 
@@ -405,6 +409,7 @@ export class NotebookAgent implements IDisposable {
     // except those the replay brings up to `seq` (older than this answer).
     void this.autonomy.attach(info.session_id, typeof info.seq === 'number' ? info.seq : null);
     void this.modelCost.attach(info, transcript ?? []);
+    void this.permission.attach(info.session_id);
     // Replay the server's whole buffer; the transcript drops what it has.
     const stream = new EventStream({
       urlFor: since => this._api.eventsUrl(session.session_id, since),
@@ -506,6 +511,7 @@ export class NotebookAgent implements IDisposable {
     this.autonomy.applyEvent(event);
     this.queue.apply(event);
     this.modelCost.applyEvent(event);
+    this.permission.applyEvent(event);
     this.transcript.apply(event);
     if (this._session && event.type === 'status') {
       this._setSession({ ...this._session, status: event.status });

@@ -36,7 +36,9 @@ export type UntrustedKind = 'snapshot' | 'harness' | 'mail' | 'schedules' | 'aut
 
 export type QueueChange = 'queued' | 'removed' | 'started' | 'paused' | 'resumed';
 
-export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'continuation' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned' | 'gate_run' | 'autonomy' | 'goal' | 'mcp_call';
+export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'continuation' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned' | 'gate_run' | 'autonomy' | 'goal' | 'mcp_call' | 'permission_change' | 'cell_approval';
+
+export type PermissionMode = 'plan' | 'ask' | 'auto';
 
 export interface IServerInfo {
   version: string;
@@ -406,6 +408,13 @@ export interface IModelList {
   current?: string;
 }
 
+/** `GET/PUT .../sessions/<id>/permission`: the session's mode, the administrator's cap (`max_permission`) and the tool calls whose cells wait for approval now. */
+export interface IPermissionState {
+  mode: PermissionMode;
+  cap: PermissionMode;
+  waiting: string[];
+}
+
 export interface IStatusEvent {
   seq: number;
   session_id: string;
@@ -674,6 +683,47 @@ export interface IQueueEvent {
   state: IQueueState;
 }
 
+/** The session's permission mode changed. */
+export interface IPermissionEvent {
+  seq: number;
+  session_id: string;
+  type: 'permission';
+  mode: PermissionMode;
+  cap: PermissionMode;
+}
+
+/** Ask mode: the agent's cell is in the notebook and waits for Run, Edit or Skip. */
+export interface ICellAwaitingApprovalEvent {
+  seq: number;
+  session_id: string;
+  type: 'cell_awaiting_approval';
+  turn: number;
+  cell_id: string;
+  tool_call_id: string;
+  code: string;
+}
+
+/** The user approved the waiting cell; `edited`: the edited code runs in a new cell. */
+export interface ICellApprovedEvent {
+  seq: number;
+  session_id: string;
+  type: 'cell_approved';
+  turn: number;
+  cell_id: string;
+  tool_call_id: string;
+  edited: boolean;
+}
+
+/** The waiting cell will not run (the user skipped it, or the turn was stopped). */
+export interface ICellSkippedEvent {
+  seq: number;
+  session_id: string;
+  type: 'cell_skipped';
+  turn: number;
+  cell_id: string;
+  tool_call_id: string;
+}
+
 export type ChatItem =
   | IUserItem
   | IAssistantItem
@@ -707,7 +757,11 @@ export type AgentEvent =
   | IGateRunEvent
   | IAutonomyEvent
   | IHeartbeatEvent
-  | IQueueEvent;
+  | IQueueEvent
+  | IPermissionEvent
+  | ICellAwaitingApprovalEvent
+  | ICellApprovedEvent
+  | ICellSkippedEvent;
 
 /** The notice line for a turn that ended this way. */
 export const STOP_NOTICES: Partial<Record<StopReason, string>> = {

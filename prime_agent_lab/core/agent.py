@@ -23,8 +23,21 @@ from .events import EventBus
 from .jsonfile import BadJson, parse_json
 from .messages import PYTHON_TOOL, Message, ModelRequest, ModelResponse, ToolCall
 from .observation import build_observation
+from .permission import (
+    AWAITING_NOTE,
+    PLAN_OBSERVATION,
+    SKIPPED_OBSERVATION,
+    Approvals,
+    Decision,
+    PermissionRefused,
+    allowed,
+    checked_mode,
+    lowest,
+    recorded_mode,
+)
 from .ports import (
     CellState,
+    CellWriter,
     ExecutionResult,
     KernelCameBack,
     KernelPort,
@@ -247,6 +260,7 @@ class Agent:
             PromptSettings(output_cap=config.output_cap, cell_timeout_seconds=config.cell_timeout)
         )
         self._record_model_if_changed()
+        self.permission = self._start_permission()
         self.compactor = Compactor(self)
 
     # ------------------------------------------------------------ public surface
@@ -313,7 +327,8 @@ class Agent:
             self._stop_cause = cause
         self._stop_requested = True
         if self._in_cell:
-            self.kernel.stop_cell(self._stop_cause)
+            if not self.permission.withdraw():  # a cell waiting for approval ends unrun
+                self.kernel.stop_cell(self._stop_cause)
         elif not task.cancelling():  # a second Stop waits for the first
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -568,19 +583,36 @@ class Agent:
         if self._stop_requested:
             self._record_skipped(turn, [call])
             return
+        if self.permission.mode == "plan":
+            self._record_not_run(turn, call, None, PLAN_OBSERVATION)
+            return
         self._in_cell = True
         try:
-            await self._run_cell(turn, call, code)
+            if self.permission.mode == "ask":
+                await self._run_when_approved(turn, call, code)
+            else:
+                await self._run_cell(turn, call, code)
         finally:
             self._in_cell = False
             self.current_cell_id = None
 
-    async def _run_cell(self, turn: int, call: ToolCall, code: str) -> None:
-        metadata = {"prime_agent": {"session_id": self.session_id, "turn": turn, "role": "agent"}}
-        cell = await self.notebook.append_code_cell(code, metadata)
-        self.current_cell_id = cell.cell_id
+    async def _run_cell(
+        self,
+        turn: int,
+        call: ToolCall,
+        code: str,
+        written: CellWriter | None = None,
+        told: str = "",
+    ) -> None:
+        """Run `code` in a new agent cell, or in `written` (an approved cell already in the
+        notebook). `told` goes before the cell's note (what the user did to it)."""
+        if written is None:
+            cell = await self.notebook.append_code_cell(code, self._cell_metadata(turn))
+            self.current_cell_id = cell.cell_id
+            self.events.emit("cell_started", turn=turn, cell_id=cell.cell_id, code=code)
+        else:
+            cell = written
         self._record_cell_started(turn, call, cell.cell_id)
-        self.events.emit("cell_started", turn=turn, cell_id=cell.cell_id, code=code)
         cell.set_running()
 
         streams = StreamRedactor(self.redactor)
@@ -657,11 +689,155 @@ class Agent:
         if restored is not None:
             kind, text = restored.notice
             result.note = f"{result.note}\n[{kind}] {text}"
-        self._record_result(turn, call, cell.cell_id, result)
+        self._record_result(turn, call, cell.cell_id, result, told)
         if result.restarted is not None:
             self.notice(RESTART_NOTICE_KINDS[result.restarted], restart_note, turn=turn)
         if restored is not None:
             self.notice(*restored.notice, turn=turn)
+
+    # ------------------------------------------------------------ permission modes
+
+    def _start_permission(self) -> Approvals:
+        """The session's recorded mode (else the `permission` setting), held to the cap; a mode
+        the cap lowered, or a first mode other than auto, is recorded."""
+        cap = checked_mode(self.config.max_permission)
+        recorded = recorded_mode(self.session)
+        mode = lowest(recorded or checked_mode(self.config.permission), cap)
+        if mode != (recorded or "auto"):
+            self.session.append("permission_change", mode=mode)
+        return Approvals(mode, cap)
+
+    def set_permission(self, value: object) -> None:
+        """The user's choice of mode (400 unknown, 403 above the cap); takes effect at the next
+        cell. Leaving ask mode answers nothing: a waiting cell still waits."""
+        mode = checked_mode(value)
+        cap = self.permission.cap
+        if not allowed(mode, cap):
+            raise PermissionRefused(
+                403,
+                f"permission mode {mode!r} is above this server's limit {cap!r} "
+                f"({self.config.spell('max_permission')}); choose {cap!r} or lower",
+            )
+        if mode != self.permission.mode:
+            self.session.append("permission_change", mode=mode)
+            self.permission.mode = mode
+        self.events.emit("permission", mode=mode, cap=cap)
+
+    def approve(self, tool_call_id: str, code: object = None) -> None:
+        """Run the waiting cell, `code` (a string) instead of its own when given."""
+        if code is not None and (not isinstance(code, str) or not code.strip()):
+            raise PermissionRefused(400, "code must be a non-empty string when given")
+        self._decide(tool_call_id, Decision("run", code))
+
+    def skip(self, tool_call_id: str) -> None:
+        self._decide(tool_call_id, Decision("skip"))
+
+    def _decide(self, tool_call_id: str, decision: Decision) -> None:
+        if self.permission.decide(tool_call_id, decision):
+            return
+        known = any(
+            c.get("id") == tool_call_id
+            for e in self.session.path()
+            if e["type"] == "assistant_message"
+            for c in e.get("tool_calls", [])
+        )
+        if not known:
+            raise PermissionRefused(404, f"no tool call {tool_call_id!r} in this session")
+        raise PermissionRefused(409, f"the cell of tool call {tool_call_id!r} is not waiting")
+
+    def _cell_metadata(self, turn: int, **more: Any) -> dict[str, Any]:
+        return {
+            "prime_agent": {"session_id": self.session_id, "turn": turn, "role": "agent", **more}
+        }
+
+    async def _run_when_approved(self, turn: int, call: ToolCall, code: str) -> None:
+        """Ask mode: the cell goes into the notebook marked as waiting; it runs after Run, an
+        edited copy runs in a new cell after Edit, and after Skip or Stop nothing runs."""
+        cell = await self.notebook.append_code_cell(
+            code, self._cell_metadata(turn, permission="ask")
+        )
+        self.current_cell_id = cell.cell_id
+        ids = {"turn": turn, "cell_id": cell.cell_id, "tool_call_id": call.id}
+        self.events.emit("cell_started", turn=turn, cell_id=cell.cell_id, code=code)
+        cell.apply(OutputEvent("note", output=_stream("stderr", f"{AWAITING_NOTE}\n")))
+        self.events.emit("cell_awaiting_approval", code=code, **ids)
+        try:
+            if self._stop_requested:  # Stop came while the cell was being written
+                decision = Decision("stop")
+            else:
+                decision = await self.permission.wait(call.id)
+        except asyncio.CancelledError:
+            decision = Decision("stop")
+            await self._close_unrun(turn, call, cell, decision)
+            raise
+        if decision.action != "run":
+            await self._close_unrun(turn, call, cell, decision)
+            return
+        cell.apply(OutputEvent("clear"))
+        edited = decision.code is not None and decision.code != code
+        record: dict[str, Any] = {"decision": "edit", "code": decision.code} if edited else {}
+        self.session.append("cell_approval", **{"decision": "run", **ids, **record})
+        self.events.emit("cell_approved", edited=edited, **ids)
+        if not edited:
+            await self._run_cell(turn, call, code, written=cell)
+            return
+        note = "[Prime Agent] the user edited this cell; the edited code ran in the next cell"
+        cell.apply(OutputEvent("note", output=_stream("stderr", f"{note}\n")))
+        cell.finish(None)
+        self._emit_unrun(turn, cell.cell_id, "edited: the edited code runs in the next cell")
+        told = (
+            f"[edited] The user edited your code before it ran; this ran instead:\n{decision.code}"
+        )
+        await self._run_cell(turn, call, str(decision.code), told=told)
+
+    async def _close_unrun(
+        self, turn: int, call: ToolCall, cell: CellWriter, decision: Decision
+    ) -> None:
+        if decision.action == "skip":
+            self.session.append(
+                "cell_approval",
+                turn=turn,
+                tool_call_id=call.id,
+                cell_id=cell.cell_id,
+                decision="skip",
+            )
+            note, observation = "[Prime Agent] skipped: not run", SKIPPED_OBSERVATION
+        else:
+            sentence = self._stop_cause.sentence
+            note = f"[Prime Agent] not run: {sentence} while it waited for approval"
+            observation = f"(not run: {sentence} while this cell waited for the user's approval)"
+        cell.apply(OutputEvent("clear"))
+        cell.apply(OutputEvent("note", output=_stream("stderr", f"{note}\n")))
+        cell.finish(None)
+        with contextlib.suppress(Exception):
+            await self.notebook.save()
+        self.events.emit("cell_skipped", turn=turn, cell_id=cell.cell_id, tool_call_id=call.id)
+        self._record_not_run(turn, call, cell.cell_id, observation)
+        self._emit_unrun(turn, cell.cell_id, observation)
+
+    def _emit_unrun(self, turn: int, cell_id: str, preview: str) -> None:
+        """The cell's `cell_finished` (status `skipped`): it is done without running."""
+        self.events.emit(
+            "cell_finished",
+            turn=turn,
+            cell_id=cell_id,
+            status="skipped",
+            execution_count=None,
+            preview=preview,
+        )
+
+    def _record_not_run(
+        self, turn: int, call: ToolCall, cell_id: str | None, observation: str
+    ) -> None:
+        self.session.append(
+            "tool_result",
+            turn=turn,
+            tool_call_id=call.id,
+            cell_id=cell_id,
+            status="skipped",
+            execution_count=None,
+            observation=observation,
+        )
 
     def continue_with(self, text: str, reason: str, summary: str) -> None:
         """What the model reads next in a turn a continuer keeps going (`should_continue`):
@@ -679,8 +855,9 @@ class Agent:
         self.events.emit("notice", **fields)
 
     def _record_result(
-        self, turn: int, call: ToolCall, cell_id: str, result: ExecutionResult
+        self, turn: int, call: ToolCall, cell_id: str, result: ExecutionResult, told: str = ""
     ) -> None:
+        """`told`: what the model reads before the cell's observation (the user edited it)."""
         observation = build_observation(
             result,
             cap=self.config.output_cap,
@@ -694,7 +871,7 @@ class Agent:
             "cell_id": cell_id,
             "status": result.status,
             "execution_count": result.execution_count,
-            "observation": observation.text,
+            "observation": f"{told}\n{observation.text}" if told else observation.text,
             "preview": observation.preview,
         }
         if observation.images:

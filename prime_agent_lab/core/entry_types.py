@@ -1063,6 +1063,52 @@ MCP_CALL = EntryType(
 )
 
 
+# ---------------------------------------------------- permission modes (docs/pairing.md 4)
+
+
+def _permission_seen(entry: Entry, in_turn: bool) -> tuple[Seen, ...]:
+    if in_turn:  # in a turn the next cell's result says what the mode did
+        return ()
+    if entry.get("mode") == "plan":
+        return before_next_turn(
+            "[notice] This session is now in plan mode: no cell runs. Answer in text and "
+            "describe the code you would run."
+        )
+    if entry.get("mode") == "ask":
+        return before_next_turn(
+            "[notice] This session is now in ask mode: each cell runs only once the user "
+            "approves it (they may edit or skip it)."
+        )
+    return before_next_turn("[notice] This session is now in auto mode: cells run as written.")
+
+
+PERMISSION_CHANGE = EntryType(
+    "permission_change",
+    "The session's permission mode (`plan`, `ask` or `auto`, docs/pairing.md): the latest one "
+    "holds, across reloads and resumes.",
+    {"mode": Field(str, "`plan`, `ask` or `auto`")},
+    {"mode": "ask"},
+    seen=_permission_seen,
+    summarised=_summary_lines,
+    in_history=always,
+)
+
+CELL_APPROVAL = EntryType(
+    "cell_approval",
+    "Ask mode: the user's answer to a waiting agent cell: `run`, `edit` (then `code` is what "
+    "ran, in a new cell) or `skip`. The cell's `tool_result` tells the model.",
+    {
+        "turn": TURN,
+        "tool_call_id": Field(str, "the call whose cell waited"),
+        "cell_id": Field(str, "the waiting cell"),
+        "decision": Field(str, "`run`, `edit` or `skip`"),
+        "code": Field(str, "the edited code that ran (edit only)"),
+    },
+    {"turn": 1, "tool_call_id": "c1", "cell_id": "cell-1", "decision": "edit", "code": "1 + 1"},
+    in_history=always,
+)
+
+
 # ---------------------------------------------------------------- the table
 
 
@@ -1090,6 +1136,8 @@ DECLARED: dict[str, EntryType] = {
         AUTONOMY,
         GOAL,
         MCP_CALL,
+        PERMISSION_CHANGE,
+        CELL_APPROVAL,
     )
 }
 """Every entry type a session log holds, by name. Loading tolerates other types (a newer build

@@ -38,6 +38,10 @@ _SPEC = "prime_agent_lab.setting"  # the key of a declaration in a dataclass fie
 _REFERENCE = re.compile(r"\{(\w+)\}")  # `{max_retry_after}` in a help text names another setting
 
 
+PERMISSION_MODES = ("plan", "ask", "auto")
+"""A session's permission modes, weakest first (`wire.PermissionMode`, core/permission.py)."""
+
+
 class SettingError(ValueError):
     """A setting's value is out of its bounds or of the wrong type; the message names it."""
 
@@ -440,6 +444,21 @@ class Settings:
         min=100,
     )
 
+    # ------------------------------------------------ permission modes (docs/pairing.md 4)
+    permission: str = setting(
+        "auto",
+        """A new session's permission mode (given to `run`, a continued session's too): 'auto'
+        (cells run as the model writes them), 'ask' (each agent cell waits for the user's Run,
+        Edit or Skip) or 'plan' (no cell runs; the model answers in text). On the server, held
+        to {max_permission}. No mode is a sandbox.""",
+    )
+    max_permission: str = setting(
+        "auto",
+        """The highest permission mode a session may choose ('plan' < 'ask' < 'auto'); a
+        higher choice is refused (403).""",
+        hosts=SERVER_ONLY,
+    )
+
     # Not a setting: which host built these settings, so messages spell a setting its way.
     host: str = SERVER
 
@@ -450,6 +469,12 @@ class Settings:
             wrong = problem(declared.name, getattr(self, declared.name))
             if wrong is not None:
                 raise SettingError(f"{spell(declared.name, self.host)} {wrong}")
+        for name in ("permission", "max_permission"):  # a mode (core/permission.py)
+            if getattr(self, name) not in PERMISSION_MODES:
+                modes = ", ".join(PERMISSION_MODES)
+                raise SettingError(
+                    f"{self.spell(name)} must be one of {modes}, not {getattr(self, name)!r}"
+                )
 
     def spell(self, name: str) -> str:
         """`name` as this host's user sets it (`--cell-timeout`, `c.PrimeAgentLab.cell_timeout`)."""

@@ -25,6 +25,7 @@ from typing import Any, Literal, NotRequired, TypedDict, Union
 from .entry_types import FOR_THE_USER_ONLY as FOR_THE_USER_ONLY
 from .entry_types import STOP_NOTICES as STOP_NOTICES
 from .entry_types import WARNING_NOTICES, NoticeKind, SessionEntryType, StopReason
+from .settings import PERMISSION_MODES
 
 # ---------------------------------------------------------------- statuses and kinds
 
@@ -852,6 +853,67 @@ class AutonomyEvent(TypedDict):
     state: AutonomyState
 
 
+# ---------------------------------------------------- permission modes (docs/pairing.md 4)
+
+PermissionMode = Literal[PERMISSION_MODES]  # type: ignore[valid-type]
+"""What a session's agent cells may do, weakest first: `plan` (none runs), `ask` (each waits for
+the user's Run, Edit or Skip), `auto` (each runs as the model writes it)."""
+
+
+class PermissionState(TypedDict):
+    """`GET/PUT .../sessions/<id>/permission`: the session's mode, the administrator's cap
+    (`max_permission`) and the tool calls whose cells wait for approval now."""
+
+    mode: PermissionMode
+    cap: PermissionMode
+    waiting: list[str]
+
+
+class PermissionEvent(TypedDict):
+    """The session's permission mode changed."""
+
+    seq: int
+    session_id: str
+    type: Literal["permission"]
+    mode: PermissionMode
+    cap: PermissionMode
+
+
+class CellAwaitingApprovalEvent(TypedDict):
+    """Ask mode: the agent's cell is in the notebook and waits for Run, Edit or Skip."""
+
+    seq: int
+    session_id: str
+    type: Literal["cell_awaiting_approval"]
+    turn: int
+    cell_id: str
+    tool_call_id: str
+    code: str
+
+
+class CellApprovedEvent(TypedDict):
+    """The user approved the waiting cell; `edited`: the edited code runs in a new cell."""
+
+    seq: int
+    session_id: str
+    type: Literal["cell_approved"]
+    turn: int
+    cell_id: str
+    tool_call_id: str
+    edited: bool
+
+
+class CellSkippedEvent(TypedDict):
+    """The waiting cell will not run (the user skipped it, or the turn was stopped)."""
+
+    seq: int
+    session_id: str
+    type: Literal["cell_skipped"]
+    turn: int
+    cell_id: str
+    tool_call_id: str
+
+
 AgentEvent = (
     StatusEvent
     | TurnStartedEvent
@@ -876,6 +938,10 @@ AgentEvent = (
     | AutonomyEvent
     | HeartbeatEvent
     | QueueEvent
+    | PermissionEvent
+    | CellAwaitingApprovalEvent
+    | CellApprovedEvent
+    | CellSkippedEvent
 )
 
 EVENT_FIELDS_ADDED_BY_BUS = frozenset({"seq", "type", "session_id"})
@@ -917,6 +983,7 @@ _ALIASES: dict[str, object] = {
     "UntrustedKind": UntrustedKind,
     "QueueChange": QueueChange,
     "SessionEntryType": SessionEntryType,
+    "PermissionMode": PermissionMode,
 }
 _INTERFACES: list[type] = [
     ServerInfo,
@@ -956,6 +1023,7 @@ _INTERFACES: list[type] = [
     ModelPrice,
     ModelInfo,
     ModelList,
+    PermissionState,
     *typing.get_args(AgentEvent),
 ]
 _UNIONS: dict[str, object] = {"ChatItem": ChatItem, "AgentEvent": AgentEvent}

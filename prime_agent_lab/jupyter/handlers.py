@@ -549,9 +549,12 @@ _SESSION = r"(?P<session_id>[A-Za-z0-9][A-Za-z0-9_-]*)"
 _REFINEMENT = r"(?P<refinement_id>[A-Za-z0-9][A-Za-z0-9_-]*)"
 _COMMAND = r"(?P<name>[A-Za-z0-9_-]+)"
 _MESSAGE = r"(?P<message_id>[A-Za-z0-9][A-Za-z0-9_-]*)"
+_TOOL_CALL = r"(?P<tool_call_id>[A-Za-z0-9_.:-]{1,200})"
 
 
 def handlers() -> list[tuple[str, Any]]:
+    from .handlers_permission import CellDecisionHandler, PermissionHandler  # they use _Base
+
     return [
         (r"/prime-agent/api/info", InfoHandler),
         (r"/prime-agent/api/sessions", SessionsHandler),
@@ -580,6 +583,11 @@ def handlers() -> list[tuple[str, Any]]:
         (r"/prime-agent/api/models", ModelsHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/model", SessionModelHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/usage", UsageHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/permission", PermissionHandler),
+        (
+            rf"/prime-agent/api/sessions/{_SESSION}/cells/{_TOOL_CALL}/(?P<action>approve|skip)",
+            CellDecisionHandler,
+        ),
         (r"/prime-agent/api/.*", NotFoundHandler),
         (rf"/prime-agent/bridge/kernels/{KERNEL_ROUTE}/call", BridgeCallHandler),
         (rf"/prime-agent/bridge/kernels/{KERNEL_ROUTE}/jobs", BridgeJobHandler),

@@ -46,6 +46,7 @@ from .host_errors import (
     refuse_long_text,
 )
 from .host_harness import HostHarness
+from .host_permission import HostPermission
 from .host_queue import HostQueue
 from .live_notebook import LiveNotebook
 from .server_kernels import ServerKernels
@@ -64,7 +65,7 @@ class HostSettings(Settings):
     bridge_address: Callable[[], str]  # the URL kernels call the host on, once the server listens
 
 
-class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue):
+class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue, HostPermission):
     def __init__(
         self,
         serverapp: Any,

@@ -1,0 +1,70 @@
+"""Permission modes in the browser (docs/pairing.md, section 4): the mode selector beside the
+input puts the session in ask mode; the agent's cell then waits in the notebook with the Run /
+Edit / Skip bar in the panel; Edit runs the edited code and the answer reads its output; the
+mode is still shown after a reload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .conftest import LabServer, save_screenshot, send_to_chat
+from .test_chat_panel import (
+    KERNEL_IDLE_TIMEOUT,
+    TURN_TIMEOUT_MS,
+    UI_TIMEOUT_MS,
+    _create_notebook,
+    _open_notebook,
+    _open_panel,
+    _wait_for_idle_kernel,
+)
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def lab_script() -> dict[str, Any]:
+    return {"turns": [{"code": "print(6 * 7)"}, {"text": "It printed {last_output_line}."}]}
+
+
+def test_ask_mode_waits_for_the_user_and_edit_runs_the_edited_code(
+    lab_server: LabServer, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    name = "permission.ipynb"
+    _create_notebook(lab_server, name)
+    _open_notebook(page, lab_server, name)
+    _wait_for_idle_kernel(lab_server, name, KERNEL_IDLE_TIMEOUT)
+    panel = _open_panel(page)
+    expect(panel.get_by_test_id("pal-status")).to_have_attribute(
+        "data-connection", "connected", timeout=UI_TIMEOUT_MS
+    )
+    mode = panel.get_by_role("combobox", name="Permission mode")
+    expect(mode).to_have_value("auto", timeout=UI_TIMEOUT_MS)
+    mode.select_option("ask")
+    expect(mode).to_have_value("ask", timeout=UI_TIMEOUT_MS)
+
+    send_to_chat(panel, "Compute it.")
+    bar = panel.get_by_test_id("pal-approval")
+    expect(bar).to_be_visible(timeout=TURN_TIMEOUT_MS)
+    expect(bar).to_contain_text("print(6 * 7)")
+    expect(page.locator(".jp-Cell").filter(has_text="waiting for your approval")).to_have_count(
+        1, timeout=UI_TIMEOUT_MS
+    )
+    save_screenshot(page, "permission-ask-waiting.png")
+
+    bar.get_by_test_id("pal-approval-edit").click()
+    bar.get_by_test_id("pal-approval-editor").fill("print(6 * 9)")
+    bar.get_by_test_id("pal-approval-run-edited").click()
+    expect(bar).to_be_hidden(timeout=UI_TIMEOUT_MS)
+    expect(panel.get_by_test_id("pal-assistant").last).to_have_text(
+        "It printed 54.", timeout=TURN_TIMEOUT_MS
+    )
+
+    page.reload()
+    panel = _open_panel(page)
+    expect(panel.get_by_role("combobox", name="Permission mode")).to_have_value(
+        "ask", timeout=UI_TIMEOUT_MS
+    )
