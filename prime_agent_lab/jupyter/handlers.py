@@ -8,126 +8,30 @@ from typing import Any
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import allow_unauthenticated, authorized, ws_authenticated
-from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web, websocket
 
 from ..adapters.bridge_http import KERNEL_ROUTE, BridgeEndpoint
 from ..core.bridge import BridgeService
-from ..core.commands import CommandError, run_command
-from ..core.jsonfile import BadJson, parse_json
+from ..core.commands import run_command
 from ..core.project_context import ProjectFileError
-from ..core.sessions import SessionError, SessionWriteError, check_session_id
-from ..core.text import json_type, shorten
+from ..core.sessions import SessionError, check_session_id
+from ..core.text import shorten
 from ..core.transcript import chat_transcript
 from ..version import __version__
-from .host import AgentHost, HostError, http_error_text
-
-AUTH_RESOURCE = "prime_agent"
-BODY_SLACK_BYTES = 64 * 1024
-
-
-class _JsonErrors:
-    """Errors as `{"message": str}`, the message as written (see `http_error_text`)."""
-
-    _reason: str
-
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, web.HTTPError):
-            message = http_error_text(exc)
-        else:
-            message = getattr(exc, "message", None) or self._reason
-        self.set_header("Content-Type", "application/json")  # type: ignore[attr-defined]
-        self.finish(json.dumps({"message": message}))  # type: ignore[attr-defined]
+from .handler_base import (
+    AUTH_RESOURCE,
+    ApiBase,
+    JsonErrors,
+    bool_field,
+    host_errors,
+    text_field,
+)
+from .host import AgentHost, HostError
 
 
-@web.stream_request_body
-class _Base(_JsonErrors, ExtensionHandlerMixin, APIHandler):
-    """JSON in, JSON out. Bodies are read in chunks and refused past a bound (413), since the
-    largest legitimate one is a chat message of `max_message_chars`."""
-
-    auth_resource = AUTH_RESOURCE
-
-    @property
-    def host(self) -> AgentHost:
-        return self.settings["prime_agent_host"]
-
-    def _max_body_bytes(self) -> int:
-        # A character is at most 12 bytes of JSON (a surrogate pair as two \uXXXX escapes).
-        return 12 * self.host.settings.max_message_chars + BODY_SLACK_BYTES
-
-    async def prepare(self) -> None:  # type: ignore[override]
-        self._chunks: list[bytes] = []
-        self._size = 0
-        limit = self._max_body_bytes()
-        self.request.connection.set_max_body_size(limit)
-        length = self.request.headers.get("Content-Length", "0")
-        if not length.isdigit() or int(length) > limit:
-            raise web.HTTPError(413, f"request body too large (limit {limit:,} bytes)")
-        await ensure_async(super().prepare())
-
-    def data_received(self, chunk: bytes) -> None:
-        self._size += len(chunk)
-        if self._size > self._max_body_bytes():
-            raise web.HTTPError(413, "request body too large")
-        self._chunks.append(chunk)
-
-    def body(self) -> dict[str, Any]:
-        """The body's JSON object; anything else (not UTF-8, not JSON, nested too deeply, a
-        number out of range, ...) is a 400 that says why (core/jsonfile.py)."""
-        try:
-            data = parse_json(b"".join(self._chunks) or b"{}")
-        except BadJson as exc:
-            raise web.HTTPError(400, f"the request body {exc.reason}") from None
-        if not isinstance(data, dict):
-            raise web.HTTPError(400, f"request body must be a JSON object, not {json_type(data)}")
-        return data
-
-    def reply(self, data: Any, status: int = 200) -> None:
-        self.set_status(status)
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(data))
-
-    def session_id(self, raw: str) -> str:
-        try:
-            return check_session_id(raw)
-        except SessionError as exc:
-            raise web.HTTPError(400, str(exc)) from None
-
-
-def text_field(data: dict[str, Any], key: str) -> str | None:
-    """An optional string field: absent or null is None; anything but a string is a 400."""
-    value = data.get(key)
-    if value is None or isinstance(value, str):
-        return value
-    raise web.HTTPError(400, f"{key} must be a string, not {json_type(value)}")
-
-
-def bool_field(data: dict[str, Any], key: str) -> bool:
-    """An optional boolean field: only JSON true/false (the string "false" is not false)."""
-    value = data.get(key, False)
-    if value is None or isinstance(value, bool):
-        return bool(value)
-    shown = f"{json_type(value)} {shorten(value)}"
-    raise web.HTTPError(400, f"{key} must be true or false (a JSON boolean), not {shown}")
-
-
-def _host_errors(method: Any) -> Any:
-    async def wrapper(self: _Base, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return await method(self, *args, **kwargs)
-        except (HostError, CommandError) as exc:
-            raise web.HTTPError(exc.status, exc.message) from None
-        except SessionWriteError as exc:  # a full disk: 507 Insufficient Storage, said plainly
-            raise web.HTTPError(507, str(exc)) from None
-
-    wrapper.__name__ = method.__name__
-    wrapper.__doc__ = method.__doc__
-    return wrapper
-
-
-class InfoHandler(_Base):
+class InfoHandler(ApiBase):
     @web.authenticated
     @authorized
     async def get(self) -> None:
@@ -143,10 +47,10 @@ class InfoHandler(_Base):
         )
 
 
-class SessionsHandler(_Base):
+class SessionsHandler(ApiBase):
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def get(self) -> None:
         notebook = self.get_query_argument("notebook", None)
         if notebook is not None:  # the session list of one notebook (SessionList)
@@ -156,7 +60,7 @@ class SessionsHandler(_Base):
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def post(self) -> None:
         data = self.body()
         session_id = text_field(data, "session_id")
@@ -169,10 +73,10 @@ class SessionsHandler(_Base):
         self.reply(self.host.info(agent))
 
 
-class SessionHandler(_Base):
+class SessionHandler(ApiBase):
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def get(self, session_id: str) -> None:
         agent = self.host.agent(self.session_id(session_id))
         transcript = chat_transcript(agent.session, self.host.runtime.child_state)
@@ -181,110 +85,110 @@ class SessionHandler(_Base):
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def delete(self, session_id: str) -> None:
         session_id = self.session_id(session_id)
         await self.host.delete_session(session_id)
         self.reply({"deleted": session_id})
 
 
-class MessagesHandler(_Base):
+class MessagesHandler(ApiBase):
     """`POST .../messages {text, mode?}`: the user's message; while a turn runs it is queued
     (`follow_up`) or steers (`steer`), docs/pairing.md."""
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def post(self, session_id: str) -> None:
         data = self.body()
         text, mode = text_field(data, "text") or "", data.get("mode")
         self.reply(await self.host.post_message(self.session_id(session_id), text, mode), 202)
 
 
-class QueuedMessageHandler(_Base):
+class QueuedMessageHandler(ApiBase):
     """`DELETE .../messages/<message_id>`: remove a queued message before it starts."""
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def delete(self, session_id: str, message_id: str) -> None:
         state = self.host.remove_message(self.session_id(session_id), message_id)
         self.reply({"removed": message_id, "queue": state})
 
 
-class SendNowHandler(_Base):
+class SendNowHandler(ApiBase):
     """`POST .../messages/<message_id>/send`: a queued message goes now (Send now)."""
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def post(self, session_id: str, message_id: str) -> None:
         self.body()
         self.reply(self.host.send_message_now(self.session_id(session_id), message_id), 202)
 
 
-class StopHandler(_Base):
+class StopHandler(ApiBase):
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def post(self, session_id: str) -> None:
         tree = bool_field(self.body(), "tree")
         self.reply({"stopped": await self.host.stop(self.session_id(session_id), tree=tree)})
 
 
-class TreeHandler(_Base):
+class TreeHandler(ApiBase):
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def get(self, session_id: str) -> None:
         self.reply(await self.host.session_tree(self.session_id(session_id)))
 
 
-class LeafHandler(_Base):
+class LeafHandler(ApiBase):
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def post(self, session_id: str) -> None:
         entry_id = self.body().get("entry_id")
         self.reply(await self.host.move_leaf(self.session_id(session_id), entry_id))
 
 
-class ForkHandler(_Base):
+class ForkHandler(ApiBase):
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def post(self, session_id: str) -> None:
         entry_id = self.body().get("entry_id")
         self.reply(await self.host.fork(self.session_id(session_id), entry_id), status=201)
 
 
-class CloneHandler(_Base):
+class CloneHandler(ApiBase):
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def post(self, session_id: str) -> None:
         self.body()
         self.reply(await self.host.clone(self.session_id(session_id)), status=201)
 
 
-class CommandHandler(_Base):
+class CommandHandler(ApiBase):
     """`POST .../commands/<name> {args?}`: a chat command, `args` the text after its name
     (core/commands.py)."""
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def post(self, session_id: str, name: str) -> None:
         args = text_field(self.body(), "args") or ""
         self.reply(await run_command(self.host, self.session_id(session_id), name, args))
 
 
-class RefineHandler(_Base):
+class RefineHandler(ApiBase):
     """`POST .../refine {instructions?, global?}`: plan a refinement (docs/harness.md)."""
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def post(self, session_id: str) -> None:
         data = self.body()
         instructions, global_ = text_field(data, "instructions"), bool_field(data, "global")
@@ -292,63 +196,63 @@ class RefineHandler(_Base):
         self.reply(answer, status=202 if answer.get("scheduled") else 200)
 
 
-class RefinementsHandler(_Base):
+class RefinementsHandler(ApiBase):
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def get(self, session_id: str) -> None:
         self.reply(await self.host.refinements(self.session_id(session_id)))
 
 
-class RollbackHandler(_Base):
+class RollbackHandler(ApiBase):
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def post(self, session_id: str, refinement_id: str) -> None:
         self.body()
         answer = await self.host.rollback_refinement(self.session_id(session_id), refinement_id)
         self.reply(answer, status=202 if answer.get("queued") else 200)
 
 
-class TrustHandler(_Base):
+class TrustHandler(ApiBase):
     """`GET .../trust`: what in the session's folder (and its sub-agents') this user did not
     sign; `POST .../trust`: trust it and load it (docs/trust.md)."""
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def get(self, session_id: str) -> None:
         self.reply(await self.host.untrusted(self.session_id(session_id)))
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def post(self, session_id: str) -> None:
         self.body()
         self.reply(await self.host.trust(self.session_id(session_id)))
 
 
-class AutonomyHandler(_Base):
+class AutonomyHandler(ApiBase):
     """`GET .../autonomy`: the session's autonomous mode and run (`AutonomyState`); `PUT`: turn
     it on or off with budgets and gates (`AutonomyUpdate`), docs/autonomy.md."""
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def get(self, session_id: str) -> None:
         self.reply(self.host.autonomy_state(self.session_id(session_id)))
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def put(self, session_id: str) -> None:
         self.reply(self.host.set_autonomy(self.session_id(session_id), self.body()))
 
 
-class BindingsHandler(_Base):
+class BindingsHandler(ApiBase):
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def post(self) -> None:
         data = self.body()
         text_field(data, "document_id")
@@ -357,18 +261,18 @@ class BindingsHandler(_Base):
         self.finish()
 
 
-class ContextHandler(_Base):
+class ContextHandler(ApiBase):
     """`GET .../context`: the `/context` report (docs/project-context.md)."""
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def get(self, session_id: str) -> None:
         reply = await run_command(self.host, self.session_id(session_id), "context", "")
         self.reply(reply["answer"])
 
 
-class ContextTrustHandler(_Base):
+class ContextTrustHandler(ApiBase):
     """`POST /prime-agent/api/context/trust {path, sha256}`: trust exactly those bytes of a
     project file (409 when it changed since)."""
 
@@ -386,7 +290,7 @@ class ContextTrustHandler(_Base):
         self.reply({"trusted": trusted.as_dict()})
 
 
-class ModelsHandler(_Base):
+class ModelsHandler(ApiBase):
     """`GET /prime-agent/api/models`: the models a session may switch to (`ModelList`), those
     of `rlm.find_models()`, each with its context window and list price when declared."""
 
@@ -396,30 +300,30 @@ class ModelsHandler(_Base):
         self.reply(self.host.models())
 
 
-class SessionModelHandler(_Base):
+class SessionModelHandler(ApiBase):
     """`POST .../model {model}`: the session's next model call uses `model` (400 naming the
     offered ones otherwise); answers the `ModelList` with `current`."""
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def post(self, session_id: str) -> None:
         model = self.body().get("model")
         self.reply(await self.host.switch_model(self.session_id(session_id), model))
 
 
-class UsageHandler(_Base):
+class UsageHandler(ApiBase):
     """`GET .../usage`: the `/usage` report (tokens and cost, own and with sub-agents)."""
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def get(self, session_id: str) -> None:
         reply = await run_command(self.host, self.session_id(session_id), "usage", "")
         self.reply(reply["answer"])
 
 
-class NotFoundHandler(_Base):
+class NotFoundHandler(ApiBase):
     """Any other route under `prime-agent/api/`: a JSON 404 like every other API error."""
 
     def _no_route(self) -> None:
@@ -446,7 +350,7 @@ class NotFoundHandler(_Base):
         self._no_route()
 
 
-class EventsHandler(_JsonErrors, ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHandler):
+class EventsHandler(JsonErrors, ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHandler):
     """Streams a session's events; replays buffered events newer than `?since=`."""
 
     auth_resource = AUTH_RESOURCE
@@ -553,7 +457,7 @@ _TOOL_CALL = r"(?P<tool_call_id>[A-Za-z0-9_.:-]{1,200})"
 
 
 def handlers() -> list[tuple[str, Any]]:
-    from .handlers_permission import CellDecisionHandler, PermissionHandler  # they use _Base
+    from .handlers_permission import CellDecisionHandler, PermissionHandler  # they use ApiBase
 
     return [
         (r"/prime-agent/api/info", InfoHandler),

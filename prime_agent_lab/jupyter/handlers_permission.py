@@ -5,34 +5,34 @@ from __future__ import annotations
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from .handlers import _Base, _host_errors
+from .handler_base import ApiBase, host_errors
 
 
-class PermissionHandler(_Base):
+class PermissionHandler(ApiBase):
     """`GET .../permission`: the session's mode, cap and waiting cells; `PUT {mode}` sets the
     mode (403 above `max_permission`), docs/pairing.md section 4."""
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def get(self, session_id: str) -> None:
         self.reply(self.host.permission(self.session_id(session_id)))
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def put(self, session_id: str) -> None:
         mode = self.body().get("mode")
         self.reply(self.host.set_permission(self.session_id(session_id), mode))
 
 
-class CellDecisionHandler(_Base):
+class CellDecisionHandler(ApiBase):
     """`POST .../cells/<tool_call_id>/approve {code?}` runs the cell waiting for approval (the
     edited `code` in a new cell); `.../skip` tells the model the user skipped it."""
 
     @web.authenticated
     @authorized
-    @_host_errors
+    @host_errors
     async def post(self, session_id: str, tool_call_id: str, action: str) -> None:
         code = self.body().get("code") if action == "approve" else None
         self.reply(self.host.decide_cell(self.session_id(session_id), tool_call_id, action, code))
