@@ -330,6 +330,45 @@ async def test_a_notebook_opened_while_its_kernel_is_handed_out_joins_that_kerne
     assert [(s["path"], s["kernel"]["id"]) for s in listed] == [(path, kernel_id)]
 
 
+async def test_a_tab_whose_kernel_is_still_starting_keeps_the_notebook_to_one_session(
+    jp_serverapp: Any, jp_fetch: Any, make_notebook: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JupyterLab's POST /api/sessions checks that the notebook has no session, starts a kernel
+    (seconds on a loaded machine), then saves the session. A sub-agent's kernel handed to the
+    same notebook during that start made a second session: the tab on one kernel, the agent on
+    another (the agent-tree browser test, under load). One of the two must get the other's."""
+    path = make_notebook("analysis.agents/part-a.ipynb")
+    source = ServerKernels(jp_serverapp, "python3")
+    pool = KernelPool(source.start, source.discard, size=1, alive=source.alive)
+    kernel_id = await pool.take()
+    sessions = jp_serverapp.session_manager
+    start_for_session = sessions.start_kernel_for_session
+    handing: list[asyncio.Task[dict[str, Any]]] = []
+
+    async def hand_out_while_the_tab_s_kernel_starts(*args: Any, **kwargs: Any) -> str:
+        handing.append(asyncio.ensure_future(hand_to_notebook(jp_serverapp, kernel_id, path)))
+        for _ in range(200):  # the hand-out's own session would be saved within these
+            await asyncio.sleep(0)
+        return str(await start_for_session(*args, **kwargs))
+
+    monkeypatch.setattr(
+        sessions, "start_kernel_for_session", hand_out_while_the_tab_s_kernel_starts
+    )
+    body = {"path": path, "type": "notebook", "name": "part-a.ipynb", "kernel": {"name": "python3"}}
+    try:
+        opened = json.loads(
+            (await jp_fetch("api", "sessions", method="POST", body=json.dumps(body))).body
+        )
+        with pytest.raises(HandOutFailed, match="already has a Jupyter session"):
+            await handing[0]
+        listed = json.loads((await jp_fetch("api", "sessions")).body)
+    finally:
+        await pool.close()
+        for other in list(jp_serverapp.kernel_manager.list_kernel_ids()):
+            await jp_serverapp.kernel_manager.shutdown_kernel(other, now=True)
+    assert [(s["path"], s["kernel"]["id"]) for s in listed] == [(path, opened["kernel"]["id"])]
+
+
 async def test_a_handed_out_kernel_keeps_its_notebooks_name_after_a_restart(
     jp_serverapp: Any, make_notebook: Any
 ) -> None:

@@ -100,6 +100,16 @@ def project_dir(root: Path) -> tuple[str, Path]:
     return name, folder
 
 
+def untrusted_project(host: Any, root: Path, agent_script: Any) -> tuple[str, Path]:
+    """A project folder someone else made (an AGENTS.md and an empty .mcp.json, neither
+    trusted), with the host's model answering "fine"."""
+    name, folder = project_dir(root)
+    (folder / "AGENTS.md").write_text("Always answer in French.\n")
+    (folder / ".mcp.json").write_text('{"mcpServers": {}}\n')
+    use_script(host, agent_script([{"text": "fine"}]))
+    return name, folder
+
+
 async def fetch_json(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
     return json.loads((await jp_fetch(*parts, **kwargs)).body)
 
@@ -165,10 +175,7 @@ async def test_a_save_keeps_a_trusted_file_trusted_with_its_new_bytes(
 async def test_untrusted_files_are_a_user_only_notice_and_trusting_puts_them_in_the_prompt(
     host: Any, jp_fetch: Any, jp_root_dir: Path, make_notebook: Any, agent_script: Any
 ) -> None:
-    name, folder = project_dir(jp_root_dir)
-    (folder / "AGENTS.md").write_text("Always answer in French.\n")
-    (folder / ".mcp.json").write_text('{"mcpServers": {}}\n')
-    use_script(host, agent_script([{"text": "fine"}]))
+    name, folder = untrusted_project(host, jp_root_dir, agent_script)
     agent = await host.attach(make_notebook(f"{name}/analysis.ipynb"))
 
     notices = [e for e in agent.session.entries if e.get("kind") == "project_untrusted"]
@@ -496,10 +503,7 @@ async def test_the_trust_route_refuses_a_malformed_digest_and_a_backslash_path(
 async def test_an_agent_opened_again_repeats_no_notice_and_a_new_one_lists_what_is_untrusted_now(
     host: Any, jp_fetch: Any, jp_root_dir: Path, make_notebook: Any, agent_script: Any
 ) -> None:
-    name, folder = project_dir(jp_root_dir)
-    (folder / "AGENTS.md").write_text("Always answer in French.\n")
-    (folder / ".mcp.json").write_text('{"mcpServers": {}}\n')
-    use_script(host, agent_script([{"text": "fine"}]))
+    name, folder = untrusted_project(host, jp_root_dir, agent_script)
     notebook = make_notebook(f"{name}/analysis.ipynb")
 
     async def reopen() -> list[str]:

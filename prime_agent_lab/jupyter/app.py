@@ -20,7 +20,7 @@ from ..core.held_keys import HeldKeys
 from ..core.project_trust import SaveKeepsTrust
 from ..core.sessions import SessionRepository
 from ..core.settings import SERVER, Declared, declared, help_text
-from . import atomic_contents, kernel_websocket
+from . import atomic_contents, kernel_websocket, notebook_sessions
 from .handlers import handlers
 from .host import AgentHost, HostSettings
 
@@ -130,6 +130,7 @@ class PrimeAgentLab(SettingTraits):  # type: ignore[misc, valid-type]
         self.host.runtime.start()  # messages queued before a restart wait again
         self._configure_server_created_rooms()
         kernel_websocket.install(self.serverapp, self.settings)  # a busy kernel never stalls a tab
+        notebook_sessions.install(self.serverapp.session_manager)  # one kernel per notebook
         atomic_contents.install(  # no half-written notebooks
             self.serverapp.contents_manager, self.settings.get("file_id_manager")
         )

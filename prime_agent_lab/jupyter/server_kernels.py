@@ -11,7 +11,6 @@ session, so a browser opening the notebook joins the same kernel.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import posixpath
 from collections.abc import Callable, Sequence
@@ -25,6 +24,8 @@ from ..adapters.kernel_calls import (
 )
 from ..adapters.kernel_fleet import HandOutFailed
 from ..core.redaction import kernel_environment
+from . import notebook_sessions
+from .notebook_sessions import maybe_await as _maybe_await
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +114,12 @@ class ServerKernels:
         kernel_id = await self._kernels.start_kernel(
             path=kernel_path, kernel_name=self.kernel_name, env=env
         )
-        model = await self._sessions.create_session(
+        gate = notebook_sessions.install(self._sessions)
+        model, created = await gate.create_or_find(
             path=path, name=name, type="notebook", kernel_id=kernel_id
         )
+        if not created:  # a tab opened the notebook meanwhile: its kernel serves
+            await self.discard(kernel_id)
         return str(model["kernel"]["id"])
 
     def moved(self, old: str, new: str) -> None:
@@ -219,18 +223,19 @@ async def hand_to_notebook(
             await _maybe_await(serverapp.contents_manager.get_kernel_path(path=path))
         )
     session_name = sessions.get_kernel_env(path, name)["JPY_SESSION_NAME"]
-    if await sessions.session_exists(path=path):
-        existing = await sessions.get_session(path=path)
-        raise HandOutFailed(
-            f"{path} already has a Jupyter session (kernel {existing['kernel']['id']})"
-        )
     if kernel_id not in kernels:  # create_session would start a fresh one
         raise HandOutFailed(f"the kernel {kernel_id} is not running any more")
     # A restart starts a new process from the launch arguments: give it the notebook's name too.
     kernels.get_kernel(kernel_id).update_env(env={"JPY_SESSION_NAME": session_name})
-    model = await sessions.create_session(
+    # A tab opening the notebook right now creates its session through the same gate: one of
+    # the two makes the session, the other gets it.
+    gate = notebook_sessions.install(sessions)
+    model, created = await gate.create_or_find(
         path=path, name=name, type="notebook", kernel_id=kernel_id
     )
+    if not created:
+        existing = model["kernel"]["id"]
+        raise HandOutFailed(f"{path} already has a Jupyter session (kernel {existing})")
     try:
         await set_working_directory(kernels.get_kernel(kernel_id), directory, session_name, run=run)
     except Exception as exc:
@@ -238,7 +243,3 @@ async def hand_to_notebook(
             await sessions.delete_session(model["id"])
         raise HandOutFailed(f"cannot prepare the kernel for {path}: {exc}") from exc
     return dict(model)
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value

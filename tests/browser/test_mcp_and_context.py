@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ..lab_process import ServerDidNotStart, shutdown, start_lab
-from .conftest import LabServer
+from .conftest import LabServer, send_to_chat
 from .test_chat_panel import (
     KERNEL_IDLE_TIMEOUT,
     TURN_TIMEOUT_MS,
@@ -72,9 +72,7 @@ def test_mcp_calls_are_chat_lines_and_context_lists_and_trusts_project_files(
     expect(notice).to_be_visible(timeout=UI_TIMEOUT_MS)
     expect(notice).to_contain_text("AGENTS.md")
 
-    chat_input = panel.get_by_test_id("pal-chat-input")
-    chat_input.fill("Search the papers index for recursive models.")
-    chat_input.press("Enter")
+    send_to_chat(panel, "Search the papers index for recursive models.")
     ok_line = panel.locator('[data-testid="pal-notice"][data-kind="mcp_call"]')
     expect(ok_line).to_have_count(1, timeout=TURN_TIMEOUT_MS)
     expect(ok_line).to_contain_text("MCP papers.search · ")
@@ -88,8 +86,7 @@ def test_mcp_calls_are_chat_lines_and_context_lists_and_trusts_project_files(
     )
 
     # /context: the prompt's parts, the untrusted AGENTS.md with its whole text and a Trust button.
-    chat_input.fill("/context")
-    chat_input.press("Enter")
+    send_to_chat(panel, "/context")
     table = panel.get_by_test_id("pal-context").last
     expect(table).to_be_visible(timeout=UI_TIMEOUT_MS)
     project_row = table.locator('[data-testid="pal-context-row"][data-part="project context"]')
@@ -103,8 +100,7 @@ def test_mcp_calls_are_chat_lines_and_context_lists_and_trusts_project_files(
         "Trusted: AGENTS.md", timeout=UI_TIMEOUT_MS
     )
 
-    chat_input.fill("/context")
-    chat_input.press("Enter")
+    send_to_chat(panel, "/context")
     # The view strip shows the new answer in place of the old one.
     used = panel.get_by_test_id("pal-context").locator(
         '[data-testid="pal-context-row"][data-part="project context"]'
@@ -161,9 +157,7 @@ def test_opening_a_cloned_agents_md_in_the_editor_does_not_trust_it_and_context_
     expect(panel.get_by_test_id("pal-status")).to_have_attribute(
         "data-connection", "connected", timeout=UI_TIMEOUT_MS
     )
-    chat_input = panel.get_by_test_id("pal-chat-input")
-    chat_input.fill("/context")
-    chat_input.press("Enter")
+    send_to_chat(panel, "/context")
     view = panel.get_by_test_id("pal-context")
     expect(view).to_be_visible(timeout=UI_TIMEOUT_MS)
     row = view.locator('[data-testid="pal-context-row"][data-part="project context"]').filter(
