@@ -20,6 +20,7 @@ import { showReply, type ICommandViewContext } from './commandViews';
 import { button } from './dom';
 import { linkButton, renderEntry, type IEntryViewContext } from './entryViews';
 import { primeAgentIcon } from './icons';
+import { CommandIds, DELIVERY } from './keyboard';
 import { ModelCostControls } from './modelCostView';
 import { PermissionControls } from './permissionView';
 import { describe, type NotebookAgent } from './notebookAgent';
@@ -121,7 +122,7 @@ export class ChatPanel extends Widget {
     inputLabel.className = 'pal-input-label pal-visually-hidden';
     inputLabel.htmlFor = this._input.id;
     inputLabel.textContent =
-      'Message to the agent (Enter sends, or queues while the agent works; Shift+Alt+Enter steers; Shift+Enter a new line; Escape back to the notebook)';
+      'Message to the agent (Enter sends, or queues while the agent works; Alt+Enter queues; Shift+Alt+Enter steers; Shift+Enter a new line; Escape back to the notebook)';
     this._input.addEventListener('keydown', event => this._onInputKey(event));
     this._input.addEventListener('input', () => {
       this._updateControls();
@@ -254,9 +255,20 @@ export class ChatPanel extends Widget {
     }
   }
 
-  /** Send what the input holds, as the Send button would. */
-  sendMessage(): Promise<void> {
-    return this._send();
+  /**
+   * Send what the input holds, as the Send button would (`auto`), or steer
+   * the running turn with it (`steer`, as the Steer button), or queue it as
+   * a follow-up (`follow_up`); idle, the server starts a turn with it
+   * whatever the mode. The palette commands send, steer and queue
+   * (keyboard.ts `DELIVERY`) come here, as the input's keys do.
+   */
+  sendMessage(mode: DeliveryMode = 'auto'): Promise<void> {
+    return this._send(mode);
+  }
+
+  /** Whether the input holds something to send now (the send, steer and queue commands). */
+  get canSend(): boolean {
+    return !this._sendButton.disabled;
   }
 
   /** Stop the running turn, as the Stop button would. */
@@ -549,14 +561,16 @@ export class ChatPanel extends Widget {
       this._complete(this._completions[this._selected]);
       return;
     }
+    // The same keys as the steer and queue commands' shortcuts (keyboard.ts), for when
+    // JupyterLab's keymap does not handle them first.
     if (event.key === 'Enter' && event.shiftKey && event.altKey) {
       event.preventDefault();
-      void this._send('steer');
+      void this._send(DELIVERY[CommandIds.steer]);
       return;
     }
     if (event.key === 'Enter' && !event.shiftKey) {
       event.preventDefault();
-      void this._send();
+      void this._send(event.altKey ? DELIVERY[CommandIds.queue] : DELIVERY[CommandIds.send]);
     }
   }
 
