@@ -52,6 +52,9 @@ export interface IChatPanelOptions {
   returnFocus?: (agent: NotebookAgent | null) => void;
 }
 
+/** The status of a session the server unloaded while nobody took the notebook over. */
+export const UNLOADED_TEXT = 'inactive (unloaded): your next message opens it again';
+
 /** Distance from the bottom (px) within which the transcript keeps following. */
 const FOLLOW_THRESHOLD = 32;
 
@@ -417,7 +420,9 @@ export class ChatPanel extends Widget {
             : running
               ? 'running'
               : agent.transcript.status === 'inactive'
-                ? 'Switching to the notebook’s current session…'
+                ? agent.takenOver
+                  ? 'Switching to the notebook’s current session…'
+                  : UNLOADED_TEXT
                 : 'idle';
           break;
         }
