@@ -374,7 +374,7 @@ describe('opening a session from the session list', () => {
       if (options.sessionId) {
         api.state.current = options.sessionId;
       }
-      return info(api.state.current, 10);
+      return info(api.state.current ?? 's1', 10);
     });
     return { api, busy };
   }
