@@ -266,6 +266,11 @@ export class ChatPanel extends Widget {
    * (keyboard.ts `DELIVERY`) come here, as the input's keys do.
    */
   sendMessage(mode: DeliveryMode = 'auto'): Promise<void> {
+    // A half-typed command with its menu open takes the completion, as Enter does.
+    if (this._completionPending()) {
+      this._complete(this._completions[this._selected]);
+      return Promise.resolve();
+    }
     return this._send(mode);
   }
 
@@ -557,10 +562,9 @@ export class ChatPanel extends Widget {
       this._options.returnFocus(this._agent);
       return;
     }
-    // Tab takes the completion; so does Enter while the text is not a command yet.
+    // Tab takes the completion; so does Enter (and Alt+Enter) while the text is not a command yet.
     const takes =
-      event.key === 'Tab' ||
-      (event.key === 'Enter' && !event.shiftKey && commandLine(this._input.value) === null);
+      event.key === 'Tab' || (event.key === 'Enter' && !event.shiftKey && this._completionPending());
     if (menuOpen && takes && !event.shiftKey) {
       event.preventDefault();
       this._complete(this._completions[this._selected]);
@@ -615,6 +619,15 @@ export class ChatPanel extends Widget {
     this._input.setSelectionRange(completion.text.length, completion.text.length);
     this._updateControls();
     this._updateMenu();
+  }
+
+  /** The command menu is open and the text is not a whole command yet. */
+  private _completionPending(): boolean {
+    return (
+      !this._menu.hidden &&
+      this._completions.length > 0 &&
+      commandLine(this._input.value) === null
+    );
   }
 
   private _closeMenu(): void {

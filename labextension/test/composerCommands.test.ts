@@ -121,6 +121,20 @@ describe('the send, steer and queue commands', () => {
     expect(input.value).toBe('');
   });
 
+  it('take the completion of a half-typed command, as Enter does, instead of sending it', async () => {
+    const agent = new SendingAgent();
+    const { panel, input, queue } = setUp(agent);
+    agent.transcript.status = 'running';
+    input.value = '/mod';
+    input.setSelectionRange(4, 4);
+    input.dispatchEvent(new Event('input'));
+    const menu = panel.node.querySelector<HTMLElement>('[data-testid="pal-command-menu"]')!;
+    expect(menu.hidden).toBe(false);
+    await queue.execute();
+    expect(agent.send).not.toHaveBeenCalled();
+    expect(input.value).toMatch(/^\/model\b/);
+  });
+
   it('match the input’s keys: Alt+Enter queues, Shift+Alt+Enter steers', async () => {
     const agent = new SendingAgent();
     const { input, type } = setUp(agent);
