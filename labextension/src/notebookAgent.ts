@@ -134,7 +134,10 @@ export class NotebookAgent implements IDisposable {
    * event arrives. A session that is no longer attached (another session
    * took over the notebook; the server answers 404) gets nothing: the
    * transcript says so and offers the switch, and the rejection
-   * (`SessionTakenOverError`) tells the caller to keep the text.
+   * (`SessionTakenOverError`) tells the caller to keep the text. A 404 while
+   * the notebook has no other loaded session means the session only unloaded
+   * (an idle sub-agent evicted): it is attached again by id and the message
+   * sent once more.
    */
   send(text: string, mode: DeliveryMode = 'auto'): Promise<void> {
     return this._sendMessage(text, mode, true);
