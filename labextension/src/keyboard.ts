@@ -70,7 +70,7 @@ export const PANEL_COMMANDS = [
     id: 'prime-agent-lab:session-list',
     label: 'Show the Prime Agent sessions of this notebook',
     caption: 'Open the session list of the current notebook (open, fork or delete a session)',
-    shortcut: { keys: ['Accel Alt S'], selector: ANYWHERE }
+    shortcut: { keys: ['Accel Shift O'], selector: ANYWHERE }
   },
   {
     id: 'prime-agent-lab:next-agent-cell',

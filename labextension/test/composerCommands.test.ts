@@ -53,7 +53,7 @@ describe('the send, steer and queue commands', () => {
     const shortcuts = Object.fromEntries(PANEL_COMMANDS.map(c => [c.id, c.shortcut]));
     expect(shortcuts[CommandIds.steer]?.keys).toEqual(['Alt Shift Enter']);
     expect(shortcuts[CommandIds.queue]?.keys).toEqual(['Alt Enter']);
-    expect(shortcuts[CommandIds.sessionList]?.keys).toEqual(['Accel Alt S']);
+    expect(shortcuts[CommandIds.sessionList]?.keys).toEqual(['Accel Shift O']);
     expect(DELIVERY).toEqual({
       [CommandIds.send]: 'auto',
       [CommandIds.steer]: 'steer',

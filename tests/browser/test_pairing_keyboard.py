@@ -4,9 +4,9 @@ With the keyboard only: the palette opens the panel with the cursor in its input
 there (not to the notebook as shortcuts), Escape gives the keyboard back to the notebook, and
 Accel+Shift+A comes back. While a cell runs, Alt+Enter queues a follow-up, Alt+Shift+Enter steers
 and the palette's queue command queues (JupyterLab's keymap runs the panel's commands), and
-Ctrl+Alt+S opens the session list. Every visible text in the panel is at least 4.5:1 against what is
-behind it, in the light and in the dark theme. An answer's code block copies to the clipboard
-and inserts below the active cell (not run; JupyterLab's undo takes it back).
+Ctrl+Shift+O opens the session list. Every visible text in the panel is at least 4.5:1 against
+what is behind it, in the light and in the dark theme. An answer's code block copies to the
+clipboard and inserts below the active cell (not run; JupyterLab's undo takes it back).
 """
 
 from __future__ import annotations
@@ -363,8 +363,8 @@ def test_steer_and_queue_from_the_keyboard_while_a_cell_runs(
     expect(panel.get_by_test_id("pal-queue")).to_be_hidden()
     expect(panel.get_by_test_id("pal-error")).to_have_count(0)
 
-    # Ctrl+Alt+S: the session list, with the focus on the current session's row.
-    page.keyboard.press("Control+Alt+S")
+    # Ctrl+Shift+O: the session list, with the focus on the current session's row.
+    page.keyboard.press("Control+Shift+O")
     expect(panel.get_by_test_id("pal-session-list")).to_be_visible(timeout=UI_TIMEOUT_MS)
     current = panel.locator('[data-testid="pal-session-row"][data-current="true"]')
     expect(current).to_be_focused(timeout=UI_TIMEOUT_MS)
