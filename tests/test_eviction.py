@@ -76,6 +76,9 @@ async def test_an_idle_child_is_evicted_and_a_message_brings_it_back_with_its_va
     assert host.runtime.child_status(child.session_id) == "inactive"
     (listed,) = host.runtime.list_children(parent.session_id)
     assert listed["status"] == "inactive"
+    # Unloaded, not taken over: a tab that shows the child gets no "took over" line.
+    (gone,) = [e for e in child.events.since(0) if e.get("status") == "inactive"]
+    assert "taken_over_by" not in gone
     manifest = json.loads((child.session.directory / "kernel-state" / "manifest.json").read_text())
     assert [e["name"] for e in manifest["saved"]] == ["found"]
 

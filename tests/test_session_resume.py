@@ -119,6 +119,26 @@ async def test_one_kernel_has_one_agent_so_bridge_identity_is_never_mixed(
     assert host.bridge._session_for_kernel(kernel_id) == again.session_id == first.session_id
 
 
+def inactive_events(agent: Any) -> list[dict[str, Any]]:
+    return [e for e in agent.events.since(0) if e["type"] == "status" and e["status"] == "inactive"]
+
+
+async def test_the_inactive_event_names_the_session_that_took_the_notebook_over(
+    host: Any, make_notebook: Any
+) -> None:
+    """Viewers of the detached session tell a takeover from a session that merely unloaded."""
+    path = make_notebook("taken.ipynb")
+    first = await host.attach(path)
+    second = await host.attach(path, new=True)
+    (gone,) = inactive_events(first)
+    assert gone["taken_over_by"] == second.session_id
+    again = await host.attach(path, session_id=first.session_id)
+    (gone,) = inactive_events(second)
+    assert gone["taken_over_by"] == again.session_id == first.session_id
+    await host.runtime.detach(again)  # unloaded, nobody took over
+    assert [e.get("taken_over_by") for e in inactive_events(again)] == [None]
+
+
 async def test_switching_sessions_is_refused_while_a_turn_runs_on_the_kernel(
     host: Any, make_notebook: Any, agent_script: Any
 ) -> None:

@@ -20,6 +20,7 @@ import { showReply, type ICommandViewContext } from './commandViews';
 import { button } from './dom';
 import { linkButton, renderEntry, type IEntryViewContext } from './entryViews';
 import { primeAgentIcon } from './icons';
+import { CommandIds, DELIVERY } from './keyboard';
 import { ModelCostControls } from './modelCostView';
 import { PermissionControls } from './permissionView';
 import { describe, type NotebookAgent } from './notebookAgent';
@@ -50,6 +51,9 @@ export interface IChatPanelOptions {
   /** Escape in the input: give the keyboard back to the notebook. */
   returnFocus?: (agent: NotebookAgent | null) => void;
 }
+
+/** The status of a session the server unloaded while nobody took the notebook over. */
+export const UNLOADED_TEXT = 'inactive (unloaded): your next message opens it again';
 
 /** Distance from the bottom (px) within which the transcript keeps following. */
 const FOLLOW_THRESHOLD = 32;
@@ -121,7 +125,7 @@ export class ChatPanel extends Widget {
     inputLabel.className = 'pal-input-label pal-visually-hidden';
     inputLabel.htmlFor = this._input.id;
     inputLabel.textContent =
-      'Message to the agent (Enter sends, or queues while the agent works; Shift+Alt+Enter steers; Shift+Enter a new line; Escape back to the notebook)';
+      'Message to the agent (Enter sends, or queues while the agent works; Alt+Enter queues; Shift+Alt+Enter steers; Shift+Enter a new line; Escape back to the notebook)';
     this._input.addEventListener('keydown', event => this._onInputKey(event));
     this._input.addEventListener('input', () => {
       this._updateControls();
@@ -254,9 +258,25 @@ export class ChatPanel extends Widget {
     }
   }
 
-  /** Send what the input holds, as the Send button would. */
-  sendMessage(): Promise<void> {
-    return this._send();
+  /**
+   * Send what the input holds, as the Send button would (`auto`), or steer
+   * the running turn with it (`steer`, as the Steer button), or queue it as
+   * a follow-up (`follow_up`); idle, the server starts a turn with it
+   * whatever the mode. The palette commands send, steer and queue
+   * (keyboard.ts `DELIVERY`) come here, as the input's keys do.
+   */
+  sendMessage(mode: DeliveryMode = 'auto'): Promise<void> {
+    // A half-typed command with its menu open takes the completion, as Enter does.
+    if (this._completionPending()) {
+      this._complete(this._completions[this._selected]);
+      return Promise.resolve();
+    }
+    return this._send(mode);
+  }
+
+  /** Whether the input holds something to send now (the send, steer and queue commands). */
+  get canSend(): boolean {
+    return !this._sendButton.disabled;
   }
 
   /** Stop the running turn, as the Stop button would. */
@@ -405,7 +425,9 @@ export class ChatPanel extends Widget {
             : running
               ? 'running'
               : agent.transcript.status === 'inactive'
-                ? 'Switching to the notebook’s current session…'
+                ? agent.takenOver
+                  ? 'Switching to the notebook’s current session…'
+                  : UNLOADED_TEXT
                 : 'idle';
           break;
         }
@@ -540,23 +562,24 @@ export class ChatPanel extends Widget {
       this._options.returnFocus(this._agent);
       return;
     }
-    // Tab takes the completion; so does Enter while the text is not a command yet.
+    // Tab takes the completion; so does Enter (and Alt+Enter) while the text is not a command yet.
     const takes =
-      event.key === 'Tab' ||
-      (event.key === 'Enter' && !event.shiftKey && commandLine(this._input.value) === null);
+      event.key === 'Tab' || (event.key === 'Enter' && !event.shiftKey && this._completionPending());
     if (menuOpen && takes && !event.shiftKey) {
       event.preventDefault();
       this._complete(this._completions[this._selected]);
       return;
     }
+    // The same keys as the steer and queue commands' shortcuts (keyboard.ts), for when
+    // JupyterLab's keymap does not handle them first.
     if (event.key === 'Enter' && event.shiftKey && event.altKey) {
       event.preventDefault();
-      void this._send('steer');
+      void this._send(DELIVERY[CommandIds.steer]);
       return;
     }
     if (event.key === 'Enter' && !event.shiftKey) {
       event.preventDefault();
-      void this._send();
+      void this._send(event.altKey ? DELIVERY[CommandIds.queue] : DELIVERY[CommandIds.send]);
     }
   }
 
@@ -596,6 +619,15 @@ export class ChatPanel extends Widget {
     this._input.setSelectionRange(completion.text.length, completion.text.length);
     this._updateControls();
     this._updateMenu();
+  }
+
+  /** The command menu is open and the text is not a whole command yet. */
+  private _completionPending(): boolean {
+    return (
+      !this._menu.hidden &&
+      this._completions.length > 0 &&
+      commandLine(this._input.value) === null
+    );
   }
 
   private _closeMenu(): void {

@@ -21,7 +21,15 @@ import { ChatPanel } from './chatPanel';
 import { SessionDirectory } from './family';
 import { primeAgentIcon } from './icons';
 import { AgentStatusItem } from './statusItem';
-import { CommandIds, nextAgentCellIndex, PANEL_COMMANDS, type PanelCommandId } from './keyboard';
+import {
+  CommandIds,
+  composerCommand,
+  DELIVERY,
+  nextAgentCellIndex,
+  type ComposerCommandId,
+  PANEL_COMMANDS,
+  type PanelCommandId
+} from './keyboard';
 import { NotebookAgent } from './notebookAgent';
 
 const PLUGIN_ID = '@prime-agent-lab/labextension:plugin';
@@ -146,7 +154,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const execute: Record<PanelCommandId, () => unknown> = {
       [CommandIds.openPanel]: focusChat,
       [CommandIds.focusChat]: focusChat,
-      [CommandIds.send]: () => chat.sendMessage(),
+      [CommandIds.send]: composerCommand(chat, CommandIds.send).execute,
+      [CommandIds.steer]: composerCommand(chat, CommandIds.steer).execute,
+      [CommandIds.queue]: composerCommand(chat, CommandIds.queue).execute,
       [CommandIds.stop]: () => chat.stopTurn(),
       [CommandIds.sessionList]: () => showChat(() => void chat.showSessions()),
       [CommandIds.nextAgentCell]: () => {
@@ -174,7 +184,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
         label: command.label,
         caption: command.caption,
         icon: command.id === CommandIds.openPanel ? primeAgentIcon : undefined,
-        execute: execute[command.id]
+        execute: execute[command.id],
+        // Send, steer and queue take the chat input: with nothing to send they are off.
+        isEnabled:
+          command.id in DELIVERY
+            ? composerCommand(chat, command.id as ComposerCommandId).isEnabled
+            : undefined
       });
       palette?.addItem({ command: command.id, category: 'Prime Agent' });
     }

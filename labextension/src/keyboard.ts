@@ -6,6 +6,8 @@
  * commands.ts, generated from core/commands.py.)
  */
 
+import type { DeliveryMode } from './wire';
+
 /** Where a shortcut applies: anywhere in JupyterLab, or in the chat panel only. */
 export const ANYWHERE = 'body';
 export const IN_CHAT = '.pal-ChatPanel';
@@ -43,16 +45,32 @@ export const PANEL_COMMANDS = [
     shortcut: { keys: ['Accel Enter'], selector: IN_CHAT }
   },
   {
+    id: 'prime-agent-lab:steer',
+    label: 'Steer the running Prime Agent turn',
+    caption:
+      'Send the chat input into the running turn: the agent reads it at its next step ' +
+      '(with no turn running, it is sent as a normal message)',
+    shortcut: { keys: ['Alt Shift Enter'], selector: IN_CHAT }
+  },
+  {
+    id: 'prime-agent-lab:queue',
+    label: 'Queue the Prime Agent chat message as a follow-up',
+    caption:
+      'Queue the chat input as a follow-up that starts when the running turn ends ' +
+      '(with no turn running, it is sent at once)',
+    shortcut: { keys: ['Alt Enter'], selector: IN_CHAT }
+  },
+  {
     id: 'prime-agent-lab:stop',
     label: 'Stop the Prime Agent turn',
     caption: 'Stop the running turn of the current notebook’s agent and interrupt its cell',
-    shortcut: { keys: ['Accel Shift .'], selector: ANYWHERE }
+    shortcut: { keys: ['Accel Alt .'], selector: ANYWHERE }
   },
   {
     id: 'prime-agent-lab:session-list',
     label: 'Show the Prime Agent sessions of this notebook',
     caption: 'Open the session list of the current notebook (open, fork or delete a session)',
-    shortcut: null
+    shortcut: { keys: ['Accel Shift O'], selector: ANYWHERE }
   },
   {
     id: 'prime-agent-lab:next-agent-cell',
@@ -69,10 +87,45 @@ export const CommandIds = {
   openPanel: 'prime-agent-lab:open-panel',
   focusChat: 'prime-agent-lab:focus-chat',
   send: 'prime-agent-lab:send',
+  steer: 'prime-agent-lab:steer',
+  queue: 'prime-agent-lab:queue',
   stop: 'prime-agent-lab:stop',
   sessionList: 'prime-agent-lab:session-list',
   nextAgentCell: 'prime-agent-lab:next-agent-cell'
 } as const satisfies Record<string, PanelCommandId>;
+
+/**
+ * How the commands that send the chat input deliver it (`POST .../messages`
+ * `mode`): all three take the input's one send path (ChatPanel.sendMessage),
+ * as Enter, Shift+Alt+Enter and the Send and Steer buttons do. The server
+ * starts a turn with the text when none runs, whatever the mode.
+ */
+export const DELIVERY = {
+  [CommandIds.send]: 'auto',
+  [CommandIds.steer]: 'steer',
+  [CommandIds.queue]: 'follow_up'
+} as const satisfies Partial<Record<PanelCommandId, DeliveryMode>>;
+
+/** The commands that send the chat input. */
+export type ComposerCommandId = keyof typeof DELIVERY;
+
+/** What the send, steer and queue commands use of the chat panel. */
+export interface IComposer {
+  /** The input holds something to send, and the panel can send now. */
+  readonly canSend: boolean;
+  sendMessage(mode: DeliveryMode): Promise<void>;
+}
+
+/** The send, steer or queue command: the input's send path, off with nothing to send. */
+export function composerCommand(
+  composer: IComposer,
+  id: ComposerCommandId
+): { execute: () => Promise<void>; isEnabled: () => boolean } {
+  return {
+    execute: () => composer.sendMessage(DELIVERY[id]),
+    isEnabled: () => composer.canSend
+  };
+}
 
 /** The settings-schema form of the default shortcuts ("jupyter.lab.shortcuts"). */
 export function schemaShortcuts(

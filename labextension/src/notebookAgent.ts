@@ -134,9 +134,20 @@ export class NotebookAgent implements IDisposable {
    * event arrives. A session that is no longer attached (another session
    * took over the notebook; the server answers 404) gets nothing: the
    * transcript says so and offers the switch, and the rejection
-   * (`SessionTakenOverError`) tells the caller to keep the text.
+   * (`SessionTakenOverError`) tells the caller to keep the text. A 404 while
+   * the notebook has no other loaded session means the session only unloaded
+   * (an idle sub-agent evicted): it is attached again by id and the message
+   * sent once more.
    */
-  async send(text: string, mode: DeliveryMode = 'auto'): Promise<void> {
+  send(text: string, mode: DeliveryMode = 'auto'): Promise<void> {
+    return this._sendMessage(text, mode, true);
+  }
+
+  /**
+   * `send`; `mayReopen`: a 404 for a session that only unloaded (nobody took
+   * the notebook over) attaches it again and sends once more.
+   */
+  private async _sendMessage(text: string, mode: DeliveryMode, mayReopen: boolean): Promise<void> {
     const session = this._session;
     if (!session) {
       this.transcript.addError('No agent session yet: is the kernel running?');
@@ -162,11 +173,38 @@ export class NotebookAgent implements IDisposable {
         this.transcript.removeEntry(pending);
       }
       if (error instanceof AgentApiError && error.status === 404) {
+        if (mayReopen && !(await this._anotherSessionAttached(session.session_id))) {
+          // Only unloaded (an idle sub-agent evicted): it is still this notebook's session.
+          try {
+            await this._attachById(session.session_id);
+          } catch (reopenError) {
+            this.transcript.addError(`Could not send the message: ${describe(reopenError)}`);
+            throw reopenError;
+          }
+          return this._sendMessage(text, mode, false);
+        }
         throw this._takeover.refuseSend(this.transcript, session.session_id);
       }
       // The server's own words (a 409 names the session that holds the kernel).
       this.transcript.addError(`Could not send the message: ${describe(error)}`);
       throw error;
+    }
+  }
+
+  /**
+   * Whether the notebook has a loaded session other than `sessionId` (it
+   * took the notebook over). Unknown (the list failed) counts as yes: the
+   * refusal keeps the message and offers the switch.
+   */
+  private async _anotherSessionAttached(sessionId: string): Promise<boolean> {
+    try {
+      const sessions = await this._api.listNotebookSessions(this.notebookPath);
+      return sessions.some(
+        item =>
+          item.session_id !== sessionId && (item.status === 'idle' || item.status === 'running')
+      );
+    } catch {
+      return true;
     }
   }
 
@@ -272,6 +310,11 @@ export class NotebookAgent implements IDisposable {
     if (sessionId === this._session?.session_id && this._takeover.staleSessionId !== sessionId) {
       return Promise.resolve(); // shown and attached already
     }
+    return this._attachById(sessionId);
+  }
+
+  /** Attach session `sessionId` to the notebook and show it (openSession, a reopen). */
+  private _attachById(sessionId: string): Promise<void> {
     let refused: unknown = null;
     const step = this._enqueue(async () => {
       const left = this._leftSessionId;
@@ -479,11 +522,15 @@ export class NotebookAgent implements IDisposable {
       case 'status':
         if (
           event.status === 'inactive' &&
+          typeof event.taken_over_by === 'string' &&
+          event.taken_over_by !== event.session_id &&
           event.session_id === this._session?.session_id &&
           event.session_id !== this._leftSessionId
         ) {
           // Another session took over this notebook (another user's New
           // session): stay on this one and offer the switch (takeover.ts).
+          // An `inactive` without `taken_over_by` only unloaded the session
+          // (nobody replaced it): no line; the next message opens it again.
           if (this._takeover.mark(this.transcript, event.session_id)) {
             this._changed.emit();
           }

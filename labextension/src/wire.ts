@@ -415,11 +415,13 @@ export interface IPermissionState {
   waiting: string[];
 }
 
+/** `inactive`: the agent left memory. `taken_over_by` names the session that took the notebook's kernel from it (another session took over the notebook); without it the session was only unloaded (an idle sub-agent evicted, a sub-agent deleted) and nobody replaced it. */
 export interface IStatusEvent {
   seq: number;
   session_id: string;
   type: 'status';
   status: SessionStatus;
+  taken_over_by?: string;
 }
 
 /** A turn begins. A turn started by another agent's message names its sender. */

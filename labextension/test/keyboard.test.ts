@@ -43,7 +43,7 @@ describe('the panel’s commands and shortcuts', () => {
       PANEL_COMMANDS.map(command => [command.id, command.shortcut?.keys ?? null])
     );
     expect(keys[CommandIds.focusChat]).toEqual(['Accel Shift A']);
-    expect(keys[CommandIds.stop]).toEqual(['Accel Shift .']);
+    expect(keys[CommandIds.stop]).toEqual(['Accel Alt .']);
     const bindings = schemaShortcuts().map(s => `${s.selector} ${s.keys.join(',')}`);
     expect(new Set(bindings).size).toBe(bindings.length);
   });

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import { AgentApiClient, AgentApiError } from '../src/api';
 import { FollowCellsSetting } from '../src/cellFollower';
-import { ChatPanel } from '../src/chatPanel';
+import { ChatPanel, UNLOADED_TEXT } from '../src/chatPanel';
 import { SessionDirectory } from '../src/family';
 import { NotebookAgent } from '../src/notebookAgent';
 import { NOT_SENT_TEXT, SessionTakenOverError, TAKEN_OVER_TEXT } from '../src/takeover';
@@ -82,16 +82,25 @@ function notebookTab(): NotebookPanel {
  * not current is answered 404, as the server does.
  */
 function server() {
-  const state = { current: 's1' };
+  const state = { current: 's1' as string | null };
   const api = {
     serverSettings: { WebSocket: FakeSocket },
     postBinding: async () => undefined,
-    attachSession: vi.fn(async (options: { newSession?: boolean }) => {
+    attachSession: vi.fn(async (options: { newSession?: boolean; sessionId?: string }) => {
       if (options.newSession) {
         state.current = 's2';
+      } else if (options.sessionId) {
+        state.current = options.sessionId; // loaded (again) as the notebook's session
       }
-      return info(state.current, 10);
+      return info(state.current ?? 's1', 10);
     }),
+    /** The notebook's sessions: the current one is loaded, the others are on disk. */
+    listNotebookSessions: vi.fn(async () =>
+      Object.keys(TRANSCRIPTS).map(id => ({
+        ...info(id, 10),
+        status: id === state.current ? 'idle' : 'inactive'
+      }))
+    ),
     getSession: async (id: string) => ({ ...info(id, 10), transcript: TRANSCRIPTS[id] }),
     eventsUrl: (id: string) => `ws://server/${id}/events`,
     sendMessage: vi.fn(async (id: string) => {
@@ -122,9 +131,21 @@ async function connected(api: ReturnType<typeof server>): Promise<NotebookAgent>
   return agent;
 }
 
-/** Another user's New session on this notebook: the server detaches s1. */
+/** Another user's New session on this notebook: the server detaches s1, naming s2. */
 function anotherUsersNewSession(api: ReturnType<typeof server>): void {
   api.state.current = 's2';
+  sockets[sockets.length - 1].push({
+    seq: 11,
+    session_id: 's1',
+    type: 'status',
+    status: 'inactive',
+    taken_over_by: 's2'
+  });
+}
+
+/** The server unloads s1 and nobody replaces it (an idle sub-agent evicted, ...). */
+function unloaded(api: ReturnType<typeof server>): void {
+  api.state.current = null;
   sockets[sockets.length - 1].push({ seq: 11, session_id: 's1', type: 'status', status: 'inactive' });
 }
 
@@ -265,6 +286,48 @@ describe('another session takes over the notebook', () => {
   });
 });
 
+describe('a session that only unloads (nobody took the notebook over)', () => {
+  it('adds no takeover line; the status line says the next message opens it again', async () => {
+    const api = server();
+    const agent = await connected(api);
+    const panel = new ChatPanel({
+      followCells: new FollowCellsSetting(),
+      activateNotebook: () => undefined,
+      openNotebook: async () => undefined
+    });
+    panel.agent = agent;
+    unloaded(api);
+    expect(agent.takenOver).toBeNull();
+    expect(lines(agent.transcript.entries)).toEqual(S1_CHAT);
+    expect(agent.session?.session_id).toBe('s1');
+    const status = panel.node.querySelector('[data-testid="pal-status"]')!;
+    expect(status.textContent).toContain(UNLOADED_TEXT);
+    expect(panel.node.querySelector('[data-testid="pal-takeover-switch"]')).toBeNull();
+    agent.dispose();
+  });
+
+  it('is opened again by the next message, which is sent', async () => {
+    const api = server();
+    const agent = await connected(api);
+    unloaded(api);
+
+    await agent.send('Still there?');
+
+    expect(api.attachSession).toHaveBeenLastCalledWith({
+      notebookPath: PATH,
+      kernelId: 'k1',
+      sessionId: 's1'
+    });
+    expect(api.sendMessage).toHaveBeenCalledTimes(2); // the 404, then the message
+    expect(agent.session?.session_id).toBe('s1');
+    expect(agent.takenOver).toBeNull();
+    const kinds = agent.transcript.entries.map(entry => entry.kind);
+    expect(kinds).not.toContain('error');
+    expect(lines(agent.transcript.entries)).not.toContain(TAKEOVER_LINE);
+    agent.dispose();
+  });
+});
+
 describe('the chat panel of a taken-over session', () => {
   it('keeps the typed message in the input, and its Switch button follows', async () => {
     const api = server();
@@ -311,7 +374,7 @@ describe('opening a session from the session list', () => {
       if (options.sessionId) {
         api.state.current = options.sessionId;
       }
-      return info(api.state.current, 10);
+      return info(api.state.current ?? 's1', 10);
     });
     return { api, busy };
   }

@@ -444,14 +444,16 @@ class AgentRuntime:
         if holder is not None and (agent is None or holder == agent.session_id):
             del self._kernel_session[kernel_id]
 
-    def detach(self, agent: Agent) -> Awaitable[Any]:
+    def detach(self, agent: Agent, taken_over_by: str | None = None) -> Awaitable[Any]:
         """Forget an idle agent; its session stays on disk and can be opened again. Its
-        refiner and provider close in the background (awaiting the result waits for them)."""
+        refiner and provider close in the background (awaiting the result waits for them).
+        `taken_over_by`: the session that took its notebook's kernel (its `inactive` says so)."""
         if self.agents.get(agent.session_id) is agent:
             del self.agents[agent.session_id]
         if agent.kernel is not None and agent.kernel.kernel_id:
             self.unbind_kernel(agent.kernel.kernel_id, agent)
-        agent.events.emit("status", status="inactive")
+        took = {"taken_over_by": taken_over_by} if taken_over_by else {}
+        agent.events.emit("status", status="inactive", **took)
         self.snapshots.agent_gone(agent.session_id)
         gone = asyncio.gather(self.refiners.agent_gone(agent.session_id), agent.close_providers())
         self.spawn(gone)

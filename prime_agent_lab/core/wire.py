@@ -564,10 +564,15 @@ class ModelList(TypedDict):
 
 
 class StatusEvent(TypedDict):
+    """`inactive`: the agent left memory. `taken_over_by` names the session that took the
+    notebook's kernel from it (another session took over the notebook); without it the session
+    was only unloaded (an idle sub-agent evicted, a sub-agent deleted) and nobody replaced it."""
+
     seq: int
     session_id: str
     type: Literal["status"]
     status: SessionStatus
+    taken_over_by: NotRequired[str]
 
 
 class TurnStartedEvent(TypedDict):

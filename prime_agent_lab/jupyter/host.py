@@ -140,7 +140,7 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue, HostPermissi
         holder = self.runtime.agent_on_kernel(kernel_id)
         if holder is not None and holder is not agent:
             self._refuse_busy_kernel(kernel_id)
-            self.runtime.detach(holder)
+            self.runtime.detach(holder, taken_over_by=agent.session_id)
         self.runtime.bind_kernel(agent, self.fleet.executor(kernel_id))
         self.fleet.prepare_soon(kernel_id)  # connect and load the package while the user types
 

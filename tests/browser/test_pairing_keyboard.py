@@ -2,9 +2,11 @@
 
 With the keyboard only: the palette opens the panel with the cursor in its input, typed text goes
 there (not to the notebook as shortcuts), Escape gives the keyboard back to the notebook, and
-Accel+Shift+A comes back. Every visible text in the panel is at least 4.5:1 against what is
-behind it, in the light and in the dark theme. An answer's code block copies to the clipboard
-and inserts below the active cell (not run; JupyterLab's undo takes it back).
+Accel+Shift+A comes back. While a cell runs, Alt+Enter queues a follow-up, Alt+Shift+Enter steers
+and the palette's queue command queues (JupyterLab's keymap runs the panel's commands), and
+Ctrl+Shift+O opens the session list. Every visible text in the panel is at least 4.5:1 against
+what is behind it, in the light and in the dark theme. An answer's code block copies to the
+clipboard and inserts below the active cell (not run; JupyterLab's undo takes it back).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .test_chat_panel import (
     _open_notebook,
     _wait_for_idle_kernel,
 )
+from .test_harness_review import _run_cell
 
 pytestmark = pytest.mark.browser
 
@@ -289,3 +292,79 @@ def test_every_text_in_the_panel_is_readable_in_light_and_dark_and_code_blocks_c
             assert badge["contrast"] >= MIN_CONTRAST, (theme, badge)
     finally:
         _switch_theme(page, "JupyterLab Light")
+
+
+# The user's own cell runs until the test writes this file; the agent's cell waits behind it, so
+# the turn runs for as long as the test needs (docs/pairing.md, "Steer and queue").
+HOLD_FILE = "keys.go"
+USER_CELL = f"import os, time\nwhile not os.path.exists({HOLD_FILE!r}): time.sleep(0.05)"
+FIRST, QUEUED, STEERED, FROM_PALETTE = (
+    "Sum the first ten squares.",
+    "Then list them.",
+    "Use integers only.",
+    "And their mean.",
+)
+
+
+def test_steer_and_queue_from_the_keyboard_while_a_cell_runs(
+    lab_server: LabServer, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    name = "steer-keys.ipynb"
+    _create_notebook(lab_server, name)
+    _open_notebook(page, lab_server, name)
+    expect(_cells(page)).to_have_count(1, timeout=UI_TIMEOUT_MS)
+    _wait_for_idle_kernel(lab_server, name, KERNEL_IDLE_TIMEOUT)
+    _run_cell(page, USER_CELL)  # runs until HOLD_FILE exists
+
+    panel = page.get_by_test_id("pal-chat-panel")
+    chat_input = panel.get_by_test_id("pal-chat-input")
+    status = panel.get_by_test_id("pal-status")
+    page.keyboard.press("Control+Shift+A")
+    expect(chat_input).to_be_focused(timeout=UI_TIMEOUT_MS)
+    expect(status).to_have_attribute("data-connection", "connected", timeout=UI_TIMEOUT_MS)
+    page.keyboard.type(FIRST)
+    page.keyboard.press("Enter")
+    # The agent's work waits for the user's cell: the turn runs until the test lets it go.
+    expect(status).to_have_attribute("data-status", "running", timeout=TURN_TIMEOUT_MS)
+
+    queued = panel.get_by_test_id("pal-queued")
+    page.keyboard.type(QUEUED)
+    page.keyboard.press("Alt+Enter")  # prime-agent-lab:queue
+    expect(panel.get_by_test_id("pal-queued-text")).to_have_text([QUEUED], timeout=UI_TIMEOUT_MS)
+    expect(chat_input).to_have_value("")
+    page.keyboard.type(STEERED)
+    page.keyboard.press("Alt+Shift+Enter")  # prime-agent-lab:steer
+    expect(chat_input).to_be_focused()  # the keys stayed in the chat, none reached the notebook
+    expect(panel.get_by_test_id("pal-queued-text")).to_have_text(
+        [QUEUED, STEERED], timeout=UI_TIMEOUT_MS
+    )
+    # The palette's queue command takes the input's text too.
+    chat_input.focus()
+    page.keyboard.type(FROM_PALETTE)
+    _palette(page, "Queue the Prime Agent chat message as a follow-up")
+    expect(panel.get_by_test_id("pal-queued-text")).to_have_text(
+        [QUEUED, STEERED, FROM_PALETTE], timeout=UI_TIMEOUT_MS
+    )
+    expect(queued.nth(0)).to_have_attribute("data-mode", "follow_up")
+    expect(queued.nth(1)).to_have_attribute("data-mode", "steer")
+    expect(queued.nth(2)).to_have_attribute("data-mode", "follow_up")
+    expect(status).to_have_attribute("data-status", "running")  # all of it while the turn ran
+    save_screenshot(page, "pairing_keyboard_steer_queue.png")
+
+    (lab_server.root_dir / HOLD_FILE).write_text("go")
+    # The steer entered the running turn after its cell; each follow-up started a turn of its own.
+    expect(panel.get_by_test_id("pal-user")).to_have_text(
+        [FIRST, STEERED, QUEUED, FROM_PALETTE], timeout=TURN_TIMEOUT_MS
+    )
+    expect(panel.get_by_test_id("pal-user").nth(1)).to_have_attribute("data-mode", "steer")
+    expect(status).to_have_attribute("data-status", "idle", timeout=TURN_TIMEOUT_MS)
+    expect(panel.get_by_test_id("pal-queue")).to_be_hidden()
+    expect(panel.get_by_test_id("pal-error")).to_have_count(0)
+
+    # Ctrl+Shift+O: the session list, with the focus on the current session's row.
+    page.keyboard.press("Control+Shift+O")
+    expect(panel.get_by_test_id("pal-session-list")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    current = panel.locator('[data-testid="pal-session-row"][data-current="true"]')
+    expect(current).to_be_focused(timeout=UI_TIMEOUT_MS)
