@@ -328,8 +328,6 @@ export interface IReviewHost {
   api(): IReviewApi | null;
   sessionId(): string | null;
   notebook(): IReviewNotebook | null;
-  /** A turn runs: the server answers 409 to a revert. */
-  turnRunning(): boolean;
 }
 
 /** One turn's review as the view shows it. */
@@ -394,13 +392,23 @@ export class ReviewModel {
     );
   }
 
-  /** The cell is out of the turn (removed by a revert, or deleted from the notebook). */
+  /**
+   * The cell is not in the notebook: the notebook says (an Undo brings a
+   * removed cell back), else the chat's reverts and the server's answer.
+   */
   isRemoved(turn: number, cell: ITurnCell): boolean {
-    if (this._reverts.get(turn)?.cells.has(cell.cell_id)) {
-      return true;
-    }
     const notebook = this._host.notebook();
-    return notebook ? !notebook.hasCell(cell.cell_id) : !cell.in_notebook;
+    if (notebook) {
+      return !notebook.hasCell(cell.cell_id);
+    }
+    return this._reverts.get(turn)?.cells.has(cell.cell_id) === true || !cell.in_notebook;
+  }
+
+  /** The notebook's cells changed (a removal, an Undo): the open reviews show it. */
+  notebookChanged(): void {
+    if ([...this._states.values()].some(state => state.open)) {
+      this._changed.emit(null);
+    }
   }
 
   /**
