@@ -85,11 +85,12 @@ export function deleteCellsById(notebook: Notebook, cellIds: readonly string[]):
     return [];
   }
   const sharedModel = model.sharedModel;
+  const before = sharedModel.cells.length; // `cells` follows the document after the transaction
   sharedModel.transact(() => {
     for (const cell of found) {
       sharedModel.deleteCell(cell.index);
     }
-    if (sharedModel.cells.length === 0) {
+    if (before === found.length) {
       sharedModel.insertCell(0, { cell_type: 'code', metadata: { trusted: true } });
     }
   });

@@ -547,7 +547,8 @@ export class ChatPanel extends Widget {
     const agent = this._agent;
     const model = this._reviewView.model;
     if (agent && model) {
-      model.sync(agent.session?.session_id ?? null, agent.transcript.entries, agent.transcript.status);
+      const sessionId = agent.session?.session_id ?? null;
+      model.sync(sessionId, agent.transcript.entries, agent.transcript.status);
     }
     this._reviewView.place(id => this._entryNodes.get(id));
   }

@@ -254,11 +254,13 @@ function snapshotName(kernel: ITurnKernel): string {
   return time ? `the snapshot of ${time.short}` : 'the snapshot taken before the turn';
 }
 
+const NO_SNAPSHOT = 'no snapshot from before the turn';
+
 /** What "Revert turn" would do to the kernel, for the review's foot. */
 export function kernelLine(kernel: ITurnKernel): string {
   return kernel.restorable
     ? `Revert turn restores the kernel’s variables to ${snapshotName(kernel)}.`
-    : `Revert turn cannot restore the kernel: ${kernel.reason ?? 'no snapshot from before the turn'}.`;
+    : `Revert turn cannot restore the kernel: ${kernel.reason ?? NO_SNAPSHOT}.`;
 }
 
 /** The question before "Revert turn": what will happen. */
@@ -271,8 +273,10 @@ export function confirmationText(review: ITurnReview, toRemove: number): string 
       : 'no cell of it is left in the notebook';
   const kernel = review.kernel.restorable
     ? `the kernel’s variables will be restored to ${snapshotName(review.kernel)}`
-    : `the kernel will not be restored (${review.kernel.reason ?? 'no snapshot from before the turn'}): what its cells set stays in the kernel`;
-  const undo = toRemove > 0 ? ' The notebook’s Undo (Z) brings the cells back, not the variables.' : '';
+    : `the kernel will not be restored (${review.kernel.reason ?? NO_SNAPSHOT}): ` +
+      'what its cells set stays in the kernel';
+  const undo =
+    toRemove > 0 ? ' The notebook’s Undo (Z) brings the cells back, not the variables.' : '';
   return `Revert turn ${review.turn}? ${capitalise(removal)}; ${kernel}.${undo}`;
 }
 
@@ -280,7 +284,8 @@ export function confirmationText(review: ITurnReview, toRemove: number): string 
 export function revertErrorText(message: string, deletedHere: number): string {
   const lost =
     deletedHere > 0
-      ? ` Nothing is lost: the ${cells(deletedHere)} were deleted in this notebook only, and its Undo (Escape, then Z) brings them back.`
+      ? ` Nothing is lost: the ${cells(deletedHere)} were deleted in this notebook only, ` +
+        'and its Undo (Escape, then Z) brings them back.'
       : '';
   return `The server did not record the revert: ${message}.${lost}`;
 }

@@ -126,7 +126,8 @@ export class ReviewView {
     toggle.setAttribute('aria-controls', bodyId);
     toggle.setAttribute(
       'aria-label',
-      `${state.open ? 'Hide' : 'Review'} the ${count} ${count === 1 ? 'cell' : 'cells'} of turn ${turn}`
+      `${state.open ? 'Hide' : 'Review'} the ${count} ${count === 1 ? 'cell' : 'cells'} ` +
+        `of turn ${turn}`
     );
     toggle.title = 'The cells this turn wrote: jump to, keep or remove each, or revert the turn';
     toggle.addEventListener('click', () => void model.toggle(turn));
@@ -151,7 +152,12 @@ export class ReviewView {
         list.setAttribute('aria-label', `Cells of turn ${turn}`);
         list.append(...review.cells.map(cell => this._cellRow(turn, cell, reverted)));
         body.append(list);
-        const kernel = element('div', 'pal-review-kernel', 'pal-review-kernel', kernelLine(review.kernel));
+        const kernel = element(
+          'div',
+          'pal-review-kernel',
+          'pal-review-kernel',
+          kernelLine(review.kernel)
+        );
         kernel.dataset.restorable = String(review.kernel.restorable);
         body.append(kernel, this._actions(turn, reverted));
       }
@@ -188,17 +194,20 @@ export class ReviewView {
     const count = element('span', 'pal-review-count', 'pal-review-count', cellLabel(cell));
     const code = element('code', 'pal-review-code', 'pal-review-code', cell.first_line);
     code.title = cell.first_line;
+    const ended = STATUS_WORDS[cell.status] ?? cell.status;
     const status = element(
       'span',
       'pal-review-cell-status',
       'pal-review-cell-status',
-      removed ? 'removed' : kept ? `${STATUS_WORDS[cell.status] ?? cell.status} · kept` : (STATUS_WORDS[cell.status] ?? cell.status)
+      removed ? 'removed' : kept ? `${ended} · kept` : ended
     );
     status.dataset.status = removed ? 'removed' : cell.status;
 
     const jump = button('Jump', 'pal-review-jump');
     jump.setAttribute('aria-label', `Jump to ${name}`);
-    jump.title = removed ? 'This cell is no longer in the notebook' : 'Select this cell in the notebook';
+    jump.title = removed
+      ? 'This cell is no longer in the notebook'
+      : 'Select this cell in the notebook';
     jump.disabled = removed;
     jump.addEventListener('click', () => this._options.revealCell(cell.cell_id));
 
@@ -228,7 +237,12 @@ export class ReviewView {
     const state = model.state(turn);
     const actions = element('div', 'pal-review-actions');
     if (state.confirming) {
-      const question = element('div', 'pal-review-confirm-text', 'pal-review-confirm-text', model.confirmation(turn));
+      const question = element(
+        'div',
+        'pal-review-confirm-text',
+        'pal-review-confirm-text',
+        model.confirmation(turn)
+      );
       question.id = `pal-review-question-${turn}`;
       const yes = button('Revert', 'pal-review-confirm-revert');
       yes.classList.add('pal-mod-warn');
