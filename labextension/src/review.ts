@@ -447,8 +447,10 @@ export class ReviewModel {
     if (!same) {
       this._changed.emit(null);
     }
-    for (const [turn] of newReverts) {
-      if (this._states.get(turn)?.open) {
+    for (const [turn, facts] of newReverts) {
+      // An open review shows the revert; a chat line that does not say whether the whole turn
+      // was reverted (an older item) is settled by the server's review (`reverted`).
+      if (this._states.get(turn)?.open || (!facts.whole && facts.cells.size === 0)) {
         void this._load(turn);
       }
     }

@@ -334,6 +334,23 @@ describe('ReviewModel', () => {
     expect(model.state(1).review?.reverted).toBe(true);
   });
 
+  it('asks the server about a revert line that does not say what it reverted', async () => {
+    const { model, server, transcript } = setUp();
+    server.reviews.get(1)!.reverted = true;
+    transcript.load(
+      [
+        { type: 'cell', turn: 1, cell_id: 'a', status: 'ok', execution_count: 2, preview: '' },
+        { type: 'notice', turn: 1, kind: 'turn_reverted', text: '[notice] The user reverted your turn 1.' }
+      ] as unknown as ChatItem[],
+      10
+    );
+    model.sync(SESSION, transcript.entries, transcript.status);
+    expect(model.isReverted(1)).toBe(false);
+    await new Promise(resolve => setTimeout(resolve, 0));
+    expect(model.isReverted(1)).toBe(true);
+    expect(model.state(1).open).toBe(false);
+  });
+
   it('keeps a cell as reviewed, and forgets everything for another session', async () => {
     const { model, transcript } = setUp();
     model.keep(1, 'a');
