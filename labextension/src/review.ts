@@ -556,10 +556,15 @@ export class ReviewModel {
       this._changed.emit(turn);
       return;
     }
-    state.busy = true;
     state.error = null;
     state.result = null;
     const deleted = notebook.deleteCells(cellIds);
+    if (!wholeTurn && deleted.length === 0) {
+      state.error = 'That cell is no longer in the notebook.';
+      this._changed.emit(turn);
+      return;
+    }
+    state.busy = true;
     this._changed.emit(turn);
     try {
       const answer = await api.revertTurn(sessionId, turn, {

@@ -72,7 +72,8 @@ export class ReviewView {
       const anchor = lineOf(turn.anchorId);
       let node = this._nodes.get(turn.turn);
       if (!node) {
-        node = element('section', 'pal-review', 'pal-review');
+        node = element('div', 'pal-review', 'pal-review');
+        node.setAttribute('role', 'group'); // not a landmark: one per turn
         node.dataset.turn = String(turn.turn);
         node.addEventListener('keydown', event => this._onKey(event, turn.turn));
         this._nodes.set(turn.turn, node);

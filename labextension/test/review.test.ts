@@ -298,6 +298,13 @@ describe('ReviewModel', () => {
     expect(model.isRemoved(1, model.state(1).review!.cells[0])).toBe(true);
   });
 
+  it('sends nothing for a cell that is no longer in the notebook', async () => {
+    const { model, server } = setUp(['user', 'b']);
+    await model.removeCell(1, 'a');
+    expect(server.posts).toEqual([]);
+    expect(model.state(1).error).toBe('That cell is no longer in the notebook.');
+  });
+
   it('shows a refusal on the turn and says that Undo brings the deleted cells back', async () => {
     const { model, server, notebook } = setUp();
     server.refuse = new AgentApiError('a turn is running: stop it first', 409);
