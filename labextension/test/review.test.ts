@@ -229,6 +229,11 @@ describe('a turn_reverted event in the chat', () => {
     events.filter(e => e.seq >= 20).forEach(e => reloaded.apply(e));
     expect(kinds(reloaded)).toEqual(kinds(live(events)));
     expect(revertsByTurn(reloaded.entries).get(1)?.whole).toBe(true);
+    // The whole buffer replayed (both turns rebuilt): the line still comes last.
+    const again = new TranscriptModel();
+    again.load(items, 40);
+    events.forEach(e => again.apply(e));
+    expect(kinds(again)).toEqual(kinds(live(events)));
   });
 
   it('reads the revert from the event or item fields, and nothing else', () => {
