@@ -6,7 +6,7 @@ import { ServerConnection } from '@jupyterlab/services';
 
 import type { AutonomyRequest } from './autonomy';
 import type { CommandReply } from './commands';
-import type { ITurnRevertRequest } from './review';
+import type { ITurnRevertRequest } from './reviewWire';
 import type {
   DeliveryMode,
   ILeafMoved,

@@ -11,9 +11,9 @@ import {
   cellLabel,
   kernelLine,
   toggleLabel,
-  type ITurnCell,
   type ReviewModel
 } from './review';
+import type { ITurnCell } from './reviewWire';
 
 export interface IReviewViewOptions {
   /** Bring the notebook to the front and select the cell (false: it is gone). */

@@ -23,7 +23,7 @@ import {
 import { refinementSummary, type IRefinementSummary } from './refine';
 import { gateRunOf, type IGateRun } from './autonomy';
 import { answerFooter, type IAnswerFooter } from './modelCost';
-import { revertFactsOf, TURN_REVERTED, type IRevertFacts } from './review';
+import { revertFactsOf, TURN_REVERTED, type IRevertFacts } from './reviewWire';
 
 interface IEntryBase {
   /** Stable id for the view's DOM bookkeeping. */

@@ -8,14 +8,12 @@ import {
   ReviewModel,
   confirmationText,
   revertErrorText,
-  revertFactsOf,
   revertsByTurn,
   reviewableTurns,
   type IReviewApi,
-  type IReviewNotebook,
-  type ITurnReview,
-  type ITurnRevertRequest
+  type IReviewNotebook
 } from '../src/review';
+import { revertFactsOf, type ITurnReview, type ITurnRevertRequest } from '../src/reviewWire';
 import { TranscriptModel } from '../src/transcript';
 import type { AgentEvent, ChatItem } from '../src/wire';
 

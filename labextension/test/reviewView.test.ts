@@ -3,14 +3,9 @@ import { describe, expect, it, vi } from 'vitest';
 
 import { AgentApiError } from '../src/api';
 import type { NotebookAgent } from '../src/notebookAgent';
-import {
-  BUSY_TITLE,
-  ReviewModel,
-  type IReviewApi,
-  type ITurnReview,
-  type ITurnRevertRequest
-} from '../src/review';
+import { BUSY_TITLE, ReviewModel, type IReviewApi } from '../src/review';
 import { ReviewView } from '../src/reviewView';
+import type { ITurnReview, ITurnRevertRequest } from '../src/reviewWire';
 import { TranscriptModel } from '../src/transcript';
 import type { AgentEvent } from '../src/wire';
 
