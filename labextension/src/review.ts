@@ -309,6 +309,17 @@ export class ReviewModel {
     if (!same) {
       this._changed.emit(null);
     }
+    // A review read before a branch moved may be of another turn with this number: read again.
+    for (const { turn, cellIds } of turns) {
+      const state = this._states.get(turn);
+      const known = new Set(state?.review?.cells.map(cell => cell.cell_id) ?? []);
+      if (state?.review && cellIds.some(id => !known.has(id))) {
+        state.review = null;
+        if (state.open) {
+          void this._load(turn);
+        }
+      }
+    }
     for (const [turn, facts] of newReverts) {
       // An open review shows the revert; a chat line that does not say whether the whole turn
       // was reverted (an older item) is settled by the server's review (`reverted`).

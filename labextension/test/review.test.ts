@@ -361,6 +361,16 @@ describe('ReviewModel', () => {
     expect(model.state(1).open).toBe(false);
   });
 
+  it('reads an open review again when the chat’s turn has cells it did not list (a branch)', async () => {
+    const { model, server } = setUp();
+    await model.toggle(1);
+    server.reviews.set(1, review(1, ['c']));
+    const branched = live(turnEvents(1, 1, ['c']));
+    model.sync(SESSION, branched.entries, branched.status);
+    await new Promise(resolve => setTimeout(resolve, 0));
+    expect(model.state(1).review?.cells.map(cell => cell.cell_id)).toEqual(['c']);
+  });
+
   it('keeps a cell as reviewed, and forgets everything for another session', async () => {
     const { model, transcript } = setUp();
     model.keep(1, 'a');
