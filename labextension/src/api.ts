@@ -6,6 +6,7 @@ import { ServerConnection } from '@jupyterlab/services';
 
 import type { AutonomyRequest } from './autonomy';
 import type { CommandReply } from './commands';
+import type { ITurnRevertRequest } from './reviewWire';
 import type {
   DeliveryMode,
   ILeafMoved,
@@ -261,6 +262,26 @@ export class AgentApiClient {
   ): Promise<IPermissionState> {
     const route = `sessions/${encodeURIComponent(sessionId)}/cells/${encodeURIComponent(toolCallId)}/${action}`;
     return this._request<IPermissionState>(route, 'POST', code === undefined ? {} : { code });
+  }
+
+  // ---------------------------------------------------------------- review and revert (pairing.md, 5)
+
+  /** The cells a turn wrote, whether the kernel can go back to before it (a `TurnReview`). */
+  getTurn(sessionId: string, turn: number): Promise<unknown> {
+    return this._request<unknown>(`sessions/${encodeURIComponent(sessionId)}/turns/${turn}`);
+  }
+
+  /**
+   * Record that the user removed these cells of a turn (the panel deleted them from the
+   * notebook); `restore_kernel` (the whole turn) also restores the kernel's snapshot from
+   * before it. Answers a `TurnRevert`; 409 while a turn runs.
+   */
+  revertTurn(sessionId: string, turn: number, request: ITurnRevertRequest): Promise<unknown> {
+    return this._request<unknown>(
+      `sessions/${encodeURIComponent(sessionId)}/turns/${turn}/revert`,
+      'POST',
+      request
+    );
   }
 
   async postBinding(options: IBindingOptions): Promise<void> {

@@ -65,3 +65,34 @@ export async function revealCell(
   window.setTimeout(() => cell?.node.classList.remove('pal-mod-flash'), 1200);
   return true;
 }
+
+/**
+ * Delete the cells with these ids in one transaction of the notebook model,
+ * as JupyterLab's own Delete does, so one Undo (Z) brings them all back.
+ * Answers the ids it deleted (a cell already gone is skipped). A notebook
+ * left empty gets an empty code cell in the same step, as JupyterLab does.
+ */
+export function deleteCellsById(notebook: Notebook, cellIds: readonly string[]): string[] {
+  const model = notebook.model;
+  if (!model) {
+    return [];
+  }
+  const found = cellIds
+    .map(id => ({ id, index: findCellIndex(notebook, id) }))
+    .filter(cell => cell.index >= 0)
+    .sort((a, b) => b.index - a.index);
+  if (found.length === 0) {
+    return [];
+  }
+  const sharedModel = model.sharedModel;
+  const before = sharedModel.cells.length; // `cells` follows the document after the transaction
+  sharedModel.transact(() => {
+    for (const cell of found) {
+      sharedModel.deleteCell(cell.index);
+    }
+    if (before === found.length) {
+      sharedModel.insertCell(0, { cell_type: 'code', metadata: { trusted: true } });
+    }
+  });
+  return found.map(cell => cell.id).reverse();
+}

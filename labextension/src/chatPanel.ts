@@ -8,7 +8,13 @@ import { Widget } from '@lumino/widgets';
 import { AUTONOMOUS_INPUT_HINT } from './autonomy';
 import { AutonomyControls } from './autonomyView';
 import type { FollowCellsSetting } from './cellFollower';
-import { cellExecutionCount, cellFirstLine, revealCell } from './cellNavigation';
+import {
+  cellExecutionCount,
+  cellFirstLine,
+  deleteCellsById,
+  findCellIndex,
+  revealCell
+} from './cellNavigation';
 import {
   commandLine,
   completions,
@@ -26,6 +32,8 @@ import { PermissionControls } from './permissionView';
 import { describe, type NotebookAgent } from './notebookAgent';
 import { enterAction, inputHint } from './queue';
 import { QueueView } from './queueView';
+import { ReviewModel } from './review';
+import { ReviewView } from './reviewView';
 import { SessionListModel } from './sessionList';
 import { SESSION_LIST_ID, SessionListView } from './sessionListView';
 import {
@@ -210,8 +218,12 @@ export class ChatPanel extends Widget {
       this._agent.transcript.statusChanged.disconnect(this._renderStatus, this);
       this._agent.transcript.eventApplied.disconnect(this._onEventApplied, this);
       this._agent.queue.changed.disconnect(this._renderQueue, this);
+      this._agent.changed.disconnect(this._syncReviews, this);
+      this._agent.transcript.statusChanged.disconnect(this._syncReviews, this);
+      this._agent.panel?.model?.cells.changed.disconnect(this._onNotebookCells, this);
     }
     this._agent = agent;
+    this._reviewView.model = agent ? this._reviewModelOf(agent) : null;
     this._autonomy.model = agent?.autonomy ?? null;
     this._modelCost.model = agent?.modelCost ?? null;
     this._permission.model = agent?.permission ?? null;
@@ -223,6 +235,9 @@ export class ChatPanel extends Widget {
       agent.transcript.statusChanged.connect(this._renderStatus, this);
       agent.transcript.eventApplied.connect(this._onEventApplied, this);
       agent.queue.changed.connect(this._renderQueue, this);
+      agent.changed.connect(this._syncReviews, this);
+      agent.transcript.statusChanged.connect(this._syncReviews, this);
+      agent.panel?.model?.cells.changed.connect(this._onNotebookCells, this);
     }
     this._onEventApplied();
     this._following = true;
@@ -305,6 +320,7 @@ export class ChatPanel extends Widget {
     this._autonomy.dispose();
     this._modelCost.dispose();
     this._permission.dispose();
+    this._reviewView.dispose();
     super.dispose();
   }
 
@@ -494,6 +510,7 @@ export class ChatPanel extends Widget {
     this._transcriptNode.replaceChildren(
       ...entries.map(entry => this._createEntryNode(entry))
     );
+    this._syncReviews();
     this._followIfPinned();
   }
 
@@ -518,7 +535,48 @@ export class ChatPanel extends Widget {
     if (change.entry.kind === 'cell') {
       this._renderStatus(); // a cell that waits shows in the status line
     }
+    this._syncReviews();
     this._followIfPinned();
+  }
+
+  // ---------------------------------------------------------------- review and revert (pairing.md, 5)
+
+  /** The review state of a notebook's agent (kept while the panel shows other notebooks). */
+  private _reviewModelOf(agent: NotebookAgent): ReviewModel {
+    let model = this._reviews.get(agent);
+    if (!model) {
+      const notebook = () => agent.panel?.content ?? null;
+      model = new ReviewModel({
+        api: () => agent.api ?? null,
+        sessionId: () => agent.session?.session_id ?? null,
+        notebook: () => {
+          const content = notebook();
+          return content
+            ? {
+                hasCell: cellId => findCellIndex(content, cellId) >= 0,
+                deleteCells: cellIds => deleteCellsById(content, cellIds)
+              }
+            : null;
+        }
+      });
+      this._reviews.set(agent, model);
+    }
+    return model;
+  }
+
+  /** The review controls follow the chat: one under each finished turn that wrote cells. */
+  private _syncReviews(): void {
+    const agent = this._agent;
+    const model = this._reviewView.model;
+    if (agent && model) {
+      const sessionId = agent.session?.session_id ?? null;
+      model.sync(sessionId, agent.transcript.entries, agent.transcript.status);
+    }
+    this._reviewView.place(id => this._entryNodes.get(id));
+  }
+
+  private _onNotebookCells(): void {
+    this._reviewView.model?.notebookChanged();
   }
 
   /** `data-seq` on the transcript: how far the event stream got (for tests, debugging). */
@@ -885,6 +943,10 @@ export class ChatPanel extends Widget {
   });
   private readonly _sessionsButton = sessionsButton(this._sessionList, () => this.showSessions());
   private readonly _permission = new PermissionControls();
+  private readonly _reviews = new WeakMap<NotebookAgent, ReviewModel>();
+  private readonly _reviewView = new ReviewView({
+    revealCell: cellId => this._entryContext.revealCell(cellId)
+  });
 }
 
 /** The header's "Sessions" button: opens and closes the list (`aria-expanded` follows it). */

@@ -23,6 +23,7 @@ import {
 import { refinementSummary, type IRefinementSummary } from './refine';
 import { gateRunOf, type IGateRun } from './autonomy';
 import { answerFooter, type IAnswerFooter } from './modelCost';
+import { revertFactsOf, TURN_REVERTED, type IRevertFacts } from './reviewWire';
 
 interface IEntryBase {
   /** Stable id for the view's DOM bookkeeping. */
@@ -137,6 +138,11 @@ export interface INoticeEntry extends IEntryBase {
   noticeKind: NoticeKind | PanelNoticeKind | null;
   /** A gate run's command, exit status, time and output (`gate_passed`, `gate_failed`). */
   gate?: IGateRun;
+  /**
+   * A `turn_reverted` line: the turn it reverted. The line itself has no turn
+   * (`turn: null`): it stays where the revert happened, after later turns.
+   */
+  revert?: IRevertFacts;
 }
 
 /** Notice kinds the panel makes itself (the server's are `NoticeKind`). */
@@ -469,6 +475,10 @@ export class TranscriptModel {
 
   private _fold(event: AgentEvent, live: boolean): void {
     const turn = turnOf(event);
+    if (isRevertEvent(event)) {
+      this._addNotice(null, text((event as unknown as LooseRecord).text), TURN_REVERTED, event);
+      return;
+    }
     switch (event.type) {
       case 'status':
         this.status = event.status;
@@ -881,14 +891,16 @@ export class TranscriptModel {
       return;
     }
     const noticeKind = typeof kind === 'string' ? (kind as NoticeKind) : null;
+    const revert = revertFactsOf(raw);
     this._add({
       kind: 'notice',
       id: this._nextId++,
-      turn,
+      turn: revert ? null : turn,
       text,
       tone: noticeTone(noticeKind),
       noticeKind,
-      ...gateOf(raw)
+      ...gateOf(raw),
+      ...(revert ? { revert } : {})
     });
   }
 
@@ -902,6 +914,22 @@ export class TranscriptModel {
     const read = (ITEM_ENTRIES as Partial<Record<string, ItemReader<ChatItemType>>>)[
       item.type
     ];
+    const revert = revertFactsOf(item);
+    if (revert) {
+      // A revert's line (a `notice` item of kind `turn_reverted`, or an item of that type).
+      const said = text((item as unknown as LooseRecord).text);
+      return said
+        ? {
+            kind: 'notice',
+            id,
+            turn: null,
+            text: said,
+            tone: noticeTone(TURN_REVERTED),
+            noticeKind: TURN_REVERTED as NoticeKind,
+            revert
+          }
+        : null;
+    }
     if (read) {
       return read(item, id, turn);
     }
@@ -947,6 +975,13 @@ function userMode(mode: unknown): Pick<IUserEntry, 'mode'> {
 
 /** Whether `entry` (a transcript line) is the line `event` made live. */
 function showsEvent(entry: TranscriptEntry, event: AgentEvent): boolean {
+  if (isRevertEvent(event)) {
+    return (
+      entry.kind === 'notice' &&
+      entry.revert !== undefined &&
+      entry.text === text((event as unknown as LooseRecord).text)
+    );
+  }
   switch (event.type) {
     case 'notice':
       return entry.kind === 'notice' && entry.text === text(event.text);
@@ -963,8 +998,23 @@ function showsEvent(entry: TranscriptEntry, event: AgentEvent): boolean {
   }
 }
 
-/** The event's turn, or null for a session-level event (status, some notices). */
+/**
+ * A `turn_reverted` event (not in the generated `AgentEvent` yet; review.ts
+ * declares its shape until wire.ts does).
+ */
+function isRevertEvent(event: AgentEvent): boolean {
+  return (event as { type: string }).type === TURN_REVERTED;
+}
+
+/**
+ * The event's turn, or null for a session-level event (status, some notices).
+ * A revert names the turn it reverted, but its line belongs where it
+ * happened: it is replayed as a line without a turn.
+ */
 function turnOf(event: AgentEvent): number | null {
+  if (isRevertEvent(event)) {
+    return null;
+  }
   const turn = (event as { turn?: unknown }).turn;
   return typeof turn === 'number' ? turn : null;
 }

@@ -1,0 +1,155 @@
+/**
+ * The shapes of "review and revert a turn" on the wire (docs/pairing.md,
+ * section 5; docs/api.md) and the reading of what the server sent: a
+ * `TurnReview` (GET `…/turns/{turn}`), a `TurnRevert` (the POST's answer and
+ * the `turn_reverted` event), and the revert a chat line describes.
+ */
+
+// ---------------------------------------------------------------- wire types
+
+// The contract's shapes (declared in core/wire.py by the server work; they move to the
+// generated wire.ts at merge: import them from './wire' and drop these).
+
+/** One cell a turn wrote, as it ended. */
+export interface ITurnCell {
+  cell_id: string;
+  tool_call_id: string;
+  execution_count: number | null;
+  /** The words the `cell_finished` event uses (`ok`, `error`, ...). */
+  status: string;
+  /** The code's first non-empty line, cut to 120 characters. */
+  first_line: string;
+  in_notebook: boolean;
+}
+
+/** Whether "Revert turn" can bring the kernel back, and if not, why (for the user). */
+export interface ITurnKernel {
+  restorable: boolean;
+  reason: string | null;
+  snapshot_time: string | null;
+}
+
+/** GET `…/sessions/{id}/turns/{turn}`. */
+export interface ITurnReview {
+  session_id: string;
+  turn: number;
+  cells: ITurnCell[];
+  kernel: ITurnKernel;
+  reverted: boolean;
+}
+
+/** The body of POST `…/turns/{turn}/revert`. */
+export interface ITurnRevertRequest {
+  cells_removed?: string[];
+  restore_kernel?: boolean;
+}
+
+/** The answer of the POST; the `turn_reverted` event carries the same fields. */
+export interface ITurnRevert {
+  turn: number;
+  cells_removed: string[];
+  whole_turn: boolean;
+  kernel: 'restored' | 'not_restored' | 'untouched';
+  restored: string[];
+  removed: string[];
+  failed: { name: string; reason: string }[];
+  reason: string | null;
+  /** The chat line. */
+  text: string;
+}
+
+/** The `turn_reverted` event (every viewer of the session gets it). */
+export interface ITurnRevertedEvent extends ITurnRevert {
+  type: 'turn_reverted';
+  seq: number;
+  session_id: string;
+}
+
+/** The event type and notice kind of a revert (the server declares it in core/entry_types.py). */
+export const TURN_REVERTED = 'turn_reverted';
+
+// ---------------------------------------------------------------- reading what the server sent
+
+type LooseRecord = Record<string, unknown>;
+
+function isRecord(value: unknown): value is LooseRecord {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function text(value: unknown): string {
+  return typeof value === 'string' ? value : '';
+}
+
+function strings(value: unknown): string[] {
+  return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
+}
+
+/** What a revert did to a turn, as a `turn_reverted` event or chat item says it. */
+export interface IRevertFacts {
+  /** The turn it reverted. */
+  turn: number;
+  /** True: the whole turn; false: one cell was removed; null: the server did not say. */
+  wholeTurn: boolean | null;
+  cellsRemoved: string[];
+}
+
+/** The revert an event or chat item describes, or null when it is not one. */
+export function revertFactsOf(raw: unknown): IRevertFacts | null {
+  if (!isRecord(raw) || typeof raw.turn !== 'number') {
+    return null;
+  }
+  if (raw.type !== TURN_REVERTED && raw.kind !== TURN_REVERTED) {
+    return null;
+  }
+  return {
+    turn: raw.turn,
+    wholeTurn: typeof raw.whole_turn === 'boolean' ? raw.whole_turn : null,
+    cellsRemoved: strings(raw.cells_removed)
+  };
+}
+
+/** A GET `…/turns/{turn}` answer, read defensively (null: not one). */
+export function readTurnReview(raw: unknown): ITurnReview | null {
+  if (!isRecord(raw) || typeof raw.turn !== 'number' || !Array.isArray(raw.cells)) {
+    return null;
+  }
+  const cells: ITurnCell[] = raw.cells.filter(isRecord).map(cell => ({
+    cell_id: text(cell.cell_id),
+    tool_call_id: text(cell.tool_call_id),
+    execution_count: typeof cell.execution_count === 'number' ? cell.execution_count : null,
+    status: text(cell.status) || 'ok',
+    first_line: text(cell.first_line),
+    in_notebook: cell.in_notebook !== false
+  }));
+  const kernel = isRecord(raw.kernel) ? raw.kernel : {};
+  return {
+    session_id: text(raw.session_id),
+    turn: raw.turn,
+    cells: cells.filter(cell => cell.cell_id !== ''),
+    kernel: {
+      restorable: kernel.restorable === true,
+      reason: text(kernel.reason) || null,
+      snapshot_time: text(kernel.snapshot_time) || null
+    },
+    reverted: raw.reverted === true
+  };
+}
+
+/** A POST answer, read defensively. */
+export function readTurnRevert(raw: unknown, turn: number): ITurnRevert {
+  const loose = isRecord(raw) ? raw : {};
+  const kernel = text(loose.kernel);
+  return {
+    turn: typeof loose.turn === 'number' ? loose.turn : turn,
+    cells_removed: strings(loose.cells_removed),
+    whole_turn: loose.whole_turn === true,
+    kernel: kernel === 'restored' || kernel === 'not_restored' ? kernel : 'untouched',
+    restored: strings(loose.restored),
+    removed: strings(loose.removed),
+    failed: Array.isArray(loose.failed)
+      ? loose.failed.filter(isRecord).map(f => ({ name: text(f.name), reason: text(f.reason) }))
+      : [],
+    reason: text(loose.reason) || null,
+    text: text(loose.text)
+  };
+}
