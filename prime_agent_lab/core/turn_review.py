@@ -19,8 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from .entry_schema import code_of
+from .jsonfile import MAX_MANIFEST_BYTES, UnreadableFile, read_json_object
+from .kernel_gc import evaluate, silent_runner
 from .sessions import SessionLog
-from .snapshots import KeptSnapshot, kept_snapshots, state_directory
+from .snapshots import (
+    RESTORE_REPORT,
+    SNAPSHOT_TIMEOUT,
+    KeptSnapshot,
+    SnapshotFailed,
+    kept_snapshots,
+    state_directory,
+)
 from .text import preview
 from .trust import Signer
 from .wire import FailedName, TurnCell, TurnKernel, TurnRevert
@@ -231,6 +240,32 @@ def revert_code(session_dir: Path, snapshot: KeptSnapshot) -> str:
         f"previous={snapshot.previous!r}, expect={snapshot.digest!r})\n"
         "del _prime_agent_snapshot\n"
     )
+
+
+async def kernel_count(kernel: Any, timeout: float = 30.0) -> int | None:
+    """The kernel's next execution count, asked silently; None when it cannot be asked."""
+    try:
+        return parse_count(await evaluate(kernel, COUNT_EXPRESSION, timeout))
+    except Exception:
+        return None
+
+
+async def restore_before_turn(
+    kernel: Any, session_dir: Path, snapshot: KeptSnapshot
+) -> dict[str, Any]:
+    """Run the revert in the kernel; its report (`refused` says why nothing was loaded)."""
+    run = silent_runner(kernel)
+    if run is None:
+        raise SnapshotFailed("this agent has no kernel yet")
+    report_file = state_directory(session_dir) / RESTORE_REPORT
+    report_file.unlink(missing_ok=True)
+    reply = await run(revert_code(session_dir, snapshot), SNAPSHOT_TIMEOUT)
+    if reply.get("status") != "ok":
+        raise SnapshotFailed(f"{reply.get('ename', 'error')}: {reply.get('evalue', '')}")
+    try:
+        return read_json_object(report_file, MAX_MANIFEST_BYTES)
+    except UnreadableFile:
+        raise SnapshotFailed("the kernel wrote no restore report") from None
 
 
 # ---------------------------------------------------------------- what the model and the chat read

@@ -914,7 +914,6 @@ class CellSkippedEvent(TypedDict):
     tool_call_id: str
 
 
-
 # ---------------------------------------------------- review and revert a turn (docs/pairing.md 5)
 
 
@@ -989,6 +988,7 @@ class TurnRevertedEvent(TypedDict):
     failed: list[FailedName]
     reason: str | None
     text: str
+
 
 AgentEvent = (
     StatusEvent
