@@ -28,6 +28,16 @@ from .test_rest_edges import message_of, post
 from .test_server_e2e import read_saved_notebook, run_user_cell
 from .test_snapshots import quick_snapshots
 
+SLOW_TO_SAVE = """
+import time as _time
+
+class Slow:
+    def __reduce__(self):
+        _time.sleep(1.0)  # a namespace that takes a while to snapshot
+        return (int, ())
+
+slow = Slow()
+"""
 SET_X = [{"code": "x = 1"}, {"text": "x is set"}]
 CHANGE_X = [{"code": "x = 2\ny = 3"}, {"code": "print(x + y)"}, {"text": "changed"}]
 
@@ -294,3 +304,24 @@ async def test_an_edited_cell_in_ask_mode_lists_both_cells_of_the_turn(
     answer = json.loads((await revert(jp_fetch, agent.session_id, 1)).body)
     assert len(answer["cells_removed"]) == 2
     assert await agent_cells(agent) == []
+
+
+async def test_a_variable_the_user_set_before_the_turn_comes_back(
+    host: Any, jp_serverapp: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    """The user's own cell sets `x = 1` and the turn that follows overwrites it: the snapshot
+    taken as that turn starts (it overlaps the model's answer, so it is written after the
+    turn's first cell was logged as started) is the one the revert restores."""
+    use_script(host, agent_script(CHANGE_X))
+    quick_snapshots(host)
+    agent: Agent = await host.attach(make_notebook("user-x.ipynb"))
+    kernel_id = agent.kernel.kernel_id  # type: ignore[attr-defined]
+    await run_user_cell(jp_serverapp, kernel_id, f"x = 1\n{SLOW_TO_SAVE}")
+    await run_turn(host, agent.session_id, "change x")
+    await settled(host, agent)
+
+    answer = json.loads((await revert(jp_fetch, agent.session_id, 1)).body)
+
+    assert answer["kernel"] == "restored", answer
+    assert "x" in answer["restored"] and answer["removed"] == ["y"]
+    assert await kernel_value(agent, "(x, 'y' in globals())") == "(1, False)"

@@ -3,7 +3,11 @@ from the session log, and whether the kernel can go back to how it was as the tu
 
 The kernel can go back when a kept snapshot (`manifest.json` or `manifest.previous.json`) shows
 it exactly then: its `execution_count` (IPython's *next* count when it was taken) is the count of
-the turn's first cell that ran, it was taken before that cell started, and this user signed it.
+the turn's first cell that ran, it was taken before that cell's result was logged, and this user
+signed it. (Not "before the cell was logged as started": the snapshot taken as the turn starts
+overlaps the model's first answer and the writing of the first cell, which then waits for it in
+the kernel; the count already pins the snapshot between the cell before and this one, and the
+time only rules out a snapshot of a later kernel process that reached the same count.)
 It must not go back when cells ran in the kernel after the turn's last cell (someone's later
 work would be undone) or the kernel restarted since. Any doubt is a reason in words, and the
 kernel stays as it is. The restore itself runs in the kernel (`prime_agent_kernel.snapshot.restore`
@@ -65,7 +69,7 @@ class TurnRecord:
 
     turn: int
     cells: list[TurnCell]  # `in_notebook` left False: the host reads the notebook
-    started: dict[str, str]  # cell id -> when its `cell_started` was written
+    ended: dict[str, str]  # cell id -> when its `tool_result` was written
     restarted: bool  # a kernel restart (or death) was noticed in the turn
     reverted: bool  # a `turn_reverted` entry with `whole_turn` names it
 
@@ -87,7 +91,7 @@ def read_turn(session: SessionLog, turn: int) -> TurnRecord:
         raise TurnNotFound(turn)
     code_by_call: dict[str, str] = {}
     cells: dict[str, TurnCell] = {}
-    started: dict[str, str] = {}
+    ended: dict[str, str] = {}
     restarted = reverted = False
     for entry in path:
         if entry.get("turn") != turn:
@@ -105,7 +109,6 @@ def read_turn(session: SessionLog, turn: int) -> TurnRecord:
                 cells[cell_id] = _cell(cell_id, call_id, None, "skipped", cells, model_code)
                 code_by_call[call_id] = str(entry.get("code") or "")
         elif kind == "cell_started" and isinstance(cell_id, str):
-            started[cell_id] = str(entry.get("ts", ""))
             code = code_by_call.get(call_id, "")
             cells.setdefault(cell_id, _cell(cell_id, call_id, None, "running", cells, code))
         elif kind == "tool_result" and isinstance(cell_id, str):
@@ -113,12 +116,13 @@ def read_turn(session: SessionLog, turn: int) -> TurnRecord:
             status = str(entry.get("status") or "")
             code = code_by_call.get(call_id, "")
             cells[cell_id] = _cell(cell_id, call_id, count, status, cells, code)
+            ended[cell_id] = str(entry.get("ts", ""))
             restarted = restarted or status == "died"
         elif kind == "notice" and entry.get("kind") in RESTART_NOTICES:
             restarted = True
         elif kind == "turn_reverted" and entry.get("whole_turn") is True:
             reverted = True
-    return TurnRecord(turn, list(cells.values()), started, restarted, reverted)
+    return TurnRecord(turn, list(cells.values()), ended, restarted, reverted)
 
 
 def _cell(
@@ -196,14 +200,14 @@ def plan_kernel(
         )
     if kernel_count < last + 1:
         return KernelPlan(None, "the kernel restarted after this turn")
-    start = _time(record.started.get(ran[0]["cell_id"], ""))
-    return _choose(kept_snapshots(session_dir, signer), first, start)
+    first_end = _time(record.ended.get(ran[0]["cell_id"], ""))
+    return _choose(kept_snapshots(session_dir, signer), first, first_end)
 
 
-def _choose(kept: list[KeptSnapshot], first: int, start: datetime | None) -> KernelPlan:
+def _choose(kept: list[KeptSnapshot], first: int, first_end: datetime | None) -> KernelPlan:
     def taken_before(snapshot: KeptSnapshot) -> bool:
         taken = _time(snapshot.manifest.get("time"))
-        return start is not None and taken is not None and taken <= start
+        return first_end is not None and taken is not None and taken <= first_end
 
     before = [k for k in kept if taken_before(k)]
     matching = [k for k in before if k.manifest.get("execution_count") == first]
