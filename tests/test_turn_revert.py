@@ -132,6 +132,8 @@ async def test_reverting_a_turn_removes_its_cells_and_brings_the_kernel_back_to_
     assert again["reverted"] is True and not any(c["in_notebook"] for c in again["cells"])
     twice = await revert(jp_fetch, sid, 2)
     assert twice.code == 409 and "reverted already" in message_of(twice)
+    names = lambda: {e["name"] for e in (read_manifest(agent.session.directory) or {})["saved"]}  # noqa: E731
+    await wait_for(lambda: names() == {"x"})  # the latest snapshot is the reverted kernel
 
     requests: list[Any] = []
     play = agent.provider.stream
