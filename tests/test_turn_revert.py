@@ -251,7 +251,7 @@ async def test_bad_requests_say_why_and_change_nothing(
     sid = agent.session_id
 
     forged = await revert(jp_fetch, sid, 1, {"cells_removed": ["not-a-cell"]})
-    assert forged.code == 400 and "not a cell of turn 1: not-a-cell" in message_of(forged)
+    assert forged.code == 400 and "not a cell of turn 1: 'not-a-cell'" in message_of(forged)
     for body in (
         {"cells_removed": "abc"},
         {"restore_kernel": "no"},

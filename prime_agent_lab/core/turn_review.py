@@ -190,7 +190,11 @@ def plan_kernel(
         return KernelPlan(None, NO_COUNT)
     first, last = counts[0], max(counts)
     if kernel_count is None:
-        return KernelPlan(None, "the kernel could not be asked whether cells ran after this turn")
+        return KernelPlan(
+            None,
+            "the kernel did not say whether cells ran after this turn (a cell may be running "
+            "in it)",
+        )
     if kernel_count > last + 1:
         later = kernel_count - last - 1
         return KernelPlan(
@@ -246,8 +250,14 @@ def revert_code(session_dir: Path, snapshot: KeptSnapshot) -> str:
     )
 
 
-async def kernel_count(kernel: Any, timeout: float = 30.0) -> int | None:
-    """The kernel's next execution count, asked silently; None when it cannot be asked."""
+COUNT_TIMEOUT = 5.0
+"""How long the kernel may take to say its count: it answers after a cell that runs in it now,
+and such a cell is later work a restore would undo anyway."""
+
+
+async def kernel_count(kernel: Any, timeout: float = COUNT_TIMEOUT) -> int | None:
+    """The kernel's next execution count, asked silently; None when it cannot be asked (no
+    kernel yet, or a cell still runs in it)."""
     try:
         return parse_count(await evaluate(kernel, COUNT_EXPRESSION, timeout))
     except Exception:

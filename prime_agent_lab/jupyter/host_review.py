@@ -12,6 +12,7 @@ from ..core.agent import Agent
 from ..core.ports import NotebookUnavailable
 from ..core.runtime import AgentRuntime
 from ..core.snapshots import SnapshotFailed
+from ..core.text import shorten
 from ..core.turn_review import (
     KernelPlan,
     TurnNotFound,
@@ -83,7 +84,8 @@ class HostReview:
         known = {c["cell_id"] for c in record.cells}
         foreign = [i for i in cells_removed or [] if i not in known]
         if foreign:
-            raise HostError(400, f"not a cell of turn {turn}: {', '.join(foreign[:5])}")
+            shown = ", ".join(shorten(i, 40) for i in foreign[:5])
+            raise HostError(400, f"not a cell of turn {turn}: {shown}")
         if cells_removed == [] and not restore_kernel:
             raise HostError(400, "name the cells removed (cells_removed) or restore the kernel")
         reverting.add(session_id)
