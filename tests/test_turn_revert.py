@@ -327,3 +327,32 @@ async def test_a_variable_the_user_set_before_the_turn_comes_back(
     assert answer["kernel"] == "restored", answer
     assert "x" in answer["restored"] and answer["removed"] == ["y"]
     assert await kernel_value(agent, "(x, 'y' in globals())") == "(1, False)"
+
+
+async def test_a_cell_still_running_in_the_kernel_keeps_the_kernel_as_it_is(
+    host: Any, jp_serverapp: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """A restore would wait behind the user's running cell and then undo what it set: the
+    kernel part is refused, with the reason, and the cells still go."""
+    agent = await two_turns(host, make_notebook, agent_script, "busy.ipynb")
+    flag = tmp_path / "done"
+    km = jp_serverapp.kernel_manager.get_kernel(agent.kernel.kernel_id)  # type: ignore[attr-defined]
+    client = km.client_factory(parent=km)
+    client.load_connection_info(km.get_connection_info())
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=30)
+        msg_id = client.execute(f"{wait_for_file(flag)}\nx = 'the user'")
+        answer = json.loads((await revert(jp_fetch, agent.session_id, 2)).body)
+        flag.write_text("")
+        while True:
+            reply = await client.get_shell_msg(timeout=30)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
+    finally:
+        client.stop_channels()
+
+    assert answer["kernel"] == "not_restored" and "a cell may be running" in answer["reason"]
+    assert len(answer["cells_removed"]) == 2
+    assert await kernel_value(agent, "(x, y)") == "('the user', 3)"
