@@ -18,6 +18,7 @@ from prime_agent_lab.core.snapshots import (
     read_manifest,
     state_directory,
 )
+from prime_agent_lab.core.transcript import chat_transcript
 from prime_agent_lab.core.trust import sha256
 from prime_agent_lab.core.turn_review import NO_SNAPSHOT_KEPT, UNTRUSTED_SNAPSHOT
 
@@ -134,6 +135,9 @@ async def test_reverting_a_turn_removes_its_cells_and_brings_the_kernel_back_to_
     assert twice.code == 409 and "reverted already" in message_of(twice)
     names = lambda: {e["name"] for e in (read_manifest(agent.session.directory) or {})["saved"]}  # noqa: E731
     await wait_for(lambda: names() == {"x"})  # the latest snapshot is the reverted kernel
+
+    (line,) = [i for i in chat_transcript(agent.session) if i.get("kind") == "turn_reverted"]
+    assert line == {"type": "notice", "turn": 2, "kind": "turn_reverted", "text": reverted["text"]}
 
     requests: list[Any] = []
     play = agent.provider.stream
