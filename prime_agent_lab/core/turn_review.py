@@ -39,7 +39,7 @@ from .trust import Signer
 from .wire import FailedName, TurnCell, TurnKernel, TurnRevert
 
 FIRST_LINE_CHARS = 120
-NOT_SENT = ("skipped", "invalid_arguments")  # statuses of cells that never reached the kernel
+NOT_SENT = ("skipped", "invalid_arguments", "aborted")  # cells that never ran in the kernel
 RESTART_NOTICES = ("kernel_restarted", "kernel_died", "kernel_restarted_externally")
 COUNT_EXPRESSION = "str(__import__('IPython').get_ipython().execution_count)"
 """The kernel's next execution count, read silently (a silent run does not move it)."""
@@ -51,7 +51,10 @@ UNTRUSTED_SNAPSHOT = (
     "and loading a snapshot runs code"
 )
 RESTARTED_IN_TURN = "the kernel restarted during this turn"
-NO_COUNT = "this turn's cells have no execution count, so no snapshot can be matched to them"
+NO_COUNT = (
+    "a cell of this turn has no execution count (it may have run in part), so no snapshot can "
+    "be matched to the turn's start"
+)
 
 
 class TurnNotFound(LookupError):
@@ -76,9 +79,6 @@ class TurnRecord:
     def ran(self) -> list[TurnCell]:
         """The cells that reached the kernel, in order."""
         return [c for c in self.cells if c["status"] not in NOT_SENT]
-
-    def counts(self) -> list[int]:
-        return [c["execution_count"] for c in self.cells if c["execution_count"] is not None]
 
 
 def read_turn(session: SessionLog, turn: int) -> TurnRecord:
@@ -185,8 +185,8 @@ def plan_kernel(
         return KernelPlan(None, "none of this turn's cells ran in the kernel", untouched=True)
     if record.restarted:
         return KernelPlan(None, RESTARTED_IN_TURN)
-    counts = record.counts()
-    if not counts:
+    counts = [c["execution_count"] for c in ran if c["execution_count"] is not None]
+    if len(counts) < len(ran):
         return KernelPlan(None, NO_COUNT)
     first, last = counts[0], max(counts)
     if kernel_count is None:

@@ -137,8 +137,10 @@ class HostReview:
             return "not_restored", plan.reason, {}
         try:
             report = await restore_before_turn(agent.kernel, agent.session.directory, plan.snapshot)
-        except SnapshotFailed as exc:
-            return "not_restored", f"the snapshot could not be loaded: {exc}", {}
+        except Exception as exc:  # the kernel died or timed out meanwhile, a disk error, ...
+            log.warning("reverting %s: the restore failed", agent.session_id, exc_info=True)
+            why = exc if isinstance(exc, SnapshotFailed) else f"{type(exc).__name__}: {exc}"
+            return "not_restored", f"the snapshot could not be loaded: {why}", {}
         if report.get("refused"):
             return "not_restored", f"the snapshot could not be loaded: {report['refused']}", {}
         self.runtime.spawn(_snapshot_quietly(self.runtime, agent))  # the reverted kernel
