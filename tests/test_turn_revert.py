@@ -357,6 +357,6 @@ async def test_a_cell_still_running_in_the_kernel_keeps_the_kernel_as_it_is(
     finally:
         client.stop_channels()
 
-    assert answer["kernel"] == "not_restored" and "a cell may be running" in answer["reason"]
+    assert answer["kernel"] == "not_restored" and "the kernel is busy" in answer["reason"]
     assert len(answer["cells_removed"]) == 2
     assert await kernel_value(agent, "(x, y)") == "('the user', 3)"

@@ -79,7 +79,7 @@ def test_every_doubt_is_a_reason_and_no_snapshot(tmp_path: Path) -> None:
         "gone": ([5, 6], [(MANIFEST, 7, "2099-01-01T00:00:00.000+00:00")], 7, NO_SNAPSHOT_KEPT),
         "between": ([5, 6], [(MANIFEST, 4, BEFORE)], 7, CELL_RAN_BETWEEN),
         "no count": ([5, None], [(MANIFEST, 5, BEFORE)], 7, NO_COUNT),
-        "cannot ask": ([5], [(MANIFEST, 5, BEFORE)], None, "did not say"),
+        "cannot ask": ([5], [(MANIFEST, 5, BEFORE)], None, "the kernel is busy"),
     }
     for name, (counts, manifests, now, reason) in cases.items():
         log = session(tmp_path / name.replace(" ", "-"), counts)

@@ -17,6 +17,7 @@ with `overwrite` and `prune`): the snapshot's values come back, and the names cr
 from __future__ import annotations
 
 import ast
+import asyncio
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -192,8 +193,8 @@ def plan_kernel(
     if kernel_count is None:
         return KernelPlan(
             None,
-            "the kernel did not say whether cells ran after this turn (a cell may be running "
-            "in it)",
+            "the kernel is busy (a cell may be running in it) or gone, so it could not say "
+            "whether cells ran after this turn",
         )
     if kernel_count > last + 1:
         later = kernel_count - last - 1
@@ -258,8 +259,9 @@ and such a cell is later work a restore would undo anyway."""
 async def kernel_count(kernel: Any, timeout: float = COUNT_TIMEOUT) -> int | None:
     """The kernel's next execution count, asked silently; None when it cannot be asked (no
     kernel yet, or a cell still runs in it)."""
-    try:
-        return parse_count(await evaluate(kernel, COUNT_EXPRESSION, timeout))
+    try:  # bounded as a whole: the executor's lock may be held by a snapshot being taken
+        async with asyncio.timeout(timeout):
+            return parse_count(await evaluate(kernel, COUNT_EXPRESSION, timeout))
     except Exception:
         return None
 
