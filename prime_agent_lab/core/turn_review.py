@@ -216,11 +216,9 @@ def _choose(kept: list[KeptSnapshot], first: int, first_end: datetime | None) ->
 
     before = [k for k in kept if taken_before(k)]
     matching = [k for k in before if k.manifest.get("execution_count") == first]
-    if matching:
-        chosen = matching[0]  # the latest one that shows the kernel as the turn began
-        if not chosen.trusted:
-            return KernelPlan(None, UNTRUSTED_SNAPSHOT)
-        return KernelPlan(chosen, None)
+    if matching:  # the latest this user signed that shows the kernel as the turn began
+        signed = [k for k in matching if k.trusted]
+        return KernelPlan(signed[0], None) if signed else KernelPlan(None, UNTRUSTED_SNAPSHOT)
     counts = [k.manifest.get("execution_count") for k in before]
     if any(isinstance(c, int) and c < first for c in counts) and not any(
         isinstance(c, int) and c > first for c in counts
