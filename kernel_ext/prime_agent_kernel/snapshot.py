@@ -297,13 +297,17 @@ def restore(
     overwrite: bool = False,
     previous: bool = False,
     expect: str | None = None,
+    prune: bool = False,
 ) -> dict[str, Any]:
     """Bring a snapshot back, each name on its own; a report of what came back and what did not
     (also written to `restore-report.json`). A name the kernel already holds is left alone
     unless `overwrite`. `only_if_fresh`: restore nothing into a kernel that holds the user's
     variables (the host's automatic restore). `previous`: the snapshot before the latest.
     `expect`: the SHA-256 of the manifest the host verified; another manifest is refused. Each
-    file is loaded only if its bytes match the digest the manifest names."""
+    file is loaded only if its bytes match the digest the manifest names. `prune` (reverting a
+    turn, docs/pairing.md section 5): also delete the user's names the snapshot neither saved,
+    imported nor listed as skipped, i.e. what was created after it (`removed` in the report);
+    the kernel package's own names are never touched."""
     shell = _shell(shell)
     report: dict[str, Any] = {
         "time": _now(),
@@ -352,8 +356,26 @@ def restore(
                 int(getattr(shell, "execution_count", 0)),
                 manifest.get("time"),
             )
+        if prune:
+            report["removed"] = _prune(shell, manifest, present)
+            # the kernel no longer holds what the latest snapshot saw: the next one is taken
+            _last_saved.pop(directory, None)
     _write_atomically(_os.path.join(directory, RESTORE_REPORT), _json.dumps(report).encode())
     return report
+
+
+def _prune(shell: Any, manifest: dict[str, Any], present: set[str]) -> list[str]:
+    """Delete the names the kernel held that the snapshot does not know (created after it)."""
+    known = {
+        _str(e.get("name"))
+        for key in ("saved", "imports", "skipped")
+        for e in manifest.get(key, [])
+        if _isinstance(e, _dict)
+    }
+    removed = _sorted(present - known)
+    for name in removed:
+        shell.user_ns.pop(name, None)
+    return removed
 
 
 def _restore_imports(

@@ -7,36 +7,9 @@
 
 // ---------------------------------------------------------------- wire types
 
-// The contract's shapes (declared in core/wire.py by the server work; they move to the
-// generated wire.ts at merge: import them from './wire' and drop these).
+import type { ITurnCell, ITurnRevert, ITurnReview } from './wire';
 
-/** One cell a turn wrote, as it ended. */
-export interface ITurnCell {
-  cell_id: string;
-  tool_call_id: string;
-  execution_count: number | null;
-  /** The words the `cell_finished` event uses (`ok`, `error`, ...). */
-  status: string;
-  /** The code's first non-empty line, cut to 120 characters. */
-  first_line: string;
-  in_notebook: boolean;
-}
-
-/** Whether "Revert turn" can bring the kernel back, and if not, why (for the user). */
-export interface ITurnKernel {
-  restorable: boolean;
-  reason: string | null;
-  snapshot_time: string | null;
-}
-
-/** GET `…/sessions/{id}/turns/{turn}`. */
-export interface ITurnReview {
-  session_id: string;
-  turn: number;
-  cells: ITurnCell[];
-  kernel: ITurnKernel;
-  reverted: boolean;
-}
+export type { ITurnCell, ITurnKernel, ITurnReview } from './wire';
 
 /** The body of POST `…/turns/{turn}/revert`. */
 export interface ITurnRevertRequest {
@@ -44,26 +17,7 @@ export interface ITurnRevertRequest {
   restore_kernel?: boolean;
 }
 
-/** The answer of the POST; the `turn_reverted` event carries the same fields. */
-export interface ITurnRevert {
-  turn: number;
-  cells_removed: string[];
-  whole_turn: boolean;
-  kernel: 'restored' | 'not_restored' | 'untouched';
-  restored: string[];
-  removed: string[];
-  failed: { name: string; reason: string }[];
-  reason: string | null;
-  /** The chat line. */
-  text: string;
-}
-
-/** The `turn_reverted` event (every viewer of the session gets it). */
-export interface ITurnRevertedEvent extends ITurnRevert {
-  type: 'turn_reverted';
-  seq: number;
-  session_id: string;
-}
+export type { ITurnRevert, ITurnRevertedEvent } from './wire';
 
 /** The event type and notice kind of a revert (the server declares it in core/entry_types.py). */
 export const TURN_REVERTED = 'turn_reverted';

@@ -12,7 +12,7 @@ export type CellStatus = 'ok' | 'error' | 'timeout' | 'died' | 'interrupted' | '
 
 export type StopReason = 'end_turn' | 'stopped' | 'shutdown' | 'error' | 'max_iterations' | 'interrupted';
 
-export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'project_untrusted' | 'continuation' | 'gate_passed' | 'gate_failed' | 'autonomy' | 'goal' | 'session_unreadable' | 'mcp_call' | 'mcp_call_failed';
+export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'project_untrusted' | 'continuation' | 'gate_passed' | 'gate_failed' | 'autonomy' | 'goal' | 'session_unreadable' | 'mcp_call' | 'mcp_call_failed' | 'turn_reverted';
 
 export type ErrorKind = 'provider' | 'kernel' | 'notebook' | 'tool_arguments' | 'internal' | 'disk';
 
@@ -36,7 +36,7 @@ export type UntrustedKind = 'snapshot' | 'harness' | 'mail' | 'schedules' | 'aut
 
 export type QueueChange = 'queued' | 'removed' | 'started' | 'paused' | 'resumed';
 
-export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'continuation' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned' | 'gate_run' | 'autonomy' | 'goal' | 'mcp_call' | 'permission_change' | 'cell_approval';
+export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'continuation' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned' | 'gate_run' | 'autonomy' | 'goal' | 'mcp_call' | 'permission_change' | 'cell_approval' | 'turn_reverted';
 
 export type PermissionMode = 'plan' | 'ask' | 'auto';
 
@@ -415,6 +415,50 @@ export interface IPermissionState {
   waiting: string[];
 }
 
+/** One cell a turn wrote into the notebook, in the order they entered it. */
+export interface ITurnCell {
+  cell_id: string;
+  tool_call_id: string;
+  execution_count: number | null;
+  status: string;
+  first_line: string;
+  in_notebook: boolean;
+}
+
+/** Whether "revert turn" can bring the kernel back to how it was as the turn began. */
+export interface ITurnKernel {
+  restorable: boolean;
+  reason: string | null;
+  snapshot_time: string | null;
+}
+
+/** `GET .../sessions/<id>/turns/<turn>`: the cells one turn wrote and what a revert can do. */
+export interface ITurnReview {
+  session_id: string;
+  turn: number;
+  cells: ITurnCell[];
+  kernel: ITurnKernel;
+  reverted: boolean;
+}
+
+export interface IFailedName {
+  name: string;
+  reason: string;
+}
+
+/** `POST .../sessions/<id>/turns/<turn>/revert`: what the revert did. */
+export interface ITurnRevert {
+  turn: number;
+  cells_removed: string[];
+  whole_turn: boolean;
+  kernel: 'restored' | 'not_restored' | 'untouched';
+  restored: string[];
+  removed: string[];
+  failed: IFailedName[];
+  reason: string | null;
+  text: string;
+}
+
 /** `inactive`: the agent left memory. `taken_over_by` names the session that took the notebook's kernel from it (another session took over the notebook); without it the session was only unloaded (an idle sub-agent evicted, a sub-agent deleted) and nobody replaced it. */
 export interface IStatusEvent {
   seq: number;
@@ -726,6 +770,22 @@ export interface ICellSkippedEvent {
   tool_call_id: string;
 }
 
+/** A turn was reverted, or cells of it removed (every viewer shows `text`). */
+export interface ITurnRevertedEvent {
+  seq: number;
+  session_id: string;
+  type: 'turn_reverted';
+  turn: number;
+  cells_removed: string[];
+  whole_turn: boolean;
+  kernel: 'restored' | 'not_restored' | 'untouched';
+  restored: string[];
+  removed: string[];
+  failed: IFailedName[];
+  reason: string | null;
+  text: string;
+}
+
 export type ChatItem =
   | IUserItem
   | IAssistantItem
@@ -763,7 +823,8 @@ export type AgentEvent =
   | IPermissionEvent
   | ICellAwaitingApprovalEvent
   | ICellApprovedEvent
-  | ICellSkippedEvent;
+  | ICellSkippedEvent
+  | ITurnRevertedEvent;
 
 /** The notice line for a turn that ended this way. */
 export const STOP_NOTICES: Partial<Record<StopReason, string>> = {

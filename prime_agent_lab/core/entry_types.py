@@ -181,6 +181,10 @@ NOTICE_KINDS: dict[str, NoticeKindSpec] = {
         warning=True,
         for_the_user_only=True,
     ),
+    "turn_reverted": NoticeKindSpec(
+        "the user reverted an agent turn or removed cells of it (the chat's line of a "
+        "`turn_reverted` entry, which the model reads itself)"
+    ),
 }
 """Every kind of notice: a `notice` entry's `kind`, and the notice lines other types make."""
 
@@ -1109,6 +1113,41 @@ CELL_APPROVAL = EntryType(
 )
 
 
+# ---------------------------------------------------- review and revert a turn (docs/pairing.md 5)
+
+TURN_REVERTED = EntryType(
+    "turn_reverted",
+    "The user reverted an agent turn (its cells removed from the notebook, the kernel restored "
+    "to the snapshot taken before it where one could be used) or removed cells of it. The model "
+    "reads `text` before its next message.",
+    {
+        "turn": Field(int, "the turn reverted", required=True),
+        "text": Field(str, "what the model reads (after `[notice] `) and the chat shows"),
+        "cells_removed": Field(list, "the cell ids removed from the notebook"),
+        "whole_turn": Field(bool, "the whole turn (true) or only the cells named"),
+        "kernel": Field(str, "`restored`, `not_restored` or `untouched`"),
+        "restored": Field(list, "names brought back from the snapshot"),
+        "removed": Field(list, "names the turn created, deleted"),
+        "failed": Field(list, "`name`, `reason` of what could not be restored"),
+        "reason": Field(str, "why the kernel was not restored", nullable=True),
+    },
+    {
+        "turn": 3,
+        "text": "The user reverted your turn 3: its 2 cells were removed from the notebook ...",
+        "cells_removed": ["cell-1", "cell-2"],
+        "whole_turn": True,
+        "kernel": "restored",
+        "restored": ["x"],
+        "removed": ["y"],
+    },
+    seen=lambda entry, in_turn: before_next_turn(notice_text(entry)),
+    summarised=_summary_lines,
+    chat=lambda entry, context: notice_item(entry, "turn_reverted", text_of(entry, "text")),
+    chat_items=("notice",),
+    in_history=always,
+)
+
+
 # ---------------------------------------------------------------- the table
 
 
@@ -1138,6 +1177,7 @@ DECLARED: dict[str, EntryType] = {
         MCP_CALL,
         PERMISSION_CHANGE,
         CELL_APPROVAL,
+        TURN_REVERTED,
     )
 }
 """Every entry type a session log holds, by name. Loading tolerates other types (a newer build

@@ -174,6 +174,34 @@ def check_snapshot(session_dir: Path, signer: Signer) -> SnapshotCheck:
     return SnapshotCheck("none", unreadable=unreadable)
 
 
+@dataclass(frozen=True)
+class KeptSnapshot:
+    """A readable manifest of a session, as reverting a turn looks for the one from before it
+    (core/turn_review.py): `previous` (`manifest.previous.json`), its digest (what the kernel
+    checks again), and whether this user signed it (an unsigned one is never loaded)."""
+
+    manifest: dict[str, Any]
+    digest: str
+    previous: bool
+    trusted: bool
+
+
+def kept_snapshots(session_dir: Path, signer: Signer) -> list[KeptSnapshot]:
+    """The latest and the previous snapshot, those that can be read, latest first."""
+    directory = state_directory(session_dir)
+    if _linked(directory):
+        return []
+    kept = []
+    for previous, name in ((False, MANIFEST), (True, PREVIOUS_MANIFEST)):
+        found = _read_manifest(directory / name)
+        if found is not None:
+            raw, manifest = found
+            kept.append(
+                KeptSnapshot(manifest, trust_sha256(raw), previous, _signed(manifest, signer))
+            )
+    return kept
+
+
 def untrusted_snapshot(session_dir: Path, signer: Signer) -> dict[str, Any] | None:
     """The snapshot this user has not signed that trusting the session would restore: the
     latest, or the one a newer snapshot of this user's set aside."""

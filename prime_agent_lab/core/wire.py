@@ -919,6 +919,82 @@ class CellSkippedEvent(TypedDict):
     tool_call_id: str
 
 
+# ---------------------------------------------------- review and revert a turn (docs/pairing.md 5)
+
+
+class TurnCell(TypedDict):
+    """One cell a turn wrote into the notebook, in the order they entered it."""
+
+    cell_id: str
+    tool_call_id: str
+    execution_count: int | None
+    status: str
+    """How the cell ended: the words of the `cell_finished` event (`running` while it runs)."""
+    first_line: str
+    """The code's first non-empty line, cut to 120 characters."""
+    in_notebook: bool
+
+
+class TurnKernel(TypedDict):
+    """Whether "revert turn" can bring the kernel back to how it was as the turn began."""
+
+    restorable: bool
+    reason: str | None
+    """Why not, in words for the user."""
+    snapshot_time: str | None
+
+
+class TurnReview(TypedDict):
+    """`GET .../sessions/<id>/turns/<turn>`: the cells one turn wrote and what a revert can do."""
+
+    session_id: str
+    turn: int
+    cells: list[TurnCell]
+    kernel: TurnKernel
+    reverted: bool
+    """The turn was reverted whole already."""
+
+
+class FailedName(TypedDict):
+    name: str
+    reason: str
+
+
+class TurnRevert(TypedDict):
+    """`POST .../sessions/<id>/turns/<turn>/revert`: what the revert did."""
+
+    turn: int
+    cells_removed: list[str]
+    whole_turn: bool
+    kernel: Literal["restored", "not_restored", "untouched"]
+    restored: list[str]
+    """Names brought back from the snapshot taken before the turn."""
+    removed: list[str]
+    """Names the turn created, deleted."""
+    failed: list[FailedName]
+    reason: str | None
+    """Why the kernel was not restored."""
+    text: str
+    """The chat's line (the model reads it as a notice before its next message)."""
+
+
+class TurnRevertedEvent(TypedDict):
+    """A turn was reverted, or cells of it removed (every viewer shows `text`)."""
+
+    seq: int
+    session_id: str
+    type: Literal["turn_reverted"]
+    turn: int
+    cells_removed: list[str]
+    whole_turn: bool
+    kernel: Literal["restored", "not_restored", "untouched"]
+    restored: list[str]
+    removed: list[str]
+    failed: list[FailedName]
+    reason: str | None
+    text: str
+
+
 AgentEvent = (
     StatusEvent
     | TurnStartedEvent
@@ -947,6 +1023,7 @@ AgentEvent = (
     | CellAwaitingApprovalEvent
     | CellApprovedEvent
     | CellSkippedEvent
+    | TurnRevertedEvent
 )
 
 EVENT_FIELDS_ADDED_BY_BUS = frozenset({"seq", "type", "session_id"})
@@ -1029,6 +1106,11 @@ _INTERFACES: list[type] = [
     ModelInfo,
     ModelList,
     PermissionState,
+    TurnCell,
+    TurnKernel,
+    TurnReview,
+    FailedName,
+    TurnRevert,
     *typing.get_args(AgentEvent),
 ]
 _UNIONS: dict[str, object] = {"ChatItem": ChatItem, "AgentEvent": AgentEvent}

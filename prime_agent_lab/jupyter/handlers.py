@@ -454,10 +454,12 @@ _REFINEMENT = r"(?P<refinement_id>[A-Za-z0-9][A-Za-z0-9_-]*)"
 _COMMAND = r"(?P<name>[A-Za-z0-9_-]+)"
 _MESSAGE = r"(?P<message_id>[A-Za-z0-9][A-Za-z0-9_-]*)"
 _TOOL_CALL = r"(?P<tool_call_id>[A-Za-z0-9_.:-]{1,200})"
+_TURN = r"(?P<turn>[0-9]{1,9})"
 
 
 def handlers() -> list[tuple[str, Any]]:
     from .handlers_permission import CellDecisionHandler, PermissionHandler  # they use ApiBase
+    from .handlers_review import TurnRevertHandler, TurnReviewHandler
 
     return [
         (r"/prime-agent/api/info", InfoHandler),
@@ -492,6 +494,8 @@ def handlers() -> list[tuple[str, Any]]:
             rf"/prime-agent/api/sessions/{_SESSION}/cells/{_TOOL_CALL}/(?P<action>approve|skip)",
             CellDecisionHandler,
         ),
+        (rf"/prime-agent/api/sessions/{_SESSION}/turns/{_TURN}", TurnReviewHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/turns/{_TURN}/revert", TurnRevertHandler),
         (r"/prime-agent/api/.*", NotFoundHandler),
         (rf"/prime-agent/bridge/kernels/{KERNEL_ROUTE}/call", BridgeCallHandler),
         (rf"/prime-agent/bridge/kernels/{KERNEL_ROUTE}/jobs", BridgeJobHandler),

@@ -48,6 +48,7 @@ from .host_errors import (
 from .host_harness import HostHarness
 from .host_permission import HostPermission
 from .host_queue import HostQueue
+from .host_review import HostReview
 from .live_notebook import LiveNotebook
 from .server_kernels import ServerKernels
 from .server_notebooks import ServerNotebooks
@@ -65,7 +66,7 @@ class HostSettings(Settings):
     bridge_address: Callable[[], str]  # the URL kernels call the host on, once the server listens
 
 
-class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue, HostPermission):
+class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue, HostPermission, HostReview):
     def __init__(
         self,
         serverapp: Any,

@@ -244,6 +244,36 @@ class LiveNotebook:
         doc = await self.document()
         return list(doc.get()["cells"])
 
+    async def remove_cells(self, cell_ids: list[str]) -> list[str]:
+        """Delete the cells with these ids from the live document (reverting a turn, REST and
+        CLI users; the panel deletes through its own notebook model so undo works). Returns the
+        ids that were there, in the order given."""
+        doc = await self.document()
+        wanted = set(cell_ids)
+        deadline = time.monotonic() + BUSY_LIMIT
+        while True:
+            try:
+                txn = doc.ydoc.transaction(origin=ORIGIN)
+            except RuntimeError:  # a reload from disk holds the document
+                if time.monotonic() > deadline:
+                    raise NotebookUnavailable(
+                        f"the live document of {self.path} stayed busy"
+                    ) from None
+                await asyncio.sleep(RETRY_INTERVAL)
+                continue
+            with txn:
+                found = set()
+                cells = doc.ycells
+                for index in reversed(range(len(cells))):
+                    cell_id = cells[index].get("id")
+                    if cell_id in wanted:
+                        found.add(cell_id)
+                        del cells[index]
+            for writer in self._writers:  # a reload must not write a removed cell back
+                if writer.cell_id in found:
+                    writer.detached = True
+            return [i for i in cell_ids if i in found]
+
     async def mark_branches(self, session_id: str, on: set[str], off: set[str]) -> int:
         """Mark this session's agent cells written off the current branch, unmark those on it
         (docs/branching.md). Returns how many cells changed."""
