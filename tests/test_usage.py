@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from prime_agent_lab.core.agent import Agent
+from prime_agent_lab.core.answer_cost import answer_cost
 from prime_agent_lab.core.family import Family
 from prime_agent_lab.core.ports import Price
 from prime_agent_lab.core.sessions import SessionLog, SessionRepository
+from prime_agent_lab.core.tokens import reported_context
 from prime_agent_lab.core.usage import price_of, usage_report
 from tests.test_subagents import CHILD, WAIT_FOR_CHILDREN, headless, printed_json, run_tree
 
@@ -181,3 +183,55 @@ def test_a_fork_counts_only_the_calls_it_made_itself(tmp_path: Path) -> None:
     assert report["calls"] == 1
     assert report["usage"] == {"input_tokens": 7, "output_tokens": 1}
     assert usage_report(tree, origin.session_id)["calls"] == 2
+
+
+NOT_TOKEN_COUNTS = [10**400, 2**63, -5, True, 1e308, 1.5, "12"]
+"""Usage figures no model reports, as a hostile or damaged log may hold them."""
+
+
+def test_usage_figures_that_are_not_token_counts_are_ignored_named_and_leave_the_cost_unknown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    repository = SessionRepository(tmp_path / "sessions")
+    good = {"input_tokens": 1_000_000, "output_tokens": 10}
+    bad = [
+        ("anthropic", "claude-sonnet-4-5", {"input_tokens": v, "output_tokens": 1})
+        for v in NOT_TOKEN_COUNTS
+    ]
+    root = with_calls(
+        repository.create(notebook_path="a.ipynb", provider="anthropic", model="claude-sonnet-4-5"),
+        ("anthropic", "claude-sonnet-4-5", good),
+        *bad,
+    )
+    tree = StoredTree(repository)
+
+    report = usage_report(tree, root.session_id)
+
+    json.dumps(report, allow_nan=False)  # what the route answers is JSON
+    assert report["calls"] == 1 + len(NOT_TOKEN_COUNTS)
+    assert report["usage"] == {"input_tokens": 1_000_000, "output_tokens": 10 + len(bad)}
+    assert report["usage_total"] == report["usage"]
+    assert report["cost"] is None and report["cost_total"] is None  # those calls cannot be priced
+    named = [r.getMessage() for r in caplog.records if root.session_id in r.getMessage()]
+    assert len(named) == len(NOT_TOKEN_COUNTS)
+    assert "input_tokens=" + "1" + "0" * 20 + "..." in named[0]
+    assert "input_tokens=-5" in named[2] and "input_tokens=True" in named[3]
+
+
+@pytest.mark.parametrize(
+    "figure",
+    [10**400, float("inf"), float("nan"), 1e308, -1, True],
+    ids=["10**400", "inf", "nan", "1e308", "negative", "bool"],
+)
+def test_an_answer_whose_usage_is_not_token_counts_has_an_unknown_cost_and_no_context_size(
+    figure: object,
+) -> None:
+    usage = {"input_tokens": figure, "output_tokens": 3}
+
+    assert answer_cost("anthropic", "claude-sonnet-4-5", usage)["cost"] is None
+    assert answer_cost("anthropic", "claude-sonnet-4-5", {"output_tokens": 3})["cost"] == (
+        pytest.approx(45 / 1_000_000)
+    )
+    assert Price(3.0, 15.0, 0.3, 3.75).of(usage) == pytest.approx(45 / 1_000_000)
+    assert reported_context(usage) is None  # only the output: nothing the model read
+    assert reported_context({**usage, "cache_read_tokens": 7}) == 10

@@ -13,12 +13,17 @@ Side calls (a compaction's summary, a refinement's planning) are not counted her
 
 from __future__ import annotations
 
+import logging
 from typing import TypedDict
 
+from .answer_cost import answer_price
 from .caller import TreeRuntime
 from .installed_providers import installed
 from .ports import Price
 from .sessions import SessionError, SessionLog
+from .token_counts import counted, described
+
+log = logging.getLogger(__name__)
 
 
 def price_of(provider: str, model: str) -> Price | None:
@@ -61,7 +66,9 @@ def session_cost(session: SessionLog) -> float | None:
 
 
 def _tally(session: SessionLog) -> tuple[int, dict[str, int], float | None]:
-    """(calls, tokens, cost) of the session's model calls."""
+    """(calls, tokens, cost) of the session's model calls. A figure that is not a token count
+    (core/token_counts.py) is left out of the tokens, named in the log, and leaves the call's
+    cost unknown."""
     calls, tokens, cost = 0, {}, 0.0
     priced = True
     for entry in session.entries[_copied(session) :]:  # a copy's calls were its origin's
@@ -69,14 +76,22 @@ def _tally(session: SessionLog) -> tuple[int, dict[str, int], float | None]:
         if entry["type"] != "assistant_message" or not isinstance(usage, dict):
             continue
         calls += 1
-        for key, value in usage.items():
-            if isinstance(value, int):
-                tokens[key] = tokens.get(key, 0) + value
-        price = price_of(str(entry.get("provider") or ""), str(entry.get("model") or ""))
+        valid, ignored = counted(usage)
+        for key, value in valid.items():
+            tokens[key] = tokens.get(key, 0) + value
+        if ignored:
+            log.warning(
+                "session %s, entry %s: usage figures that are not token counts ignored: %s",
+                session.session_id,
+                entry.get("id"),
+                described(ignored, usage),
+            )
+        provider, model = str(entry.get("provider") or ""), str(entry.get("model") or "")
+        price = answer_price(provider, model, usage)
         if price is None:
             priced = False
         else:
-            cost += price.of(usage)
+            cost += price
     return calls, tokens, cost if priced else None
 
 
