@@ -206,8 +206,10 @@ class AgentRuntime:
         return session
 
     def loading_lock(self, session_id: str) -> asyncio.Lock:
-        """Held while `session_id` is loaded from disk or leaves memory (eviction), so a load
-        never races a kernel that is still being shut down."""
+        """Held while `session_id` is loaded from disk, leaves memory (eviction) or is deleted
+        (`DELETE .../sessions/<id>`), so a load never races a kernel that is still being shut
+        down or a folder being removed. Kept once made: a lock dropped while a task waits on it
+        would let the next caller take a new one beside it."""
         return self._loading.setdefault(session_id, asyncio.Lock())
 
     async def ensure_loaded(self, session_id: str) -> Agent:
@@ -221,7 +223,6 @@ class AgentRuntime:
             agent = self.agents.get(session_id)
             if agent is None:
                 agent = await self._load_child(session_id)
-        self._loading.pop(session_id, None)
         return agent
 
     async def _load_child(self, session_id: str) -> Agent:

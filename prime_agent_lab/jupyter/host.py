@@ -373,8 +373,12 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue, HostPermissi
             log = await asyncio.to_thread(self.repository.read, session_id)
         except SessionError as exc:  # not a folder under the sessions root
             raise HostError(404, str(exc)) from None
-        # The notebook's lock: an attach of this session cannot load it while it goes.
-        async with self._notebook_lock(log.notebook_path):
+        # The notebook's lock: an attach of this session cannot load it while it goes; the
+        # session's loading lock: nor can a message or a heartbeat tick (`ensure_loaded`).
+        async with (
+            self._notebook_lock(log.notebook_path),
+            self.runtime.loading_lock(session_id),
+        ):
             self._refuse_loaded(session_id)
             directory = self.repository.directory(session_id)
             if not directory.is_dir() and not directory.is_symlink():  # deleted meanwhile
