@@ -99,3 +99,6 @@ async def test_a_message_that_comes_while_a_delete_runs_does_not_load_the_sessio
     await wait_for(lambda: not lock.locked() and not waits_on(lock))
     assert kid_id not in host.agents
     assert not repository.directory(kid_id).exists()
+    told = [e for e in parent.session.entries if e.get("kind") == "message_undeliverable"]
+    assert len(told) == 1 and "it was deleted" in told[0]["text"]  # not queued for ever
+    assert host.runtime.mailbox.pending(kid_id) == 0

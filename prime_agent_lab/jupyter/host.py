@@ -389,7 +389,9 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue, HostPermissi
                 raise HostError(409, str(exc)) from None
             except OSError as exc:
                 raise HostError(500, f"session {session_id} could not be deleted: {exc}") from None
-        self.runtime.family.forget(session_id)
+            self.runtime.family.forget(session_id)
+            # Messages that waited for it (one may have come while it went) tell their senders.
+            self.runtime.mailbox.target_deleted(session_id)
 
     def _refuse_loaded(self, session_id: str) -> None:
         agent = self.agents.get(session_id)
