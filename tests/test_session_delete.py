@@ -6,7 +6,9 @@ real server with real kernels (docs/pairing.md, section 1)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -102,3 +104,67 @@ async def test_a_message_that_comes_while_a_delete_runs_does_not_load_the_sessio
     told = [e for e in parent.session.entries if e.get("kind") == "message_undeliverable"]
     assert len(told) == 1 and "it was deleted" in told[0]["text"]  # not queued for ever
     assert host.runtime.mailbox.pending(kid_id) == 0
+
+
+async def delete(jp_fetch: Any, session_id: str) -> tuple[int, Any]:
+    response = await jp_fetch(
+        "prime-agent", "api", "sessions", session_id, method="DELETE", raise_error=False
+    )
+    return response.code, json.loads(response.body)
+
+
+async def test_deleting_a_session_deletes_its_sub_agents_sessions_and_keeps_their_notebooks(
+    jp_fetch: Any, host: Any, make_notebook: Any
+) -> None:
+    repository = host.repository
+    model = {"provider": "scripted", "model": "demo"}
+    root = repository.create(notebook_path="a.ipynb", **model)
+    kid = repository.create(
+        notebook_path="a.agents/kid.ipynb",
+        parent_session_id=root.session_id,
+        name="kid",
+        depth=1,
+        **model,
+    )
+    grandkid = repository.create(
+        notebook_path="a.agents/kid.agents/g.ipynb",
+        parent_session_id=kid.session_id,
+        name="g",
+        depth=2,
+        **model,
+    )
+    taken_out = repository.create(  # `rlm.delete_subagent` keeps its folder: still the root's
+        notebook_path="a.agents/old.ipynb",
+        parent_session_id=root.session_id,
+        name="old",
+        depth=1,
+        **model,
+    )
+    host.runtime.family.mark_deleted(taken_out.session_id, taken_out.directory)
+    other = repository.create(notebook_path="a.ipynb", **model)  # another root of the notebook
+    kid_notebook = Path(make_notebook("a.agents/kid.ipynb"))
+
+    code, done = await delete(jp_fetch, root.session_id)
+
+    assert code == 200, done
+    below = [kid.session_id, grandkid.session_id, taken_out.session_id]
+    assert done["deleted"] == root.session_id and sorted(done["sub_agents"]) == sorted(below)
+    for session in (root, kid, grandkid, taken_out):
+        assert not session.directory.exists()
+        assert host.runtime.family.member(session.session_id) is None
+    assert other.directory.is_dir()
+    assert (host.serverapp.root_dir / kid_notebook).is_file()  # a notebook is the user's file
+
+
+async def test_a_delete_is_refused_naming_a_loaded_sub_agent_and_removes_nothing(
+    jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    parent, kid_id = await parent_and_kid(host, make_notebook, agent_script)
+    await host.attach("a.ipynb", new=True)  # the parent is detached, its sub-agent not
+    await host.runtime.ensure_loaded(kid_id)
+
+    code, refused = await delete(jp_fetch, parent.session_id)
+
+    assert code == 409 and kid_id in refused["message"] and "kid" in refused["message"]
+    assert parent.session.directory.is_dir()
+    assert host.repository.directory(kid_id).is_dir()

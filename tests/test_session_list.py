@@ -220,7 +220,7 @@ async def test_delete_refuses_an_attached_session_and_removes_a_detached_one(
     assert (root / second.session_id / SESSION_FILE).is_file()
 
     code, done = await delete(jp_fetch, first.session_id)
-    assert (code, done) == (200, {"deleted": first.session_id})
+    assert (code, done) == (200, {"deleted": first.session_id, "sub_agents": []})
     assert not (root / first.session_id).exists()
     code, answer = await listed(jp_fetch, path)
     assert [s["session_id"] for s in answer["sessions"]] == [second.session_id]
