@@ -436,13 +436,10 @@ class Mailbox:
         self._close(mail, reason)
 
     def _close(self, mail: Mail, reason: str) -> None:
-        """Record that `mail` will never arrive (unless its target's folder was removed: its
-        mailbox went with it)."""
+        """Record that `mail` will never arrive (a removed target's mailbox went with it)."""
         if self._file(mail.to_session_id).parent.is_dir():
-            self._write(
-                mail.to_session_id,
-                {"type": "dropped", "message_id": mail.message_id, "reason": reason},
-            )
+            dropped = {"type": "dropped", "message_id": mail.message_id, "reason": reason}
+            self._write(mail.to_session_id, dropped)
 
     # ------------------------------------------------------------ disk
 
