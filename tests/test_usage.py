@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from prime_agent_lab.core.agent import Agent
 from prime_agent_lab.core.answer_cost import answer_cost
 from prime_agent_lab.core.family import Family
+from prime_agent_lab.core.messages import ModelResponse, Usage
 from prime_agent_lab.core.ports import Price
-from prime_agent_lab.core.sessions import SessionLog, SessionRepository
+from prime_agent_lab.core.sessions import SessionError, SessionLog, SessionRepository
 from prime_agent_lab.core.tokens import reported_context
+from prime_agent_lab.core.transcript import chat_transcript
 from prime_agent_lab.core.usage import price_of, usage_report
+from tests.test_core import ListProvider, make_agent
 from tests.test_subagents import CHILD, WAIT_FOR_CHILDREN, headless, printed_json, run_tree
 
 REPORT = (
@@ -235,3 +240,44 @@ def test_an_answer_whose_usage_is_not_token_counts_has_an_unknown_cost_and_no_co
     assert Price(3.0, 15.0, 0.3, 3.75).of(usage) == pytest.approx(45 / 1_000_000)
     assert reported_context(usage) is None  # only the output: nothing the model read
     assert reported_context({**usage, "cache_read_tokens": 7}) == 10
+
+
+class PricedListProvider(ListProvider):
+    name = "anthropic"
+    model = "claude-sonnet-4-5"
+
+
+def test_usage_a_provider_reports_as_nan_or_out_of_range_is_recorded_as_null_and_the_log_loads(
+    tmp_path: Path,
+) -> None:
+    reported = Usage(input_tokens=float("nan"), output_tokens=10**400, cache_read_tokens=5)  # type: ignore[arg-type]
+    provider = PricedListProvider([ModelResponse(text="done", usage=reported)])
+    agent, _ = make_agent(tmp_path, provider)
+    seen: list[dict[str, Any]] = []
+    agent.events.add_listener(seen.append)
+
+    outcome = asyncio.run(agent.run_turn("go"))
+
+    assert outcome.final_text == "done"
+    reloaded = SessionRepository(tmp_path).load(agent.session_id)  # the strict reader
+    (answer,) = [e for e in reloaded.entries if e["type"] == "assistant_message"]
+    assert answer["usage"] == {
+        "input_tokens": None,
+        "output_tokens": None,
+        "cache_read_tokens": 5,
+        "cache_write_tokens": 0,
+    }
+    (event,) = [e for e in seen if e["type"] == "assistant_message"]
+    assert event["usage"] == {"cache_read_tokens": 5, "cache_write_tokens": 0}
+    assert event["cost"] is None
+    (item,) = [i for i in chat_transcript(reloaded) if i["type"] == "assistant"]
+    assert item["usage"] == event["usage"] and item["cost"] is None  # as it was live
+
+
+def test_a_record_that_would_not_load_back_is_not_written(tmp_path: Path) -> None:
+    session = SessionRepository(tmp_path).create(notebook_path="a.ipynb")
+
+    with pytest.raises(SessionError, match="not written"):
+        session.append("assistant_message", turn=1, text="", usage={"input_tokens": float("inf")})
+
+    assert SessionRepository(tmp_path).load(session.session_id).entries == []
