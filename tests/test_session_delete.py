@@ -168,3 +168,38 @@ async def test_a_delete_is_refused_naming_a_loaded_sub_agent_and_removes_nothing
     assert code == 409 and kid_id in refused["message"] and "kid" in refused["message"]
     assert parent.session.directory.is_dir()
     assert host.repository.directory(kid_id).is_dir()
+
+
+async def test_opening_a_sub_agents_notebook_while_a_message_brings_it_back_loads_it_once(
+    host: Any, make_notebook: Any, agent_script: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parent, kid_id = await parent_and_kid(host, make_notebook, agent_script)
+    runtime = host.runtime
+    environment = runtime.environment
+    open_notebook, ensure_loaded = environment.open_notebook, runtime.ensure_loaded
+    reached, go, loaded = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def held_open(path: str) -> Any:  # the message's load stops here
+        reached.set()
+        await go.wait()
+        return await open_notebook(path)
+
+    async def noted_load(session_id: str) -> Agent:
+        try:
+            return await ensure_loaded(session_id)
+        finally:
+            loaded.set()
+
+    monkeypatch.setattr(environment, "open_notebook", held_open)
+    monkeypatch.setattr(runtime, "ensure_loaded", noted_load)
+    runtime.mailbox.send(parent, "are you there?", "child", "kid")
+    await reached.wait()
+
+    attaching = asyncio.ensure_future(host.attach("a.agents/kid.ipynb", session_id=kid_id))
+    await wait_for(lambda: attaching.done() or waits_on(runtime.loading_lock(kid_id)))
+    go.set()
+    await loaded.wait()
+    attached = await attaching
+
+    assert host.agents[kid_id] is attached  # one agent on the session, not two
+    await wait_for(lambda: attached.session.turns() == 1)  # the message reached it

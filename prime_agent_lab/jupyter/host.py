@@ -172,7 +172,16 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue, HostPermissi
                     present.notebook.follow_move()
             agent = self._find_agent(path, session_id, new)
             if agent is None:
-                return await self._open_agent(path, session_id, new, kernel_id)
+                # Its loading lock: a message or a heartbeat tick bringing the same session back
+                # (`ensure_loaded`) gives it one agent, not two.
+                target = session_id
+                if target is None and not new:
+                    target = await asyncio.to_thread(self.repository.latest_for_notebook, path)
+                lock = self.runtime.loading_lock(target) if target else contextlib.nullcontext()
+                async with lock:
+                    agent = self._find_agent(path, target, False) if target else None
+                    if agent is None:
+                        return await self._open_agent(path, session_id, new, kernel_id)
             if not agent.running and not _kernel_arriving(agent):
                 # a turn in flight keeps the kernel it started on
                 self._use_kernel(agent, await self.kernels.resolve(path, kernel_id))
