@@ -6,6 +6,7 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,7 +16,9 @@ from prime_agent_lab.core.answer_cost import answer_cost
 from prime_agent_lab.core.family import Family
 from prime_agent_lab.core.messages import ModelResponse, Usage
 from prime_agent_lab.core.ports import Price
+from prime_agent_lab.core.runtime import AgentRuntime
 from prime_agent_lab.core.sessions import SessionError, SessionLog, SessionRepository
+from prime_agent_lab.core.settings import Settings
 from prime_agent_lab.core.tokens import reported_context
 from prime_agent_lab.core.transcript import chat_transcript
 from prime_agent_lab.core.usage import price_of, usage_report
@@ -190,6 +193,7 @@ def test_a_fork_counts_only_the_calls_it_made_itself(tmp_path: Path) -> None:
     assert usage_report(tree, origin.session_id)["calls"] == 2
 
 
+DEMO = {"provider": "scripted", "model": "demo"}
 NOT_TOKEN_COUNTS = [10**400, 2**63, -5, True, 1e308, 1.5, "12"]
 """Usage figures no model reports, as a hostile or damaged log may hold them."""
 
@@ -281,3 +285,54 @@ def test_a_record_that_would_not_load_back_is_not_written(tmp_path: Path) -> Non
         session.append("assistant_message", turn=1, text="", usage={"input_tokens": float("inf")})
 
     assert SessionRepository(tmp_path).load(session.session_id).entries == []
+
+
+def test_usage_of_sessions_whose_headers_make_a_loop_counts_each_once(tmp_path: Path) -> None:
+    repository = SessionRepository(tmp_path / "sessions")
+    calls = ("scripted", "demo", {"input_tokens": 10, "output_tokens": 1})
+    a = with_calls(repository.create(notebook_path="a.ipynb", **DEMO), calls)
+    b = with_calls(
+        repository.create(
+            notebook_path="a.agents/b.ipynb",
+            parent_session_id=a.session_id,
+            name="b",
+            depth=1,
+            **DEMO,
+        ),
+        calls,
+    )
+    lines = a.file.read_text().splitlines()  # a hand-edited header: a's parent is b
+    header = {**json.loads(lines[0]), "parent_session_id": b.session_id, "name": "a"}
+    a.file.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    tree = StoredTree(repository)
+
+    report = usage_report(tree, a.session_id)
+
+    (child,) = report["children"]
+    assert child["session_id"] == b.session_id and child["children"] == []  # the loop is cut
+    assert report["usage_total"] == {"input_tokens": 20, "output_tokens": 2}
+
+
+def test_a_runtimes_tree_usage_and_descendants_cut_a_loop_of_headers(tmp_path: Path) -> None:
+    repository = SessionRepository(tmp_path / "sessions")
+    calls = ("scripted", "demo", {"input_tokens": 10, "output_tokens": 1})
+    a = with_calls(repository.create(notebook_path="a.ipynb", **DEMO), calls)
+    b = with_calls(
+        repository.create(
+            notebook_path="a.agents/b.ipynb",
+            parent_session_id=a.session_id,
+            name="b",
+            depth=1,
+            **DEMO,
+        ),
+        calls,
+    )
+    lines = a.file.read_text().splitlines()  # a hand-edited header: a's parent is b
+    header = {**json.loads(lines[0]), "parent_session_id": b.session_id, "name": "a"}
+    a.file.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    runtime = AgentRuntime(repository, SimpleNamespace(kernel_key=None), Settings())  # type: ignore[arg-type]
+
+    assert runtime.tree_usage(a.session_id) == {"input_tokens": 20, "output_tokens": 2}
+    assert runtime.descendants(a.session_id) == [b.session_id]
+    (listed,) = runtime.list_children(a.session_id)
+    assert listed["usage_total"] == {"input_tokens": 20, "output_tokens": 2}

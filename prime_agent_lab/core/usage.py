@@ -111,23 +111,33 @@ def usage_report(runtime: TreeRuntime, session_id: str) -> AgentUsage:
     status = ("running" if agent.running else "idle") if agent is not None else "inactive"
     member = runtime.family.member(session_id)
     name = member.name if member is not None and member.parent_session_id else ""
-    return _node(runtime, session_id, session, name, status)
+    return _node(runtime, session_id, session, name, status, frozenset())
 
 
 def _node(
-    runtime: TreeRuntime, session_id: str, session: SessionLog | None, name: str, status: str
+    runtime: TreeRuntime,
+    session_id: str,
+    session: SessionLog | None,
+    name: str,
+    status: str,
+    above: frozenset[str],
 ) -> AgentUsage:
     calls, tokens, cost = _tally(session) if session is not None else (0, {}, 0.0)
     children = []
     family = runtime.family
+    above = above | {session_id}
     for member in family.children(session_id, deleted=True):  # what was spent stays spent
+        if member.session_id in above:  # hand-edited headers can make a loop: cut it
+            continue
         child_status = (
             "deleted"
             if family.is_deleted(member.session_id)
             else runtime.child_status(member.session_id)
         )
         child_session = _session(runtime, member.session_id)
-        children.append(_node(runtime, member.session_id, child_session, member.name, child_status))
+        children.append(
+            _node(runtime, member.session_id, child_session, member.name, child_status, above)
+        )
     total = dict(tokens)
     cost_total = cost
     for child in children:
