@@ -225,6 +225,9 @@ def test_usage_figures_that_are_not_token_counts_are_ignored_named_and_leave_the
     assert len(named) == len(NOT_TOKEN_COUNTS)
     assert "input_tokens=" + "1" + "0" * 20 + "..." in named[0]
     assert "input_tokens=-5" in named[2] and "input_tokens=True" in named[3]
+    caplog.clear()
+    assert usage_report(tree, root.session_id) == report
+    assert not caplog.records  # named once, not at every look
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,8 @@ from .sessions import SessionError, SessionLog
 from .token_counts import counted, described
 
 log = logging.getLogger(__name__)
+_named: set[tuple[str, object]] = set()
+"""The entries whose ignored usage figures the log named already."""
 
 
 def price_of(provider: str, model: str) -> Price | None:
@@ -79,7 +81,8 @@ def _tally(session: SessionLog) -> tuple[int, dict[str, int], float | None]:
         valid, ignored = counted(usage)
         for key, value in valid.items():
             tokens[key] = tokens.get(key, 0) + value
-        if ignored:
+        if ignored and (session.session_id, entry.get("id")) not in _named:
+            _named.add((session.session_id, entry.get("id")))  # once, not at every poll
             log.warning(
                 "session %s, entry %s: usage figures that are not token counts ignored: %s",
                 session.session_id,
