@@ -192,6 +192,20 @@ async def test_each_item_names_its_last_user_message_and_a_fork_from_it_starts_t
     assert response.code == 201 and copy["text"] == "second question", copy
 
 
+async def test_the_usage_of_a_session_with_a_token_count_no_float_holds_is_answered_not_a_500(
+    jp_fetch: Any, host: Any
+) -> None:
+    write_hostile(host.repository.root)
+
+    response = await jp_fetch(
+        "prime-agent", "api", "sessions", "overflow", "usage", raise_error=False
+    )
+
+    assert response.code == 200, response.body
+    report = json.loads(response.body)
+    assert (report["calls"], report["usage"], report["cost"]) == (1, {}, None)
+
+
 async def test_delete_refuses_an_attached_session_and_removes_a_detached_one(
     jp_fetch: Any, host: Any, make_notebook: Any
 ) -> None:
@@ -206,7 +220,7 @@ async def test_delete_refuses_an_attached_session_and_removes_a_detached_one(
     assert (root / second.session_id / SESSION_FILE).is_file()
 
     code, done = await delete(jp_fetch, first.session_id)
-    assert (code, done) == (200, {"deleted": first.session_id})
+    assert (code, done) == (200, {"deleted": first.session_id, "sub_agents": []})
     assert not (root / first.session_id).exists()
     code, answer = await listed(jp_fetch, path)
     assert [s["session_id"] for s in answer["sessions"]] == [second.session_id]

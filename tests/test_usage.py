@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from prime_agent_lab.core.agent import Agent
+from prime_agent_lab.core.answer_cost import answer_cost
 from prime_agent_lab.core.family import Family
+from prime_agent_lab.core.messages import ModelResponse, Usage
 from prime_agent_lab.core.ports import Price
-from prime_agent_lab.core.sessions import SessionLog, SessionRepository
+from prime_agent_lab.core.runtime import AgentRuntime
+from prime_agent_lab.core.sessions import SessionError, SessionLog, SessionRepository
+from prime_agent_lab.core.settings import Settings
+from prime_agent_lab.core.tokens import reported_context
+from prime_agent_lab.core.transcript import chat_transcript
 from prime_agent_lab.core.usage import price_of, usage_report
+from tests.test_core import ListProvider, make_agent
 from tests.test_subagents import CHILD, WAIT_FOR_CHILDREN, headless, printed_json, run_tree
 
 REPORT = (
@@ -181,3 +191,151 @@ def test_a_fork_counts_only_the_calls_it_made_itself(tmp_path: Path) -> None:
     assert report["calls"] == 1
     assert report["usage"] == {"input_tokens": 7, "output_tokens": 1}
     assert usage_report(tree, origin.session_id)["calls"] == 2
+
+
+DEMO = {"provider": "scripted", "model": "demo"}
+NOT_TOKEN_COUNTS = [10**400, 2**63, -5, True, 1e308, 1.5, "12"]
+"""Usage figures no model reports, as a hostile or damaged log may hold them."""
+
+
+def test_usage_figures_that_are_not_token_counts_are_ignored_named_and_leave_the_cost_unknown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    repository = SessionRepository(tmp_path / "sessions")
+    good = {"input_tokens": 1_000_000, "output_tokens": 10}
+    bad = [
+        ("anthropic", "claude-sonnet-4-5", {"input_tokens": v, "output_tokens": 1})
+        for v in NOT_TOKEN_COUNTS
+    ]
+    root = with_calls(
+        repository.create(notebook_path="a.ipynb", provider="anthropic", model="claude-sonnet-4-5"),
+        ("anthropic", "claude-sonnet-4-5", good),
+        *bad,
+    )
+    tree = StoredTree(repository)
+
+    report = usage_report(tree, root.session_id)
+
+    json.dumps(report, allow_nan=False)  # what the route answers is JSON
+    assert report["calls"] == 1 + len(NOT_TOKEN_COUNTS)
+    assert report["usage"] == {"input_tokens": 1_000_000, "output_tokens": 10 + len(bad)}
+    assert report["usage_total"] == report["usage"]
+    assert report["cost"] is None and report["cost_total"] is None  # those calls cannot be priced
+    named = [r.getMessage() for r in caplog.records if root.session_id in r.getMessage()]
+    assert len(named) == len(NOT_TOKEN_COUNTS)
+    assert "input_tokens=" + "1" + "0" * 20 + "..." in named[0]
+    assert "input_tokens=-5" in named[2] and "input_tokens=True" in named[3]
+    caplog.clear()
+    assert usage_report(tree, root.session_id) == report
+    assert not caplog.records  # named once, not at every look
+
+
+@pytest.mark.parametrize(
+    "figure",
+    [10**400, float("inf"), float("nan"), 1e308, -1, True],
+    ids=["10**400", "inf", "nan", "1e308", "negative", "bool"],
+)
+def test_an_answer_whose_usage_is_not_token_counts_has_an_unknown_cost_and_no_context_size(
+    figure: object,
+) -> None:
+    usage = {"input_tokens": figure, "output_tokens": 3}
+
+    assert answer_cost("anthropic", "claude-sonnet-4-5", usage)["cost"] is None
+    assert answer_cost("anthropic", "claude-sonnet-4-5", {"output_tokens": 3})["cost"] == (
+        pytest.approx(45 / 1_000_000)
+    )
+    assert Price(3.0, 15.0, 0.3, 3.75).of(usage) == pytest.approx(45 / 1_000_000)
+    assert reported_context(usage) is None  # only the output: nothing the model read
+    assert reported_context({**usage, "cache_read_tokens": 7}) == 10
+
+
+class PricedListProvider(ListProvider):
+    name = "anthropic"
+    model = "claude-sonnet-4-5"
+
+
+def test_usage_a_provider_reports_as_nan_or_out_of_range_is_recorded_as_null_and_the_log_loads(
+    tmp_path: Path,
+) -> None:
+    reported = Usage(input_tokens=float("nan"), output_tokens=10**400, cache_read_tokens=5)  # type: ignore[arg-type]
+    provider = PricedListProvider([ModelResponse(text="done", usage=reported)])
+    agent, _ = make_agent(tmp_path, provider)
+    seen: list[dict[str, Any]] = []
+    agent.events.add_listener(seen.append)
+
+    outcome = asyncio.run(agent.run_turn("go"))
+
+    assert outcome.final_text == "done"
+    reloaded = SessionRepository(tmp_path).load(agent.session_id)  # the strict reader
+    (answer,) = [e for e in reloaded.entries if e["type"] == "assistant_message"]
+    assert answer["usage"] == {
+        "input_tokens": None,
+        "output_tokens": None,
+        "cache_read_tokens": 5,
+        "cache_write_tokens": 0,
+    }
+    (event,) = [e for e in seen if e["type"] == "assistant_message"]
+    assert event["usage"] == {"cache_read_tokens": 5, "cache_write_tokens": 0}
+    assert event["cost"] is None
+    (item,) = [i for i in chat_transcript(reloaded) if i["type"] == "assistant"]
+    assert item["usage"] == event["usage"] and item["cost"] is None  # as it was live
+
+
+def test_a_record_that_would_not_load_back_is_not_written(tmp_path: Path) -> None:
+    session = SessionRepository(tmp_path).create(notebook_path="a.ipynb")
+
+    with pytest.raises(SessionError, match="not written"):
+        session.append("assistant_message", turn=1, text="", usage={"input_tokens": float("inf")})
+
+    assert SessionRepository(tmp_path).load(session.session_id).entries == []
+
+
+def test_usage_of_sessions_whose_headers_make_a_loop_counts_each_once(tmp_path: Path) -> None:
+    repository = SessionRepository(tmp_path / "sessions")
+    calls = ("scripted", "demo", {"input_tokens": 10, "output_tokens": 1})
+    a = with_calls(repository.create(notebook_path="a.ipynb", **DEMO), calls)
+    b = with_calls(
+        repository.create(
+            notebook_path="a.agents/b.ipynb",
+            parent_session_id=a.session_id,
+            name="b",
+            depth=1,
+            **DEMO,
+        ),
+        calls,
+    )
+    lines = a.file.read_text().splitlines()  # a hand-edited header: a's parent is b
+    header = {**json.loads(lines[0]), "parent_session_id": b.session_id, "name": "a"}
+    a.file.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    tree = StoredTree(repository)
+
+    report = usage_report(tree, a.session_id)
+
+    (child,) = report["children"]
+    assert child["session_id"] == b.session_id and child["children"] == []  # the loop is cut
+    assert report["usage_total"] == {"input_tokens": 20, "output_tokens": 2}
+
+
+def test_a_runtimes_tree_usage_and_descendants_cut_a_loop_of_headers(tmp_path: Path) -> None:
+    repository = SessionRepository(tmp_path / "sessions")
+    calls = ("scripted", "demo", {"input_tokens": 10, "output_tokens": 1})
+    a = with_calls(repository.create(notebook_path="a.ipynb", **DEMO), calls)
+    b = with_calls(
+        repository.create(
+            notebook_path="a.agents/b.ipynb",
+            parent_session_id=a.session_id,
+            name="b",
+            depth=1,
+            **DEMO,
+        ),
+        calls,
+    )
+    lines = a.file.read_text().splitlines()  # a hand-edited header: a's parent is b
+    header = {**json.loads(lines[0]), "parent_session_id": b.session_id, "name": "a"}
+    a.file.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    runtime = AgentRuntime(repository, SimpleNamespace(kernel_key=None), Settings())  # type: ignore[arg-type]
+
+    assert runtime.tree_usage(a.session_id) == {"input_tokens": 20, "output_tokens": 2}
+    assert runtime.descendants(a.session_id) == [b.session_id]
+    (listed,) = runtime.list_children(a.session_id)
+    assert listed["usage_total"] == {"input_tokens": 20, "output_tokens": 2}

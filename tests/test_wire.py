@@ -32,11 +32,54 @@ def test_typescript_declares_every_status_event_and_item_the_server_sends() -> N
     assert "kind?: NoticeKind;" in ts.split("export interface INoticeItem")[1].split("}")[0]
 
 
+def _dict_keys(function: ast.AST, name: str, before: int) -> set[str]:
+    """The constant keys a local dict `name` holds at line `before` of `function`: those of its
+    last `name = {...}` before then (its `**other` spreads resolved the same way) and of each
+    `name["key"] = ...` after that assignment. Empty when it is not built that way here."""
+    assigned = [
+        node
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        and node.lineno < before
+        and isinstance(node.value, ast.Dict)
+        and any(
+            isinstance(t, ast.Name) and t.id == name
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+    ]
+    if not assigned:
+        return set()
+    last = max(assigned, key=lambda n: n.lineno)
+    assert isinstance(last.value, ast.Dict)
+    keys: set[str] = set()
+    for key, value in zip(last.value.keys, last.value.values, strict=True):
+        if isinstance(key, ast.Constant):
+            keys.add(str(key.value))
+        elif key is None and isinstance(value, ast.Name):
+            keys |= _dict_keys(function, value.id, last.lineno)
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Assign)
+            and last.lineno < node.lineno < before
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Subscript)
+            and isinstance(node.targets[0].value, ast.Name)
+            and node.targets[0].value.id == name
+            and isinstance(node.targets[0].slice, ast.Constant)
+        ):
+            keys.add(str(node.targets[0].slice.value))
+    return keys
+
+
 def _emitted_events() -> list[tuple[str, str, set[str], bool]]:
-    """Every `<x>.events.emit("type", field=...)` in the package: (where, type, fields, **)."""
+    """Every `<x>.events.emit("type", field=...)` in the package: (where, type, fields, **).
+    A `**name` of a dict built in the same function counts the keys it holds there."""
     found = []
     for path in sorted((REPO / "prime_agent_lab").rglob("*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
+        functions = [
+            f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+        ]
         for node in ast.walk(tree):
             if not (
                 isinstance(node, ast.Call)
@@ -50,6 +93,11 @@ def _emitted_events() -> list[tuple[str, str, set[str], bool]]:
             assert isinstance(first, ast.Constant), f"{path}:{node.lineno}: event type not literal"
             fields = {k.arg for k in node.keywords if k.arg is not None}
             spread = any(k.arg is None for k in node.keywords)
+            around = [f for f in functions if f.lineno <= node.lineno <= (f.end_lineno or 0)]
+            for keyword in node.keywords:
+                if keyword.arg is None and isinstance(keyword.value, ast.Name) and around:
+                    inner = max(around, key=lambda f: f.lineno)
+                    fields |= _dict_keys(inner, keyword.value.id, node.lineno)
             where = f"{path.relative_to(REPO)}:{node.lineno}"
             found.append((where, str(first.value), fields, spread))
     return found

@@ -628,6 +628,7 @@ export interface IChildSpawnedEvent {
   turn?: number;
   rlm_child_id: string;
   name: string;
+  session_dir?: string;
   notebook_path: string;
   task: string;
   model: string;

@@ -56,6 +56,7 @@ from .redaction import Redactor, StreamRedactor
 from .sessions import SessionLog, SessionWriteError
 from .settings import Settings
 from .stop_cause import USER_STOP, StopCause
+from .token_counts import counted, described
 
 log = logging.getLogger(__name__)
 
@@ -478,7 +479,7 @@ class Agent:
             accepts_images=self.config.accepts_images,
         )
         response = await self._with_retries(turn, request, show_text=True)
-        usage = response.usage.as_dict()
+        usage, recorded = self._usage(response)
         self.session.append(
             "assistant_message",
             turn=turn,
@@ -486,7 +487,7 @@ class Agent:
             tool_calls=[
                 {"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls
             ],
-            usage=usage,
+            usage=recorded,
             provider=self.provider.name,
             model=response.model or self.provider.model,
             stop_reason=response.stop_reason,
@@ -497,10 +498,25 @@ class Agent:
             turn=turn,
             text=response.text,
             tool_calls=len(response.tool_calls),
-            usage=response.usage.as_dict(),
-            **answer_cost(self.provider.name, response.model or self.provider.model, usage),
+            usage=usage,
+            **answer_cost(self.provider.name, response.model or self.provider.model, recorded),
         )
         return response
+
+    def _usage(self, response: ModelResponse) -> tuple[dict[str, int], dict[str, int | None]]:
+        """The call's token figures, and the usage as recorded: a figure the provider reported
+        that is not a token count (NaN, out of range: core/token_counts.py) is null there, so
+        the log loads back and the call's cost stays unknown."""
+        reported = response.usage.as_dict()
+        usage, ignored = counted(reported)
+        if ignored:
+            log.warning(
+                "session %s: %s reported usage figures that are not token counts: %s",
+                self.session_id,
+                self.provider.name,
+                described(ignored, reported),
+            )
+        return usage, {key: usage.get(key) for key in reported}
 
     async def side_call(self, turn: int, request: ModelRequest) -> ModelResponse:
         """A model call of the harness itself (a compaction summary, a kernel clean-up plan) on

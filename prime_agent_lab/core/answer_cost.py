@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .installed_providers import installed
+from .token_counts import priceable
 from .wire import AnswerCost
 
 
@@ -17,6 +18,7 @@ def answer_cost(provider: str, model: str, usage: dict[str, Any]) -> AnswerCost:
 
 
 def answer_price(provider: str, model: str, usage: dict[str, Any]) -> float | None:
-    """One model call's cost in US dollars, None when the provider declares no price for it."""
+    """One model call's cost in US dollars, None when the provider declares no price for it or
+    a priced figure of its usage is not a token count (core/token_counts.py)."""
     price = installed().price(provider, model)
-    return price.of(usage) if price else None
+    return price.of(usage) if price and priceable(usage) else None

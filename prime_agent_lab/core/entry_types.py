@@ -66,6 +66,7 @@ from .entry_schema import (
     text_of,
 )
 from .messages import ToolCall
+from .token_counts import counted
 
 # ---------------------------------------------------------------- stop reasons and notice kinds
 
@@ -519,7 +520,7 @@ def _assistant_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
         provider, model = str(entry.get("provider") or ""), str(entry.get("model") or "")
         price = context.price
         item.update(
-            usage=usage,
+            usage=counted(usage)[0],  # its token figures (core/token_counts.py), as live
             provider=provider,
             model=model,
             cost=price(provider, model, usage) if price is not None else None,

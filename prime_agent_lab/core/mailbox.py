@@ -414,10 +414,7 @@ class Mailbox:
     def _undeliverable(self, mail: Mail, reason: str) -> None:
         """Tell the sender once (a notice naming the message id), then close the message."""
         if mail.origin is not None or mail.relationship is None:  # a tick: no sender to tell
-            self._write(
-                mail.to_session_id,
-                {"type": "dropped", "message_id": mail.message_id, "reason": reason},
-            )
+            self._close(mail, reason)
             return
         text = (
             f'Your message {mail.message_id} to {_INVERSE[mail.relationship]} "{mail.to_name}" '
@@ -436,9 +433,13 @@ class Mailbox:
             log.warning(
                 "cannot tell %s about message %s: %s", mail.from_session_id, mail.message_id, exc
             )
-        self._write(
-            mail.to_session_id, {"type": "dropped", "message_id": mail.message_id, "reason": reason}
-        )
+        self._close(mail, reason)
+
+    def _close(self, mail: Mail, reason: str) -> None:
+        """Record that `mail` will never arrive (a removed target's mailbox went with it)."""
+        if self._file(mail.to_session_id).parent.is_dir():
+            dropped = {"type": "dropped", "message_id": mail.message_id, "reason": reason}
+            self._write(mail.to_session_id, dropped)
 
     # ------------------------------------------------------------ disk
 

@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from .messages import ModelRequest, ModelResponse
 from .stop_cause import USER_STOP, StopCause
+from .token_counts import token_count
 from .wire import ExecutionStatus
 
 # ---------------------------------------------------------------- provider port
@@ -129,9 +130,10 @@ class Price:
     cache_write: float
 
     def of(self, usage: dict[str, Any]) -> float:
+        """The price of the call's token figures (core/token_counts.py: others count as 0)."""
+
         def tokens(key: str) -> int:
-            value = usage.get(key)
-            return value if isinstance(value, int) else 0
+            return token_count(usage.get(key)) or 0
 
         return (
             tokens("input_tokens") * self.input

@@ -206,8 +206,10 @@ class AgentRuntime:
         return session
 
     def loading_lock(self, session_id: str) -> asyncio.Lock:
-        """Held while `session_id` is loaded from disk or leaves memory (eviction), so a load
-        never races a kernel that is still being shut down."""
+        """Held while `session_id` is loaded from disk, leaves memory (eviction) or is deleted
+        (`DELETE .../sessions/<id>`), so a load never races a kernel that is still being shut
+        down or a folder being removed. Kept once made: a lock dropped while a task waits on it
+        would let the next caller take a new one beside it."""
         return self._loading.setdefault(session_id, asyncio.Lock())
 
     async def ensure_loaded(self, session_id: str) -> Agent:
@@ -221,7 +223,6 @@ class AgentRuntime:
             agent = self.agents.get(session_id)
             if agent is None:
                 agent = await self._load_child(session_id)
-        self._loading.pop(session_id, None)
         return agent
 
     async def _load_child(self, session_id: str) -> Agent:
@@ -627,13 +628,16 @@ class AgentRuntime:
         except SessionError:
             return None
 
-    def tree_usage(self, session_id: str) -> dict[str, int]:
-        """Tokens of an agent and all its sub-agents, below it in the tree."""
+    def tree_usage(self, session_id: str, above: frozenset[str] = frozenset()) -> dict[str, int]:
+        """Tokens of an agent and all its sub-agents, below it in the tree (a loop that
+        hand-edited headers make is cut)."""
         session = self.session_of(session_id)
         total = session_usage(session) if session is not None else {}
+        above = above | {session_id}
         for child in self.family.children(session_id):
-            for key, value in self.tree_usage(child.session_id).items():
-                total[key] = total.get(key, 0) + value
+            if child.session_id not in above:
+                for key, value in self.tree_usage(child.session_id, above).items():
+                    total[key] = total.get(key, 0) + value
         return total
 
     def find_child(self, parent_id: str, ref: object) -> Member:
@@ -776,10 +780,12 @@ class AgentRuntime:
             self._turn_counted.clear()
             await self._turn_counted.wait()
 
-    def descendants(self, session_id: str) -> list[str]:
+    def descendants(self, session_id: str, above: frozenset[str] = frozenset()) -> list[str]:
         out: list[str] = []
+        above = above | {session_id}
         for child in self.family.children(session_id):
-            out += [child.session_id, *self.descendants(child.session_id)]
+            if child.session_id not in above:
+                out += [child.session_id, *self.descendants(child.session_id, above)]
         return out
 
     async def stop_tree(self, session_id: str) -> bool:

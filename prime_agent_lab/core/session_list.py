@@ -10,7 +10,6 @@ changed.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from collections.abc import Iterable, Mapping
@@ -139,7 +138,7 @@ def _from_log(log: SessionLog) -> StoredSession:
         turns=log.turns(),
         parent_session_id=parent if is_session_id(parent) else None,
         name=_text(header.get("name")) if parent else "",
-        cost=_cost(log),
+        cost=session_cost(log),  # unknown when a figure is not a token count
         broken=log.damage,
         last_user_entry_id=last_user_entry_id(log),
     )
@@ -164,14 +163,6 @@ def last_user_entry_id(log: SessionLog) -> str | None:
             entry_id = entry.get("id")
             return entry_id if isinstance(entry_id, str) else None
     return None
-
-
-def _cost(log: SessionLog) -> float | None:
-    try:
-        cost = session_cost(log)
-    except OverflowError:  # token counts no model reports (a hand-written log)
-        return None
-    return cost if cost is None or math.isfinite(cost) else None
 
 
 def _modified(file: Path) -> str:

@@ -312,7 +312,10 @@ class SessionLog:
     def _write(self, record: dict[str, Any]) -> None:
         """The record whole, or a SessionWriteError and nothing of it in the file. Callers index
         the record only after this returns, so no later entry can hang off a missing one."""
-        line = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+        try:  # NaN or infinity would be written and never read back (core/jsonfile.py)
+            line = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode()
+        except ValueError as exc:
+            raise SessionError(f"not written: {record.get('type')} {exc}") from None
         try:
             append_whole(self.file, line)
         except OSError as exc:

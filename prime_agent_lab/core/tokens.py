@@ -16,6 +16,7 @@ from typing import Any
 from .entry_schema import Seen
 from .entry_types import seen, turn_boundary
 from .messages import ToolCall
+from .token_counts import token_count
 
 IMAGE_TOKENS = 1_600
 """What one image in an observation is counted as (Anthropic bills a 1,092 x 1,092 image at about
@@ -77,10 +78,10 @@ def reported_context(usage: Any) -> int | None:
     if not isinstance(usage, dict):
         return None
     keys = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
-    values = [usage.get(k) for k in keys]
-    if not any(isinstance(v, int) and v > 0 for v in values[:3]):
+    values = [token_count(usage.get(k)) or 0 for k in keys]  # core/token_counts.py
+    if not any(values[:3]):
         return None
-    return sum(v for v in values if isinstance(v, int))
+    return sum(values)
 
 
 def json_tokens(value: Any) -> int:

@@ -13,12 +13,19 @@ Side calls (a compaction's summary, a refinement's planning) are not counted her
 
 from __future__ import annotations
 
+import logging
 from typing import TypedDict
 
+from .answer_cost import answer_price
 from .caller import TreeRuntime
 from .installed_providers import installed
 from .ports import Price
 from .sessions import SessionError, SessionLog
+from .token_counts import counted, described
+
+log = logging.getLogger(__name__)
+_named: set[tuple[str, object]] = set()
+"""The entries whose ignored usage figures the log named already."""
 
 
 def price_of(provider: str, model: str) -> Price | None:
@@ -61,7 +68,9 @@ def session_cost(session: SessionLog) -> float | None:
 
 
 def _tally(session: SessionLog) -> tuple[int, dict[str, int], float | None]:
-    """(calls, tokens, cost) of the session's model calls."""
+    """(calls, tokens, cost) of the session's model calls. A figure that is not a token count
+    (core/token_counts.py) is left out of the tokens, named in the log, and leaves the call's
+    cost unknown."""
     calls, tokens, cost = 0, {}, 0.0
     priced = True
     for entry in session.entries[_copied(session) :]:  # a copy's calls were its origin's
@@ -69,14 +78,23 @@ def _tally(session: SessionLog) -> tuple[int, dict[str, int], float | None]:
         if entry["type"] != "assistant_message" or not isinstance(usage, dict):
             continue
         calls += 1
-        for key, value in usage.items():
-            if isinstance(value, int):
-                tokens[key] = tokens.get(key, 0) + value
-        price = price_of(str(entry.get("provider") or ""), str(entry.get("model") or ""))
+        valid, ignored = counted(usage)
+        for key, value in valid.items():
+            tokens[key] = tokens.get(key, 0) + value
+        if ignored and (session.session_id, entry.get("id")) not in _named:
+            _named.add((session.session_id, entry.get("id")))  # once, not at every poll
+            log.warning(
+                "session %s, entry %s: usage figures that are not token counts ignored: %s",
+                session.session_id,
+                entry.get("id"),
+                described(ignored, usage),
+            )
+        provider, model = str(entry.get("provider") or ""), str(entry.get("model") or "")
+        price = answer_price(provider, model, usage)
         if price is None:
             priced = False
         else:
-            cost += price.of(usage)
+            cost += price
     return calls, tokens, cost if priced else None
 
 
@@ -96,23 +114,33 @@ def usage_report(runtime: TreeRuntime, session_id: str) -> AgentUsage:
     status = ("running" if agent.running else "idle") if agent is not None else "inactive"
     member = runtime.family.member(session_id)
     name = member.name if member is not None and member.parent_session_id else ""
-    return _node(runtime, session_id, session, name, status)
+    return _node(runtime, session_id, session, name, status, frozenset())
 
 
 def _node(
-    runtime: TreeRuntime, session_id: str, session: SessionLog | None, name: str, status: str
+    runtime: TreeRuntime,
+    session_id: str,
+    session: SessionLog | None,
+    name: str,
+    status: str,
+    above: frozenset[str],
 ) -> AgentUsage:
     calls, tokens, cost = _tally(session) if session is not None else (0, {}, 0.0)
     children = []
     family = runtime.family
+    above = above | {session_id}
     for member in family.children(session_id, deleted=True):  # what was spent stays spent
+        if member.session_id in above:  # hand-edited headers can make a loop: cut it
+            continue
         child_status = (
             "deleted"
             if family.is_deleted(member.session_id)
             else runtime.child_status(member.session_id)
         )
         child_session = _session(runtime, member.session_id)
-        children.append(_node(runtime, member.session_id, child_session, member.name, child_status))
+        children.append(
+            _node(runtime, member.session_id, child_session, member.name, child_status, above)
+        )
     total = dict(tokens)
     cost_total = cost
     for child in children:

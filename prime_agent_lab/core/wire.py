@@ -778,6 +778,9 @@ class ChildSpawnedEvent(TypedDict):
     turn: NotRequired[int]
     rlm_child_id: str
     name: str
+    session_dir: NotRequired[str]
+    """Its session folder on the server (always sent; the CLI's JSON lines show it, the panel
+    does not read it)."""
     notebook_path: str
     task: str
     model: str

@@ -88,8 +88,8 @@ class SessionHandler(ApiBase):
     @host_errors
     async def delete(self, session_id: str) -> None:
         session_id = self.session_id(session_id)
-        await self.host.delete_session(session_id)
-        self.reply({"deleted": session_id})
+        below = await self.host.delete_session(session_id)
+        self.reply({"deleted": session_id, "sub_agents": below})
 
 
 class MessagesHandler(ApiBase):

@@ -8,6 +8,7 @@ and the harness routes are in `host_branches.py` and `host_harness.py`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -172,7 +173,16 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue, HostPermissi
                     present.notebook.follow_move()
             agent = self._find_agent(path, session_id, new)
             if agent is None:
-                return await self._open_agent(path, session_id, new, kernel_id)
+                # Its loading lock: a message or a heartbeat tick bringing the same session back
+                # (`ensure_loaded`) gives it one agent, not two.
+                target = session_id
+                if target is None and not new:
+                    target = await asyncio.to_thread(self.repository.latest_for_notebook, path)
+                lock = self.runtime.loading_lock(target) if target else contextlib.nullcontext()
+                async with lock:
+                    agent = self._find_agent(path, target, False) if target else None
+                    if agent is None:
+                        return await self._open_agent(path, session_id, new, kernel_id)
             if not agent.running and not _kernel_arriving(agent):
                 # a turn in flight keeps the kernel it started on
                 self._use_kernel(agent, await self.kernels.resolve(path, kernel_id))
@@ -367,26 +377,61 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue, HostPermissi
         items = await asyncio.to_thread(self.catalog.listing, path, live)
         return [dict(item) for item in items]
 
-    async def delete_session(self, session_id: str) -> None:
-        """Remove a session's folder. Refused (409) while an agent is loaded on it (running, or
-        attached to a notebook tab) or on a sub-agent below it; 404 for an unknown id."""
+    async def delete_session(self, session_id: str) -> list[str]:
+        """Remove a session's folder and those of every sub-agent below it (taken-out ones too:
+        they were its sub-agents); their notebooks stay, they are the user's files. Returns the
+        sub-agents' ids. Refused (409), with nothing removed, while an agent is loaded on any of
+        them (running, or attached to a notebook tab) or one is a link; 404 for an unknown id."""
         try:
             log = await asyncio.to_thread(self.repository.read, session_id)
         except SessionError as exc:  # not a folder under the sessions root
             raise HostError(404, str(exc)) from None
-        # The notebook's lock: an attach of this session cannot load it while it goes.
-        async with self._notebook_lock(log.notebook_path):
+        below = self._below(session_id)  # a new one needs a loaded agent to spawn it: refused
+        # The notebook's lock: an attach of this session cannot load it while it goes; each
+        # session's loading lock (in one order): nor can a message or a heartbeat tick bring it
+        # or a sub-agent back (`ensure_loaded`).
+        async with contextlib.AsyncExitStack() as held:
+            await held.enter_async_context(self._notebook_lock(log.notebook_path))
+            for each in sorted([session_id, *below]):
+                await held.enter_async_context(self.runtime.loading_lock(each))
             self._refuse_loaded(session_id)
             directory = self.repository.directory(session_id)
             if not directory.is_dir() and not directory.is_symlink():  # deleted meanwhile
                 raise HostError(404, f"no session {session_id!r}")
-            try:
-                await asyncio.to_thread(self.repository.delete, session_id)
-            except SessionError as exc:  # a link, not a folder
+            for each in [session_id, *below]:
+                if self.repository.directory(each).is_symlink():
+                    raise HostError(
+                        409, f"session {each} is a link, not a folder; remove it by hand"
+                    )
+            for each in [*reversed(below), session_id]:  # the deepest first: a tree stays a tree
+                await self._delete_one(each)
+        return below
+
+    async def _delete_one(self, session_id: str) -> None:
+        try:
+            await asyncio.to_thread(self.repository.delete, session_id)
+        except SessionError as exc:  # already gone, or a link
+            if self.repository.directory(session_id).is_symlink():
                 raise HostError(409, str(exc)) from None
-            except OSError as exc:
-                raise HostError(500, f"session {session_id} could not be deleted: {exc}") from None
+        except OSError as exc:
+            raise HostError(500, f"session {session_id} could not be deleted: {exc}") from None
         self.runtime.family.forget(session_id)
+        # Messages that waited for it (one may have come while it went) tell their senders.
+        self.runtime.mailbox.target_deleted(session_id)
+
+    def _below(self, session_id: str) -> list[str]:
+        """Every sub-agent below `session_id`, parents before their children; headers could
+        make a loop, which is cut."""
+        found: list[str] = []
+        seen = {session_id}
+        pending = [session_id]
+        while pending:
+            for child in self.runtime.family.children(pending.pop(), deleted=True):
+                if child.session_id not in seen:
+                    seen.add(child.session_id)
+                    found.append(child.session_id)
+                    pending.append(child.session_id)
+        return found
 
     def _refuse_loaded(self, session_id: str) -> None:
         agent = self.agents.get(session_id)
@@ -399,9 +444,11 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue, HostPermissi
             )
         for loaded in self.agents:
             if session_id in self._ancestors(loaded):
+                member = self.runtime.family.member(loaded)
+                name = f"{member.display_name!r} " if member is not None else ""
                 raise HostError(
                     409,
-                    f"session {session_id} has a sub-agent loaded now ({loaded}); "
+                    f"session {session_id} has a sub-agent loaded now ({name}{loaded}); "
                     "delete it once that one is closed",
                 )
 
