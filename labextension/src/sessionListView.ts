@@ -137,7 +137,7 @@ export class SessionListView {
         'span',
         'pal-session-confirm-text',
         undefined,
-        'Delete this session’s log? This cannot be undone.'
+        'Delete this session’s log and its sub-agents’ logs? Their notebooks stay. This cannot be undone.'
       );
       const yes = button('Delete', 'pal-session-confirm-delete');
       yes.setAttribute('aria-label', `Confirm: delete session ${title}`);
@@ -163,7 +163,7 @@ export class SessionListView {
       fork.addEventListener('click', () => void model.fork(id));
       const remove = button('Delete', 'pal-session-delete');
       remove.setAttribute('aria-label', `Delete session ${title}`);
-      remove.title = 'Delete this session’s log (asks first)';
+      remove.title = 'Delete this session’s log and its sub-agents’ logs (asks first)';
       remove.disabled = busy;
       remove.addEventListener('click', () => model.askDelete(id));
       actions.append(open, fork, remove);

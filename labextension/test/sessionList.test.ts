@@ -311,7 +311,9 @@ describe('the session list view', () => {
     server.attached.add('a');
     const row = () => rows().find(r => r.dataset.sessionId === 'a')!;
     row().querySelector<HTMLButtonElement>('[data-testid="pal-session-delete"]')!.click();
-    expect(row().querySelector('.pal-session-confirm-text')?.textContent).toMatch(/cannot be undone/);
+    expect(row().querySelector('.pal-session-confirm-text')?.textContent).toMatch(
+      /sub-agents’ logs\? Their notebooks stay\. This cannot be undone/
+    );
     key(row(), 'Escape');
     expect(model.confirming).toBeNull();
     expect(model.isOpen).toBe(true);
