@@ -22,11 +22,12 @@ The document can change under a running cell in three ways, and none of them may
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from pycrdt import Map
@@ -250,34 +251,30 @@ class LiveNotebook:
         ids that were there, in the order given."""
         doc = await self.document()
         wanted = set(cell_ids)
-        deadline = time.monotonic() + BUSY_LIMIT
-        while True:
-            try:
-                txn = doc.ydoc.transaction(origin=ORIGIN)
-            except RuntimeError:  # a reload from disk holds the document
-                if time.monotonic() > deadline:
-                    raise NotebookUnavailable(
-                        f"the live document of {self.path} stayed busy"
-                    ) from None
-                await asyncio.sleep(RETRY_INTERVAL)
-                continue
-            with txn:
-                found = set()
-                cells = doc.ycells
-                for index in reversed(range(len(cells))):
-                    cell_id = cells[index].get("id")
-                    if cell_id in wanted:
-                        found.add(cell_id)
-                        del cells[index]
-            for writer in self._writers:  # a reload must not write a removed cell back
-                if writer.cell_id in found:
-                    writer.detached = True
-            return [i for i in cell_ids if i in found]
+        found: set[str] = set()
+        async with self._transaction(doc):
+            cells = doc.ycells
+            for index in reversed(range(len(cells))):
+                cell_id = cells[index].get("id")
+                if cell_id in wanted:
+                    found.add(cell_id)
+                    del cells[index]
+        for writer in self._writers:  # a reload must not write a removed cell back
+            if writer.cell_id in found:
+                writer.detached = True
+        return [i for i in cell_ids if i in found]
 
     async def mark_branches(self, session_id: str, on: set[str], off: set[str]) -> int:
         """Mark this session's agent cells written off the current branch, unmark those on it
         (docs/branching.md). Returns how many cells changed."""
         doc = await self.document()
+        async with self._transaction(doc):
+            return sum(_mark_branch(c, session_id, on, off) for c in doc.ycells)
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self, doc: Any) -> AsyncIterator[None]:
+        """One transaction of ours on the live document, waiting while a reload from disk holds
+        it (up to BUSY_LIMIT)."""
         deadline = time.monotonic() + BUSY_LIMIT
         while True:
             try:
@@ -290,7 +287,8 @@ class LiveNotebook:
                 await asyncio.sleep(RETRY_INTERVAL)
                 continue
             with txn:
-                return sum(_mark_branch(c, session_id, on, off) for c in doc.ycells)
+                yield
+            return
 
 
 def _mark_branch(ycell: Map, session_id: str, on: set[str], off: set[str]) -> bool:
