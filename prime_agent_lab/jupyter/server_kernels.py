@@ -114,11 +114,11 @@ class ServerKernels:
         kernel_id = await self._kernels.start_kernel(
             path=kernel_path, kernel_name=self.kernel_name, env=env
         )
-        gate = notebook_sessions.install(self._sessions)
-        model, created = await gate.create_or_find(
+        notebook_sessions.install(self._sessions)
+        model = await self._sessions.create_session(
             path=path, name=name, type="notebook", kernel_id=kernel_id
         )
-        if not created:  # a tab opened the notebook meanwhile: its kernel serves
+        if model["kernel"]["id"] != kernel_id:  # a tab opened the notebook meanwhile
             await self.discard(kernel_id)
         return str(model["kernel"]["id"])
 
