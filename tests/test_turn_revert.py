@@ -360,3 +360,88 @@ async def test_a_cell_still_running_in_the_kernel_keeps_the_kernel_as_it_is(
     assert answer["kernel"] == "not_restored" and "the kernel is busy" in answer["reason"]
     assert len(answer["cells_removed"]) == 2
     assert await kernel_value(agent, "(x, y)") == "('the user', 3)"
+
+
+async def edit_source(agent: Agent, cell_id: str, more: str) -> None:
+    """The user types into a cell of the live notebook."""
+    doc = await agent.notebook.document()  # type: ignore[attr-defined]
+    cell = next(c for c in doc.ycells if c.get("id") == cell_id)
+    with doc.ydoc.transaction():
+        source = cell["source"]
+        source.insert(len(source), more)
+
+
+async def live_sources(agent: Agent) -> dict[str, str]:
+    cells = await agent.notebook.cells()  # type: ignore[attr-defined]
+    return {c["id"]: c["source"] for c in cells}
+
+
+async def test_a_cell_the_user_changed_is_kept_by_the_servers_revert_and_named_to_the_model(
+    host: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    agent = await two_turns(host, make_notebook, agent_script, "changed.ipynb")
+    shown = json.loads((await review(jp_fetch, agent.session_id, 2)).body)
+    first, second = (c["cell_id"] for c in shown["cells"])
+    assert shown["cells"][0]["code"] == "x = 2\ny = 3"  # the logged code the panel compares
+    await edit_source(agent, first, "\nmine = 'typed by the user'")
+
+    answer = json.loads((await revert(jp_fetch, agent.session_id, 2)).body)
+
+    assert answer["cells_removed"] == [second]
+    assert answer["cells_kept"] == [
+        {"cell_id": first, "first_line": "x = 2", "reason": "changed by you"}
+    ]
+    assert (await live_sources(agent))[first] == "x = 2\ny = 3\nmine = 'typed by the user'"
+    assert second not in await live_sources(agent)
+    assert answer["text"].startswith("The user reverted your turn 2: 1 cell of it was removed")
+    assert answer["text"].endswith("Kept in the notebook: `x = 2` (the user changed it).")
+    (entry,) = [e for e in agent.session.entries if e["type"] == "turn_reverted"]
+    assert entry["cells_kept"] == answer["cells_kept"]
+
+
+async def test_a_cell_the_log_names_that_is_not_this_agents_cell_of_the_turn_is_never_removed(
+    host: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    """A session log edited so that turn 2 names the user's cell: neither a Remove that names
+    it nor the server's own removal deletes it."""
+    agent = await two_turns(host, make_notebook, agent_script, "forged.ipynb")
+    doc = await agent.notebook.document()  # type: ignore[attr-defined]
+    with doc.ydoc.transaction():
+        doc.ycells.append(doc.create_ycell({"cell_type": "code", "source": "precious = 1"}))
+    user_id = str(doc.ycells[len(doc.ycells) - 1].get("id"))
+    agent.session.append(
+        "tool_result", turn=2, tool_call_id="forged", cell_id=user_id, status="ok",
+        execution_count=None,
+    )  # fmt: skip
+
+    named = await revert(
+        jp_fetch, agent.session_id, 2, {"cells_removed": [user_id], "restore_kernel": False}
+    )
+    assert named.code == 200, named.body
+    assert json.loads(named.body)["cells_removed"] == []
+    whole = json.loads((await revert(jp_fetch, agent.session_id, 2)).body)
+
+    assert (await live_sources(agent))[user_id] == "precious = 1"
+    assert user_id not in whole["cells_removed"] and len(whole["cells_removed"]) == 2
+    assert {"cell_id": user_id, "first_line": "", "reason": "not this agent's cell"} in whole[
+        "cells_kept"
+    ]
+
+
+async def test_a_revert_counts_each_cell_once_and_removes_what_the_panel_left(
+    host: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    agent = await two_turns(host, make_notebook, agent_script, "dupes.ipynb")
+    shown = json.loads((await review(jp_fetch, agent.session_id, 2)).body)
+    first, second = (c["cell_id"] for c in shown["cells"])
+
+    twice = {"cells_removed": [first, first], "restore_kernel": False}
+    one = json.loads((await revert(jp_fetch, agent.session_id, 2, twice)).body)
+
+    assert one["cells_removed"] == [first]
+    assert one["text"].startswith("The user removed one cell of your turn 2")
+    assert first not in await live_sources(agent)  # the server makes its notice true
+    empty = {"cells_removed": [], "restore_kernel": True}
+    whole = json.loads((await revert(jp_fetch, agent.session_id, 2, empty)).body)
+    assert whole["whole_turn"] is True and whole["cells_removed"] == [second]
+    assert second not in await live_sources(agent)

@@ -1125,6 +1125,7 @@ TURN_REVERTED = EntryType(
         "turn": Field(int, "the turn reverted", required=True),
         "text": Field(str, "what the model reads (after `[notice] `) and the chat shows"),
         "cells_removed": Field(list, "the cell ids removed from the notebook"),
+        "cells_kept": Field(list, "`cell_id`, `first_line`, `reason` of the turn's cells kept"),
         "whole_turn": Field(bool, "the whole turn (true) or only the cells named"),
         "kernel": Field(str, "`restored`, `not_restored` or `untouched`"),
         "restored": Field(list, "names brought back from the snapshot"),

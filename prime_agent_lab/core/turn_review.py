@@ -37,7 +37,7 @@ from .snapshots import (
 )
 from .text import preview
 from .trust import Signer
-from .wire import FailedName, TurnCell, TurnKernel, TurnRevert
+from .wire import FailedName, KeptCell, TurnCell, TurnKernel, TurnRevert
 
 FIRST_LINE_CHARS = 120
 NOT_SENT = ("skipped", "invalid_arguments", "aborted")  # cells that never ran in the kernel
@@ -56,6 +56,10 @@ NO_COUNT = (
     "a cell of this turn has no execution count (it may have run in part), so no snapshot can "
     "be matched to the turn's start"
 )
+
+
+CHANGED_BY_YOU = "changed by you"
+NOT_THIS_AGENTS = "not this agent's cell"
 
 
 class TurnNotFound(LookupError):
@@ -142,7 +146,29 @@ def _cell(
         "status": status,
         "first_line": first_line(code) if code or before is None else before["first_line"],
         "in_notebook": False,
+        "code": code if code or before is None else before["code"],
     }
+
+
+def source_of(cell: dict[str, Any]) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def kept_reason(cell: dict[str, Any], session_id: str, turn: int, code: str) -> str | None:
+    """Why a revert must leave this notebook cell alone (None: it may go): it is not this
+    session's agent cell of the turn (the log names it, the cell's metadata does not), or the
+    user changed it (its source is not the code the agent wrote)."""
+    metadata = cell.get("metadata")
+    mark = metadata.get("prime_agent") if isinstance(metadata, dict) else None
+    if not (
+        isinstance(mark, dict)
+        and mark.get("session_id") == session_id
+        and mark.get("turn") == turn
+        and mark.get("role") == "agent"
+    ):
+        return NOT_THIS_AGENTS
+    return None if source_of(cell) == code else CHANGED_BY_YOU
 
 
 # ---------------------------------------------------------------- the kernel
@@ -290,12 +316,29 @@ def _names(names: list[str]) -> str:
     return f"{shown} and {len(names) - 30} more" if len(names) > 30 else shown
 
 
-def _cells_removed(count: int) -> str:
+def _cells_removed(count: int, kept: list[KeptCell]) -> str:
+    if kept:
+        removed = "no cell" if count == 0 else f"{count} cell{'s' if count > 1 else ''}"
+        return f"{removed} of it {'was' if count == 1 else 'were'} removed from the notebook"
     if count == 0:
         return "none of its cells was still in the notebook"
     if count == 1:
         return "its cell was removed from the notebook"
     return f"its {count} cells were removed from the notebook"
+
+
+KEPT_FOR_MODEL = {CHANGED_BY_YOU: "the user changed it", NOT_THIS_AGENTS: "not your cell"}
+
+
+def _kept_text(kept: list[KeptCell]) -> str:
+    """The sentence naming the cells a revert left in the notebook ("" when none)."""
+    if not kept:
+        return ""
+    shown = ", ".join(
+        f"`{preview(k['first_line'], 80)}` ({KEPT_FOR_MODEL.get(k['reason'], k['reason'])})"
+        for k in kept
+    )
+    return f" Kept in the notebook: {shown}."
 
 
 def revert_text(
@@ -305,43 +348,53 @@ def revert_text(
     kernel: str,
     report: dict[str, Any],
     reason: str | None,
+    kept: list[KeptCell] = (),  # type: ignore[assignment]
 ) -> str:
     """The line the model reads (after "[notice] ") and the chat shows."""
     turn = record.turn
+    kept = list(kept)
     if not whole:
         lines = {c["cell_id"]: c["first_line"] for c in record.cells}
         shown = ", ".join(f"`{preview(lines.get(i, ''), 80)}`" for i in removed_cells)
+        if not removed_cells:
+            kept_text = _kept_text(kept)
+            return (
+                f"The user tried to remove cells of your turn {turn}; none was removed.{kept_text}"
+            )
         if len(removed_cells) == 1:
             return (
                 f"The user removed one cell of your turn {turn} from the notebook ({shown}); "
-                "what it set is still in the kernel."
+                f"what it set is still in the kernel.{_kept_text(kept)}"
             )
         return (
             f"The user removed {len(removed_cells)} cells of your turn {turn} from the notebook "
-            f"({shown}); what they set is still in the kernel."
+            f"({shown}); what they set is still in the kernel.{_kept_text(kept)}"
         )
-    head = f"The user reverted your turn {turn}: {_cells_removed(len(removed_cells))}"
+    head = f"The user reverted your turn {turn}: {_cells_removed(len(removed_cells), kept)}"
     if kernel == "untouched":
-        return f"{head}; none of them ran, so the kernel is as it was."
+        return f"{head}; none of them ran, so the kernel is as it was.{_kept_text(kept)}"
     if kernel == "not_restored":
         return (
             f"{head}; the kernel was not restored ({reason}): what those cells set is still in "
-            "the kernel."
+            f"the kernel.{_kept_text(kept)}"
         )
+    return f"{head}{_restored_text(report)}{_kept_text(kept)}"
+
+
+def _restored_text(report: dict[str, Any]) -> str:
+    """What came back from the snapshot, what the turn created that went, what could not."""
     restored = restored_names(report)
-    text = (
-        f"{head} and the kernel's variables were restored to the snapshot taken before it "
-        f"({_names(restored) or 'none'})"
-    )
     deleted = [str(n) for n in report.get("removed", [])]
-    text += f"; deleted: {_names(deleted)}." if deleted else "."
     failed = failures(report)
-    if failed:
-        text += " Could not be restored: " + _names(
-            [f"{f['name']} ({preview(f['reason'], 120)})" for f in failed]
-        )
-        text += "."
-    return text
+    if not failed:
+        text = " and the kernel's variables were restored to the snapshot taken before it"
+        text += f" ({_names(restored)})" if restored else ""
+        return text + (f"; deleted: {_names(deleted)}." if deleted else ".")
+    text = " and the kernel was restored only in part to the snapshot taken before it: "
+    text += f"brought back: {_names(restored)}; " if restored else "nothing was brought back; "
+    text += f"deleted: {_names(deleted)}; " if deleted else ""
+    shown = _names([f"{f['name']} ({preview(f['reason'], 120)})" for f in failed])
+    return text + f"could not be brought back: {shown}."
 
 
 def restored_names(report: dict[str, Any]) -> list[str]:
@@ -364,15 +417,17 @@ def revert_answer(
     kernel: str,
     report: dict[str, Any],
     reason: str | None,
+    kept: list[KeptCell] = (),  # type: ignore[assignment]
 ) -> TurnRevert:
     return {
         "turn": record.turn,
         "cells_removed": removed_cells,
+        "cells_kept": list(kept),
         "whole_turn": whole,
         "kernel": kernel,  # type: ignore[typeddict-item]
         "restored": restored_names(report) if kernel == "restored" else [],
         "removed": [str(n) for n in report.get("removed", [])] if kernel == "restored" else [],
         "failed": failures(report),
         "reason": reason,
-        "text": revert_text(record, removed_cells, whole, kernel, report, reason),
+        "text": revert_text(record, removed_cells, whole, kernel, report, reason, kept),
     }

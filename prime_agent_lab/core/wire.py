@@ -936,6 +936,9 @@ class TurnCell(TypedDict):
     first_line: str
     """The code's first non-empty line, cut to 120 characters."""
     in_notebook: bool
+    code: str
+    """The code the agent wrote, as logged: a cell whose source differs now was changed by the
+    user, and a revert keeps it."""
 
 
 class TurnKernel(TypedDict):
@@ -963,11 +966,22 @@ class FailedName(TypedDict):
     reason: str
 
 
+class KeptCell(TypedDict):
+    """A cell of the turn a revert left in the notebook, and why."""
+
+    cell_id: str
+    first_line: str
+    reason: str
+    """`changed by you` (its source is not the code the agent wrote) or `not this agent's cell`
+    (its metadata does not name this session's agent cell of the turn)."""
+
+
 class TurnRevert(TypedDict):
     """`POST .../sessions/<id>/turns/<turn>/revert`: what the revert did."""
 
     turn: int
     cells_removed: list[str]
+    cells_kept: list[KeptCell]
     whole_turn: bool
     kernel: Literal["restored", "not_restored", "untouched"]
     restored: list[str]
@@ -989,6 +1003,7 @@ class TurnRevertedEvent(TypedDict):
     type: Literal["turn_reverted"]
     turn: int
     cells_removed: list[str]
+    cells_kept: list[KeptCell]
     whole_turn: bool
     kernel: Literal["restored", "not_restored", "untouched"]
     restored: list[str]

@@ -14,16 +14,18 @@ from ..core.runtime import AgentRuntime
 from ..core.snapshots import SnapshotFailed
 from ..core.text import shorten
 from ..core.turn_review import (
+    NOT_THIS_AGENTS,
     KernelPlan,
     TurnNotFound,
     TurnRecord,
+    kept_reason,
     kernel_count,
     plan_kernel,
     read_turn,
     restore_before_turn,
     revert_answer,
 )
-from ..core.wire import TurnRevert, TurnReview
+from ..core.wire import KeptCell, TurnRevert, TurnReview
 from .host_errors import HostError, attached
 
 log = logging.getLogger(__name__)
@@ -82,6 +84,8 @@ class HostReview:
         if record.reverted:
             raise HostError(409, f"turn {turn} was reverted already")
         known = {c["cell_id"] for c in record.cells}
+        if cells_removed is not None:
+            cells_removed = list(dict.fromkeys(cells_removed))  # a cell is removed once
         foreign = [i for i in cells_removed or [] if i not in known]
         if foreign:
             shown = ", ".join(shorten(i, 40) for i in foreign[:5])
@@ -101,19 +105,44 @@ class HostReview:
         cells_removed: list[str] | None,
         restore_kernel: bool,
     ) -> TurnRevert:
-        if cells_removed is None:
-            present = await _notebook_cells(agent)
-            ids = [c["cell_id"] for c in record.cells if c["cell_id"] in present]
-            try:
-                cells_removed = await agent.notebook.remove_cells(ids)  # type: ignore[attr-defined]
-            except NotebookUnavailable as exc:
-                raise HostError(409, str(exc)) from None
-            if not cells_removed and not restore_kernel:
-                raise HostError(409, f"none of the cells of turn {record.turn} is in the notebook")
+        """The cells named in `cells_removed` the panel deleted itself (after asking, for one
+        the user changed); those still in the live document (a delete not synced yet) go here,
+        unless they are not this session's agent cells of the turn. For the whole turn (or
+        without `cells_removed`) every other cell of the turn still in the notebook goes too,
+        unless the user changed it or it is not this agent's: those are kept and named."""
+        named = set(cells_removed or [])
+        whole = cells_removed is None or restore_kernel
+        live = await _notebook_cells_by_id(agent)
+        to_remove: list[str] = []
+        kept: list[KeptCell] = []
+        for cell in record.cells:
+            cell_id = cell["cell_id"]
+            if cell_id not in named and not whole:
+                continue
+            found = live.get(cell_id)
+            if found is None:
+                continue
+            why = kept_reason(found, agent.session_id, record.turn, cell["code"])
+            if why == NOT_THIS_AGENTS or (why is not None and cell_id not in named):
+                kept.append({"cell_id": cell_id, "first_line": cell["first_line"], "reason": why})
+            else:
+                to_remove.append(cell_id)
+        try:
+            gone = set(await agent.notebook.remove_cells(to_remove)) if to_remove else set()  # type: ignore[attr-defined]
+        except NotebookUnavailable as exc:
+            raise HostError(409, str(exc)) from None
+        kept_ids = {k["cell_id"] for k in kept}
+        removed = [
+            c["cell_id"]
+            for c in record.cells
+            if c["cell_id"] in gone or (c["cell_id"] in named and c["cell_id"] not in kept_ids)
+        ]
+        if cells_removed is None and not removed and not restore_kernel:
+            raise HostError(409, f"none of the cells of turn {record.turn} is in the notebook")
         kernel, reason, report = "untouched", None, {}
         if restore_kernel:
             kernel, reason, report = await self._restore_kernel(agent, record)
-        answer = revert_answer(record, cells_removed, restore_kernel, kernel, report, reason)
+        answer = revert_answer(record, removed, restore_kernel, kernel, report, reason, kept)
         agent.session.append("turn_reverted", **answer)
         agent.events.emit("turn_reverted", **answer)
         return answer
@@ -149,13 +178,18 @@ class HostReview:
 
 async def _notebook_cells(agent: Agent) -> set[str]:
     """The cell ids in the agent's live notebook (none when it cannot be read)."""
+    return set(await _notebook_cells_by_id(agent))
+
+
+async def _notebook_cells_by_id(agent: Agent) -> dict[str, dict[str, Any]]:
+    """The cells of the agent's live notebook by id (none when it cannot be read)."""
     read = getattr(agent.notebook, "cells", None)
     if read is None:
-        return set()
+        return {}
     try:
-        return {str(c.get("id")) for c in await read()}
+        return {str(c.get("id")): c for c in await read()}
     except NotebookUnavailable:
-        return set()
+        return {}
 
 
 def _reverting(host: Any) -> set[str]:
