@@ -20,6 +20,7 @@ from prime_agent_lab.core.turn_review import (
     UNTRUSTED_SNAPSHOT,
     plan_kernel,
     read_turn,
+    revert_text,
 )
 
 SIGNER = Signer(b"the secret of the turn review tests")
@@ -113,3 +114,30 @@ def test_a_turn_whose_cells_never_ran_leaves_the_kernel_untouched(tmp_path: Path
     found = plan(log, None)
     assert found.untouched and found.snapshot is None
     assert read_turn(log, 1).cells[0]["first_line"] == "v0 = 0"
+
+
+def test_the_revert_notice_says_what_came_back_and_what_could_not_and_never_none(
+    tmp_path: Path,
+) -> None:
+    record = read_turn(session(tmp_path, [3, 4]), 1)
+    cells = [c["cell_id"] for c in record.cells]
+
+    failed = [{"name": "z", "reason": "no pickle"}]
+    partial = {"restored": [{"name": "x"}], "removed": ["y"], "failed": failed}
+    nothing = {"restored": [], "removed": [], "failed": failed}
+    plain = {"restored": [], "removed": ["y"], "failed": []}
+
+    assert revert_text(record, cells, True, "restored", partial, None) == (
+        "The user reverted your turn 1: its 2 cells were removed from the notebook and the "
+        "kernel was restored only in part to the snapshot taken before it: brought back: x; "
+        "deleted: y; could not be brought back: z (no pickle)."
+    )
+    assert "nothing was brought back; could not be brought back: z" in revert_text(
+        record, cells, True, "restored", nothing, None
+    )
+    assert revert_text(record, cells, True, "restored", plain, None) == (
+        "The user reverted your turn 1: its 2 cells were removed from the notebook and the "
+        "kernel's variables were restored to the snapshot taken before it; deleted: y."
+    )
+    for report in (partial, nothing, plain):
+        assert "(none)" not in revert_text(record, cells, True, "restored", report, None)

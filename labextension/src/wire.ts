@@ -423,6 +423,7 @@ export interface ITurnCell {
   status: string;
   first_line: string;
   in_notebook: boolean;
+  code: string;
 }
 
 /** Whether "revert turn" can bring the kernel back to how it was as the turn began. */
@@ -450,6 +451,7 @@ export interface IFailedName {
 export interface ITurnRevert {
   turn: number;
   cells_removed: string[];
+  cells_kept: IKeptCell[];
   whole_turn: boolean;
   kernel: 'restored' | 'not_restored' | 'untouched';
   restored: string[];
@@ -778,6 +780,7 @@ export interface ITurnRevertedEvent {
   type: 'turn_reverted';
   turn: number;
   cells_removed: string[];
+  cells_kept: IKeptCell[];
   whole_turn: boolean;
   kernel: 'restored' | 'not_restored' | 'untouched';
   restored: string[];
