@@ -72,6 +72,22 @@ export async function revealCell(
  * Answers the ids it deleted (a cell already gone is skipped). A notebook
  * left empty gets an empty code cell in the same step, as JupyterLab does.
  */
+/**
+ * The cell's source and `metadata.prime_agent` (what a revert checks before
+ * it deletes a cell), or null when the notebook has no such cell.
+ */
+export function cellContentById(
+  notebook: Notebook,
+  cellId: string
+): { source: string; mark: unknown } | null {
+  const index = findCellIndex(notebook, cellId);
+  const cell = index >= 0 ? notebook.model?.sharedModel.cells[index] : undefined;
+  if (!cell) {
+    return null;
+  }
+  return { source: cell.getSource(), mark: cell.getMetadata('prime_agent') ?? null };
+}
+
 export function deleteCellsById(notebook: Notebook, cellIds: readonly string[]): string[] {
   const model = notebook.model;
   if (!model) {

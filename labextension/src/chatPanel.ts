@@ -10,6 +10,7 @@ import { AutonomyControls } from './autonomyView';
 import type { FollowCellsSetting } from './cellFollower';
 import {
   cellExecutionCount,
+  cellContentById,
   cellFirstLine,
   deleteCellsById,
   findCellIndex,
@@ -554,7 +555,8 @@ export class ChatPanel extends Widget {
           return content
             ? {
                 hasCell: cellId => findCellIndex(content, cellId) >= 0,
-                deleteCells: cellIds => deleteCellsById(content, cellIds)
+                deleteCells: cellIds => deleteCellsById(content, cellIds),
+                cellContent: cellId => cellContentById(content, cellId)
               }
             : null;
         }

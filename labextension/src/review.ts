@@ -125,14 +125,73 @@ export function kernelLine(kernel: ITurnKernel): string {
     : `Revert turn cannot restore the kernel: ${kernel.reason ?? NO_SNAPSHOT}.`;
 }
 
-/** The question before "Revert turn": what will happen. */
-export function confirmationText(review: ITurnReview, toRemove: number): string {
-  const gone = review.cells.length - toRemove;
-  const removal =
+/** Why a revert leaves a cell of the turn in the notebook (the server's words too). */
+export const CHANGED_BY_YOU = 'changed by you';
+export const NOT_THIS_AGENTS = "not this agent's cell";
+
+/** A cell of the notebook as the revert checks it: its source and `metadata.prime_agent`. */
+export interface IReviewCellContent {
+  source: string;
+  mark: unknown;
+}
+
+/**
+ * Why a revert must keep this cell (null: it may go): it is not this
+ * session's agent cell of the turn, or its source is not the code the agent
+ * wrote (the user changed it).
+ */
+export function cellKeptReason(
+  content: IReviewCellContent,
+  sessionId: string | null,
+  turn: number,
+  code: string
+): string | null {
+  const mark = content.mark;
+  const ours =
+    typeof mark === 'object' &&
+    mark !== null &&
+    (mark as Record<string, unknown>).session_id === sessionId &&
+    (mark as Record<string, unknown>).turn === turn &&
+    (mark as Record<string, unknown>).role === 'agent';
+  if (!ours) {
+    return NOT_THIS_AGENTS;
+  }
+  return content.source === code ? null : CHANGED_BY_YOU;
+}
+
+/** "1 cell you changed is kept", "2 cells that are not this agent’s are kept". */
+function keptPhrase(reasons: readonly string[]): string[] {
+  const changed = reasons.filter(r => r === CHANGED_BY_YOU).length;
+  const foreign = reasons.length - changed;
+  const phrases: string[] = [];
+  if (changed > 0) {
+    phrases.push(`${cells(changed)} you changed ${changed === 1 ? 'is' : 'are'} kept`);
+  }
+  if (foreign > 0) {
+    phrases.push(
+      `${cells(foreign)} that ${foreign === 1 ? 'is' : 'are'} not this agent’s ` +
+        `${foreign === 1 ? 'is' : 'are'} kept`
+    );
+  }
+  return phrases;
+}
+
+/** The question before "Revert turn": what will happen (`kept`: why each kept cell stays). */
+export function confirmationText(
+  review: ITurnReview,
+  toRemove: number,
+  kept: readonly string[] = []
+): string {
+  const gone = review.cells.length - toRemove - kept.length;
+  const removal = [
     toRemove > 0
       ? `${cells(toRemove)} will be removed from the notebook` +
         (gone > 0 ? ` (${gone} already gone)` : '')
-      : 'no cell of it is left in the notebook';
+      : kept.length > 0
+        ? 'no cell of it will be removed from the notebook'
+        : 'no cell of it is left in the notebook',
+    ...keptPhrase(kept)
+  ].join('; ');
   const kernel = review.kernel.restorable
     ? `the kernel’s variables will be restored to ${snapshotName(review.kernel)}`
     : `the kernel will not be restored (${review.kernel.reason ?? NO_SNAPSHOT}): ` +
@@ -141,6 +200,23 @@ export function confirmationText(review: ITurnReview, toRemove: number): string 
     toRemove > 0 ? ' The notebook’s Undo (Z) brings the cells back, not the variables.' : '';
   return `Revert turn ${review.turn}? ${capitalise(removal)}; ${kernel}.${undo}`;
 }
+
+/** The line when another user (or tab) reverted the turn first. */
+export function revertedElsewhereText(turn: number): string {
+  return (
+    `Turn ${turn} was reverted by another user (or in another tab) first; ` +
+    'its line in the chat says what that revert did.'
+  );
+}
+
+/** The question before removing a cell the user changed. */
+export const REMOVE_CHANGED_TEXT =
+  'You changed this cell since the agent wrote it. Remove it anyway? Undo brings it back.';
+
+/** Why Remove is disabled once the whole turn was reverted (an Undo may bring rows back). */
+export const REVERTED_TITLE =
+  'This turn was reverted: the server records no more removals for it ' +
+  '(delete the cell in the notebook itself)';
 
 /** The line after a revert the server refused (the cells are deleted locally). */
 export function revertErrorText(message: string, deletedHere: number): string {
@@ -189,6 +265,8 @@ export interface IReviewNotebook {
   hasCell(cellId: string): boolean;
   /** Delete these cells in one undoable step; answers the ids it deleted. */
   deleteCells(cellIds: readonly string[]): string[];
+  /** The cell's source and agent mark (null: not in the notebook). */
+  cellContent?(cellId: string): IReviewCellContent | null;
 }
 
 export interface IReviewHost {
@@ -206,11 +284,15 @@ export interface ITurnReviewState {
   kept: Set<string>;
   /** The revert question is shown. */
   confirming: boolean;
+  /** The cell (one the user changed) whose "Remove anyway?" question is shown. */
+  confirmingRemove: string | null;
   /** A revert or removal is under way. */
   busy: boolean;
   error: string | null;
   /** What the last revert or removal from this view did. */
   result: string | null;
+  /** The server refused this view's last revert (`error` says why). */
+  revertFailed: boolean;
 }
 
 function emptyState(): ITurnReviewState {
@@ -220,9 +302,11 @@ function emptyState(): ITurnReviewState {
     review: null,
     kept: new Set(),
     confirming: false,
+    confirmingRemove: null,
     busy: false,
     error: null,
-    result: null
+    result: null,
+    revertFailed: false
   };
 }
 
@@ -321,6 +405,9 @@ export class ReviewModel {
       }
     }
     for (const [turn, facts] of newReverts) {
+      if (facts.whole) {
+        this._settleFailedRevert(turn);
+      }
       // An open review shows the revert; a chat line that does not say whether the whole turn
       // was reverted (an older item) is settled by the server's review (`reverted`).
       if (this._states.get(turn)?.open || (!facts.whole && facts.cells.size === 0)) {
@@ -358,9 +445,44 @@ export class ReviewModel {
     this._changed.emit(turn);
   }
 
-  /** "Remove": delete one cell (undoable), then tell the server (the kernel is untouched). */
+  /**
+   * Why a revert keeps this cell of the turn (null: it may go, or it is not
+   * in the notebook): read from the live notebook model.
+   */
+  keptReason(turn: number, cell: ITurnCell): string | null {
+    const content = this._host.notebook()?.cellContent?.(cell.cell_id);
+    return content ? cellKeptReason(content, this._host.sessionId(), turn, cell.code) : null;
+  }
+
+  /**
+   * "Remove": delete one cell (undoable), then tell the server (the kernel
+   * is untouched). A cell the user changed asks first; a cell that is not
+   * this agent's is never removed.
+   */
   async removeCell(turn: number, cellId: string): Promise<void> {
+    const state = this.state(turn);
+    const cell = state.review?.cells.find(c => c.cell_id === cellId);
+    const reason = cell ? this.keptReason(turn, cell) : null;
+    if (reason === NOT_THIS_AGENTS) {
+      state.error = `That cell is ${NOT_THIS_AGENTS}: it is not removed.`;
+      this._changed.emit(turn);
+      return;
+    }
+    if (reason === CHANGED_BY_YOU && state.confirmingRemove !== cellId) {
+      state.confirmingRemove = cellId;
+      this._changed.emit(turn);
+      return;
+    }
+    state.confirmingRemove = null;
     await this._revert(turn, [cellId], false);
+  }
+
+  cancelRemove(turn: number): void {
+    const state = this.state(turn);
+    if (state.confirmingRemove !== null) {
+      state.confirmingRemove = null;
+      this._changed.emit(turn);
+    }
   }
 
   /** "Revert turn": ask first (the review is read when it is not yet). */
@@ -388,20 +510,37 @@ export class ReviewModel {
     }
   }
 
-  /** The cells of the turn still in the notebook (what a revert deletes). */
+  /** The cells of the turn still in the notebook that a revert deletes (not those it keeps). */
   cellsLeft(turn: number): string[] {
     const review = this.state(turn).review;
     const notebook = this._host.notebook();
     if (!review || !notebook) {
       return [];
     }
-    return review.cells.map(cell => cell.cell_id).filter(id => notebook.hasCell(id));
+    return review.cells
+      .filter(cell => notebook.hasCell(cell.cell_id) && this.keptReason(turn, cell) === null)
+      .map(cell => cell.cell_id);
+  }
+
+  /** Why each cell of the turn still in the notebook that a revert keeps stays. */
+  cellsKept(turn: number): string[] {
+    const review = this.state(turn).review;
+    const notebook = this._host.notebook();
+    if (!review || !notebook) {
+      return [];
+    }
+    return review.cells
+      .filter(cell => notebook.hasCell(cell.cell_id))
+      .map(cell => this.keptReason(turn, cell))
+      .filter((reason): reason is string => reason !== null);
   }
 
   /** The question's text for the turn (empty before the review is read). */
   confirmation(turn: number): string {
     const review = this.state(turn).review;
-    return review ? confirmationText(review, this.cellsLeft(turn).length) : '';
+    return review
+      ? confirmationText(review, this.cellsLeft(turn).length, this.cellsKept(turn))
+      : '';
   }
 
   /** Delete the turn's cells still in the notebook in one step, then POST the revert. */
@@ -451,12 +590,29 @@ export class ReviewModel {
       }
     } catch (error) {
       state.error = revertErrorText(describe(error), deleted.length);
+      state.revertFailed = true;
     } finally {
       state.busy = false;
       this._changed.emit(turn);
     }
-    if (state.open) {
+    if (state.open || state.revertFailed) {
       await this._load(turn);
+    }
+    this._settleFailedRevert(turn);
+  }
+
+  /**
+   * A revert this view sent was refused because another user's came first:
+   * say so, without the promise that Undo brings the cells back (the
+   * winner's Undo does, not this one).
+   */
+  private _settleFailedRevert(turn: number): void {
+    const state = this.state(turn);
+    if (state.revertFailed && this.isReverted(turn)) {
+      state.revertFailed = false;
+      state.error = null;
+      state.result = revertedElsewhereText(turn);
+      this._changed.emit(turn);
     }
   }
 

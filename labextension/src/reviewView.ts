@@ -8,6 +8,10 @@
 import { button, element } from './dom';
 import {
   BUSY_TITLE,
+  CHANGED_BY_YOU,
+  NOT_THIS_AGENTS,
+  REMOVE_CHANGED_TEXT,
+  REVERTED_TITLE,
   cellLabel,
   kernelLine,
   toggleLabel,
@@ -183,6 +187,7 @@ export class ReviewView {
     const state = model.state(turn);
     const removed = model.isRemoved(turn, cell);
     const kept = state.kept.has(cell.cell_id);
+    const keptWhy = removed ? null : model.keptReason(turn, cell);
     const name = `${cellLabel(cell)} ${cell.first_line}`.trim();
     const row = element('li', 'pal-review-cell', 'pal-review-cell');
     row.dataset.cellId = cell.cell_id;
@@ -200,9 +205,18 @@ export class ReviewView {
       'span',
       'pal-review-cell-status',
       'pal-review-cell-status',
-      removed ? 'removed' : kept ? `${ended} · kept` : ended
+      [removed ? 'removed' : ended, kept ? 'kept' : '', keptWhy ?? '']
+        .filter(Boolean)
+        .join(' · ')
     );
     status.dataset.status = removed ? 'removed' : cell.status;
+    if (keptWhy) {
+      row.dataset.keptReason = keptWhy;
+      status.title =
+        keptWhy === CHANGED_BY_YOU
+          ? 'Its code is not what the agent wrote: Revert turn keeps it'
+          : 'The notebook does not mark it as this agent’s cell of the turn: Revert turn keeps it';
+    }
 
     const jump = button('Jump', 'pal-review-jump');
     jump.setAttribute('aria-label', `Jump to ${name}`);
@@ -221,15 +235,42 @@ export class ReviewView {
 
     const remove = button('Remove', 'pal-review-remove');
     remove.setAttribute('aria-label', `Remove ${name}`);
-    remove.disabled = removed || reverted || model.running || state.busy;
-    remove.title = model.running
-      ? BUSY_TITLE
-      : 'Delete this cell from the notebook (Undo brings it back); the kernel keeps what it set';
+    const foreign = keptWhy === NOT_THIS_AGENTS;
+    remove.disabled = removed || reverted || foreign || model.running || state.busy;
+    remove.title = removed
+      ? 'This cell is no longer in the notebook'
+      : reverted
+        ? REVERTED_TITLE
+        : foreign
+          ? `This cell is ${NOT_THIS_AGENTS}: it is not removed from here`
+          : model.running
+            ? BUSY_TITLE
+            : keptWhy === CHANGED_BY_YOU
+              ? 'You changed this cell: asks before deleting it (Undo brings it back)'
+              : 'Delete this cell from the notebook (Undo brings it back); the kernel keeps what it set';
     remove.addEventListener('click', () => void model.removeCell(turn, cell.cell_id));
 
     const actions = element('span', 'pal-review-cell-actions');
     actions.append(jump, keep, remove);
     row.append(count, code, status, actions);
+    if (state.confirmingRemove === cell.cell_id) {
+      const question = element(
+        'div',
+        'pal-review-remove-question',
+        'pal-review-remove-question',
+        REMOVE_CHANGED_TEXT
+      );
+      question.id = `pal-review-remove-question-${cell.cell_id}`;
+      question.setAttribute('role', 'alert');
+      const yes = button('Remove anyway', 'pal-review-confirm-remove');
+      yes.classList.add('pal-mod-warn');
+      yes.setAttribute('aria-describedby', question.id);
+      yes.disabled = model.running || state.busy;
+      yes.addEventListener('click', () => void model.removeCell(turn, cell.cell_id));
+      const no = button('Cancel', 'pal-review-cancel-remove');
+      no.addEventListener('click', () => model.cancelRemove(turn));
+      row.append(question, yes, no);
+    }
     return row;
   }
 
@@ -293,6 +334,10 @@ export class ReviewView {
     if (state.confirming) {
       model.cancelRevert(turn);
       this._focus(turn, 'pal-review-revert');
+      return;
+    }
+    if (state.confirmingRemove !== null) {
+      model.cancelRemove(turn);
       return;
     }
     model.close(turn);

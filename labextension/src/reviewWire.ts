@@ -73,7 +73,8 @@ export function readTurnReview(raw: unknown): ITurnReview | null {
     execution_count: typeof cell.execution_count === 'number' ? cell.execution_count : null,
     status: text(cell.status) || 'ok',
     first_line: text(cell.first_line),
-    in_notebook: cell.in_notebook !== false
+    in_notebook: cell.in_notebook !== false,
+    code: text(cell.code)
   }));
   const kernel = isRecord(raw.kernel) ? raw.kernel : {};
   return {
@@ -96,6 +97,13 @@ export function readTurnRevert(raw: unknown, turn: number): ITurnRevert {
   return {
     turn: typeof loose.turn === 'number' ? loose.turn : turn,
     cells_removed: strings(loose.cells_removed),
+    cells_kept: Array.isArray(loose.cells_kept)
+      ? loose.cells_kept.filter(isRecord).map(k => ({
+          cell_id: text(k.cell_id),
+          first_line: text(k.first_line),
+          reason: text(k.reason)
+        }))
+      : [],
     whole_turn: loose.whole_turn === true,
     kernel: kernel === 'restored' || kernel === 'not_restored' ? kernel : 'untouched',
     restored: strings(loose.restored),

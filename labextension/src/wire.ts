@@ -447,6 +447,13 @@ export interface IFailedName {
   reason: string;
 }
 
+/** A cell of the turn a revert left in the notebook, and why. */
+export interface IKeptCell {
+  cell_id: string;
+  first_line: string;
+  reason: string;
+}
+
 /** `POST .../sessions/<id>/turns/<turn>/revert`: what the revert did. */
 export interface ITurnRevert {
   turn: number;

@@ -6,8 +6,11 @@ import { AgentApiError } from '../src/api';
 import { deleteCellsById } from '../src/cellNavigation';
 import {
   ReviewModel,
+  CHANGED_BY_YOU,
+  NOT_THIS_AGENTS,
   confirmationText,
   revertErrorText,
+  revertedElsewhereText,
   revertsByTurn,
   reviewableTurns,
   type IReviewApi,
@@ -84,7 +87,8 @@ function review(turn: number, cells: string[], extra: Partial<ITurnReview> = {})
       execution_count: i + 2,
       status: 'ok',
       first_line: `${id} = ${i + 2}`,
-      in_notebook: true
+      in_notebook: true,
+      code: `${id} = ${i + 2}`
     })),
     kernel: { restorable: true, reason: null, snapshot_time: '2026-12-02T03:04:05+00:00' },
     reverted: false,
@@ -145,6 +149,39 @@ class StandInNotebook implements IReviewNotebook {
     this.cells = this.cells.filter(id => !deleted.includes(id));
     return deleted;
   }
+}
+
+/** A notebook whose cells have a source and an agent mark (the user may have typed in one). */
+class MarkedNotebook extends StandInNotebook {
+  sources = new Map<string, string>();
+  marks = new Map<string, unknown>();
+
+  cellContent(cellId: string): { source: string; mark: unknown } | null {
+    if (!this.hasCell(cellId)) {
+      return null;
+    }
+    return { source: this.sources.get(cellId) ?? '', mark: this.marks.get(cellId) ?? null };
+  }
+}
+
+/** setUp's turn 1 (`a = 2`, `b = 3`) in a notebook that marks both as this agent's cells. */
+function setUpMarked() {
+  const server = new StandInServer();
+  server.reviews.set(1, review(1, ['a', 'b']));
+  const notebook = new MarkedNotebook(['user', 'a', 'b']);
+  notebook.sources.set('user', 'mine = 1');
+  ['a', 'b'].forEach((id, i) => {
+    notebook.sources.set(id, `${id} = ${i + 2}`);
+    notebook.marks.set(id, { session_id: SESSION, turn: 1, role: 'agent' });
+  });
+  const model = new ReviewModel({
+    api: () => server,
+    sessionId: () => SESSION,
+    notebook: () => notebook
+  });
+  const transcript = live(turnEvents(1, 1, ['a', 'b']));
+  model.sync(SESSION, transcript.entries, transcript.status);
+  return { server, notebook, model, transcript };
 }
 
 function setUp(cells = ['user', 'a', 'b']) {
@@ -380,6 +417,63 @@ describe('ReviewModel', () => {
     model.keep(1, 'b');
     model.sync('other', transcript.entries, transcript.status);
     expect(model.state(1).kept.size).toBe(0);
+  });
+});
+
+describe('a cell the user changed, or that is not this agent’s', () => {
+  it('is kept by Revert turn, and the question says so', async () => {
+    const { model, notebook, server } = setUpMarked();
+    notebook.sources.set('a', 'a = 2\nprint("typed by the user")');
+    await model.toggle(1);
+    expect(model.keptReason(1, model.state(1).review!.cells[0])).toBe(CHANGED_BY_YOU);
+    await model.askRevert(1);
+    expect(model.confirmation(1)).toContain(
+      '1 cell will be removed from the notebook; 1 cell you changed is kept;'
+    );
+    await model.confirmRevert(1);
+    expect(notebook.cells).toEqual(['user', 'a']);
+    expect(server.posts).toEqual([[1, { cells_removed: ['b'], restore_kernel: true }]]);
+  });
+
+  it('asks before Remove deletes it', async () => {
+    const { model, notebook, server } = setUpMarked();
+    notebook.sources.set('a', 'a = 20');
+    await model.toggle(1);
+    await model.removeCell(1, 'a');
+    expect(model.state(1).confirmingRemove).toBe('a');
+    expect(notebook.deletions).toEqual([]);
+    await model.removeCell(1, 'a'); // "Remove anyway"
+    expect(notebook.cells).toEqual(['user', 'b']);
+    expect(server.posts).toEqual([[1, { cells_removed: ['a'], restore_kernel: false }]]);
+  });
+
+  it('is never deleted when the log names a cell the notebook does not mark as this agent’s', async () => {
+    const { model, notebook, server } = setUpMarked();
+    server.reviews.set(1, review(1, ['user', 'b'])); // the session log was edited
+    notebook.sources.set('user', 'user = 2');
+    await model.toggle(1);
+    expect(model.keptReason(1, model.state(1).review!.cells[0])).toBe(NOT_THIS_AGENTS);
+    await model.removeCell(1, 'user');
+    expect(notebook.deletions).toEqual([]);
+    expect(model.state(1).error).toContain(NOT_THIS_AGENTS);
+    await model.askRevert(1);
+    expect(model.confirmation(1)).toContain('1 cell that is not this agent’s is kept');
+    await model.confirmRevert(1);
+    expect(notebook.cells).toContain('user');
+    expect(server.posts).toEqual([[1, { cells_removed: ['b'], restore_kernel: true }]]);
+  });
+});
+
+describe('two users revert the same turn', () => {
+  it('the one that lost is told the other reverted it, without the promise of Undo', async () => {
+    const { model, server } = setUp();
+    await model.askRevert(1);
+    server.reviews.get(1)!.reverted = true; // the other user's revert came first
+    server.refuse = new AgentApiError('turn 1 was reverted already', 409);
+    await model.confirmRevert(1);
+    expect(model.state(1).error).toBeNull();
+    expect(model.state(1).result).toBe(revertedElsewhereText(1));
+    expect(model.state(1).result).not.toContain('Undo');
   });
 });
 

@@ -3,7 +3,7 @@ import { describe, expect, it, vi } from 'vitest';
 
 import { AgentApiError } from '../src/api';
 import type { NotebookAgent } from '../src/notebookAgent';
-import { BUSY_TITLE, ReviewModel, type IReviewApi } from '../src/review';
+import { BUSY_TITLE, REVERTED_TITLE, ReviewModel, type IReviewApi } from '../src/review';
 import { ReviewView } from '../src/reviewView';
 import type { ITurnReview, ITurnRevertRequest } from '../src/reviewWire';
 import { TranscriptModel } from '../src/transcript';
@@ -42,8 +42,8 @@ const REVIEW: ITurnReview = {
   session_id: SESSION,
   turn: 1,
   cells: [
-    { cell_id: 'a', tool_call_id: 't-a', execution_count: 2, status: 'ok', first_line: 'x = 2', in_notebook: true },
-    { cell_id: 'b', tool_call_id: 't-b', execution_count: 3, status: 'ok', first_line: 'y = 3', in_notebook: true }
+    { cell_id: 'a', tool_call_id: 't-a', execution_count: 2, status: 'ok', first_line: 'x = 2', in_notebook: true, code: 'x = 2' },
+    { cell_id: 'b', tool_call_id: 't-b', execution_count: 3, status: 'ok', first_line: 'y = 3', in_notebook: true, code: 'y = 3' }
   ],
   kernel: { restorable: true, reason: null, snapshot_time: '2026-12-02T03:04:05+00:00' },
   reverted: false
@@ -111,6 +111,18 @@ function setUp(events = turnOne()) {
 }
 
 describe('the review under a turn', () => {
+  it('says why Remove is disabled when the turn was reverted and an Undo brought its cells back', async () => {
+    const { node, server, model } = setUp();
+    server.getTurn = async () => ({ ...structuredClone(REVIEW), reverted: true });
+    await model.toggle(1);
+    await settle();
+    const rows = byTestId(node(), 'pal-review-cell');
+    expect(rows.map(row => row.dataset.inNotebook)).toEqual(['true', 'true']);
+    const remove = byTestId(rows[0], 'pal-review-remove')[0] as HTMLButtonElement;
+    expect(remove.disabled).toBe(true);
+    expect(remove.title).toBe(REVERTED_TITLE);
+  });
+
   it('sits after the turn’s last line, named, with the count of its cells', () => {
     const { node, host } = setUp();
     expect(host.lastElementChild).toBe(node());

@@ -1128,6 +1128,7 @@ _INTERFACES: list[type] = [
     TurnKernel,
     TurnReview,
     FailedName,
+    KeptCell,
     TurnRevert,
     *typing.get_args(AgentEvent),
 ]
