@@ -3,9 +3,10 @@ import type { Notebook } from '@jupyterlab/notebook';
 import { describe, expect, it } from 'vitest';
 
 import { AgentApiError } from '../src/api';
-import { deleteCellsById } from '../src/cellNavigation';
+import { cellContentById, deleteCellsById } from '../src/cellNavigation';
 import {
   ReviewModel,
+  cellKeptReason,
   CHANGED_BY_YOU,
   NOT_THIS_AGENTS,
   confirmationText,
@@ -511,5 +512,24 @@ describe('deleting cells through the notebook model', () => {
     const [id] = shared.cells.map(cell => cell.id);
     expect(deleteCellsById(notebookOf(shared), [id])).toEqual([id]);
     expect(shared.cells.map(cell => cell.getSource())).toEqual(['']);
+  });
+
+  it('reads a cell’s source and agent mark, which say whether a revert may delete it', () => {
+    const shared = YNotebook.create();
+    const mark = { session_id: SESSION, turn: 1, role: 'agent' };
+    shared.insertCells(0, [
+      { cell_type: 'code', source: 'x = 2', metadata: { prime_agent: mark } },
+      { cell_type: 'code', source: 'x = 2' }
+    ]);
+    const [agent, user] = shared.cells.map(cell => cell.id);
+    const content = cellContentById(notebookOf(shared), agent)!;
+    expect(content).toEqual({ source: 'x = 2', mark });
+    expect(cellKeptReason(content, SESSION, 1, 'x = 2')).toBeNull();
+    expect(cellKeptReason(content, SESSION, 1, 'x = 1')).toBe(CHANGED_BY_YOU);
+    expect(cellKeptReason(content, SESSION, 2, 'x = 2')).toBe(NOT_THIS_AGENTS);
+    expect(cellKeptReason(content, 'other', 1, 'x = 2')).toBe(NOT_THIS_AGENTS);
+    const mine = cellContentById(notebookOf(shared), user)!;
+    expect(cellKeptReason(mine, SESSION, 1, 'x = 2')).toBe(NOT_THIS_AGENTS);
+    expect(cellContentById(notebookOf(shared), 'gone')).toBeNull();
   });
 });
