@@ -164,3 +164,7 @@ def test_revert_a_turn_removes_its_cells_restores_the_kernel_and_undo_brings_the
     expect(review).to_have_attribute("data-reverted", "true", timeout=UI_TIMEOUT_MS)
     review.get_by_test_id("pal-review-toggle").click()
     expect(review.get_by_role("button", name="Revert turn 1")).to_be_disabled(timeout=UI_TIMEOUT_MS)
+    # The rows Undo brought back: Remove is disabled, and its tooltip says why.
+    remove = review.get_by_test_id("pal-review-remove").first
+    expect(remove).to_be_disabled(timeout=UI_TIMEOUT_MS)
+    expect(remove).to_have_attribute("title", re.compile(r"^This turn was reverted"))
