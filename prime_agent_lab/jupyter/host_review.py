@@ -70,8 +70,9 @@ class HostReview:
     async def revert_turn(
         self, session_id: str, turn: int, cells_removed: list[str] | None, restore_kernel: bool
     ) -> TurnRevert:
-        """Remove the turn's cells (the panel removed `cells_removed` itself; absent: the server
-        removes every one still in the notebook) and, for the whole turn, bring the kernel back
+        """Remove the turn's cells (the panel removed `cells_removed` itself; for the whole turn
+        or without it the server removes the rest it may, see `_revert`) and, for the whole turn,
+        bring the kernel back
         to the snapshot taken before it when one may be used. 409 while a turn runs or for a
         turn already reverted whole, 400 for a cell id not of the turn, 404 for an unknown turn."""
         agent = attached(self.runtime.agents, session_id)

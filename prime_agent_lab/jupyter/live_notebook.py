@@ -246,9 +246,10 @@ class LiveNotebook:
         return list(doc.get()["cells"])
 
     async def remove_cells(self, cell_ids: list[str]) -> list[str]:
-        """Delete the cells with these ids from the live document (reverting a turn, REST and
-        CLI users; the panel deletes through its own notebook model so undo works). Returns the
-        ids that were there, in the order given."""
+        """Delete the cells with these ids from the live document (reverting a turn: the cells
+        a REST client did not remove and a panel's deletes not synced yet; the panel deletes
+        through its own notebook model so undo works). Returns the ids that were there, in the
+        order given. Which cells may go is the caller's check (jupyter/host_review.py)."""
         doc = await self.document()
         wanted = set(cell_ids)
         found: set[str] = set()
