@@ -60,6 +60,7 @@ NO_COUNT = (
 
 CHANGED_BY_YOU = "changed by you"
 NOT_THIS_AGENTS = "not this agent's cell"
+KEPT_BY_YOU = "kept by you"
 
 
 class TurnNotFound(LookupError):
@@ -327,7 +328,11 @@ def _cells_removed(count: int, kept: list[KeptCell]) -> str:
     return f"its {count} cells were removed from the notebook"
 
 
-KEPT_FOR_MODEL = {CHANGED_BY_YOU: "the user changed it", NOT_THIS_AGENTS: "not your cell"}
+KEPT_FOR_MODEL = {
+    CHANGED_BY_YOU: "the user changed it",
+    NOT_THIS_AGENTS: "not your cell",
+    KEPT_BY_YOU: "the user kept it",
+}
 
 
 def _kept_text(kept: list[KeptCell]) -> str:

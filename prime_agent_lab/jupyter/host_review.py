@@ -14,6 +14,7 @@ from ..core.runtime import AgentRuntime
 from ..core.snapshots import SnapshotFailed
 from ..core.text import shorten
 from ..core.turn_review import (
+    KEPT_BY_YOU,
     NOT_THIS_AGENTS,
     KernelPlan,
     TurnNotFound,
@@ -108,22 +109,28 @@ class HostReview:
     ) -> TurnRevert:
         """The cells named in `cells_removed` the panel deleted itself (after asking, for one
         the user changed); those still in the live document (a delete not synced yet) go here,
-        unless they are not this session's agent cells of the turn. For the whole turn (or
-        without `cells_removed`) every other cell of the turn still in the notebook goes too,
-        unless the user changed it or it is not this agent's: those are kept and named."""
+        unless they are not this session's agent cells of the turn. The panel's choice holds: a
+        cell of the turn it did not name stays (the user's edit of it may not have reached this
+        document yet) and is named as kept. Without `cells_removed` (REST) every cell of the
+        turn still in the notebook goes, unless the user changed it or it is not this agent's:
+        those are kept and named."""
         named = set(cells_removed or [])
-        whole = cells_removed is None or restore_kernel
         live = await _notebook_cells_by_id(agent)
         to_remove: list[str] = []
         kept: list[KeptCell] = []
         for cell in record.cells:
             cell_id = cell["cell_id"]
-            if cell_id not in named and not whole:
-                continue
             found = live.get(cell_id)
             if found is None:
                 continue
             why = kept_reason(found, agent.session_id, record.turn, cell["code"])
+            if cells_removed is not None and cell_id not in named:
+                if restore_kernel:  # a whole turn: say what stays
+                    reason = why or KEPT_BY_YOU
+                    kept.append(
+                        {"cell_id": cell_id, "first_line": cell["first_line"], "reason": reason}
+                    )
+                continue
             if why == NOT_THIS_AGENTS or (why is not None and cell_id not in named):
                 kept.append({"cell_id": cell_id, "first_line": cell["first_line"], "reason": why})
             else:
