@@ -21,7 +21,7 @@ import { GATE_NOTICES, GATE_PASSED } from './autonomy';
 import { renderGateLine, renderGateText } from './autonomyView';
 import { switchButton, TAKEN_OVER } from './takeover';
 import { renderAnswerFooter } from './modelCostView';
-import type { ChildStatus } from './wire';
+import type { CellDecision, ChildStatus } from './wire';
 
 export interface IEntryViewContext {
   /** First line of the cell's source in the notebook, if the cell exists. */
@@ -90,6 +90,19 @@ const STATUS_LABELS: Record<CellLineStatus, string> = {
   aborted: 'not run (aborted after an earlier error)',
   skipped: 'not run (withdrawn by Stop)'
 };
+
+/** A `skipped` cell's words when a user's answer in ask mode kept it from running. */
+const DECISION_LABELS: Record<CellDecision, string> = {
+  skip: 'not run (skipped with Skip)',
+  edit: 'not run (edited: the edited code runs in the next cell)'
+};
+
+function cellLabel(entry: ICellEntry): string {
+  if (entry.status === 'skipped' && entry.decision) {
+    return DECISION_LABELS[entry.decision] ?? STATUS_LABELS.skipped;
+  }
+  return STATUS_LABELS[entry.status] ?? String(entry.status);
+}
 
 export function renderEntry(
   entry: TranscriptEntry,
@@ -370,7 +383,10 @@ function renderCellLine(
     source === null
       ? '(cell no longer in the notebook)'
       : firstLine(source) || '(empty cell)';
-  const label = STATUS_LABELS[entry.status] ?? String(entry.status);
+  const label = cellLabel(entry);
+  if (entry.decision) {
+    line.dataset.decision = entry.decision;
+  }
   line.title = [
     `Cell ${entry.status === 'waiting' && entry.waitingText ? entry.waitingText : label}: ` +
       'click to show it in the notebook',

@@ -12,6 +12,7 @@ import {
   STOP_NOTICES,
   WARNING_NOTICES,
   type AgentEvent,
+  type CellDecision,
   type CellStatus,
   type ChatItem,
   type ChatItemType,
@@ -108,6 +109,11 @@ export interface ICellEntry extends IEntryBase {
   preview: string;
   /** What the cell waits for while `status` is `waiting`. */
   waitingText: string;
+  /**
+   * Why a `skipped` cell did not run: the user's Skip or Edit in ask mode;
+   * null (or absent): withdrawn by Stop.
+   */
+  decision?: CellDecision | null;
 }
 
 export interface IRetryEntry extends IEntryBase {
@@ -174,6 +180,11 @@ export type TranscriptChange =
   | { type: 'reset' }
   | { type: 'added'; entry: TranscriptEntry }
   | { type: 'updated'; entry: TranscriptEntry };
+
+/** The user's answer that kept a cell from running, when the server names one. */
+function cellDecision(value: unknown): CellDecision | null {
+  return value === 'skip' || value === 'edit' ? value : null;
+}
 
 /** The status line's text while an agent cell waits (when the event has none). */
 export const WAITING_TEXT = 'waiting for your cell to finish';
@@ -259,7 +270,8 @@ const ITEM_ENTRIES: { [K in ChatItemType]: ItemReader<K> } = {
     executionCount: typeof item.execution_count === 'number' ? item.execution_count : null,
     code: typeof item.code === 'string' && item.code ? item.code : null,
     preview: text(item.preview),
-    waitingText: ''
+    waitingText: '',
+    decision: cellDecision(item.decision)
   }),
   error: (item, id, turn) => ({ kind: 'error', id, turn, message: text(item.message) }),
   refinement: (item, id, turn) => refinementEntry(id, turn, item),
@@ -554,7 +566,8 @@ export class TranscriptModel {
         const update: Partial<ICellEntry> = {
           status: event.status,
           preview: text(event.preview),
-          waitingText: ''
+          waitingText: '',
+          decision: cellDecision(event.decision)
         };
         // Keep a count already known when the server has none to give.
         if (typeof event.execution_count === 'number') {
@@ -803,7 +816,7 @@ export class TranscriptModel {
     turn: number | null,
     cellId: string,
     update: Partial<
-      Pick<ICellEntry, 'status' | 'code' | 'executionCount' | 'preview' | 'waitingText'>
+      Pick<ICellEntry, 'status' | 'code' | 'executionCount' | 'preview' | 'waitingText' | 'decision'>
     >
   ): void {
     const existing = this.findCellEntry(cellId);
@@ -821,7 +834,8 @@ export class TranscriptModel {
       executionCount: update.executionCount ?? null,
       code: update.code ?? null,
       preview: update.preview ?? '',
-      waitingText: update.waitingText ?? ''
+      waitingText: update.waitingText ?? '',
+      decision: update.decision ?? null
     });
   }
 

@@ -10,6 +10,8 @@ export type SessionStatus = 'idle' | 'running' | 'inactive' | 'broken';
 
 export type CellStatus = 'ok' | 'error' | 'timeout' | 'died' | 'interrupted' | 'aborted' | 'skipped';
 
+export type CellDecision = 'skip' | 'edit';
+
 export type StopReason = 'end_turn' | 'stopped' | 'shutdown' | 'error' | 'max_iterations' | 'interrupted';
 
 export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'project_untrusted' | 'continuation' | 'gate_passed' | 'gate_failed' | 'autonomy' | 'goal' | 'session_unreadable' | 'mcp_call' | 'mcp_call_failed' | 'turn_reverted';
@@ -123,6 +125,7 @@ export interface ICellItem {
   status: CellStatus;
   execution_count: number | null;
   preview: string;
+  decision?: CellDecision;
 }
 
 export interface IErrorItem {
@@ -571,6 +574,7 @@ export interface ICellFinishedEvent {
   status: CellStatus;
   execution_count: number | null;
   preview: string;
+  decision?: CellDecision;
 }
 
 export interface IRetryEvent {

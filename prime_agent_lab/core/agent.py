@@ -800,7 +800,9 @@ class Agent:
         note = "[Prime Agent] the user edited this cell; the edited code ran in the next cell"
         cell.apply(OutputEvent("note", output=_stream("stderr", f"{note}\n")))
         cell.finish(None)
-        self._emit_unrun(turn, cell.cell_id, "edited: the edited code runs in the next cell")
+        self._emit_unrun(
+            turn, cell.cell_id, "edited: the edited code runs in the next cell", decision="edit"
+        )
         told = (
             f"[edited] The user edited your code before it ran; this ran instead:\n{decision.code}"
         )
@@ -829,10 +831,12 @@ class Agent:
             await self.notebook.save()
         self.events.emit("cell_skipped", turn=turn, cell_id=cell.cell_id, tool_call_id=call.id)
         self._record_not_run(turn, call, cell.cell_id, observation)
-        self._emit_unrun(turn, cell.cell_id, observation)
+        skipped = {"decision": "skip"} if decision.action == "skip" else {}
+        self._emit_unrun(turn, cell.cell_id, observation, **skipped)
 
-    def _emit_unrun(self, turn: int, cell_id: str, preview: str) -> None:
-        """The cell's `cell_finished` (status `skipped`): it is done without running."""
+    def _emit_unrun(self, turn: int, cell_id: str, preview: str, **decision: str) -> None:
+        """The cell's `cell_finished` (status `skipped`): it is done without running;
+        `decision`: the user's Skip or Edit (none: withdrawn by Stop)."""
         self.events.emit(
             "cell_finished",
             turn=turn,
@@ -840,6 +844,7 @@ class Agent:
             status="skipped",
             execution_count=None,
             preview=preview,
+            **decision,
         )
 
     def _record_not_run(

@@ -549,17 +549,20 @@ def _images_shape(entry: Entry) -> str | None:
 def _cell_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
     if not entry.get("cell_id"):
         return []
-    return [
-        {
-            "type": "cell",
-            "turn": entry.get("turn"),  # type: ignore[typeddict-item]
-            "cell_id": entry["cell_id"],
-            "code": context.code_by_call.get(entry.get("tool_call_id", "")) or "",
-            "status": entry.get("status"),  # type: ignore[typeddict-item]
-            "execution_count": entry.get("execution_count"),
-            "preview": entry.get("preview", ""),
-        }
-    ]
+    item: ChatItem = {
+        "type": "cell",
+        "turn": entry.get("turn"),  # type: ignore[typeddict-item]
+        "cell_id": entry["cell_id"],
+        "code": context.code_by_call.get(entry.get("tool_call_id", "")) or "",
+        "status": entry.get("status"),  # type: ignore[typeddict-item]
+        "execution_count": entry.get("execution_count"),
+        "preview": entry.get("preview", ""),
+    }
+    if entry.get("status") == "skipped" and (
+        context.decision_by_call.get(entry.get("tool_call_id", "")) == "skip"
+    ):
+        item["decision"] = "skip"
+    return [item]
 
 
 ASSISTANT_MESSAGE = EntryType(
@@ -1098,6 +1101,30 @@ PERMISSION_CHANGE = EntryType(
     in_history=always,
 )
 
+
+def _approval_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
+    """A skip marks the cell line its `tool_result` makes; an edit is the waiting cell's own line
+    (it has no `tool_result`: the edited code's cell has it, and shows the edited code)."""
+    call_id = str(entry.get("tool_call_id", ""))
+    decision = entry.get("decision")
+    if decision == "skip":
+        context.decision_by_call[call_id] = "skip"
+    if decision != "edit" or not isinstance(entry.get("cell_id"), str):
+        return []
+    item: ChatItem = {
+        "type": "cell",
+        "turn": entry.get("turn"),  # type: ignore[typeddict-item]
+        "cell_id": entry["cell_id"],
+        "code": context.code_by_call.get(call_id) or "",
+        "status": "skipped",
+        "execution_count": None,
+        "preview": "edited: the edited code runs in the next cell",
+        "decision": "edit",
+    }
+    context.code_by_call[call_id] = text_of(entry, "code")
+    return [item]
+
+
 CELL_APPROVAL = EntryType(
     "cell_approval",
     "Ask mode: the user's answer to a waiting agent cell: `run`, `edit` (then `code` is what "
@@ -1110,6 +1137,8 @@ CELL_APPROVAL = EntryType(
         "code": Field(str, "the edited code that ran (edit only)"),
     },
     {"turn": 1, "tool_call_id": "c1", "cell_id": "cell-1", "decision": "edit", "code": "1 + 1"},
+    chat=_approval_chat,
+    chat_items=("cell",),
     in_history=always,
 )
 

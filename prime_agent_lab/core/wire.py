@@ -39,6 +39,10 @@ SessionStatus = Literal["idle", "running", "inactive", "broken"]
 CellStatus = Literal[ExecutionStatus, "skipped"]
 """How an agent cell ended. `skipped`: withdrawn by Stop before it reached the kernel."""
 
+CellDecision = Literal["skip", "edit"]
+"""Ask mode: why a `skipped` cell did not run when a user answered it (docs/pairing.md, section
+4): `skip` (Skip), `edit` (Edit: the edited code runs in a new cell). Absent: withdrawn by Stop."""
+
 ChildStatus = Literal["running", "idle", "inactive", "replied", "completed", "error"]
 """A sub-agent's state as its parent sees it: `replied` (its last task ended after it messaged
 the parent), `completed` (ended without replying), `error` (ended with an error), `idle` (loaded,
@@ -207,6 +211,7 @@ class CellItem(TypedDict):
     status: CellStatus
     execution_count: int | None
     preview: str
+    decision: NotRequired[CellDecision]
 
 
 class ErrorItem(TypedDict):
@@ -717,6 +722,7 @@ class CellFinishedEvent(TypedDict):
     status: CellStatus
     execution_count: int | None
     preview: str
+    decision: NotRequired[CellDecision]
 
 
 class RetryEvent(TypedDict):
@@ -1054,6 +1060,7 @@ def _tag(cls: type) -> str:
 _ALIASES: dict[str, object] = {
     "SessionStatus": SessionStatus,
     "CellStatus": CellStatus,
+    "CellDecision": CellDecision,
     "StopReason": StopReason,
     "NoticeKind": NoticeKind,
     "ErrorKind": ErrorKind,
