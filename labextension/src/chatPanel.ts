@@ -36,6 +36,7 @@ import { ReviewModel } from './review';
 import { ReviewView } from './reviewView';
 import { SessionListModel } from './sessionList';
 import { SESSION_LIST_ID, SessionListView } from './sessionListView';
+import { OLDER_SESSION_STATUS } from './takeover';
 import {
   WAITING_TEXT,
   type IMessageOrigin,
@@ -444,7 +445,7 @@ export class ChatPanel extends Widget {
               ? 'running'
               : agent.transcript.status === 'inactive'
                 ? agent.takenOver
-                  ? 'Switching to the notebook’s current session…'
+                  ? `${OLDER_SESSION_STATUS[0].toUpperCase()}${OLDER_SESSION_STATUS.slice(1)}.`
                   : UNLOADED_TEXT
                 : 'idle';
           break;
