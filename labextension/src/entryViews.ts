@@ -143,7 +143,7 @@ function renderUser(entry: IUserEntry, context: IEntryViewContext): HTMLElement 
   if (origin) {
     return renderAgentMessage(entry, origin, context);
   }
-  const node = element('div', 'pal-user', 'pal-user', entry.text);
+  const node = isolated(element('div', 'pal-user', 'pal-user', entry.text));
   node.classList.toggle('pal-mod-pending', entry.pending);
   if (entry.mode) {
     node.dataset.mode = entry.mode; // sent while a turn ran: a steer, or a queued follow-up
@@ -198,7 +198,7 @@ function renderAgentMessage(
   }
   node.append(
     header,
-    element('div', 'pal-message-text', undefined, messageBody(entry.text))
+    isolated(element('div', 'pal-message-text', undefined, messageBody(entry.text)))
   );
   return node;
 }
@@ -224,9 +224,9 @@ function senderName(origin: IMessageOrigin, context: IEntryViewContext): HTMLEle
   const name = origin.name || origin.sessionId || 'another agent';
   const path = context.senderNotebookPath(origin);
   if (!path && !origin.sessionId) {
-    return element('span', 'pal-sender-name', 'pal-sender-name', name);
+    return isolated(element('span', 'pal-sender-name', 'pal-sender-name', name));
   }
-  const link = linkButton('pal-sender-link', 'pal-sender-link', name);
+  const link = isolated(linkButton('pal-sender-link', 'pal-sender-link', name));
   link.title = path ? `Open ${path}` : 'Open this agent’s notebook';
   if (path) {
     link.dataset.path = path;
@@ -349,7 +349,7 @@ function renderAnswerText(
   entry: IAssistantEntry,
   context: IEntryViewContext
 ): HTMLElement {
-  const node = element('div', 'pal-assistant', 'pal-assistant', entry.text);
+  const node = isolated(element('div', 'pal-assistant', 'pal-assistant', entry.text));
   if (entry.streaming) {
     // Plain text while it streams: cheap to redraw on every delta.
     node.classList.add('pal-mod-streaming');
@@ -407,7 +407,7 @@ function renderCellLine(
     undefined,
     executionCount !== null ? `[${executionCount}]` : '[ ]'
   );
-  const codeNode = element('code', 'pal-cell-code', undefined, code);
+  const codeNode = isolated(element('code', 'pal-cell-code', undefined, code), 'ltr');
   line.append(status, count, codeNode);
   if (entry.status === 'waiting') {
     line.append(element('span', 'pal-cell-waiting', 'pal-cell-waiting', entry.waitingText));
@@ -424,6 +424,18 @@ function renderCellLine(
   return line;
 }
 
+
+/**
+ * Text from a user or a model in its own bidirectional context: a
+ * right-to-left override (U+202E) in it cannot reorder what follows it
+ * outside its element, and its direction comes from its own first strong
+ * character (code reads left to right).
+ */
+function isolated<T extends HTMLElement>(node: T, dir: 'auto' | 'ltr' = 'auto'): T {
+  node.dir = dir;
+  node.classList.add('pal-bidi-isolate');
+  return node;
+}
 
 /** A button that looks like a link (it opens a notebook, it does not navigate). */
 export function linkButton(className: string, testId: string, label: string): HTMLButtonElement {
