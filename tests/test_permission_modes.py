@@ -162,6 +162,23 @@ async def test_a_cell_withdrawn_by_stop_names_no_decision(
     assert line["status"] == "skipped" and "decision" not in line
 
 
+async def test_plan_mode_shows_a_line_with_the_code_it_did_not_run_live_and_after_a_reload(
+    host: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(host, agent_script([{"code": "print(6 * 7)"}, {"text": "a plan in words"}]))
+    agent: Agent = await host.attach(make_notebook("plan-line.ipynb"))
+    assert (await put_mode(jp_fetch, agent.session_id, "plan")).code == 200
+    events = agent.events.subscribe()
+    await host.send(agent.session_id, "go")
+    notice = await next_event(events, "notice", timeout=60)
+    assert (notice["kind"], notice["code"]) == ("plan_not_run", "print(6 * 7)")
+    assert "plan mode" in notice["text"]
+    await next_event(events, "turn_ended", timeout=60)
+    (line,) = [i for i in chat_transcript(agent.session) if i.get("kind") == "plan_not_run"]
+    assert (line["type"], line["turn"], line["code"]) == ("notice", 1, "print(6 * 7)")
+    assert line["text"] == notice["text"]
+
+
 async def test_plan_mode_never_runs_a_cell_and_tells_the_model(
     host: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any, tmp_path: Path
 ) -> None:

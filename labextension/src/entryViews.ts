@@ -277,6 +277,9 @@ function renderNotice(entry: INoticeEntry, context: IEntryViewContext): HTMLElem
   if (entry.noticeKind === 'session_untrusted' && context.trustSession) {
     node.append(trustButton(context.trustSession));
   }
+  if (entry.noticeKind === 'plan_not_run' && entry.code) {
+    node.append(codeDetails(entry.code));
+  }
   if (entry.noticeKind === TAKEN_OVER && context.followCurrentSession) {
     node.append(' ', switchButton(context.followCurrentSession));
   }
@@ -299,6 +302,15 @@ function renderNotice(entry: INoticeEntry, context: IEntryViewContext): HTMLElem
     }
   }
   return node;
+}
+
+/** The code a plan-mode line did not run, closed until asked for. */
+function codeDetails(code: string): HTMLElement {
+  const details = element('details', 'pal-plan-code', 'pal-plan-code');
+  const summary = element('summary', 'pal-plan-code-summary', undefined, 'Show the code');
+  const pre = isolated(element('pre', 'pal-plan-code-text', undefined, code), 'ltr');
+  details.append(summary, pre);
+  return details;
 }
 
 /**

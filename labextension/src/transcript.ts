@@ -149,6 +149,8 @@ export interface INoticeEntry extends IEntryBase {
    * (`turn: null`): it stays where the revert happened, after later turns.
    */
   revert?: IRevertFacts;
+  /** `plan_not_run`: the code the model asked to run. */
+  code?: string;
 }
 
 /** Notice kinds the panel makes itself (the server's are `NoticeKind`). */
@@ -282,9 +284,16 @@ const ITEM_ENTRIES: { [K in ChatItemType]: ItemReader<K> } = {
     text: text(item.text),
     tone: noticeTone(item.kind),
     noticeKind: item.kind ?? (item.stop_reason ? 'stop' : null),
-    ...gateOf(item)
+    ...gateOf(item),
+    ...codeOf(item)
   })
 };
+
+/** A notice's code (`plan_not_run`), when it has one. */
+function codeOf(raw: unknown): { code?: string } {
+  const code = raw && typeof raw === 'object' ? (raw as LooseRecord).code : undefined;
+  return typeof code === 'string' && code ? { code } : {};
+}
 
 /** Warning-styled notice kinds, as core/entry_types.py declares them. */
 function noticeTone(kind: string | null | undefined): 'info' | 'warning' {
@@ -914,6 +923,7 @@ export class TranscriptModel {
       tone: noticeTone(noticeKind),
       noticeKind,
       ...gateOf(raw),
+      ...codeOf(raw),
       ...(revert ? { revert } : {})
     });
   }

@@ -91,3 +91,50 @@ describe('a cell not run in ask mode says why', () => {
     ]);
   });
 });
+
+describe('a call plan mode did not run', () => {
+  function planLine(model: TranscriptModel): HTMLElement {
+    const entry = model.entries.find(e => e.kind === 'notice' && e.noticeKind === 'plan_not_run');
+    expect(entry).toBeDefined();
+    return renderEntry(entry!, entryContext());
+  }
+
+  function expectLineWithCode(node: HTMLElement): void {
+    expect(node.textContent).toContain('plan mode');
+    const details = node.querySelector<HTMLDetailsElement>('[data-testid="pal-plan-code"]');
+    expect(details?.open).toBe(false);
+    expect(details?.querySelector('pre')?.textContent).toBe('print(6 * 7)');
+  }
+
+  it('live: a line saying it was not run, which opens on the code', () => {
+    const model = new TranscriptModel();
+    model.load([], 0);
+    model.apply(
+      event(1, {
+        type: 'notice',
+        turn: 1,
+        kind: 'plan_not_run',
+        text: 'Not run: this session is in plan mode, where no cell runs.',
+        code: 'print(6 * 7)'
+      })
+    );
+    expectLineWithCode(planLine(model));
+  });
+
+  it('after a reload: the same line from the transcript', () => {
+    const model = new TranscriptModel();
+    model.load(
+      [
+        {
+          type: 'notice',
+          turn: 1,
+          kind: 'plan_not_run',
+          text: 'Not run: this session is in plan mode, where no cell runs.',
+          code: 'print(6 * 7)'
+        }
+      ] as unknown as ChatItem[],
+      3
+    );
+    expectLineWithCode(planLine(model));
+  });
+});

@@ -25,6 +25,7 @@ from .messages import PYTHON_TOOL, Message, ModelRequest, ModelResponse, ToolCal
 from .observation import build_observation
 from .permission import (
     AWAITING_NOTE,
+    PLAN_NOT_RUN_TEXT,
     PLAN_OBSERVATION,
     SKIPPED_OBSERVATION,
     Approvals,
@@ -601,6 +602,9 @@ class Agent:
             return
         if self.permission.mode == "plan":
             self._record_not_run(turn, call, None, PLAN_OBSERVATION)
+            self.events.emit(
+                "notice", turn=turn, kind="plan_not_run", text=PLAN_NOT_RUN_TEXT, code=code
+            )
             return
         self._in_cell = True
         try:

@@ -186,6 +186,11 @@ NOTICE_KINDS: dict[str, NoticeKindSpec] = {
         "the user reverted an agent turn or removed cells of it (the chat's line of a "
         "`turn_reverted` entry, which the model reads itself)"
     ),
+    "plan_not_run": NoticeKindSpec(
+        "plan mode: the code the model asked to run was not run (the chat's line of its "
+        "`tool_result`, with the `code`)",
+        for_the_user_only=True,
+    ),
 }
 """Every kind of notice: a `notice` entry's `kind`, and the notice lines other types make."""
 
@@ -546,9 +551,20 @@ def _images_shape(entry: Entry) -> str | None:
     return None if all(_is_image(i) for i in entry.get("images", [])) else "malformed images"
 
 
+def _plan_not_run(entry: Entry, context: ChatContext) -> list[ChatItem]:
+    """A call plan mode refused has no cell: its line says so and carries the code."""
+    from .permission import PLAN_NOT_RUN_TEXT, PLAN_OBSERVATION  # it imports wire, wire this
+
+    if entry.get("status") != "skipped" or entry.get("observation") != PLAN_OBSERVATION:
+        return []
+    item = notice_item(entry, "plan_not_run", PLAN_NOT_RUN_TEXT)[0]
+    item["code"] = context.code_by_call.get(entry.get("tool_call_id", "")) or ""
+    return [item]
+
+
 def _cell_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
     if not entry.get("cell_id"):
-        return []
+        return _plan_not_run(entry, context)
     item: ChatItem = {
         "type": "cell",
         "turn": entry.get("turn"),  # type: ignore[typeddict-item]
@@ -636,7 +652,7 @@ TOOL_RESULT = EntryType(
         f"[cell output] {cut_for_summary(text_of(entry, 'observation'))}"
     ],
     chat=_cell_chat,
-    chat_items=("cell",),
+    chat_items=("cell", "notice"),
     in_history=always,
     shape=_images_shape,
 )

@@ -230,6 +230,8 @@ class NoticeItem(TypedDict):
     text: str
     stop_reason: NotRequired[StopReason]
     kind: NotRequired[NoticeKind]
+    code: NotRequired[str]
+    """`plan_not_run`: the code the model asked to run."""
 
 
 # ---------------------------------------------------------------- refine (docs/harness.md)
@@ -753,6 +755,9 @@ class NoticeEvent(TypedDict):
     text: str
     reason: NotRequired[str]
     """For a `continuation`: why the turn went on (`goal`, `gate`, `autonomous`, `wrap_up`)."""
+    code: NotRequired[str]
+    """`plan_not_run`: the code the model asked to run (the event only; the log has its
+    `tool_result`)."""
 
 
 class ModelChangeEvent(TypedDict):
