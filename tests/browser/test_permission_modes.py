@@ -5,6 +5,7 @@ mode is still shown after a reload."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -62,9 +63,59 @@ def test_ask_mode_waits_for_the_user_and_edit_runs_the_edited_code(
     expect(panel.get_by_test_id("pal-assistant").last).to_have_text(
         "It printed 54.", timeout=TURN_TIMEOUT_MS
     )
+    _expect_edited_then_ran(panel)
 
     page.reload()
     panel = _open_panel(page)
     expect(panel.get_by_role("combobox", name="Permission mode")).to_have_value(
         "ask", timeout=UI_TIMEOUT_MS
     )
+    _expect_edited_then_ran(panel)  # the same words from the transcript
+
+
+def _expect_edited_then_ran(panel: Any) -> None:
+    """The waiting cell's line says Edit replaced it (not Stop); the edited code's line ran."""
+    from playwright.sync_api import expect
+
+    lines = panel.get_by_test_id("pal-cell-line")
+    expect(lines).to_have_count(2, timeout=UI_TIMEOUT_MS)
+    expect(lines.first).to_have_attribute("data-status", "skipped")
+    expect(lines.first).to_have_attribute("data-decision", "edit")
+    expect(lines.first).to_have_attribute("title", re.compile(r"^Cell not run \(edited: "))
+    expect(lines.first).not_to_have_attribute("title", re.compile("withdrawn by Stop"))
+    expect(lines.last).to_have_attribute("data-status", "ok")
+    expect(lines.last).to_contain_text("print(6 * 9)")
+
+
+def test_skip_says_skipped_not_withdrawn_by_stop_live_and_after_a_reload(
+    lab_server: LabServer, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    name = "permission-skip.ipynb"
+    _create_notebook(lab_server, name)
+    _open_notebook(page, lab_server, name)
+    _wait_for_idle_kernel(lab_server, name, KERNEL_IDLE_TIMEOUT)
+    panel = _open_panel(page)
+    expect(panel.get_by_test_id("pal-status")).to_have_attribute(
+        "data-connection", "connected", timeout=UI_TIMEOUT_MS
+    )
+    panel.get_by_role("combobox", name="Permission mode").select_option("ask")
+    send_to_chat(panel, "Compute it.")
+    bar = panel.get_by_test_id("pal-approval")
+    expect(bar).to_be_visible(timeout=TURN_TIMEOUT_MS)
+    bar.get_by_test_id("pal-approval-skip").click()
+    expect(bar).to_be_hidden(timeout=UI_TIMEOUT_MS)
+    expect(panel.get_by_test_id("pal-status")).to_have_attribute(
+        "data-status", "idle", timeout=TURN_TIMEOUT_MS
+    )
+    for reloaded in (False, True):
+        if reloaded:
+            page.reload()
+            panel = _open_panel(page)
+        line = panel.get_by_test_id("pal-cell-line")
+        expect(line).to_have_count(1, timeout=UI_TIMEOUT_MS)
+        expect(line).to_have_attribute("data-status", "skipped")
+        expect(line).to_have_attribute("data-decision", "skip")
+        expect(line).to_have_attribute("title", re.compile(r"^Cell not run \(skipped with Skip\)"))
+        expect(line).not_to_have_attribute("title", re.compile("withdrawn by Stop"))
