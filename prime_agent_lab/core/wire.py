@@ -37,7 +37,8 @@ SessionStatus = Literal["idle", "running", "inactive", "broken"]
 `broken`: a damaged session file, listed with a `reason`."""
 
 CellStatus = Literal[ExecutionStatus, "skipped"]
-"""How an agent cell ended. `skipped`: withdrawn by Stop before it reached the kernel."""
+"""How an agent cell ended. `skipped`: not run (withdrawn by Stop before it reached the kernel,
+or answered with Skip or Edit in ask mode: see `CellDecision`)."""
 
 CellDecision = Literal["skip", "edit"]
 """Ask mode: why a `skipped` cell did not run when a user answered it (docs/pairing.md, section
