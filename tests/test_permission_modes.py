@@ -122,6 +122,8 @@ async def test_a_skipped_cell_says_skip_live_and_after_a_reload(
         host, jp_fetch, make_notebook, agent_script, "skip-words.ipynb"
     )
     await decide(jp_fetch, agent, waiting["tool_call_id"], "skip")
+    skipped = await next_event(events, "cell_skipped")
+    assert skipped.get("decision") == "skip"
     finished = await next_event(events, "cell_finished")
     assert (finished["status"], finished.get("decision")) == ("skipped", "skip")
     await next_event(events, "turn_ended", timeout=60)
@@ -155,6 +157,8 @@ async def test_a_cell_withdrawn_by_stop_names_no_decision(
         host, jp_fetch, make_notebook, agent_script, "stop-words.ipynb"
     )
     assert await host.stop(agent.session_id)
+    skipped = await next_event(events, "cell_skipped")
+    assert "decision" not in skipped
     finished = await next_event(events, "cell_finished")
     assert finished["status"] == "skipped" and "decision" not in finished
     await wait_for(lambda: not agent.running)

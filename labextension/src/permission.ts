@@ -30,8 +30,8 @@ export interface IWaitingCell {
   code: string;
 }
 
-/** How a waiting cell was answered: run as written, run edited, or not run (Skip or Stop). */
-export type CellAnswer = 'ran' | 'edited' | 'skipped';
+/** How a waiting cell was answered: run as written, run edited, not run (Skip), or the Stop. */
+export type CellAnswer = 'ran' | 'edited' | 'skipped' | 'stopped';
 
 /** What PermissionModel needs of the API client. */
 export interface IPermissionApi {
@@ -117,7 +117,13 @@ export class PermissionModel {
       case 'cell_skipped':
         this._answers.set(
           event.tool_call_id,
-          event.type === 'cell_skipped' ? 'skipped' : event.edited ? 'edited' : 'ran'
+          event.type === 'cell_skipped'
+            ? event.decision === 'skip'
+              ? 'skipped'
+              : 'stopped'
+            : event.edited
+              ? 'edited'
+              : 'ran'
         );
         this._waiting = this._waiting.filter(cell => cell.toolCallId !== event.tool_call_id);
         break;

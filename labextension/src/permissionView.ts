@@ -17,7 +17,8 @@ import {
 const OVERTAKEN: Record<CellAnswer | 'unknown', string> = {
   ran: 'ran the agent’s code',
   edited: 'ran their own edit',
-  skipped: 'not run (skipped, or the turn was stopped)',
+  skipped: 'not run (skipped with Skip)',
+  stopped: 'not run (the turn was stopped)',
   unknown: 'no longer waiting'
 };
 
@@ -91,7 +92,9 @@ export class PermissionControls {
     if (editing && !model?.waiting.some(cell => cell.toolCallId === editing.cell.toolCallId)) {
       this._editing = null;
       const answer = model?.answerOf(editing.cell.toolCallId) ?? null;
-      const mine = this._submitted === editing.cell.toolCallId && answer !== 'ran' && answer !== 'skipped';
+      // This tab's own Run edited: its answer is an edit (or the server's list dropped the cell).
+      const mine =
+        this._submitted === editing.cell.toolCallId && (answer === 'edited' || answer === null);
       if (!mine) {
         this._keepOvertakenEdit(editing.editor.value, answer);
       }

@@ -775,6 +775,7 @@ export interface ICellSkippedEvent {
   turn: number;
   cell_id: string;
   tool_call_id: string;
+  decision?: CellDecision;
 }
 
 /** A turn was reverted, or cells of it removed (every viewer shows `text`). */

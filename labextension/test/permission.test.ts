@@ -143,11 +143,18 @@ describe('an edit overtaken by another user’s answer', () => {
     expect(view.waitingNode.hidden).toBe(true);
   });
 
-  it('says skipped when the other answer was Skip', async () => {
+  it('says skipped when the other answer was Skip, and stopped after a Stop', async () => {
+    const stopped = await editing();
+    stopped.model.applyEvent(event({ type: 'cell_skipped', cell_id: 'c1', tool_call_id: 't1' }));
+    expect(
+      stopped.view.waitingNode.querySelector('[data-testid="pal-approval-overtaken"]')?.textContent
+    ).toContain('not run (the turn was stopped)');
     const { model, view } = await editing();
-    model.applyEvent(event({ type: 'cell_skipped', cell_id: 'c1', tool_call_id: 't1' }));
+    model.applyEvent(
+      event({ type: 'cell_skipped', cell_id: 'c1', tool_call_id: 't1', decision: 'skip' })
+    );
     const note = view.waitingNode.querySelector('[data-testid="pal-approval-overtaken"]');
-    expect(note?.textContent).toContain('not run');
+    expect(note?.textContent).toContain('not run (skipped with Skip)');
     expect(
       view.waitingNode.querySelector<HTMLTextAreaElement>('[data-testid="pal-approval-editor"]')
         ?.value

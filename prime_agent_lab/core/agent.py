@@ -833,9 +833,10 @@ class Agent:
         cell.finish(None)
         with contextlib.suppress(Exception):
             await self.notebook.save()
-        self.events.emit("cell_skipped", turn=turn, cell_id=cell.cell_id, tool_call_id=call.id)
-        self._record_not_run(turn, call, cell.cell_id, observation)
         skipped = {"decision": "skip"} if decision.action == "skip" else {}
+        ids = {"turn": turn, "cell_id": cell.cell_id, "tool_call_id": call.id}
+        self.events.emit("cell_skipped", **ids, **skipped)
+        self._record_not_run(turn, call, cell.cell_id, observation)
         self._emit_unrun(turn, cell.cell_id, observation, **skipped)
 
     def _emit_unrun(self, turn: int, cell_id: str, preview: str, **decision: str) -> None:

@@ -932,6 +932,8 @@ class CellSkippedEvent(TypedDict):
     turn: int
     cell_id: str
     tool_call_id: str
+    decision: NotRequired[CellDecision]
+    """`skip`: a user's Skip; absent: the turn was stopped."""
 
 
 # ---------------------------------------------------- review and revert a turn (docs/pairing.md 5)
