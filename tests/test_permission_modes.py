@@ -11,6 +11,7 @@ from typing import Any
 
 from prime_agent_lab.core.agent import Agent
 from prime_agent_lab.core.permission import PLAN_OBSERVATION, SKIPPED_OBSERVATION
+from prime_agent_lab.core.transcript import chat_transcript
 
 from .conftest import next_event, use_script, wait_for
 from .test_messaging import restarted_host
@@ -112,6 +113,74 @@ async def test_edit_runs_the_edited_code_and_the_session_keeps_both(
     assert (approval["decision"], approval["code"]) == ("edit", "print(6 * 9)")
     (asked,) = [e for e in agent.session.entries if e["type"] == "assistant_message"][:1]
     assert "print(6 * 7)" in asked["tool_calls"][0]["arguments"]  # the model's own code too
+
+
+async def test_a_skipped_cell_says_skip_live_and_after_a_reload(
+    host: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    agent, events, waiting = await asking_session(
+        host, jp_fetch, make_notebook, agent_script, "skip-words.ipynb"
+    )
+    await decide(jp_fetch, agent, waiting["tool_call_id"], "skip")
+    skipped = await next_event(events, "cell_skipped")
+    assert skipped.get("decision") == "skip"
+    finished = await next_event(events, "cell_finished")
+    assert (finished["status"], finished.get("decision")) == ("skipped", "skip")
+    await next_event(events, "turn_ended", timeout=60)
+    (line,) = [i for i in chat_transcript(agent.session) if i["type"] == "cell"]
+    assert (line["cell_id"], line["status"]) == (waiting["cell_id"], "skipped")
+    assert line.get("decision") == "skip"
+
+
+async def test_an_edited_cell_says_edit_live_and_after_a_reload_with_the_edited_code_next(
+    host: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    agent, events, waiting = await asking_session(
+        host, jp_fetch, make_notebook, agent_script, "edit-words.ipynb"
+    )
+    await decide(jp_fetch, agent, waiting["tool_call_id"], "approve", code="print(6 * 9)")
+    finished = await next_event(events, "cell_finished")
+    assert (finished["cell_id"], finished.get("decision")) == (waiting["cell_id"], "edit")
+    await next_event(events, "turn_ended", timeout=60)
+    lines = [i for i in chat_transcript(agent.session) if i["type"] == "cell"]
+    assert [(i["status"], i.get("decision"), i["code"]) for i in lines] == [
+        ("skipped", "edit", "print(6 * 7)"),
+        ("ok", None, "print(6 * 9)"),
+    ]
+    assert lines[0]["cell_id"] == waiting["cell_id"]
+
+
+async def test_a_cell_withdrawn_by_stop_names_no_decision(
+    host: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    agent, events, _waiting = await asking_session(
+        host, jp_fetch, make_notebook, agent_script, "stop-words.ipynb"
+    )
+    assert await host.stop(agent.session_id)
+    skipped = await next_event(events, "cell_skipped")
+    assert "decision" not in skipped
+    finished = await next_event(events, "cell_finished")
+    assert finished["status"] == "skipped" and "decision" not in finished
+    await wait_for(lambda: not agent.running)
+    (line,) = [i for i in chat_transcript(agent.session) if i["type"] == "cell"]
+    assert line["status"] == "skipped" and "decision" not in line
+
+
+async def test_plan_mode_shows_a_line_with_the_code_it_did_not_run_live_and_after_a_reload(
+    host: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(host, agent_script([{"code": "print(6 * 7)"}, {"text": "a plan in words"}]))
+    agent: Agent = await host.attach(make_notebook("plan-line.ipynb"))
+    assert (await put_mode(jp_fetch, agent.session_id, "plan")).code == 200
+    events = agent.events.subscribe()
+    await host.send(agent.session_id, "go")
+    notice = await next_event(events, "notice", timeout=60)
+    assert (notice["kind"], notice["code"]) == ("plan_not_run", "print(6 * 7)")
+    assert "plan mode" in notice["text"]
+    await next_event(events, "turn_ended", timeout=60)
+    (line,) = [i for i in chat_transcript(agent.session) if i.get("kind") == "plan_not_run"]
+    assert (line["type"], line["turn"], line["code"]) == ("notice", 1, "print(6 * 7)")
+    assert line["text"] == notice["text"]
 
 
 async def test_plan_mode_never_runs_a_cell_and_tells_the_model(

@@ -37,6 +37,7 @@ import { ReviewModel } from './review';
 import { ReviewView } from './reviewView';
 import { SessionListModel } from './sessionList';
 import { SESSION_LIST_ID, SessionListView } from './sessionListView';
+import { OLDER_SESSION_STATUS } from './takeover';
 import {
   WAITING_TEXT,
   type IMessageOrigin,
@@ -213,6 +214,7 @@ export class ChatPanel extends Widget {
       return;
     }
     if (this._agent) {
+      this._drafts.set(this._agent, this._input.value);
       this._agent.changed.disconnect(this._renderStatus, this);
       this._agent.familyChanged.disconnect(this._onFamilyChanged, this);
       this._agent.transcript.changed.disconnect(this._onTranscriptChange, this);
@@ -224,6 +226,7 @@ export class ChatPanel extends Widget {
       this._agent.panel?.model?.cells.changed.disconnect(this._onNotebookCells, this);
     }
     this._agent = agent;
+    this._input.value = agent ? this._draftOf(agent) : '';
     this._reviewView.model = agent ? this._reviewModelOf(agent) : null;
     this._autonomy.model = agent?.autonomy ?? null;
     this._modelCost.model = agent?.modelCost ?? null;
@@ -443,7 +446,7 @@ export class ChatPanel extends Widget {
               ? 'running'
               : agent.transcript.status === 'inactive'
                 ? agent.takenOver
-                  ? 'Switching to the notebook’s current session…'
+                  ? `${OLDER_SESSION_STATUS[0].toUpperCase()}${OLDER_SESSION_STATUS.slice(1)}.`
                   : UNLOADED_TEXT
                 : 'idle';
           break;
@@ -717,8 +720,12 @@ export class ChatPanel extends Widget {
     try {
       await agent.send(text, mode);
     } catch {
-      // The transcript shows the error; give the text back for editing.
-      if (this._input.value === '') {
+      // The transcript shows the error; give the text back for editing (to its own notebook).
+      if (this._agent !== agent) {
+        if (!this._drafts.get(agent)) {
+          this._drafts.set(agent, text);
+        }
+      } else if (this._input.value === '') {
         this._input.value = text;
       }
     } finally {
@@ -821,13 +828,30 @@ export class ChatPanel extends Widget {
     this._treeNode.hidden = true;
   }
 
-  /** Open a fork's or clone's notebook; a fork's message waits in the input. */
+  /**
+   * Open a fork's or clone's notebook; a fork's message waits in that
+   * notebook's input (its tab may become the shown one only after the open).
+   */
   private async _openCopy(_agent: NotebookAgent | null, copy: ISessionCopy): Promise<void> {
-    await this._options.openNotebook(copy.notebook_path);
     if (copy.text !== undefined) {
-      this._input.value = copy.text;
+      this._draftsByPath.set(copy.notebook_path, copy.text);
+    }
+    await this._options.openNotebook(copy.notebook_path);
+    const shown = this._agent;
+    if (copy.text !== undefined && shown && shown.notebookPath === copy.notebook_path) {
+      this._input.value = this._draftOf(shown);
       this._updateControls();
     }
+  }
+
+  /** The text typed for this agent's notebook and not sent (a fork's message first). */
+  private _draftOf(agent: NotebookAgent): string {
+    const waiting = this._draftsByPath.get(agent.notebookPath);
+    if (waiting !== undefined) {
+      this._draftsByPath.delete(agent.notebookPath);
+      this._drafts.set(agent, waiting);
+    }
+    return this._drafts.get(agent) ?? '';
   }
 
   // ---------------------------------------------------------------- Harness
@@ -912,6 +936,10 @@ export class ChatPanel extends Widget {
   private readonly _transcriptNode: HTMLElement;
   private readonly _treeNode: HTMLElement;
   private readonly _input: HTMLTextAreaElement;
+  /** Each notebook's unsent text: the input shows the draft of the notebook shown. */
+  private readonly _drafts = new WeakMap<NotebookAgent, string>();
+  /** A fork's message for a notebook whose agent is not shown yet. */
+  private readonly _draftsByPath = new Map<string, string>();
   private readonly _sendButton: HTMLButtonElement;
   private readonly _steerButton: HTMLButtonElement;
   private readonly _queueView = new QueueView({

@@ -21,7 +21,7 @@ import { GATE_NOTICES, GATE_PASSED } from './autonomy';
 import { renderGateLine, renderGateText } from './autonomyView';
 import { switchButton, TAKEN_OVER } from './takeover';
 import { renderAnswerFooter } from './modelCostView';
-import type { ChildStatus } from './wire';
+import type { CellDecision, ChildStatus } from './wire';
 
 export interface IEntryViewContext {
   /** First line of the cell's source in the notebook, if the cell exists. */
@@ -91,6 +91,19 @@ const STATUS_LABELS: Record<CellLineStatus, string> = {
   skipped: 'not run (withdrawn by Stop)'
 };
 
+/** A `skipped` cell's words when a user's answer in ask mode kept it from running. */
+const DECISION_LABELS: Record<CellDecision, string> = {
+  skip: 'not run (skipped with Skip)',
+  edit: 'not run (edited: the edited code runs in the next cell)'
+};
+
+function cellLabel(entry: ICellEntry): string {
+  if (entry.status === 'skipped' && entry.decision) {
+    return DECISION_LABELS[entry.decision] ?? STATUS_LABELS.skipped;
+  }
+  return STATUS_LABELS[entry.status] ?? String(entry.status);
+}
+
 export function renderEntry(
   entry: TranscriptEntry,
   context: IEntryViewContext
@@ -130,7 +143,7 @@ function renderUser(entry: IUserEntry, context: IEntryViewContext): HTMLElement 
   if (origin) {
     return renderAgentMessage(entry, origin, context);
   }
-  const node = element('div', 'pal-user', 'pal-user', entry.text);
+  const node = isolated(element('div', 'pal-user', 'pal-user', entry.text));
   node.classList.toggle('pal-mod-pending', entry.pending);
   if (entry.mode) {
     node.dataset.mode = entry.mode; // sent while a turn ran: a steer, or a queued follow-up
@@ -185,7 +198,7 @@ function renderAgentMessage(
   }
   node.append(
     header,
-    element('div', 'pal-message-text', undefined, messageBody(entry.text))
+    isolated(element('div', 'pal-message-text', undefined, messageBody(entry.text)))
   );
   return node;
 }
@@ -211,9 +224,9 @@ function senderName(origin: IMessageOrigin, context: IEntryViewContext): HTMLEle
   const name = origin.name || origin.sessionId || 'another agent';
   const path = context.senderNotebookPath(origin);
   if (!path && !origin.sessionId) {
-    return element('span', 'pal-sender-name', 'pal-sender-name', name);
+    return isolated(element('span', 'pal-sender-name', 'pal-sender-name', name));
   }
-  const link = linkButton('pal-sender-link', 'pal-sender-link', name);
+  const link = isolated(linkButton('pal-sender-link', 'pal-sender-link', name));
   link.title = path ? `Open ${path}` : 'Open this agent’s notebook';
   if (path) {
     link.dataset.path = path;
@@ -264,6 +277,9 @@ function renderNotice(entry: INoticeEntry, context: IEntryViewContext): HTMLElem
   if (entry.noticeKind === 'session_untrusted' && context.trustSession) {
     node.append(trustButton(context.trustSession));
   }
+  if (entry.noticeKind === 'plan_not_run' && entry.code) {
+    node.append(codeDetails(entry.code));
+  }
   if (entry.noticeKind === TAKEN_OVER && context.followCurrentSession) {
     node.append(' ', switchButton(context.followCurrentSession));
   }
@@ -286,6 +302,15 @@ function renderNotice(entry: INoticeEntry, context: IEntryViewContext): HTMLElem
     }
   }
   return node;
+}
+
+/** The code a plan-mode line did not run, closed until asked for. */
+function codeDetails(code: string): HTMLElement {
+  const details = element('details', 'pal-plan-code', 'pal-plan-code');
+  const summary = element('summary', 'pal-plan-code-summary', undefined, 'Show the code');
+  const pre = isolated(element('pre', 'pal-plan-code-text', undefined, code), 'ltr');
+  details.append(summary, pre);
+  return details;
 }
 
 /**
@@ -336,7 +361,7 @@ function renderAnswerText(
   entry: IAssistantEntry,
   context: IEntryViewContext
 ): HTMLElement {
-  const node = element('div', 'pal-assistant', 'pal-assistant', entry.text);
+  const node = isolated(element('div', 'pal-assistant', 'pal-assistant', entry.text));
   if (entry.streaming) {
     // Plain text while it streams: cheap to redraw on every delta.
     node.classList.add('pal-mod-streaming');
@@ -370,7 +395,10 @@ function renderCellLine(
     source === null
       ? '(cell no longer in the notebook)'
       : firstLine(source) || '(empty cell)';
-  const label = STATUS_LABELS[entry.status] ?? String(entry.status);
+  const label = cellLabel(entry);
+  if (entry.decision) {
+    line.dataset.decision = entry.decision;
+  }
   line.title = [
     `Cell ${entry.status === 'waiting' && entry.waitingText ? entry.waitingText : label}: ` +
       'click to show it in the notebook',
@@ -391,7 +419,7 @@ function renderCellLine(
     undefined,
     executionCount !== null ? `[${executionCount}]` : '[ ]'
   );
-  const codeNode = element('code', 'pal-cell-code', undefined, code);
+  const codeNode = isolated(element('code', 'pal-cell-code', undefined, code), 'ltr');
   line.append(status, count, codeNode);
   if (entry.status === 'waiting') {
     line.append(element('span', 'pal-cell-waiting', 'pal-cell-waiting', entry.waitingText));
@@ -408,6 +436,18 @@ function renderCellLine(
   return line;
 }
 
+
+/**
+ * Text from a user or a model in its own bidirectional context: a
+ * right-to-left override (U+202E) in it cannot reorder what follows it
+ * outside its element, and its direction comes from its own first strong
+ * character (code reads left to right).
+ */
+function isolated<T extends HTMLElement>(node: T, dir: 'auto' | 'ltr' = 'auto'): T {
+  node.dir = dir;
+  node.classList.add('pal-bidi-isolate');
+  return node;
+}
 
 /** A button that looks like a link (it opens a notebook, it does not navigate). */
 export function linkButton(className: string, testId: string, label: string): HTMLButtonElement {

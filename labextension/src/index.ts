@@ -119,7 +119,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     const follow = (panel: NotebookPanel | null) => {
       chat.agent = panel && !panel.isDisposed ? agentFor(panel) : null;
-      statusItem.model = chat.agent?.modelCost ?? null;
+      statusItem.agent = chat.agent;
     };
     tracker.currentChanged.connect((_, panel) => follow(panel));
     follow(tracker.currentWidget);

@@ -16,6 +16,7 @@ import { EventStream, type StreamState } from './eventStream';
 import { ModelCostModel } from './modelCost';
 import { PermissionModel } from './permission';
 import { RetrySchedule } from './retrySchedule';
+import { markAwaitingCells } from './approvalPrompt';
 import { Takeover } from './takeover';
 import {
   findSenderNotebook,
@@ -55,7 +56,15 @@ export class NotebookAgent implements IDisposable {
     panel.sessionContext.kernelChanged.connect(this._scheduleSync, this);
     panel.context.pathChanged.connect(this._scheduleSync, this);
     panel.context.model.sharedModel.changed.connect(this._onDocumentChange, this);
+    this.permission.changed.connect(this._markAwaitingCells, this);
+    panel.content.model?.cells.changed.connect(this._markAwaitingCells, this);
     this._scheduleSync();
+  }
+
+  /** The prompt of each cell waiting for approval says so, not `[*]` (approvalPrompt.ts). */
+  private _markAwaitingCells(): void {
+    const waiting = new Set(this.permission.waiting.map(cell => cell.cellId));
+    markAwaitingCells(this.panel.content.widgets, waiting);
   }
 
   readonly transcript = new TranscriptModel();
@@ -120,6 +129,7 @@ export class NotebookAgent implements IDisposable {
     this._follower.dispose();
     this._stream?.dispose();
     this._stream = null;
+    this.panel.content.model?.cells.changed.disconnect(this._markAwaitingCells, this);
     Signal.clearData(this.autonomy);
     Signal.clearData(this.queue);
     Signal.clearData(this.modelCost);

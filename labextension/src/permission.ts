@@ -30,6 +30,9 @@ export interface IWaitingCell {
   code: string;
 }
 
+/** How a waiting cell was answered: run as written, run edited, not run (Skip), or the Stop. */
+export type CellAnswer = 'ran' | 'edited' | 'skipped' | 'stopped';
+
 /** What PermissionModel needs of the API client. */
 export interface IPermissionApi {
   getPermission(sessionId: string): Promise<IPermissionState>;
@@ -64,6 +67,11 @@ export class PermissionModel {
   /** The cells waiting for approval, oldest first. */
   get waiting(): readonly IWaitingCell[] {
     return this._waiting;
+  }
+
+  /** How a cell that waited was answered (from its event), if this tab saw the event. */
+  answerOf(toolCallId: string): CellAnswer | null {
+    return this._answers.get(toolCallId) ?? null;
   }
 
   /** The server's last refusal (a mode above the cap, a cell no longer waiting). */
@@ -107,6 +115,16 @@ export class PermissionModel {
         break;
       case 'cell_approved':
       case 'cell_skipped':
+        this._answers.set(
+          event.tool_call_id,
+          event.type === 'cell_skipped'
+            ? event.decision === 'skip'
+              ? 'skipped'
+              : 'stopped'
+            : event.edited
+              ? 'edited'
+              : 'ran'
+        );
         this._waiting = this._waiting.filter(cell => cell.toolCallId !== event.tool_call_id);
         break;
       default:
@@ -161,6 +179,7 @@ export class PermissionModel {
   private _mode: PermissionMode | null = null;
   private _cap: PermissionMode = 'auto';
   private _waiting: IWaitingCell[] = [];
+  private readonly _answers = new Map<string, CellAnswer>();
   private _error: string | null = null;
   private readonly _changed = new Signal<this, void>(this);
 }

@@ -5,7 +5,22 @@
  * (permission.ts).
  */
 import { button } from './dom';
-import { allowedModes, MODE_TITLES, type IWaitingCell, type PermissionModel } from './permission';
+import {
+  allowedModes,
+  MODE_TITLES,
+  type CellAnswer,
+  type IWaitingCell,
+  type PermissionModel
+} from './permission';
+
+/** What the other answer did, for the line over an edit it overtook. */
+const OVERTAKEN: Record<CellAnswer | 'unknown', string> = {
+  ran: 'ran the agent’s code',
+  edited: 'ran their own edit',
+  skipped: 'not run (skipped with Skip)',
+  stopped: 'not run (the turn was stopped)',
+  unknown: 'no longer waiting'
+};
 
 export class PermissionControls {
   constructor() {
@@ -20,6 +35,9 @@ export class PermissionControls {
     this.composerNode.append(this._select, this._error);
     this.waitingNode.className = 'pal-approval';
     this.waitingNode.dataset.testid = 'pal-approval';
+    this._overtakenNode.className = 'pal-approval-kept';
+    this._cellNode.className = 'pal-approval-cell';
+    this.waitingNode.append(this._overtakenNode, this._cellNode);
     this._render();
   }
 
@@ -34,6 +52,10 @@ export class PermissionControls {
     }
     this._model?.changed.disconnect(this._render, this);
     this._model = model;
+    this._editing = null;
+    this._submitted = null;
+    this._shownCell = null;
+    this._overtakenNode.replaceChildren();
     model?.changed.connect(this._render, this);
     this._render();
   }
@@ -66,14 +88,65 @@ export class PermissionControls {
         (model.cap !== 'auto' ? ` Limited to ${model.cap} by the server.` : '');
     }
     this._error.textContent = model?.error ?? '';
+    const editing = this._editing;
+    if (editing && !model?.waiting.some(cell => cell.toolCallId === editing.cell.toolCallId)) {
+      this._editing = null;
+      const answer = model?.answerOf(editing.cell.toolCallId) ?? null;
+      // This tab's own Run edited: its answer is an edit (or the server's list dropped the cell).
+      const mine =
+        this._submitted === editing.cell.toolCallId && (answer === 'edited' || answer === null);
+      if (!mine) {
+        this._keepOvertakenEdit(editing.editor.value, answer);
+      }
+    }
     const cell = model?.waiting[0] ?? null;
-    this.waitingNode.hidden = cell === null;
     if (cell === null) {
-      this.waitingNode.replaceChildren();
+      this._cellNode.replaceChildren();
     } else if (cell.toolCallId !== this._shownCell) {
       this._renderCell(cell);
     }
     this._shownCell = cell?.toolCallId ?? null;
+    this.waitingNode.hidden = cell === null && this._overtakenNode.childElementCount === 0;
+  }
+
+  /**
+   * Someone else answered the cell this tab was editing: the typed code
+   * stays, read-only, with Copy, under a line that says what happened.
+   */
+  private _keepOvertakenEdit(code: string, answer: CellAnswer | null): void {
+    const note = document.createElement('div');
+    note.className = 'pal-approval-overtaken';
+    note.dataset.testid = 'pal-approval-overtaken';
+    note.setAttribute('role', 'status');
+    note.textContent =
+      `This cell was answered by someone else before your edit: ${OVERTAKEN[answer ?? 'unknown']}. ` +
+      'Your edit did not run; copy it from here if you want it.';
+    const kept = document.createElement('textarea');
+    kept.className = 'pal-approval-editor';
+    kept.dataset.testid = 'pal-approval-editor';
+    kept.setAttribute('aria-label', 'Your edit (did not run)');
+    kept.readOnly = true;
+    kept.value = code;
+    kept.rows = Math.min(12, Math.max(3, code.split('\n').length + 1));
+    const copy = button('Copy', 'pal-approval-copy');
+    copy.title = 'Copy your edited code to the clipboard';
+    copy.addEventListener('click', () => {
+      kept.select();
+      void navigator.clipboard?.writeText(code).then(
+        () => (copy.textContent = 'Copied'),
+        () => (copy.textContent = 'Select and copy it (no clipboard access)')
+      );
+    });
+    const dismiss = button('Dismiss', 'pal-approval-dismiss');
+    dismiss.title = 'Forget this edit';
+    dismiss.addEventListener('click', () => {
+      this._overtakenNode.replaceChildren();
+      this._render();
+    });
+    const actions = document.createElement('div');
+    actions.className = 'pal-approval-actions';
+    actions.append(copy, dismiss);
+    this._overtakenNode.replaceChildren(note, kept, actions);
   }
 
   private _renderCell(cell: IWaitingCell): void {
@@ -96,7 +169,8 @@ export class PermissionControls {
     const actions = document.createElement('div');
     actions.className = 'pal-approval-actions';
     actions.append(run, edit, skip);
-    this.waitingNode.replaceChildren(title, code, actions);
+    this._editing = null;
+    this._cellNode.replaceChildren(title, code, actions);
   }
 
   private _edit(cell: IWaitingCell, code: HTMLElement, actions: HTMLElement): void {
@@ -110,6 +184,7 @@ export class PermissionControls {
     runEdited.classList.add('pal-mod-primary');
     runEdited.addEventListener('click', () => {
       if (editor.value.trim()) {
+        this._submitted = cell.toolCallId;
         void this._model?.approve(cell.toolCallId, editor.value);
       }
     });
@@ -117,12 +192,19 @@ export class PermissionControls {
     cancel.addEventListener('click', () => this._renderCell(cell));
     code.replaceWith(editor);
     actions.replaceChildren(runEdited, cancel);
+    this._editing = { cell, editor };
     editor.focus();
   }
 
   private _model: PermissionModel | null = null;
   private _shownModes = '';
   private _shownCell: string | null = null;
+  /** The cell whose code this tab is editing, and the editor. */
+  private _editing: { cell: IWaitingCell; editor: HTMLTextAreaElement } | null = null;
+  /** The cell this tab sent an edit for. */
+  private _submitted: string | null = null;
+  private readonly _overtakenNode = document.createElement('div');
+  private readonly _cellNode = document.createElement('div');
   private readonly _select = document.createElement('select');
   private readonly _error = document.createElement('span');
 }

@@ -13,6 +13,13 @@ export const TAKEN_OVER = 'taken_over';
 
 export const TAKEN_OVER_TEXT = 'Another session took over this notebook.';
 
+/**
+ * The status line and the status bar while the tab shows the taken-over
+ * session: nothing switches until "Switch to it" (then "Connecting…").
+ */
+export const OLDER_SESSION_STATUS =
+  'this tab shows an older session; another session took over this notebook';
+
 export const NOT_SENT_TEXT =
   'Not sent: this chat’s session is no longer attached to the notebook. ' +
   'Your message is still in the input; switch to the current session to send it there.';

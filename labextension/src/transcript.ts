@@ -12,6 +12,7 @@ import {
   STOP_NOTICES,
   WARNING_NOTICES,
   type AgentEvent,
+  type CellDecision,
   type CellStatus,
   type ChatItem,
   type ChatItemType,
@@ -108,6 +109,11 @@ export interface ICellEntry extends IEntryBase {
   preview: string;
   /** What the cell waits for while `status` is `waiting`. */
   waitingText: string;
+  /**
+   * Why a `skipped` cell did not run: the user's Skip or Edit in ask mode;
+   * null (or absent): withdrawn by Stop.
+   */
+  decision?: CellDecision | null;
 }
 
 export interface IRetryEntry extends IEntryBase {
@@ -143,6 +149,8 @@ export interface INoticeEntry extends IEntryBase {
    * (`turn: null`): it stays where the revert happened, after later turns.
    */
   revert?: IRevertFacts;
+  /** `plan_not_run`: the code the model asked to run. */
+  code?: string;
 }
 
 /** Notice kinds the panel makes itself (the server's are `NoticeKind`). */
@@ -174,6 +182,11 @@ export type TranscriptChange =
   | { type: 'reset' }
   | { type: 'added'; entry: TranscriptEntry }
   | { type: 'updated'; entry: TranscriptEntry };
+
+/** The user's answer that kept a cell from running, when the server names one. */
+function cellDecision(value: unknown): CellDecision | null {
+  return value === 'skip' || value === 'edit' ? value : null;
+}
 
 /** The status line's text while an agent cell waits (when the event has none). */
 export const WAITING_TEXT = 'waiting for your cell to finish';
@@ -259,7 +272,8 @@ const ITEM_ENTRIES: { [K in ChatItemType]: ItemReader<K> } = {
     executionCount: typeof item.execution_count === 'number' ? item.execution_count : null,
     code: typeof item.code === 'string' && item.code ? item.code : null,
     preview: text(item.preview),
-    waitingText: ''
+    waitingText: '',
+    decision: cellDecision(item.decision)
   }),
   error: (item, id, turn) => ({ kind: 'error', id, turn, message: text(item.message) }),
   refinement: (item, id, turn) => refinementEntry(id, turn, item),
@@ -270,9 +284,16 @@ const ITEM_ENTRIES: { [K in ChatItemType]: ItemReader<K> } = {
     text: text(item.text),
     tone: noticeTone(item.kind),
     noticeKind: item.kind ?? (item.stop_reason ? 'stop' : null),
-    ...gateOf(item)
+    ...gateOf(item),
+    ...codeOf(item)
   })
 };
+
+/** A notice's code (`plan_not_run`), when it has one. */
+function codeOf(raw: unknown): { code?: string } {
+  const code = raw && typeof raw === 'object' ? (raw as LooseRecord).code : undefined;
+  return typeof code === 'string' && code ? { code } : {};
+}
 
 /** Warning-styled notice kinds, as core/entry_types.py declares them. */
 function noticeTone(kind: string | null | undefined): 'info' | 'warning' {
@@ -554,7 +575,8 @@ export class TranscriptModel {
         const update: Partial<ICellEntry> = {
           status: event.status,
           preview: text(event.preview),
-          waitingText: ''
+          waitingText: '',
+          decision: cellDecision(event.decision)
         };
         // Keep a count already known when the server has none to give.
         if (typeof event.execution_count === 'number') {
@@ -803,7 +825,7 @@ export class TranscriptModel {
     turn: number | null,
     cellId: string,
     update: Partial<
-      Pick<ICellEntry, 'status' | 'code' | 'executionCount' | 'preview' | 'waitingText'>
+      Pick<ICellEntry, 'status' | 'code' | 'executionCount' | 'preview' | 'waitingText' | 'decision'>
     >
   ): void {
     const existing = this.findCellEntry(cellId);
@@ -821,7 +843,8 @@ export class TranscriptModel {
       executionCount: update.executionCount ?? null,
       code: update.code ?? null,
       preview: update.preview ?? '',
-      waitingText: update.waitingText ?? ''
+      waitingText: update.waitingText ?? '',
+      decision: update.decision ?? null
     });
   }
 
@@ -900,6 +923,7 @@ export class TranscriptModel {
       tone: noticeTone(noticeKind),
       noticeKind,
       ...gateOf(raw),
+      ...codeOf(raw),
       ...(revert ? { revert } : {})
     });
   }

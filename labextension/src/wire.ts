@@ -10,9 +10,11 @@ export type SessionStatus = 'idle' | 'running' | 'inactive' | 'broken';
 
 export type CellStatus = 'ok' | 'error' | 'timeout' | 'died' | 'interrupted' | 'aborted' | 'skipped';
 
+export type CellDecision = 'skip' | 'edit';
+
 export type StopReason = 'end_turn' | 'stopped' | 'shutdown' | 'error' | 'max_iterations' | 'interrupted';
 
-export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'project_untrusted' | 'continuation' | 'gate_passed' | 'gate_failed' | 'autonomy' | 'goal' | 'session_unreadable' | 'mcp_call' | 'mcp_call_failed' | 'turn_reverted';
+export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'project_untrusted' | 'continuation' | 'gate_passed' | 'gate_failed' | 'autonomy' | 'goal' | 'session_unreadable' | 'mcp_call' | 'mcp_call_failed' | 'turn_reverted' | 'plan_not_run';
 
 export type ErrorKind = 'provider' | 'kernel' | 'notebook' | 'tool_arguments' | 'internal' | 'disk';
 
@@ -123,6 +125,7 @@ export interface ICellItem {
   status: CellStatus;
   execution_count: number | null;
   preview: string;
+  decision?: CellDecision;
 }
 
 export interface IErrorItem {
@@ -138,6 +141,7 @@ export interface INoticeItem {
   text: string;
   stop_reason?: StopReason;
   kind?: NoticeKind;
+  code?: string;
 }
 
 /** Another agent's message taken into a running turn (or a heartbeat's tick). */
@@ -580,6 +584,7 @@ export interface ICellFinishedEvent {
   status: CellStatus;
   execution_count: number | null;
   preview: string;
+  decision?: CellDecision;
 }
 
 export interface IRetryEvent {
@@ -609,6 +614,7 @@ export interface INoticeEvent {
   kind: NoticeKind;
   text: string;
   reason?: string;
+  code?: string;
 }
 
 /** The notebook was renamed; the session follows it. */
@@ -778,6 +784,7 @@ export interface ICellSkippedEvent {
   turn: number;
   cell_id: string;
   tool_call_id: string;
+  decision?: CellDecision;
 }
 
 /** A turn was reverted, or cells of it removed (every viewer shows `text`). */

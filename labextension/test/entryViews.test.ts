@@ -145,3 +145,35 @@ describe('the untrusted project files notice', () => {
     expect(node.querySelector('[data-testid="pal-trust-button"]')).toBeNull();
   });
 });
+
+describe('bidirectional text', () => {
+  const RLO = '\u202e';
+
+  it('isolates each bubble, so an override character cannot reach past its text', () => {
+    const user = renderEntry({ kind: 'user', id: 1, turn: 1, text: `hi ${RLO}olleh`, pending: false, origin: null }, context());
+    const answer = renderEntry({ kind: 'assistant', id: 2, turn: 1, text: `ok ${RLO}kayo`, streaming: false }, context());
+    const message = renderEntry(
+      {
+        kind: 'agent_message',
+        id: 3,
+        turn: 1,
+        text: `${RLO}gnirts`,
+        origin: { sessionId: 's2', name: `x${RLO}y`, relationship: 'child', composed: null }
+      },
+      context()
+    );
+    const isolated = [
+      user,
+      answer,
+      message.querySelector<HTMLElement>('.pal-message-text')!,
+      message.querySelector<HTMLElement>('[data-testid="pal-sender-link"]')!
+    ];
+    for (const node of isolated) {
+      expect(node.getAttribute('dir')).toBe('auto');
+      expect(node.classList.contains('pal-bidi-isolate')).toBe(true);
+    }
+    const code = renderEntry(cell({ code: `${RLO}1 = x` }), context()).querySelector('.pal-cell-code')!;
+    expect(code.getAttribute('dir')).toBe('ltr'); // code reads left to right, isolated too
+    expect(code.classList.contains('pal-bidi-isolate')).toBe(true);
+  });
+});

@@ -9,7 +9,13 @@ import { FollowCellsSetting } from '../src/cellFollower';
 import { ChatPanel, UNLOADED_TEXT } from '../src/chatPanel';
 import { SessionDirectory } from '../src/family';
 import { NotebookAgent } from '../src/notebookAgent';
-import { NOT_SENT_TEXT, SessionTakenOverError, TAKEN_OVER_TEXT } from '../src/takeover';
+import { AgentStatusItem } from '../src/statusItem';
+import {
+  NOT_SENT_TEXT,
+  OLDER_SESSION_STATUS,
+  SessionTakenOverError,
+  TAKEN_OVER_TEXT
+} from '../src/takeover';
 import type { TranscriptEntry } from '../src/transcript';
 import type { ChatItem, ISessionInfo } from '../src/wire';
 
@@ -358,6 +364,41 @@ describe('the chat panel of a taken-over session', () => {
     await vi.waitFor(() => expect(agent.session?.session_id).toBe('s2'));
     expect(panel.node.querySelector('[data-testid="pal-takeover-switch"]')).toBeNull();
     expect(input.value).toBe('A long question I typed.');
+    agent.dispose();
+  });
+});
+
+describe('the status of a tab whose session was taken over', () => {
+  it('says the tab shows an older session, not that a switch is under way', async () => {
+    const api = server();
+    const agent = await connected(api);
+    const panel = new ChatPanel({
+      followCells: new FollowCellsSetting(),
+      activateNotebook: () => undefined,
+      openNotebook: async () => undefined
+    });
+    panel.agent = agent;
+    anotherUsersNewSession(api);
+    await new Promise(resolve => setTimeout(resolve, 20));
+    const status = panel.node.querySelector('[data-testid="pal-status"]')!;
+    expect(status.textContent).not.toContain('Switching');
+    expect(status.textContent?.toLowerCase()).toContain(OLDER_SESSION_STATUS);
+    agent.dispose();
+  });
+
+  it('makes the status bar say so too, and describe the current session after the switch', async () => {
+    const api = server();
+    const agent = await connected(api);
+    const item = new AgentStatusItem();
+    item.agent = agent;
+    anotherUsersNewSession(api);
+    await new Promise(resolve => setTimeout(resolve, 20));
+    expect(item.node.textContent).toBe(`Prime Agent: ${OLDER_SESSION_STATUS}`);
+    await agent.followCurrentSession();
+    await vi.waitFor(() => expect(agent.session?.session_id).toBe('s2'));
+    expect(item.node.textContent).not.toContain(OLDER_SESSION_STATUS);
+    expect(item.node.textContent).toMatch(/^Prime Agent: idle/);
+    item.dispose();
     agent.dispose();
   });
 });

@@ -107,3 +107,66 @@ describe('permission modes', () => {
     expect(model.waiting).toEqual([]);
   });
 });
+
+describe('an edit overtaken by another user’s answer', () => {
+  async function editing() {
+    const api = new FakeApi();
+    api.state = { mode: 'ask', cap: 'auto', waiting: ['t1'] };
+    const model = new PermissionModel(api);
+    const view = new PermissionControls();
+    view.model = model;
+    await model.attach('s');
+    model.applyEvent(AWAITING);
+    view.waitingNode.querySelector<HTMLButtonElement>('[data-testid="pal-approval-edit"]')!.click();
+    const editor = view.waitingNode.querySelector<HTMLTextAreaElement>(
+      '[data-testid="pal-approval-editor"]'
+    )!;
+    editor.value = 'print("my careful edit")';
+    return { api, model, view, editor };
+  }
+
+  it('keeps the typed code, read-only with Copy, and says the cell was run by someone else', async () => {
+    const { model, view } = await editing();
+    model.applyEvent(event({ type: 'cell_approved', cell_id: 'c1', tool_call_id: 't1', edited: false }));
+    const kept = view.waitingNode.querySelector<HTMLTextAreaElement>(
+      '[data-testid="pal-approval-editor"]'
+    );
+    expect(kept?.value).toBe('print("my careful edit")');
+    expect(kept?.readOnly).toBe(true);
+    expect(view.waitingNode.hidden).toBe(false);
+    const note = view.waitingNode.querySelector('[data-testid="pal-approval-overtaken"]');
+    expect(note?.textContent).toContain('answered by someone else');
+    expect(note?.textContent).toContain('ran the agent’s code');
+    expect(view.waitingNode.querySelector('[data-testid="pal-approval-copy"]')).not.toBeNull();
+    expect(view.waitingNode.querySelector('[data-testid="pal-approval-run-edited"]')).toBeNull();
+    view.waitingNode.querySelector<HTMLButtonElement>('[data-testid="pal-approval-dismiss"]')!.click();
+    expect(view.waitingNode.hidden).toBe(true);
+  });
+
+  it('says skipped when the other answer was Skip, and stopped after a Stop', async () => {
+    const stopped = await editing();
+    stopped.model.applyEvent(event({ type: 'cell_skipped', cell_id: 'c1', tool_call_id: 't1' }));
+    expect(
+      stopped.view.waitingNode.querySelector('[data-testid="pal-approval-overtaken"]')?.textContent
+    ).toContain('not run (the turn was stopped)');
+    const { model, view } = await editing();
+    model.applyEvent(
+      event({ type: 'cell_skipped', cell_id: 'c1', tool_call_id: 't1', decision: 'skip' })
+    );
+    const note = view.waitingNode.querySelector('[data-testid="pal-approval-overtaken"]');
+    expect(note?.textContent).toContain('not run (skipped with Skip)');
+    expect(
+      view.waitingNode.querySelector<HTMLTextAreaElement>('[data-testid="pal-approval-editor"]')
+        ?.value
+    ).toBe('print("my careful edit")');
+  });
+
+  it('shows no such line after this tab’s own Run edited', async () => {
+    const { model, view } = await editing();
+    view.waitingNode.querySelector<HTMLButtonElement>('[data-testid="pal-approval-run-edited"]')!.click();
+    model.applyEvent(event({ type: 'cell_approved', cell_id: 'c1', tool_call_id: 't1', edited: true }));
+    await new Promise(resolve => setTimeout(resolve, 0));
+    expect(view.waitingNode.querySelector('[data-testid="pal-approval-overtaken"]')).toBeNull();
+    expect(view.waitingNode.hidden).toBe(true);
+  });
+});

@@ -25,6 +25,7 @@ from .messages import PYTHON_TOOL, Message, ModelRequest, ModelResponse, ToolCal
 from .observation import build_observation
 from .permission import (
     AWAITING_NOTE,
+    PLAN_NOT_RUN_TEXT,
     PLAN_OBSERVATION,
     SKIPPED_OBSERVATION,
     Approvals,
@@ -601,6 +602,9 @@ class Agent:
             return
         if self.permission.mode == "plan":
             self._record_not_run(turn, call, None, PLAN_OBSERVATION)
+            self.events.emit(
+                "notice", turn=turn, kind="plan_not_run", text=PLAN_NOT_RUN_TEXT, code=code
+            )
             return
         self._in_cell = True
         try:
@@ -800,7 +804,9 @@ class Agent:
         note = "[Prime Agent] the user edited this cell; the edited code ran in the next cell"
         cell.apply(OutputEvent("note", output=_stream("stderr", f"{note}\n")))
         cell.finish(None)
-        self._emit_unrun(turn, cell.cell_id, "edited: the edited code runs in the next cell")
+        self._emit_unrun(
+            turn, cell.cell_id, "edited: the edited code runs in the next cell", decision="edit"
+        )
         told = (
             f"[edited] The user edited your code before it ran; this ran instead:\n{decision.code}"
         )
@@ -827,12 +833,15 @@ class Agent:
         cell.finish(None)
         with contextlib.suppress(Exception):
             await self.notebook.save()
-        self.events.emit("cell_skipped", turn=turn, cell_id=cell.cell_id, tool_call_id=call.id)
+        skipped = {"decision": "skip"} if decision.action == "skip" else {}
+        ids = {"turn": turn, "cell_id": cell.cell_id, "tool_call_id": call.id}
+        self.events.emit("cell_skipped", **ids, **skipped)
         self._record_not_run(turn, call, cell.cell_id, observation)
-        self._emit_unrun(turn, cell.cell_id, observation)
+        self._emit_unrun(turn, cell.cell_id, observation, **skipped)
 
-    def _emit_unrun(self, turn: int, cell_id: str, preview: str) -> None:
-        """The cell's `cell_finished` (status `skipped`): it is done without running."""
+    def _emit_unrun(self, turn: int, cell_id: str, preview: str, **decision: str) -> None:
+        """The cell's `cell_finished` (status `skipped`): it is done without running;
+        `decision`: the user's Skip or Edit (none: withdrawn by Stop)."""
         self.events.emit(
             "cell_finished",
             turn=turn,
@@ -840,6 +849,7 @@ class Agent:
             status="skipped",
             execution_count=None,
             preview=preview,
+            **decision,
         )
 
     def _record_not_run(

@@ -66,6 +66,8 @@ class ChatContext:
 
     child_state: Callable[[str], tuple[str, str | None]] | None = None
     code_by_call: dict[str, str | None] = field(default_factory=dict)
+    decision_by_call: dict[str, str] = field(default_factory=dict)
+    """Ask mode: the user's answer (`cell_approval`) to the call whose cell did not run."""
     price: Callable[[str, str, dict[str, Any]], float | None] | None = None
     """An answer's cost from its provider, model and usage (core/answer_cost.py, supplied by the
     transcript: the providers' price tables sit above this registry); None: cost unknown."""

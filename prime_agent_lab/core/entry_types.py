@@ -186,6 +186,11 @@ NOTICE_KINDS: dict[str, NoticeKindSpec] = {
         "the user reverted an agent turn or removed cells of it (the chat's line of a "
         "`turn_reverted` entry, which the model reads itself)"
     ),
+    "plan_not_run": NoticeKindSpec(
+        "plan mode: the code the model asked to run was not run (the chat's line of its "
+        "`tool_result`, with the `code`)",
+        for_the_user_only=True,
+    ),
 }
 """Every kind of notice: a `notice` entry's `kind`, and the notice lines other types make."""
 
@@ -546,20 +551,34 @@ def _images_shape(entry: Entry) -> str | None:
     return None if all(_is_image(i) for i in entry.get("images", [])) else "malformed images"
 
 
+def _plan_not_run(entry: Entry, context: ChatContext) -> list[ChatItem]:
+    """A call plan mode refused has no cell: its line says so and carries the code."""
+    from .permission import PLAN_NOT_RUN_TEXT, PLAN_OBSERVATION  # it imports wire, wire this
+
+    if entry.get("status") != "skipped" or entry.get("observation") != PLAN_OBSERVATION:
+        return []
+    item = notice_item(entry, "plan_not_run", PLAN_NOT_RUN_TEXT)[0]
+    item["code"] = context.code_by_call.get(entry.get("tool_call_id", "")) or ""
+    return [item]
+
+
 def _cell_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
     if not entry.get("cell_id"):
-        return []
-    return [
-        {
-            "type": "cell",
-            "turn": entry.get("turn"),  # type: ignore[typeddict-item]
-            "cell_id": entry["cell_id"],
-            "code": context.code_by_call.get(entry.get("tool_call_id", "")) or "",
-            "status": entry.get("status"),  # type: ignore[typeddict-item]
-            "execution_count": entry.get("execution_count"),
-            "preview": entry.get("preview", ""),
-        }
-    ]
+        return _plan_not_run(entry, context)
+    item: ChatItem = {
+        "type": "cell",
+        "turn": entry.get("turn"),  # type: ignore[typeddict-item]
+        "cell_id": entry["cell_id"],
+        "code": context.code_by_call.get(entry.get("tool_call_id", "")) or "",
+        "status": entry.get("status"),  # type: ignore[typeddict-item]
+        "execution_count": entry.get("execution_count"),
+        "preview": entry.get("preview", ""),
+    }
+    if entry.get("status") == "skipped" and (
+        context.decision_by_call.get(entry.get("tool_call_id", "")) == "skip"
+    ):
+        item["decision"] = "skip"
+    return [item]
 
 
 ASSISTANT_MESSAGE = EntryType(
@@ -633,7 +652,7 @@ TOOL_RESULT = EntryType(
         f"[cell output] {cut_for_summary(text_of(entry, 'observation'))}"
     ],
     chat=_cell_chat,
-    chat_items=("cell",),
+    chat_items=("cell", "notice"),
     in_history=always,
     shape=_images_shape,
 )
@@ -1098,6 +1117,30 @@ PERMISSION_CHANGE = EntryType(
     in_history=always,
 )
 
+
+def _approval_chat(entry: Entry, context: ChatContext) -> list[ChatItem]:
+    """A skip marks the cell line its `tool_result` makes; an edit is the waiting cell's own line
+    (it has no `tool_result`: the edited code's cell has it, and shows the edited code)."""
+    call_id = str(entry.get("tool_call_id", ""))
+    decision = entry.get("decision")
+    if decision == "skip":
+        context.decision_by_call[call_id] = "skip"
+    if decision != "edit" or not isinstance(entry.get("cell_id"), str):
+        return []
+    item: ChatItem = {
+        "type": "cell",
+        "turn": entry.get("turn"),  # type: ignore[typeddict-item]
+        "cell_id": entry["cell_id"],
+        "code": context.code_by_call.get(call_id) or "",
+        "status": "skipped",
+        "execution_count": None,
+        "preview": "edited: the edited code runs in the next cell",
+        "decision": "edit",
+    }
+    context.code_by_call[call_id] = text_of(entry, "code")
+    return [item]
+
+
 CELL_APPROVAL = EntryType(
     "cell_approval",
     "Ask mode: the user's answer to a waiting agent cell: `run`, `edit` (then `code` is what "
@@ -1110,6 +1153,8 @@ CELL_APPROVAL = EntryType(
         "code": Field(str, "the edited code that ran (edit only)"),
     },
     {"turn": 1, "tool_call_id": "c1", "cell_id": "cell-1", "decision": "edit", "code": "1 + 1"},
+    chat=_approval_chat,
+    chat_items=("cell",),
     in_history=always,
 )
 

@@ -37,7 +37,12 @@ SessionStatus = Literal["idle", "running", "inactive", "broken"]
 `broken`: a damaged session file, listed with a `reason`."""
 
 CellStatus = Literal[ExecutionStatus, "skipped"]
-"""How an agent cell ended. `skipped`: withdrawn by Stop before it reached the kernel."""
+"""How an agent cell ended. `skipped`: not run (withdrawn by Stop before it reached the kernel,
+or answered with Skip or Edit in ask mode: see `CellDecision`)."""
+
+CellDecision = Literal["skip", "edit"]
+"""Ask mode: why a `skipped` cell did not run when a user answered it (docs/pairing.md, section
+4): `skip` (Skip), `edit` (Edit: the edited code runs in a new cell). Absent: withdrawn by Stop."""
 
 ChildStatus = Literal["running", "idle", "inactive", "replied", "completed", "error"]
 """A sub-agent's state as its parent sees it: `replied` (its last task ended after it messaged
@@ -207,6 +212,7 @@ class CellItem(TypedDict):
     status: CellStatus
     execution_count: int | None
     preview: str
+    decision: NotRequired[CellDecision]
 
 
 class ErrorItem(TypedDict):
@@ -225,6 +231,8 @@ class NoticeItem(TypedDict):
     text: str
     stop_reason: NotRequired[StopReason]
     kind: NotRequired[NoticeKind]
+    code: NotRequired[str]
+    """`plan_not_run`: the code the model asked to run."""
 
 
 # ---------------------------------------------------------------- refine (docs/harness.md)
@@ -717,6 +725,7 @@ class CellFinishedEvent(TypedDict):
     status: CellStatus
     execution_count: int | None
     preview: str
+    decision: NotRequired[CellDecision]
 
 
 class RetryEvent(TypedDict):
@@ -747,6 +756,9 @@ class NoticeEvent(TypedDict):
     text: str
     reason: NotRequired[str]
     """For a `continuation`: why the turn went on (`goal`, `gate`, `autonomous`, `wrap_up`)."""
+    code: NotRequired[str]
+    """`plan_not_run`: the code the model asked to run (the event only; the log has its
+    `tool_result`)."""
 
 
 class ModelChangeEvent(TypedDict):
@@ -920,6 +932,8 @@ class CellSkippedEvent(TypedDict):
     turn: int
     cell_id: str
     tool_call_id: str
+    decision: NotRequired[CellDecision]
+    """`skip`: a user's Skip; absent: the turn was stopped."""
 
 
 # ---------------------------------------------------- review and revert a turn (docs/pairing.md 5)
@@ -1069,6 +1083,7 @@ def _tag(cls: type) -> str:
 _ALIASES: dict[str, object] = {
     "SessionStatus": SessionStatus,
     "CellStatus": CellStatus,
+    "CellDecision": CellDecision,
     "StopReason": StopReason,
     "NoticeKind": NoticeKind,
     "ErrorKind": ErrorKind,

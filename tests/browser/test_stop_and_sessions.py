@@ -157,9 +157,17 @@ def test_second_browser_new_session_is_offered_not_followed(
     expect(takeover).to_have_count(1, timeout=UI_TIMEOUT_MS)
     expect(takeover).to_contain_text("Another session took over this notebook")
     expect(status_a).to_have_attribute("data-session", first)
+    # Nothing switches until A asks: the status says A's tab shows an older session.
+    expect(status_a).to_contain_text("This tab shows an older session", timeout=UI_TIMEOUT_MS)
+    expect(status_a).not_to_contain_text("Switching")
+    status_item_a = page_a.get_by_test_id("pal-status-item")
+    expect(status_item_a).to_have_attribute("data-status", "taken_over", timeout=UI_TIMEOUT_MS)
+    expect(status_item_a).to_contain_text("this tab shows an older session")
     takeover.get_by_test_id("pal-takeover-switch").click()
     expect(status_a).to_have_attribute("data-session", second["session_id"], timeout=UI_TIMEOUT_MS)
     expect(status_a).to_have_attribute("data-connection", "connected", timeout=UI_TIMEOUT_MS)
+    expect(status_a).not_to_contain_text("older session")
+    expect(status_item_a).to_have_text(re.compile(r"^Prime Agent: idle"), timeout=UI_TIMEOUT_MS)
 
     send_to_chat(panel_a, "Hello from browser A.")
     expect(panel_a.get_by_test_id("pal-error")).to_have_count(0)
@@ -260,3 +268,42 @@ def test_send_to_a_session_no_longer_attached_says_so_and_keeps_the_message(
     expect(panel_a.get_by_test_id("pal-cell-line")).to_have_count(1, timeout=TURN_TIMEOUT_MS)
     panel_a.get_by_test_id("pal-stop").click()
     expect(panel_b.get_by_test_id("pal-notice")).to_have_text(["Stopped."], timeout=TURN_TIMEOUT_MS)
+
+
+def test_the_chat_input_keeps_a_draft_per_notebook(lab_server: LabServer, page: Any) -> None:
+    """Text typed while notebook X is shown stays with X: notebook Y's tab shows Y's own (empty)
+    input, so Enter cannot send X's text to Y's agent; back on X the text is there."""
+    from playwright.sync_api import expect
+
+    first, second = "draft-x.ipynb", "draft-y.ipynb"
+    for name in (first, second):
+        _create_long_notebook(lab_server, name)
+    _open_notebook(page, lab_server, first)
+    _wait_for_idle_kernel(lab_server, first, KERNEL_IDLE_TIMEOUT)
+    # The second from the file browser, as a user does: both tabs in one page.
+    page.locator(".jp-DirListing-item").filter(has_text=second).first.dblclick(
+        timeout=UI_TIMEOUT_MS
+    )
+    expect(page.locator(".jp-NotebookPanel")).to_have_count(2, timeout=UI_TIMEOUT_MS)
+    _wait_for_idle_kernel(lab_server, second, KERNEL_IDLE_TIMEOUT)
+    panel = _open_panel(page)
+    chat_input = panel.get_by_test_id("pal-chat-input")
+    path = panel.get_by_test_id("pal-notebook-path")
+
+    _show_notebook_tab(page, first)
+    expect(path).to_contain_text(first, timeout=UI_TIMEOUT_MS)
+    chat_input.fill("Only for X.")
+    _show_notebook_tab(page, second)
+    expect(path).to_contain_text(second, timeout=UI_TIMEOUT_MS)
+    expect(chat_input).to_have_value("")
+    chat_input.fill("For Y.")
+    _show_notebook_tab(page, first)
+    expect(path).to_contain_text(first, timeout=UI_TIMEOUT_MS)
+    expect(chat_input).to_have_value("Only for X.")
+    _show_notebook_tab(page, second)
+    expect(chat_input).to_have_value("For Y.", timeout=UI_TIMEOUT_MS)
+    assert not panel.get_by_test_id("pal-user").count()  # nothing was sent anywhere
+
+
+def _show_notebook_tab(page: Any, name: str) -> None:
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab").filter(has_text=name).first.click()
