@@ -76,6 +76,19 @@ def test_ask_mode_skips_what_a_stdin_that_ended_cannot_answer(tmp_path: Path) ->
     assert [r["status"] for r in results] == ["ok", "skipped"]
 
 
+def test_ask_mode_skips_an_edit_the_input_ended_in_the_middle_of(tmp_path: Path) -> None:
+    done = run_asking(tmp_path, "e\nimport os\nprint('partial')\n")
+
+    assert done.returncode == 0, done.stderr
+    assert "stdin ended before the edit's closing '.': the cell is skipped" in done.stderr
+    end = json_lines(done.stdout)[-1]
+    entries = session_entries(tmp_path, end)
+    results = [e for e in entries if e["type"] == "tool_result"]
+    assert [r["status"] for r in results] == ["skipped", "skipped"]
+    assert not any("partial" in r["observation"] for r in results)
+    assert not any(e["type"] == "cell_started" for e in entries)
+
+
 def test_ask_mode_with_a_stdin_that_gives_no_answers_is_refused_before_anything_starts(
     tmp_path: Path,
 ) -> None:
