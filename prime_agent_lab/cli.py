@@ -535,6 +535,30 @@ def _permission_of_run(args: argparse.Namespace, run: Any) -> None:
     TerminalApprover(run.runtime.agent).watch(agent)
 
 
+def _continued_mode(args: argparse.Namespace, cwd: Path) -> str | None:
+    """The mode a continued session will start in when `--permission` is not given (as the
+    agent's `_start_permission` finds it), or None: no session is continued, or the run will
+    say why it cannot be. Only reads: nothing has started yet."""
+    from .core.permission import lowest, recorded_mode
+    from .core.sessions import SessionError, SessionRepository
+    from .headless import session_notebook
+
+    root = cwd / ".prime-agent" / "sessions"
+    if _setting_given("permission", args.words) or not root.is_dir():
+        return None
+    repository = SessionRepository(root)
+    session_id = args.session
+    if session_id is None and args.resume:
+        session_id = repository.latest_for_notebook(session_notebook(cwd, cwd / args.notebook))
+    if session_id is None:
+        return None
+    try:
+        recorded = recorded_mode(repository.read(session_id))
+    except SessionError:
+        return None
+    return lowest(recorded or args.permission, _settings_of(args).max_permission)
+
+
 def _setting_given(name: str, words: list[str]) -> bool:
     """Whether the command line gives the setting `name` (its flag, `--flag=x`, or an
     abbreviation argparse accepts)."""
@@ -682,6 +706,8 @@ def main(argv: list[str] | None = None) -> int:
             args.session, args.notebook = resume_target(args.resume_session, Path.cwd())
         except ValueError as exc:
             parser.error(str(exc))
+    if _continued_mode(args, Path.cwd()) == "ask" and (refused := _ask_refused(sys.stdin)):
+        parser.error(refused)  # before the kernel starts or the session is written to
     return asyncio.run(_run(args, sys.stdout))
 
 
