@@ -31,6 +31,7 @@ from .core.events import Event
 from .core.gates import parse_gate
 from .core.jsonfile import UnreadableFile
 from .core.mcp.sources import unreadable_cli_files
+from .core.sessions import SessionLog
 from .core.settings import CLI, Declared, declared, help_text
 from .core.stop_cause import USER_STOP, StopCause, terminated
 from .core.text import printable
@@ -535,16 +536,15 @@ def _permission_of_run(args: argparse.Namespace, run: Any) -> None:
     TerminalApprover(run.runtime.agent).watch(agent)
 
 
-def _continued_mode(args: argparse.Namespace, cwd: Path) -> str | None:
-    """The mode a continued session will start in when `--permission` is not given (as the
-    agent's `_start_permission` finds it), or None: no session is continued, or the run will
-    say why it cannot be. Only reads: nothing has started yet."""
-    from .core.permission import lowest, recorded_mode
-    from .core.sessions import SessionError, SessionRepository
+def _continued_session(args: argparse.Namespace, cwd: Path) -> SessionLog | None:
+    """The session the run will continue, read before anything starts; None when there is
+    none (yet), or the run will say why it cannot be read. A linked session folder is never
+    followed (docs/trust.md): ValueError."""
+    from .core.sessions import LinkedSession, SessionError, SessionRepository
     from .headless import session_notebook
 
     root = cwd / ".prime-agent" / "sessions"
-    if _setting_given("permission", args.words) or not root.is_dir():
+    if not root.is_dir():
         return None
     repository = SessionRepository(root)
     session_id = args.session
@@ -553,9 +553,21 @@ def _continued_mode(args: argparse.Namespace, cwd: Path) -> str | None:
     if session_id is None:
         return None
     try:
-        recorded = recorded_mode(repository.read(session_id))
+        return repository.read(session_id)
+    except LinkedSession as exc:
+        raise ValueError(f"cannot continue: {exc}") from None
     except SessionError:
         return None
+
+
+def _continued_mode(args: argparse.Namespace, session: SessionLog | None) -> str | None:
+    """The mode a continued `session` will start in when `--permission` is not given (as the
+    agent's `_start_permission` finds it), or None."""
+    from .core.permission import lowest, recorded_mode
+
+    if session is None or _setting_given("permission", args.words):
+        return None
+    recorded = recorded_mode(session)
     return lowest(recorded or args.permission, _settings_of(args).max_permission)
 
 
@@ -706,7 +718,11 @@ def main(argv: list[str] | None = None) -> int:
             args.session, args.notebook = resume_target(args.resume_session, Path.cwd())
         except ValueError as exc:
             parser.error(str(exc))
-    if _continued_mode(args, Path.cwd()) == "ask" and (refused := _ask_refused(sys.stdin)):
+    try:
+        continued = _continued_session(args, Path.cwd())
+    except ValueError as exc:
+        parser.error(str(exc))
+    if _continued_mode(args, continued) == "ask" and (refused := _ask_refused(sys.stdin)):
         parser.error(refused)  # before the kernel starts or the session is written to
     return asyncio.run(_run(args, sys.stdout))
 
@@ -714,7 +730,7 @@ def main(argv: list[str] | None = None) -> int:
 def resume_target(ref: str, cwd: Path) -> tuple[str, str]:
     """(session id, notebook) of `run --resume SESSION`: a session directory under this
     directory's `.prime-agent/sessions`, or the id of one."""
-    from .core.sessions import SessionError, SessionRepository
+    from .core.sessions import LinkedSession, SessionError, SessionRepository
 
     repository = SessionRepository(cwd / ".prime-agent" / "sessions")
     given = Path(ref)
@@ -727,6 +743,8 @@ def resume_target(ref: str, cwd: Path) -> tuple[str, str]:
         ref = given.resolve().name
     try:
         session = repository.read(ref)
+    except LinkedSession as exc:
+        raise ValueError(f"--resume: {exc}") from None
     except SessionError as exc:
         raise ValueError(f"--resume: no session {ref!r} here ({exc})") from None
     notebook = session.notebook_path

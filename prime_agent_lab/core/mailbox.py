@@ -458,6 +458,8 @@ class Mailbox:
         family = self._runtime.family
         family.refresh()
         for directory in self._runtime.repository.root.iterdir():
+            if directory.is_symlink():  # a linked session folder is never followed
+                continue
             if is_session_id(directory.name) and os.path.lexists(directory / MAILBOX_FILE):
                 self._recover_target(directory.name)
         return sum(len(v) for v in self._pending.values())
