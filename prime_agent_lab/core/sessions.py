@@ -744,7 +744,7 @@ class SessionRepository:
         shutil.rmtree(directory)
         self._summaries.pop(directory / SESSION_FILE, None)
 
-    def _session_directories(self) -> Iterator[Path]:
+    def session_directories(self) -> Iterator[Path]:
         """Directories named like a session; the name is the id (a header never names a path).
         A link is none: it is never followed."""
         for child in self.root.iterdir():
@@ -757,7 +757,7 @@ class SessionRepository:
         A log is only re-read when its file changed. This reads whole logs: call it off the
         event loop.
         """
-        out = [self._summary(directory) for directory in self._session_directories()]
+        out = [self._summary(directory) for directory in self.session_directories()]
         out.sort(key=lambda s: s.updated, reverse=True)
         return out
 
