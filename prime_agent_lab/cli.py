@@ -31,6 +31,7 @@ from .core.events import Event
 from .core.gates import parse_gate
 from .core.jsonfile import UnreadableFile
 from .core.mcp.sources import unreadable_cli_files
+from .core.sessions import SessionLog
 from .core.settings import CLI, Declared, declared, help_text
 from .core.stop_cause import USER_STOP, StopCause, terminated
 from .core.text import printable
@@ -535,6 +536,41 @@ def _permission_of_run(args: argparse.Namespace, run: Any) -> None:
     TerminalApprover(run.runtime.agent).watch(agent)
 
 
+def _continued_session(args: argparse.Namespace, cwd: Path) -> SessionLog | None:
+    """The session the run will continue, read before anything starts; None when there is
+    none (yet), or the run will say why it cannot be read. A linked session folder is never
+    followed (docs/trust.md): ValueError."""
+    from .core.sessions import LinkedSession, SessionError, SessionRepository
+    from .headless import session_notebook
+
+    root = cwd / ".prime-agent" / "sessions"
+    if not root.is_dir():
+        return None
+    repository = SessionRepository(root)
+    session_id = args.session
+    if session_id is None and args.resume:
+        session_id = repository.latest_for_notebook(session_notebook(cwd, cwd / args.notebook))
+    if session_id is None:
+        return None
+    try:
+        return repository.read(session_id)
+    except LinkedSession as exc:
+        raise ValueError(f"cannot continue: {exc}") from None
+    except SessionError:
+        return None
+
+
+def _continued_mode(args: argparse.Namespace, session: SessionLog | None) -> str | None:
+    """The mode a continued `session` will start in when `--permission` is not given (as the
+    agent's `_start_permission` finds it), or None."""
+    from .core.permission import lowest, recorded_mode
+
+    if session is None or _setting_given("permission", args.words):
+        return None
+    recorded = recorded_mode(session)
+    return lowest(recorded or args.permission, _settings_of(args).max_permission)
+
+
 def _setting_given(name: str, words: list[str]) -> bool:
     """Whether the command line gives the setting `name` (its flag, `--flag=x`, or an
     abbreviation argparse accepts)."""
@@ -682,13 +718,19 @@ def main(argv: list[str] | None = None) -> int:
             args.session, args.notebook = resume_target(args.resume_session, Path.cwd())
         except ValueError as exc:
             parser.error(str(exc))
+    try:
+        continued = _continued_session(args, Path.cwd())
+    except ValueError as exc:
+        parser.error(str(exc))
+    if _continued_mode(args, continued) == "ask" and (refused := _ask_refused(sys.stdin)):
+        parser.error(refused)  # before the kernel starts or the session is written to
     return asyncio.run(_run(args, sys.stdout))
 
 
 def resume_target(ref: str, cwd: Path) -> tuple[str, str]:
     """(session id, notebook) of `run --resume SESSION`: a session directory under this
     directory's `.prime-agent/sessions`, or the id of one."""
-    from .core.sessions import SessionError, SessionRepository
+    from .core.sessions import LinkedSession, SessionError, SessionRepository
 
     repository = SessionRepository(cwd / ".prime-agent" / "sessions")
     given = Path(ref)
@@ -701,6 +743,8 @@ def resume_target(ref: str, cwd: Path) -> tuple[str, str]:
         ref = given.resolve().name
     try:
         session = repository.read(ref)
+    except LinkedSession as exc:
+        raise ValueError(f"--resume: {exc}") from None
     except SessionError as exc:
         raise ValueError(f"--resume: no session {ref!r} here ({exc})") from None
     notebook = session.notebook_path

@@ -1,8 +1,9 @@
 """`run --permission ask` on the terminal (docs/pairing.md, section 4): each agent cell waiting
 for approval is shown on stderr with `Run this cell? [y]es/[n]o(skip)/[e]dit`, and the answer is
 read from stdin. stdin may be a terminal, a pipe or a file (scripts and tests answer that way);
-an answer the input cannot give (it ended) skips the cell. A stdin that can give no answer at all
-(closed, or /dev/null) is refused before the run starts."""
+an answer the input cannot give (it ended, also in the middle of an edit: unfinished code never
+runs) skips the cell. A stdin that can give no answer at all (closed, or /dev/null) is refused
+before the run starts."""
 
 from __future__ import annotations
 
@@ -109,10 +110,16 @@ class TerminalApprover:
                     decision = ("skip", None)
                 elif answer.strip().lower() in ("e", "edit"):
                     code = await self._edited()
-                    if not code.strip():
+                    if code is None:  # an unfinished edit is never run
+                        self._say(
+                            "\n(stdin ended before the edit's closing '.': the cell is skipped)"
+                        )
+                        decision = ("skip", None)
+                    elif not code.strip():
                         self._say("(no code given)")
                         continue
-                    decision = ("run", code)
+                    else:
+                        decision = ("run", code)
                 else:
                     self._say(f"(answer y, n or e, not {answer.strip()[:20]!r})")
                     continue
@@ -125,9 +132,12 @@ class TerminalApprover:
                     pass
                 return
 
-    async def _edited(self) -> str:
+    async def _edited(self) -> str | None:
+        """The code typed up to the closing '.' line, or None if the input ended before it."""
         self._say(EDIT_PROMPT)
         lines: list[str] = []
-        while (line := await self._lines.next()) is not None and line != ".":
+        while (line := await self._lines.next()) != ".":
+            if line is None:
+                return None
             lines.append(line)
         return "\n".join(lines)

@@ -218,10 +218,7 @@ class HeadlessRun:
         )
 
     def _open_session(self, provider: ModelProvider) -> SessionLog:
-        try:
-            notebook = self.notebook_path.resolve().relative_to(self.cwd.resolve()).as_posix()
-        except ValueError:
-            notebook = str(self.notebook_path.resolve())
+        notebook = session_notebook(self.cwd, self.notebook_path)
         session_id = self._session_id
         if session_id is None and self._resume:
             session_id = self.repository.latest_for_notebook(notebook)
@@ -251,6 +248,14 @@ class HeadlessRun:
             self._server.stop()
         if unsaved:
             raise unsaved[0]
+
+
+def session_notebook(cwd: Path, notebook_path: Path) -> str:
+    """How a session names its notebook: relative to the run's folder when inside it."""
+    try:
+        return notebook_path.resolve().relative_to(cwd.resolve()).as_posix()
+    except ValueError:
+        return str(notebook_path.resolve())
 
 
 def _log_request(handler: RequestHandler) -> None:

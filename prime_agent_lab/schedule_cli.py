@@ -30,7 +30,7 @@ from .core.schedules import (
     checked_label,
     new_job,
 )
-from .core.sessions import SessionError, SessionRepository, is_session_id
+from .core.sessions import LinkedSession, SessionError, SessionRepository, is_session_id
 from .core.text import printable
 from .core.trust import Signer
 
@@ -82,6 +82,8 @@ def resolve_session(repository: SessionRepository, target: str) -> str:
     if path.is_dir() and path.resolve().parent == repository.root.resolve():
         target = path.resolve().name
     if is_session_id(target):
+        if repository.directory(target).is_symlink():
+            raise ScheduleCommandError(str(LinkedSession(target)))
         if not repository.exists(target):
             raise ScheduleCommandError(f"no session {target} in {repository.root}")
         return target

@@ -76,6 +76,19 @@ def test_ask_mode_skips_what_a_stdin_that_ended_cannot_answer(tmp_path: Path) ->
     assert [r["status"] for r in results] == ["ok", "skipped"]
 
 
+def test_ask_mode_skips_an_edit_the_input_ended_in_the_middle_of(tmp_path: Path) -> None:
+    done = run_asking(tmp_path, "e\nimport os\nprint('partial')\n")
+
+    assert done.returncode == 0, done.stderr
+    assert "stdin ended before the edit's closing '.': the cell is skipped" in done.stderr
+    end = json_lines(done.stdout)[-1]
+    entries = session_entries(tmp_path, end)
+    results = [e for e in entries if e["type"] == "tool_result"]
+    assert [r["status"] for r in results] == ["skipped", "skipped"]
+    assert not any("partial" in r["observation"] for r in results)
+    assert not any(e["type"] == "cell_started" for e in entries)
+
+
 def test_ask_mode_with_a_stdin_that_gives_no_answers_is_refused_before_anything_starts(
     tmp_path: Path,
 ) -> None:
@@ -85,6 +98,25 @@ def test_ask_mode_with_a_stdin_that_gives_no_answers_is_refused_before_anything_
     assert "cannot ask for approval of cells: stdin is not a terminal" in done.stderr
     assert "--permission auto or plan" in done.stderr
     assert not (tmp_path / "agent.ipynb").exists() and not (tmp_path / ".prime-agent").exists()
+
+
+def test_continuing_an_ask_session_with_a_stdin_that_gives_no_answers_is_refused_first(
+    tmp_path: Path,
+) -> None:
+    first = run_asking(tmp_path, "y\ny\n")
+    assert first.returncode == 0, first.stderr
+    log = tmp_path / json_lines(first.stdout)[-1]["session_dir"] / "session.jsonl"
+    before = log.read_bytes()
+
+    script = two_cells(tmp_path)
+    for how in (("--continue",), ("--resume", log.parent.name)):
+        args = ("run", "--mode", "json", "--script", script, *how, "again")
+        again = cli_with_env(tmp_path, {}, *args, stdin=subprocess.DEVNULL)
+
+        assert again.returncode == 2, again.stderr
+        assert "cannot ask for approval of cells: stdin is not a terminal" in again.stderr
+        assert "Traceback" not in again.stderr and "snapshot" not in again.stderr
+        assert log.read_bytes() == before
 
 
 def test_plan_mode_runs_no_cell_and_a_continued_session_keeps_it(tmp_path: Path) -> None:

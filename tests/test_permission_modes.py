@@ -74,6 +74,48 @@ async def test_ask_mode_waits_for_approval_and_then_the_model_reads_the_output(
     assert unknown.code == 404, unknown.body
 
 
+async def test_permission_and_model_bodies_are_refused_field_by_field_and_answers_are_current(
+    host: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    agent, events, waiting = await asking_session(
+        host, jp_fetch, make_notebook, agent_script, "fields.ipynb"
+    )
+    call_id, sid = waiting["tool_call_id"], agent.session_id
+
+    extra = await decide(jp_fetch, agent, call_id, "approve", code="print(1)", extra=1)
+    assert extra.code == 400 and "unknown field 'extra'" in message_of(extra), extra.body
+    coded_skip = await decide(jp_fetch, agent, call_id, "skip", code="print(1)")
+    assert coded_skip.code == 400 and "unknown field 'code'" in message_of(coded_skip)
+    assert agent.permission.waiting() == [call_id]  # nothing was answered
+    shouted = await put_mode(jp_fetch, sid, "AUTO")
+    assert shouted.code == 400 and message_of(shouted).endswith("not 'AUTO'"), shouted.body
+    mode_extra = await jp_fetch(
+        "prime-agent",
+        "api",
+        "sessions",
+        sid,
+        "permission",
+        method="PUT",
+        body=json.dumps({"mode": "ask", "now": True}),
+        raise_error=False,
+    )
+    assert mode_extra.code == 400 and "unknown field 'now'" in message_of(mode_extra)
+    listed = await post(jp_fetch, "sessions", sid, "model", body={"model": ["scripted/demo"]})
+    assert listed.code == 400 and message_of(listed).startswith(
+        "model must be a string, not an array"
+    )
+    model_extra = await post(
+        jp_fetch, "sessions", sid, "model", body={"model": "scripted/demo", "why": "x"}
+    )
+    assert model_extra.code == 400 and "unknown field 'why'" in message_of(model_extra)
+    assert agent.permission.mode == "ask"
+
+    answer = await decide(jp_fetch, agent, call_id, "approve")
+    assert answer.code == 200, answer.body
+    assert json.loads(answer.body) == {"mode": "ask", "cap": "auto", "waiting": []}
+    await next_event(events, "turn_ended", timeout=60)
+
+
 async def test_skip_tells_the_model_the_user_skipped_the_cell(
     host: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any
 ) -> None:

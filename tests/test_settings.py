@@ -391,3 +391,60 @@ def test_a_list_setting_is_a_repeatable_cli_flag_in_the_order_given() -> None:
     settings = parse_run("--autonomous-gate", "pytest -q", "--autonomous-gate", "py:assert ok")
     assert settings.autonomous_gates == ("pytest -q", "py:assert ok")
     assert parse_run().autonomous_gates == ()
+
+
+def test_a_list_setting_given_as_a_list_on_the_server_command_line_is_that_list() -> None:
+    """jupyter_server parses `--PrimeAgentLab.x=...` before it knows the extension's traits, so
+    the value arrives as text the trait reads itself."""
+    from jupyter_server.serverapp import ServerApp
+    from traitlets.config.loader import KVArgParseConfigLoader
+
+    def configured(*argv: str) -> Any:
+        config = KVArgParseConfigLoader(list(argv), classes=[ServerApp]).load_config()
+        return PrimeAgentLab(config=config)
+
+    app = configured('--PrimeAgentLab.subagent_models=["scripted/demo-b","openai/gpt-4.1"]')
+    assert app.subagent_models == ["scripted/demo-b", "openai/gpt-4.1"]
+    app = configured("--PrimeAgentLab.subagent_models=['scripted/demo-b']")
+    assert app.subagent_models == ["scripted/demo-b"]
+    app = configured("--PrimeAgentLab.subagent_models=scripted/demo-b")
+    assert app.subagent_models == ["scripted/demo-b"]
+    app = configured(
+        "--PrimeAgentLab.subagent_models=scripted/demo-b",
+        "--PrimeAgentLab.subagent_models=openai/gpt-4.1",
+    )
+    assert app.subagent_models == ["scripted/demo-b", "openai/gpt-4.1"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("gpt-4.1", "'gpt-4.1' is not provider/model"),
+        ("openai/", "'openai/' is not provider/model"),
+        ('["scripted/demo-b"', "unknown model provider '[\"scripted'"),
+        ("nosuch/model-x", "unknown model provider 'nosuch'"),
+    ],
+)
+def test_a_subagent_model_that_is_malformed_or_of_no_installed_provider_is_refused(
+    entry: str, message: str
+) -> None:
+    with pytest.raises(SettingError) as refused:
+        Settings(subagent_models=("scripted/demo-b", entry))
+    assert str(refused.value).startswith("c.PrimeAgentLab.subagent_models ")
+    assert message in str(refused.value)
+
+
+def test_a_server_with_a_subagent_model_of_no_installed_provider_stops_at_start_naming_it(
+    tmp_path: Path,
+) -> None:
+    done = server_exit(
+        tmp_path,
+        "--PrimeAgentLab.provider=scripted",
+        '--PrimeAgentLab.subagent_models=["scripted/demo-b","nosuch/model-x"]',
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert (
+        "Prime Agent Lab cannot start: c.PrimeAgentLab.subagent_models "
+        "has an unknown model provider 'nosuch'" in done.stderr
+    )
+    assert "Traceback" not in done.stderr

@@ -281,6 +281,22 @@ async def test_a_corrupt_manifest_falls_back_to_the_previous_snapshot_and_says_s
     assert await run_cell(second, "print(a)") == "1\n"  # the snapshot before the corrupt one
 
 
+async def test_a_snapshot_that_held_no_variables_says_so_plainly(
+    executors: tuple[KernelExecutor, KernelExecutor], tmp_path: Path
+) -> None:
+    first, second = executors
+    await run_cell(first, "print('nothing kept')")
+    await take_snapshot(first, tmp_path, SnapshotSettings(), SIGNER)
+
+    report = await restore_snapshot(second, tmp_path, SIGNER)
+    kind, text = describe_restore(report, state_directory(tmp_path))
+
+    assert report["refused"] is None and report["restored"] == []
+    assert kind == RESTORED
+    assert text.startswith(f"The snapshot of {report['snapshot_time']} held no variables")
+    assert "none." not in text and ": ." not in text
+
+
 def test_every_name_the_kernel_package_binds_is_never_saved() -> None:
     import prime_agent_kernel
     from IPython.core.events import EventManager, available_events

@@ -704,3 +704,70 @@ def test_the_trusted_line_names_what_now_loads_for_every_kind() -> None:
     assert trusted_text(["snapshot"]) == (
         "Trusted by the user: this session's kernel snapshot now loads."
     )
+
+
+def linked_session_folder(repository: Any, notebook: str, outside: Path) -> str:
+    """A real session moved out of the sessions folder, a link left at its place (as a
+    colleague's folder or a careless `ln -s` could bring it)."""
+    log = repository.create(notebook_path=notebook, provider="scripted", model="demo")
+    log.append("user_message", text="hello", turn=1)
+    log.append("turn_end", turn=1, stop_reason="end_turn", final_text="hi")
+    shutil.move(log.directory, outside)
+    (repository.root / log.session_id).symlink_to(outside, target_is_directory=True)
+    return log.session_id
+
+
+async def test_a_session_folder_that_is_a_link_is_never_attached_or_written_through(
+    jp_fetch: Any, host: Any, make_notebook: Any, tmp_path: Path
+) -> None:
+    path = make_notebook("linked.ipynb")
+    outside = tmp_path / "outside"
+    session_id = linked_session_folder(host.repository, path, outside)
+    before = (outside / "session.jsonl").read_bytes()
+
+    def attach(**body: Any) -> Any:
+        return jp_fetch(
+            "prime-agent",
+            "api",
+            "sessions",
+            method="POST",
+            body=json.dumps(body),
+            raise_error=False,
+        )
+
+    refused = await attach(notebook_path=path, session_id=session_id)
+    assert refused.code == 409, refused.body
+    message = json.loads(refused.body)["message"]
+    assert session_id in message and "is a link" in message
+    assert session_id not in host.agents
+    fresh = await attach(notebook_path=path)  # the newest session of the notebook: not the link
+    assert fresh.code == 200 and json.loads(fresh.body)["session_id"] != session_id
+    assert host.runtime.family.member(session_id) is None
+    assert (outside / "session.jsonl").read_bytes() == before
+    assert sorted(p.name for p in outside.iterdir()) == ["session.jsonl"]
+
+
+def test_cli_never_continues_a_session_folder_that_is_a_link(
+    tmp_path: Path, agent_script: Any
+) -> None:
+    from prime_agent_lab.core.sessions import SessionRepository
+
+    project = tmp_path / "project"
+    project.mkdir()
+    outside = tmp_path / "outside"
+    repository = SessionRepository(project / ".prime-agent" / "sessions")
+    session_id = linked_session_folder(repository, "agent.ipynb", outside)
+    before = (outside / "session.jsonl").read_bytes()
+    script = agent_script([{"text": "done"}, {"text": "again"}])
+
+    for how in (("--session", session_id), ("--resume", session_id)):
+        done = cli(project, "--script", script, "--mode", "json", *how, "again")
+
+        assert done.returncode == 2, done.stderr
+        assert f"session {session_id} is a link" in done.stderr and "Traceback" not in done.stderr
+    continued = cli(project, "--script", script, "--mode", "json", "--continue", "again")
+    assert json.loads(continued.stdout.splitlines()[-1])["session_dir"] != (
+        f".prime-agent/sessions/{session_id}"
+    )
+    assert (outside / "session.jsonl").read_bytes() == before
+    assert sorted(p.name for p in outside.iterdir()) == ["session.jsonl"]

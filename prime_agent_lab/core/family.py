@@ -134,6 +134,8 @@ class Family:
             for directory in root.iterdir():
                 if directory.name in self._seen_dirs or not directory.is_dir():
                     continue
+                if directory.is_symlink():  # never followed (docs/trust.md)
+                    continue
                 header = _read_header(directory)
                 if header is None:
                     continue  # not a session (yet): looked at again next time

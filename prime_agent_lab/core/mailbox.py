@@ -41,7 +41,7 @@ from .family import SESSION_UNREADABLE, FamilyError, Member
 from .jsonfile import MAX_MAILBOX_BYTES, BadJson, UnreadableFile, read_jsonl
 from .mail import MODES, Backlog, Bucket, DeliveryStatus, Mail, Receipt
 from .reach import Relative, member_name, relatives, resolve_receiver
-from .sessions import SessionError, is_session_id, now_iso
+from .sessions import SessionError, now_iso
 from .text import json_type, shorten
 from .trust import Signer
 from .whole_writes import append_whole
@@ -457,8 +457,8 @@ class Mailbox:
         tells its sender. Returns how many messages wait now."""
         family = self._runtime.family
         family.refresh()
-        for directory in self._runtime.repository.root.iterdir():
-            if is_session_id(directory.name) and os.path.lexists(directory / MAILBOX_FILE):
+        for directory in self._runtime.repository.session_directories():  # never a link
+            if os.path.lexists(directory / MAILBOX_FILE):
                 self._recover_target(directory.name)
         return sum(len(v) for v in self._pending.values())
 

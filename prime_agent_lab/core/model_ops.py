@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .installed_providers import context_window, installed
+from .text import json_type
 from .wire import ModelInfo, ModelList
 
 if TYPE_CHECKING:
@@ -68,7 +69,12 @@ async def switch_model(runtime: TreeRuntime, agent: Agent, requested: object) ->
     from .runtime import choose_model  # the runtime imports the agent, which imports this
 
     offered = runtime.environment.models()
-    if not isinstance(requested, str) or not requested.strip():
+    if requested is not None and not isinstance(requested, str):
+        raise ModelSwitchError(
+            400,
+            f"model must be a string, not {json_type(requested)}; available: {', '.join(offered)}",
+        )
+    if not requested or not requested.strip():
         raise ModelSwitchError(400, f"model is required; available: {', '.join(offered)}")
     try:
         provider_name, model = choose_model(requested.strip(), offered)

@@ -39,7 +39,7 @@ def mode_problem(value: object) -> str | None:
     """What is wrong with `value` as a mode, or None."""
     if isinstance(value, str) and value in MODES:
         return None
-    shown = repr(shorten(value, 40)) if isinstance(value, str) else json_type(value)
+    shown = shorten(value, 40) if isinstance(value, str) else json_type(value)  # quoted once
     return f"must be one of {', '.join(MODES)}, not {shown}"
 
 
@@ -83,8 +83,9 @@ class Approvals:
         self._waiting: dict[str, asyncio.Future[Decision]] = {}
 
     def waiting(self) -> list[str]:
-        """The tool call ids waiting for the user now."""
-        return list(self._waiting)
+        """The tool call ids waiting for the user now (one answered is not, even before its
+        cell runs)."""
+        return [call_id for call_id, future in self._waiting.items() if not future.done()]
 
     async def wait(self, tool_call_id: str) -> Decision:
         future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()

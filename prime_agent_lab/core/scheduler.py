@@ -113,7 +113,9 @@ class Scheduler:
         return [
             e.name
             for e in entries
-            if is_session_id(e.name) and os.path.lexists(os.path.join(e.path, SCHEDULES_FILE))
+            if is_session_id(e.name)
+            and not e.is_symlink()  # a linked session folder is never followed
+            and os.path.lexists(os.path.join(e.path, SCHEDULES_FILE))
         ]
 
     def refresh(self, session_id: str) -> None:

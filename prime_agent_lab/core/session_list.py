@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from .sessions import SESSION_FILE, SessionLog, is_session_id
+from .sessions import SESSION_FILE, LinkedSession, SessionLog, is_session_id
 from .text import preview
 from .usage import session_cost
 from .wire import SessionListItem
@@ -102,24 +102,33 @@ class SessionCatalog:
 
 
 def summarize(directory: Path) -> StoredSession:
-    """One session directory as the list shows it; never raises for what the files hold."""
+    """One session directory as the list shows it; never raises for what the files hold.
+    A linked folder is listed broken, unread (its target is not the session's)."""
     try:
+        if directory.is_symlink():
+            return _broken(directory, str(LinkedSession(directory.name)))
         return _from_log(SessionLog.read(directory))
     except Exception as exc:  # one hostile file must not take the whole list down
-        return StoredSession(
-            session_id=directory.name,
-            notebook_path="",
-            title=None,
-            created="",
-            updated="",
-            provider="",
-            model="",
-            turns=0,
-            parent_session_id=None,
-            name="",
-            cost=None,
-            broken=f"{SESSION_FILE} cannot be summarized ({type(exc).__name__}: {exc})"[:500],
+        return _broken(
+            directory, f"{SESSION_FILE} cannot be summarized ({type(exc).__name__}: {exc})"
         )
+
+
+def _broken(directory: Path, reason: str) -> StoredSession:
+    return StoredSession(
+        session_id=directory.name,
+        notebook_path="",
+        title=None,
+        created="",
+        updated="",
+        provider="",
+        model="",
+        turns=0,
+        parent_session_id=None,
+        name="",
+        cost=None,
+        broken=reason[:500],
+    )
 
 
 def _from_log(log: SessionLog) -> StoredSession:

@@ -75,6 +75,18 @@ class SessionWriteError(SessionError):
         self.disk_full = is_disk_full(cause)
 
 
+class LinkedSession(SessionError):
+    """A session folder that is a symbolic link: never read, continued, written or removed
+    through (docs/trust.md, "Symbolic links"); its target is not the session's."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id} is a link, not a folder: a linked session folder is never "
+            "followed; remove it by hand"
+        )
+        self.session_id = session_id
+
+
 class BrokenSession(SessionError):
     """A session whose log is damaged: it is listed, never continued, never rewritten."""
 
@@ -701,18 +713,22 @@ class SessionRepository:
         return SessionLog.create(self.directory(session_id), {"session_id": session_id, **header})
 
     def load(self, session_id: str) -> SessionLog:
-        """A session to continue. Raises SessionError (BrokenSession when it is damaged)."""
-        directory = self.directory(session_id)
-        if not directory.is_dir():
-            raise SessionError(f"no session {session_id!r}")
-        return SessionLog.load(directory)
+        """A session to continue. Raises SessionError (BrokenSession when it is damaged,
+        LinkedSession when its folder is a link)."""
+        return SessionLog.load(self._folder(session_id))
 
     def read(self, session_id: str) -> SessionLog:
         """What can be read of a session, damaged or not (`damage` says which)."""
+        return SessionLog.read(self._folder(session_id))
+
+    def _folder(self, session_id: str) -> Path:
+        """The session's folder: a real directory, never a link (LinkedSession)."""
         directory = self.directory(session_id)
+        if directory.is_symlink():
+            raise LinkedSession(session_id)
         if not directory.is_dir():
             raise SessionError(f"no session {session_id!r}")
-        return SessionLog.read(directory)
+        return directory
 
     def exists(self, session_id: str) -> bool:
         try:
@@ -724,18 +740,15 @@ class SessionRepository:
         """Remove a session's directory and everything in it (snapshots, mail, schedules).
         Only a real directory directly under the root, named like a session: never a link
         (whose target is not the session's to lose)."""
-        directory = self.directory(session_id)
-        if directory.is_symlink():
-            raise SessionError(f"session {session_id} is a link, not a folder; remove it by hand")
-        if not directory.is_dir():
-            raise SessionError(f"no session {session_id!r}")
+        directory = self._folder(session_id)
         shutil.rmtree(directory)
         self._summaries.pop(directory / SESSION_FILE, None)
 
-    def _session_directories(self) -> Iterator[Path]:
-        """Directories named like a session; the name is the id (a header never names a path)."""
+    def session_directories(self) -> Iterator[Path]:
+        """Directories named like a session; the name is the id (a header never names a path).
+        A link is none: it is never followed."""
         for child in self.root.iterdir():
-            if _SESSION_ID.match(child.name) and child.is_dir():
+            if _SESSION_ID.match(child.name) and child.is_dir() and not child.is_symlink():
                 yield child
 
     def summaries(self) -> list[SessionSummary]:
@@ -744,7 +757,7 @@ class SessionRepository:
         A log is only re-read when its file changed. This reads whole logs: call it off the
         event loop.
         """
-        out = [self._summary(directory) for directory in self._session_directories()]
+        out = [self._summary(directory) for directory in self.session_directories()]
         out.sort(key=lambda s: s.updated, reverse=True)
         return out
 

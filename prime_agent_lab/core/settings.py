@@ -260,8 +260,10 @@ class Settings:
     subagent_models: tuple[str, ...] = setting(
         (),
         """Further models sub-agents may run on (`rlm(..., model="openai/gpt-4o")`) and a
-        session may switch to (the panel's model picker, `/model`), as `provider/model`; the
-        configured provider and model are always offered.""",
+        session may switch to (the panel's model picker, `/model`), as `provider/model` of an
+        installed provider (anything else is refused at start); the configured provider and
+        model are always offered. On the command line: the flag once per model, or a list
+        (`'["openai/gpt-4o","anthropic/claude-sonnet-4-5"]'`).""",
         hosts=SERVER_ONLY,
     )
     max_task_chars: int = setting(
@@ -475,6 +477,10 @@ class Settings:
                 raise SettingError(
                     f"{self.spell(name)} must be one of {modes}, not {getattr(self, name)!r}"
                 )
+        for entry in self.subagent_models:  # each `provider/model` of an installed provider
+            wrong = subagent_model_problem(entry)
+            if wrong is not None:
+                raise SettingError(f"{self.spell('subagent_models')} {wrong}")
 
     def spell(self, name: str) -> str:
         """`name` as this host's user sets it (`--cell-timeout`, `c.PrimeAgentLab.cell_timeout`)."""
@@ -591,6 +597,23 @@ def problem(name: str, value: object) -> str | None:
         return None
     shown = f"{value:g}" if isinstance(value, float) else str(value)
     return f"must be {bounds_phrase(name)}, not {shown}"
+
+
+def subagent_model_problem(entry: str) -> str | None:
+    """What is wrong with one `subagent_models` entry (not `provider/model`, or a provider
+    that is not installed), or None."""
+    from .installed_providers import installed
+
+    provider, _, model = entry.partition("/")
+    if not provider.strip() or not model.strip() or entry != entry.strip():
+        return f"entry {entry!r} is not provider/model (as in 'openai/gpt-4.1')"
+    found, key = installed(), provider.lower()
+    if key in found.problems:
+        return f"entry {entry!r}: model provider {provider!r} cannot be used: {found.problems[key]}"
+    if key not in found.plugins:
+        valid = ", ".join(found.names) or "none installed"
+        return f"has an unknown model provider {provider!r} (in {entry!r}); valid names: {valid}"
+    return None
 
 
 def bounds_phrase(name: str) -> str:

@@ -523,10 +523,14 @@ def describe_restore(report: dict[str, Any], directory: Path) -> tuple[str, str]
         if report.get("previous")
         else "the snapshot"
     )
-    parts = [
-        f"Kernel variables restored from {which} of "
-        f"{report.get('snapshot_time')}: {_names(restored) or 'none'}."
-    ]
+    when = report.get("snapshot_time")
+    if restored:
+        first = f"Kernel variables restored from {which} of {when}: {_names(restored)}."
+    elif report.get("failed") or report.get("kept"):
+        first = f"No kernel variable was restored from {which} of {when}."
+    else:  # said plainly, not "restored ...: none."
+        first = f"{which[0].upper()}{which[1:]} of {when} held no variables: nothing to restore."
+    parts = [first]
     if report.get("failed"):
         parts.append(f"Could not be restored: {_reasons(report['failed'])}.")
     if report.get("skipped_at_save"):

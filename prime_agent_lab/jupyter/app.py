@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import os
 import sys
@@ -33,13 +34,37 @@ _TRAITS: dict[Any, type[TraitType[Any, Any]]] = {
 }
 
 
+class _StringList(List):  # type: ignore[type-arg]
+    """A list of strings that also reads a whole list given as one value on the command line
+    (`--PrimeAgentLab.subagent_models=["a/b","c/d"]`). jupyter_server parses the extension's
+    options before it knows their traits, so such a value reaches the trait as text, which
+    traitlets' own `from_string` fails to read (it validates without an object) and keeps as
+    one entry. Not a list literal: one entry (`--PrimeAgentLab.x=a/b`, repeatable)."""
+
+    def from_string(self, s: str) -> list[str] | None:
+        text = s.strip()
+        if text == "None" and self.allow_none:
+            return None
+        if text.startswith("[") and text.endswith("]"):
+            try:
+                value = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                raise TraitError(f"{s!r} is not a list of strings") from None
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                return value
+            raise TraitError(f"{s!r} is not a list of strings")
+        return [s]
+
+
 def _trait(setting: Declared) -> TraitType[Any, Any]:
     """The configurable trait of one declared setting (core/settings.py)."""
     help = help_text(setting.name, SERVER)
     if setting.type == tuple[str, ...]:
-        trait: TraitType[Any, Any] = List(Unicode(), default_value=list(setting.default), help=help)
+        trait: TraitType[Any, Any] = _StringList(
+            Unicode(), default_value=list(setting.default), help=help
+        )
     elif setting.type == tuple[str, ...] | None:
-        trait = List(Unicode(), default_value=setting.default, allow_none=True, help=help)
+        trait = _StringList(Unicode(), default_value=setting.default, allow_none=True, help=help)
     elif setting.type == dict[str, Any] | None:
         trait = Dict(default_value=setting.default, allow_none=True, help=help)
     elif setting.type == str | None:

@@ -90,6 +90,16 @@ class ApiBase(JsonErrors, ExtensionHandlerMixin, APIHandler):
             raise web.HTTPError(400, str(exc)) from None
 
 
+def only_fields(data: dict[str, Any], *fields: str) -> dict[str, Any]:
+    """`data` when it has no field but `fields`; else a 400 naming the first unknown one (a
+    misspelt field is never ignored)."""
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        known = f"the fields are {', '.join(fields)}" if fields else "this request takes none"
+        raise web.HTTPError(400, f"unknown field {shorten(unknown[0], 40)}; {known}")
+    return data
+
+
 def text_field(data: dict[str, Any], key: str) -> str | None:
     """An optional string field: absent or null is None; anything but a string is a 400."""
     value = data.get(key)

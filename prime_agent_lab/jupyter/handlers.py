@@ -26,6 +26,7 @@ from .handler_base import (
     JsonErrors,
     bool_field,
     host_errors,
+    only_fields,
     text_field,
 )
 from .host import AgentHost, HostError
@@ -308,7 +309,7 @@ class SessionModelHandler(ApiBase):
     @authorized
     @host_errors
     async def post(self, session_id: str) -> None:
-        model = self.body().get("model")
+        model = only_fields(self.body(), "model").get("model")
         self.reply(await self.host.switch_model(self.session_id(session_id), model))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from .handler_base import ApiBase, host_errors
+from .handler_base import ApiBase, host_errors, only_fields
 
 
 class PermissionHandler(ApiBase):
@@ -22,7 +22,7 @@ class PermissionHandler(ApiBase):
     @authorized
     @host_errors
     async def put(self, session_id: str) -> None:
-        mode = self.body().get("mode")
+        mode = only_fields(self.body(), "mode").get("mode")
         self.reply(self.host.set_permission(self.session_id(session_id), mode))
 
 
@@ -34,5 +34,6 @@ class CellDecisionHandler(ApiBase):
     @authorized
     @host_errors
     async def post(self, session_id: str, tool_call_id: str, action: str) -> None:
-        code = self.body().get("code") if action == "approve" else None
+        fields = ("code",) if action == "approve" else ()
+        code = only_fields(self.body(), *fields).get("code")
         self.reply(self.host.decide_cell(self.session_id(session_id), tool_call_id, action, code))

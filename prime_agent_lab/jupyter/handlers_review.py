@@ -9,7 +9,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from ..core.text import json_type, shorten
-from .handler_base import ApiBase, host_errors
+from .handler_base import ApiBase, host_errors, only_fields
 
 REVERT_FIELDS = ("cells_removed", "restore_kernel")
 
@@ -39,12 +39,7 @@ class TurnRevertHandler(ApiBase):
 
 def revert_body(data: dict[str, Any]) -> tuple[list[str] | None, bool]:
     """(`cells_removed`, `restore_kernel`); a body of another shape is a 400 that says why."""
-    unknown = [k for k in data if k not in REVERT_FIELDS]
-    if unknown:
-        raise web.HTTPError(
-            400,
-            f"unknown field {shorten(unknown[0], 40)}; the fields are {', '.join(REVERT_FIELDS)}",
-        )
+    only_fields(data, *REVERT_FIELDS)
     cells = data.get("cells_removed")
     if cells is not None and (
         not isinstance(cells, list) or not all(isinstance(c, str) and c for c in cells)

@@ -28,6 +28,7 @@ from ..core.runtime import AgentRuntime, close_provider
 from ..core.session_list import LiveSession, SessionCatalog
 from ..core.sessions import (
     BrokenSession,
+    LinkedSession,
     SessionError,
     SessionLog,
     SessionRepository,
@@ -266,6 +267,8 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue, HostPermissi
             session = await asyncio.to_thread(self.repository.load, session_id)
         except BrokenSession as exc:
             raise HostError(409, f"{exc}; start a new session (its log is kept as it is)") from None
+        except LinkedSession as exc:
+            raise HostError(409, str(exc)) from None
         except SessionError as exc:
             raise HostError(404, str(exc)) from None
         if session.notebook_path != path:
@@ -384,6 +387,8 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue, HostPermissi
         them (running, or attached to a notebook tab) or one is a link; 404 for an unknown id."""
         try:
             log = await asyncio.to_thread(self.repository.read, session_id)
+        except LinkedSession as exc:
+            raise HostError(409, str(exc)) from None
         except SessionError as exc:  # not a folder under the sessions root
             raise HostError(404, str(exc)) from None
         below = self._below(session_id)  # a new one needs a loaded agent to spawn it: refused
