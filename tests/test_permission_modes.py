@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from prime_agent_lab.core.agent import Agent
-from prime_agent_lab.core.permission import PLAN_OBSERVATION, SKIPPED_OBSERVATION
+from prime_agent_lab.core.permission import SKIPPED_OBSERVATION
+from prime_agent_lab.core.permission_texts import PLAN_OBSERVATION
 from prime_agent_lab.core.transcript import chat_transcript
 
 from .conftest import next_event, use_script, wait_for

@@ -14,6 +14,7 @@ import pytest
 from jupyter_server.extension.application import ExtensionApp
 
 from prime_agent_lab import cli as cli_module
+from prime_agent_lab.adapters.model_choice import ModelChoice
 from prime_agent_lab.core.messages import ModelResponse
 from prime_agent_lab.core.ports import ProviderError
 from prime_agent_lab.core.settings import (
@@ -428,8 +429,10 @@ def test_a_list_setting_given_as_a_list_on_the_server_command_line_is_that_list(
 def test_a_subagent_model_that_is_malformed_or_of_no_installed_provider_is_refused(
     entry: str, message: str
 ) -> None:
+    """The form is the settings' to check, the provider the model choice's (as a host starts)."""
     with pytest.raises(SettingError) as refused:
-        Settings(subagent_models=("scripted/demo-b", entry))
+        settings = Settings(subagent_models=("scripted/demo-b", entry))
+        ModelChoice(lambda: settings, {}).configured()
     assert str(refused.value).startswith("c.PrimeAgentLab.subagent_models ")
     assert message in str(refused.value)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from ..core.installed_providers import provider_problem
 from ..core.ports import ModelProvider
 from ..core.runtime import choose_model
-from ..core.settings import Settings
+from ..core.settings import SettingError, Settings
 from ..providers import make_provider
 
 
@@ -51,6 +52,10 @@ class ModelChoice:
     def configured(self) -> ModelProvider:
         """The provider and model the settings name (the provider's default model if none)."""
         settings = self._settings()
+        for entry in settings.subagent_models:  # offered in the picker: each must be usable
+            wrong = provider_problem(entry)
+            if wrong is not None:
+                raise SettingError(f"{settings.spell('subagent_models')} {wrong}")
         provider = self.make(settings.provider, settings.model)
         if not settings.model:
             self._resolved = (provider.name, provider.model)

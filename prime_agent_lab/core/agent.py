@@ -25,8 +25,6 @@ from .messages import PYTHON_TOOL, Message, ModelRequest, ModelResponse, ToolCal
 from .observation import build_observation
 from .permission import (
     AWAITING_NOTE,
-    PLAN_NOT_RUN_TEXT,
-    PLAN_OBSERVATION,
     SKIPPED_OBSERVATION,
     Approvals,
     Decision,
@@ -36,6 +34,7 @@ from .permission import (
     lowest,
     recorded_mode,
 )
+from .permission_texts import PLAN_NOT_RUN_TEXT, PLAN_OBSERVATION
 from .ports import (
     CellState,
     CellWriter,

@@ -66,6 +66,7 @@ from .entry_schema import (
     text_of,
 )
 from .messages import ToolCall
+from .permission_texts import PLAN_NOT_RUN_TEXT, PLAN_OBSERVATION
 from .token_counts import counted
 
 # ---------------------------------------------------------------- stop reasons and notice kinds
@@ -553,7 +554,6 @@ def _images_shape(entry: Entry) -> str | None:
 
 def _plan_not_run(entry: Entry, context: ChatContext) -> list[ChatItem]:
     """A call plan mode refused has no cell: its line says so and carries the code."""
-    from .permission import PLAN_NOT_RUN_TEXT, PLAN_OBSERVATION  # it imports wire, wire this
 
     if entry.get("status") != "skipped" or entry.get("observation") != PLAN_OBSERVATION:
         return []

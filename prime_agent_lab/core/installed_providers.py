@@ -168,3 +168,16 @@ def _distribution(point: EntryPoint) -> str:
 
 def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def provider_problem(entry: str) -> str | None:
+    """Why the provider of a `provider/model` entry cannot be used (not installed, or broken),
+    or None."""
+    provider = entry.partition("/")[0]
+    found, key = installed(), provider.lower()
+    if key in found.problems:
+        return f"entry {entry!r}: model provider {provider!r} cannot be used: {found.problems[key]}"
+    if key not in found.plugins:
+        valid = ", ".join(found.names) or "none installed"
+        return f"has an unknown model provider {provider!r} (in {entry!r}); valid names: {valid}"
+    return None

@@ -16,12 +16,6 @@ from .wire import PermissionMode
 
 MODES: tuple[PermissionMode, ...] = get_args(PermissionMode)  # weakest first
 
-PLAN_OBSERVATION = (
-    "(not run: this session is in plan mode, where no cell runs. Do not call the python tool "
-    "again; answer in text and describe the code you would run.)"
-)
-PLAN_NOT_RUN_TEXT = "Not run: this session is in plan mode, where no cell runs."
-"""The chat's line for a call plan mode refused (the `plan_not_run` notice, live and reloaded)."""
 SKIPPED_OBSERVATION = "(not run: the user skipped this cell in ask mode; nothing in it ran)"
 AWAITING_NOTE = "[Prime Agent] waiting for your approval: Run, Edit or Skip"
 

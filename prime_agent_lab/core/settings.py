@@ -600,19 +600,12 @@ def problem(name: str, value: object) -> str | None:
 
 
 def subagent_model_problem(entry: str) -> str | None:
-    """What is wrong with one `subagent_models` entry (not `provider/model`, or a provider
-    that is not installed), or None."""
-    from .installed_providers import installed
-
+    """What is wrong with the form of one `subagent_models` entry (not `provider/model`), or
+    None. Whether its provider is installed is the model choice's to say (adapters/model_choice.py,
+    when a host starts)."""
     provider, _, model = entry.partition("/")
     if not provider.strip() or not model.strip() or entry != entry.strip():
         return f"entry {entry!r} is not provider/model (as in 'openai/gpt-4.1')"
-    found, key = installed(), provider.lower()
-    if key in found.problems:
-        return f"entry {entry!r}: model provider {provider!r} cannot be used: {found.problems[key]}"
-    if key not in found.plugins:
-        valid = ", ".join(found.names) or "none installed"
-        return f"has an unknown model provider {provider!r} (in {entry!r}); valid names: {valid}"
     return None
 
 
