@@ -30,7 +30,10 @@ async def test_a_cell_that_ignores_the_interrupt_cannot_hold_up_the_server_shutd
     agent = await host.attach(make_notebook("stubborn.ipynb"))
     await host.send(agent.session_id, "go")
     await wait_for(lambda: (jp_root_dir / "stubborn.flag").exists(), timeout=60)
-    at_turn_start = read_manifest(agent.session.directory)  # taken as the turn started
+    # Taken as the turn started: the kernel wrote it before the cell, and the host commits it
+    # (checks, signs, renames) while the cell runs, so it may land a moment after the flag.
+    await wait_for(lambda: read_manifest(agent.session.directory) is not None, timeout=30)
+    at_turn_start = read_manifest(agent.session.directory)
 
     started = time.monotonic()
     await host.shutdown()
