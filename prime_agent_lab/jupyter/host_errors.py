@@ -3,10 +3,8 @@ checks every route makes (a notebook path, an attached session)."""
 
 from __future__ import annotations
 
-import asyncio
 import posixpath
 from collections.abc import Mapping
-from typing import Any
 
 from tornado import web
 
@@ -59,12 +57,6 @@ def http_error_text(exc: web.HTTPError) -> str:
         return exc.log_message % exc.args
     except (TypeError, ValueError):
         return exc.log_message
-
-
-async def maybe_await(value: Any) -> Any:
-    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
-        return await value
-    return value
 
 
 def attached(agents: Mapping[str, Agent], session_id: str) -> Agent:

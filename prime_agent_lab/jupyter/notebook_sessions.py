@@ -12,9 +12,10 @@ sessions API answers for a path that already has one.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from jupyter_core.utils import ensure_async
 
 _INSTALLED = "_prime_agent_lab_one_session_per_path"
 
@@ -39,7 +40,7 @@ class OneSessionPerPath:
         self._users[path] = self._users.get(path, 0) + 1
         try:
             async with lock:
-                if await maybe_await(self._manager.session_exists(path=path)):
+                if await ensure_async(self._manager.session_exists(path=path)):
                     return dict(await self._manager.get_session(path=path)), False
                 return dict(await self._create(*args, **kwargs)), True
         finally:
@@ -56,7 +57,3 @@ def install(manager: Any) -> OneSessionPerPath:
         manager.create_session = gate.create_session
         setattr(manager, _INSTALLED, gate)
     return gate
-
-
-async def maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value

@@ -16,6 +16,8 @@ import posixpath
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from jupyter_core.utils import ensure_async
+
 from ..adapters.kernel_calls import (
     READY_TIMEOUT,
     Run,
@@ -25,7 +27,6 @@ from ..adapters.kernel_calls import (
 from ..adapters.kernel_fleet import HandOutFailed
 from ..core.redaction import kernel_environment
 from . import notebook_sessions
-from .notebook_sessions import maybe_await as _maybe_await
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ class ServerKernels:
             "JPY_SESSION_NAME": self._sessions.get_kernel_env(path, name)["JPY_SESSION_NAME"],
         }
         contents = self._serverapp.contents_manager
-        kernel_path = await _maybe_await(contents.get_kernel_path(path))
+        kernel_path = await ensure_async(contents.get_kernel_path(path))
         kernel_id = await self._kernels.start_kernel(
             path=kernel_path, kernel_name=self.kernel_name, env=env
         )
@@ -158,7 +159,7 @@ class ServerKernels:
         """False once the kernel died or the server dropped it (culled, shut down by a user)."""
         if kernel_id not in self._kernels:
             return False
-        return bool(await _maybe_await(self._kernels.get_kernel(kernel_id).is_alive()))
+        return bool(await ensure_async(self._kernels.get_kernel(kernel_id).is_alive()))
 
     def directory(self, cwd: str) -> str:
         return str(self._kernels.cwd_for_path(cwd or ""))
@@ -220,7 +221,7 @@ async def hand_to_notebook(
     name = posixpath.basename(path)
     if directory is None:
         directory = kernels.cwd_for_path(
-            await _maybe_await(serverapp.contents_manager.get_kernel_path(path=path))
+            await ensure_async(serverapp.contents_manager.get_kernel_path(path=path))
         )
     session_name = sessions.get_kernel_env(path, name)["JPY_SESSION_NAME"]
     if kernel_id not in kernels:  # create_session would start a fresh one

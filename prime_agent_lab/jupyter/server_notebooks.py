@@ -7,6 +7,7 @@ import posixpath
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from jupyter_core.utils import ensure_async
 from tornado import web
 
 from ..core.agent import Agent
@@ -14,7 +15,7 @@ from ..core.jsonfile import MAX_NOTEBOOK_BYTES, too_large
 from ..core.ports import NotebookPort
 from ..core.settings import Settings
 from ..core.text import shorten
-from .host_errors import HostError, http_error_text, maybe_await
+from .host_errors import HostError, http_error_text
 from .live_notebook import LiveNotebook
 from .server_kernels import ServerKernels
 
@@ -59,19 +60,19 @@ class ServerNotebooks:
     async def check(self, path: str) -> None:
         """Refuse what the contents manager would refuse later, before any kernel starts."""
         contents = self._contents
-        if not await maybe_await(contents.file_exists(path)):
+        if not await ensure_async(contents.file_exists(path)):
             raise HostError(404, f"no notebook at {shorten(path)}")
-        if not contents.allow_hidden and await maybe_await(contents.is_hidden(path)):
+        if not contents.allow_hidden and await ensure_async(contents.is_hidden(path)):
             raise HostError(
                 403,
                 f"{shorten(path)} is hidden, and this server does not serve hidden files "
                 "(ContentsManager.allow_hidden)",
             )
         try:
-            size = (await maybe_await(contents.get(path, content=False))).get("size")
+            size = (await ensure_async(contents.get(path, content=False))).get("size")
             if isinstance(size, int) and size > MAX_NOTEBOOK_BYTES:  # not read at all
                 raise web.HTTPError(413, f"it {too_large(size, MAX_NOTEBOOK_BYTES)}")
-            await maybe_await(contents.get(path, content=True, type="notebook"))
+            await ensure_async(contents.get(path, content=True, type="notebook"))
         except web.HTTPError as exc:
             reason = http_error_text(exc)
             raise HostError(400, f"cannot open {shorten(path)} as a notebook: {reason}") from None
@@ -89,11 +90,11 @@ class ServerNotebooks:
 
     async def _create(self, path: str, cells: list[dict[str, Any]]) -> NotebookPort:
         contents = self._contents
-        if await maybe_await(contents.file_exists(path)):
+        if await ensure_async(contents.file_exists(path)):
             raise FileExistsError(path)
         folder = posixpath.dirname(path)
-        if folder and not await maybe_await(contents.dir_exists(folder)):
-            await maybe_await(contents.save({"type": "directory"}, folder))
+        if folder and not await ensure_async(contents.dir_exists(folder)):
+            await ensure_async(contents.save({"type": "directory"}, folder))
         kernel_name = self._settings().kernel_name
         notebook = {
             "nbformat": 4,
@@ -108,7 +109,7 @@ class ServerNotebooks:
             },
             "cells": cells,
         }
-        await maybe_await(
+        await ensure_async(
             contents.save({"type": "notebook", "format": "json", "content": notebook}, path)
         )
         return self.live(path)
