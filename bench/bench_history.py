@@ -57,9 +57,9 @@ print(_json.dumps({
 """
 
 
-def write_session(root: Path, entries: int) -> str:
+def write_session(root: Path, entries: int, notebook: str = "analysis.ipynb") -> str:
     log = SessionRepository(root / ".prime-agent" / "sessions").create(
-        notebook_path="analysis.ipynb", provider="scripted", model="demo"
+        notebook_path=notebook, provider="scripted", model="demo"
     )
     for turn in range(1, entries // 5 + 1):
         log.append("user_message", text=f"question {turn}", turn=turn)

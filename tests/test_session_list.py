@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from prime_agent_lab.core import sessions as sessions_module
 from prime_agent_lab.core.session_list import SessionCatalog, StoredSession, tree_costs
 from prime_agent_lab.core.sessions import SESSION_FILE, SessionLog, SessionRepository
 
@@ -303,6 +304,78 @@ def test_a_catalog_rereads_only_changed_logs(tmp_path: Path) -> None:
     log.append("user_message", turn=1, text="now a title")
     (changed,) = catalog.stored()
     assert changed.title == "now a title"
+
+
+def logs_read_whole(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The session ids whose logs are read whole from now on (SessionLog.read spied)."""
+    names: list[str] = []
+    read = SessionLog.read.__func__  # type: ignore[attr-defined]
+
+    def spy(cls: type[SessionLog], directory: Path) -> SessionLog:
+        names.append(directory.name)
+        return read(cls, directory)
+
+    monkeypatch.setattr(SessionLog, "read", classmethod(spy))
+    return names
+
+
+def test_a_notebooks_list_reads_only_its_sessions_and_their_sub_agents_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repository = SessionRepository(tmp_path / "sessions")
+    logs = make_sessions(repository)
+    moved = repository.create(notebook_path=OTHER, **SONNET)
+    moved.append("user_message", turn=1, text="started in the other notebook")
+    moved.append("notebook_moved", path=NOTEBOOK)
+    write_damaged(repository.root, "damaged", NOTEBOOK)
+    read = logs_read_whole(monkeypatch)
+
+    items = SessionCatalog(repository.root).listing(NOTEBOOK)
+
+    listed_ids = {item["session_id"] for item in items}
+    own = {logs["older"].session_id, logs["newer"].session_id, moved.session_id, "damaged"}
+    assert listed_ids == own
+    assert logs["other"].session_id not in read  # told apart by its header alone
+    assert set(read) == own | {logs["child"].session_id}  # the child counts in its parent's cost
+    older = next(i for i in items if i["session_id"] == logs["older"].session_id)
+    assert older["cost_total"] == pytest.approx(4.5)
+
+
+def test_finding_a_notebooks_latest_session_reads_no_other_notebooks_log_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repository = SessionRepository(tmp_path / "sessions")
+    logs = make_sessions(repository)
+    read = logs_read_whole(monkeypatch)
+
+    latest = repository.latest_for_notebook(OTHER)
+
+    assert latest == logs["other"].session_id
+    assert read == [logs["other"].session_id]
+    assert repository.latest_for_notebook(OTHER) == latest and len(read) == 1  # cached
+
+
+def test_a_linked_session_folder_is_listed_broken_and_never_read_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = SessionRepository(tmp_path / "elsewhere").create(notebook_path=NOTEBOOK)
+    root = tmp_path / "sessions"
+    root.mkdir()
+    (root / "linked").symlink_to(elsewhere.directory, target_is_directory=True)
+    files_read: list[str] = []
+    real_read_bytes = sessions_module.read_bytes
+
+    def watched(path: Any, max_bytes: int) -> bytes:
+        files_read.append(str(path))
+        return real_read_bytes(path, max_bytes)
+
+    monkeypatch.setattr(sessions_module, "read_bytes", watched)
+    catalog = SessionCatalog(root)
+
+    assert catalog.listing(NOTEBOOK) == []
+    (everything,) = catalog.listing()
+
+    assert everything["status"] == "broken" and files_read == []
 
 
 def test_no_hostile_session_file_stops_the_list_and_each_is_listed_broken_or_read(

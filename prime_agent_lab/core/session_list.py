@@ -10,15 +10,14 @@ changed.
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from .sessions import SESSION_FILE, LinkedSession, SessionLog, is_session_id
+from .file_memo import FileMemo
+from .sessions import SESSION_FILE, LinkedSession, SessionLog, is_session_id, peek_log
 from .text import preview
 from .usage import session_cost
 from .wire import SessionListItem
@@ -60,45 +59,65 @@ class SessionCatalog:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self._cache: dict[str, tuple[tuple[int, ...], StoredSession]] = {}
-        self._lock = threading.Lock()
+        self._summaries = FileMemo(lambda file: summarize(file.parent))
+        self._peeks = FileMemo(peek_log)
 
-    def stored(self) -> list[StoredSession]:
-        """Every session directory's summary (damaged ones included). Reads changed logs
-        whole: call it off the event loop."""
+    def stored(
+        self, notebook: str | None = None, live: Mapping[str, LiveSession] | None = None
+    ) -> list[StoredSession]:
+        """Every session directory's summary (damaged ones included); with `notebook`, only
+        those that may be its sessions and their sub-agents' (the rest are told apart by their
+        header alone, never read whole). Reads changed logs whole: call it off the event loop."""
         try:
-            children = list(self.root.iterdir())
+            directories = [
+                child
+                for child in self.root.iterdir()
+                if is_session_id(child.name) and child.is_dir()
+            ]
         except OSError:  # no sessions yet (or the folder cannot be listed)
             return []
-        out = []
-        for child in children:
-            if is_session_id(child.name) and child.is_dir():
-                out.append(self._stored(child))
-        with self._lock:  # forget deleted sessions
-            for gone in set(self._cache) - {s.session_id for s in out}:
-                del self._cache[gone]
-        return out
+        files = [d / SESSION_FILE for d in directories]
+        self._summaries.keep_only(files)  # forget deleted sessions
+        self._peeks.keep_only(files)
+        if notebook is not None:
+            directories = self._of_notebook(directories, notebook, live or {})
+        return [self._summaries.get(d / SESSION_FILE) for d in directories]
 
-    def _stored(self, directory: Path) -> StoredSession:
-        try:
-            stat = os.stat(directory / SESSION_FILE)
-        except OSError:
-            return summarize(directory)  # says why the file cannot be read
-        stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
-        with self._lock:
-            cached = self._cache.get(directory.name)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        summary = summarize(directory)
-        with self._lock:
-            self._cache[directory.name] = (stamp, summary)
-        return summary
+    def _of_notebook(
+        self, directories: list[Path], notebook: str, live: Mapping[str, LiveSession]
+    ) -> list[Path]:
+        """The directories whose sessions may be `notebook`'s (by header, a possible move, a live
+        agent there, or a header only a full read can judge), with all their sub-agents'. A
+        linked folder is never read through: it is listed from its name alone (as broken)."""
+        peeks = {
+            d.name: None if d.is_symlink() else self._peeks.get(d / SESSION_FILE)
+            for d in directories
+        }
+        chosen = {
+            name
+            for name, found in peeks.items()
+            if found is None
+            or found.moved
+            or found.notebook_path == notebook
+            or (name in live and live[name].notebook_path == notebook)
+        }
+        children: dict[str, list[str]] = {}
+        for name, found in peeks.items():
+            if found is not None and found.parent_session_id is not None:
+                children.setdefault(found.parent_session_id, []).append(name)
+        pending = list(chosen)
+        while pending:
+            for child in children.get(pending.pop(), ()):
+                if child not in chosen:
+                    chosen.add(child)
+                    pending.append(child)
+        return [d for d in directories if d.name in chosen]
 
     def listing(
         self, notebook: str | None = None, live: Mapping[str, LiveSession] | None = None
     ) -> list[SessionListItem]:
         """`session_list` of the sessions on disk now."""
-        return session_list(self.stored(), notebook, live)
+        return session_list(self.stored(notebook, live), notebook, live)
 
 
 def summarize(directory: Path) -> StoredSession:

@@ -30,6 +30,7 @@ from .entry_schema import SUMMARY_LABEL as SUMMARY_LABEL
 from .entry_schema import Seen
 from .entry_schema import summary_message as summary_message
 from .entry_types import check_new, problem, seen, turn_boundary
+from .file_memo import FileMemo, stamp_of
 from .jsonfile import (
     MAX_BLOB_BYTES,
     MAX_SESSION_LOG_BYTES,
@@ -701,7 +702,8 @@ class SessionRepository:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-        self._summaries: dict[Path, tuple[tuple[int, ...], SessionSummary]] = {}
+        self._summaries = FileMemo(_summary_of)
+        self._peeks = FileMemo(peek_log)
 
     def directory(self, session_id: str) -> Path:
         return self.root / check_session_id(session_id)
@@ -742,7 +744,8 @@ class SessionRepository:
         (whose target is not the session's to lose)."""
         directory = self._folder(session_id)
         shutil.rmtree(directory)
-        self._summaries.pop(directory / SESSION_FILE, None)
+        self._summaries.forget(directory / SESSION_FILE)
+        self._peeks.forget(directory / SESSION_FILE)
 
     def session_directories(self) -> Iterator[Path]:
         """Directories named like a session; the name is the id (a header never names a path).
@@ -751,34 +754,39 @@ class SessionRepository:
             if _SESSION_ID.match(child.name) and child.is_dir() and not child.is_symlink():
                 yield child
 
-    def summaries(self) -> list[SessionSummary]:
-        """One summary per session, damaged ones included, newest first.
+    def summaries(self, notebook_path: str | None = None) -> list[SessionSummary]:
+        """One summary per session (only those of `notebook_path`, when given), damaged ones
+        included, newest first.
 
-        A log is only re-read when its file changed. This reads whole logs: call it off the
+        A log is only re-read when its file changed. With a notebook, only that notebook's logs
+        are read whole (`peek` tells them by their header); this reads files: call it off the
         event loop.
         """
-        out = [self._summary(directory) for directory in self.session_directories()]
+        directories = list(self.session_directories())
+        self._peeks.keep_only(d / SESSION_FILE for d in directories)
+        self._summaries.keep_only(d / SESSION_FILE for d in directories)
+        if notebook_path is not None:
+            directories = [d for d in directories if self.may_belong(d, notebook_path)]
+        out = [self._summaries.get(directory / SESSION_FILE) for directory in directories]
+        if notebook_path is not None:
+            out = [s for s in out if s.notebook_path == notebook_path]
         out.sort(key=lambda s: s.updated, reverse=True)
         return out
 
-    def _summary(self, directory: Path) -> SessionSummary:
-        file = directory / SESSION_FILE
-        try:
-            stat = file.stat()
-        except OSError:
-            return _summarize(SessionLog.read(directory), 0.0)
-        stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
-        cached = self._summaries.get(file)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        summary = _summarize(SessionLog.read(directory), stat.st_mtime)
-        self._summaries[file] = (stamp, summary)
-        return summary
+    def peek(self, directory: Path) -> HeaderPeek | None:
+        """`peek_log` of a session directory, cached until its log changes."""
+        return self._peeks.get(directory / SESSION_FILE)
+
+    def may_belong(self, directory: Path, notebook_path: str) -> bool:
+        """Whether the session in `directory` may be one of `notebook_path`'s: its header says
+        so, it may have moved there, or only reading it whole can tell."""
+        found = self.peek(directory)
+        return found is None or found.moved or found.notebook_path == notebook_path
 
     def unreadable_newer(self, notebook_path: str, than: str | None) -> list[SessionSummary]:
         """Damaged sessions of a notebook newer than session `than` (all of them for None):
         what `latest_for_notebook` skipped, which the user must hear of."""
-        summaries = [s for s in self.summaries() if s.notebook_path == notebook_path]
+        summaries = self.summaries(notebook_path)
         chosen = next((s.modified for s in summaries if s.session_id == than), None)
         return [
             s for s in summaries if s.broken is not None and (chosen is None or s.modified > chosen)
@@ -786,11 +794,47 @@ class SessionRepository:
 
     def latest_for_notebook(self, notebook_path: str) -> str | None:
         """The newest session of a notebook that can be continued (damaged ones are skipped)."""
-        candidates = [
-            s for s in self.summaries() if s.notebook_path == notebook_path and s.broken is None
-        ]
+        candidates = [s for s in self.summaries(notebook_path) if s.broken is None]
         best = max(candidates, key=lambda s: s.modified, default=None)
         return best.session_id if best else None
+
+
+@dataclass(frozen=True)
+class HeaderPeek:
+    """What a session log says of itself without being read whole."""
+
+    notebook_path: str  # the header's notebook
+    parent_session_id: str | None  # the header's parent (a sub-agent's)
+    moved: bool  # the log may hold a `notebook_moved` entry: only reading it whole tells where
+
+
+_MOVED = b"notebook_moved"
+
+
+def peek_log(file: Path) -> HeaderPeek | None:
+    """The header of `file` (a session log) and whether its notebook may have moved, from its
+    bytes and header line alone; None when only a full read can say (no file, a file too large,
+    a damaged header: `SessionLog.read` then says why). A log that spells the entry type with
+    JSON escapes is taken for unmoved: it only lists that session under its first notebook."""
+    try:
+        raw = read_bytes(file, MAX_SESSION_LOG_BYTES)
+    except UnreadableFile:
+        return None
+    first = raw.partition(b"\n")[0]
+    header, damage = _parse_header(first, file.parent.name)
+    if header is None or damage is not None:
+        return None
+    notebook, parent = header.get("notebook_path"), header.get("parent_session_id")
+    return HeaderPeek(
+        notebook_path=notebook if isinstance(notebook, str) else "",
+        parent_session_id=parent if isinstance(parent, str) else None,
+        moved=_MOVED in raw,
+    )
+
+
+def _summary_of(file: Path) -> SessionSummary:
+    stamp = stamp_of(file)
+    return _summarize(SessionLog.read(file.parent), 0.0 if stamp is None else stamp[2] / 1e9)
 
 
 def _summarize(log: SessionLog, modified: float) -> SessionSummary:
