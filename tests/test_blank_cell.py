@@ -27,7 +27,8 @@ def test_one_empty_cell_is_added_and_never_a_second() -> None:
 
 def test_a_cell_with_source_or_outputs_is_not_blank() -> None:
     typed = {**blank_code_cell(), "source": "x = 1"}
-    ran = {**blank_code_cell(), "outputs": [{"output_type": "stream", "name": "stdout", "text": ""}]}
+    stream = {"output_type": "stream", "name": "stdout", "text": ""}
+    ran = {**blank_code_cell(), "outputs": [stream]}
     markdown = {**blank_code_cell(), "cell_type": "markdown"}
 
     assert is_blank_code_cell({**blank_code_cell(), "source": [" ", "\n"]})
