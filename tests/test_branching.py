@@ -192,7 +192,7 @@ async def test_fork_makes_a_valid_notebook_and_a_session_that_continues_on_a_fre
     assert agent.session.leaf_id == leaf_before  # the original is unchanged
     notebook = nbformat.read(jp_root_dir / fork["notebook_path"], as_version=4)
     nbformat.validate(notebook)
-    code = [c for c in notebook.cells if c.cell_type == "code"]
+    code = _agent_cells(notebook)
     assert [c.source.splitlines()[0] for c in code] == ["alpha = 'alpha'", "beta = 'beta'"]
     assert "ran beta" in code[1].outputs[0]["text"]
     assert all(c.metadata["prime_agent"]["session_id"] == fork["session_id"] for c in code)
@@ -213,7 +213,7 @@ async def test_fork_makes_a_valid_notebook_and_a_session_that_continues_on_a_fre
     sent = json.dumps(fake_llm.requests[before].body)
     assert "ran beta" in sent and "gamma" not in sent
     assert "were not carried over" in sent  # the model is told its kernel is fresh
-    await wait_for(lambda: _saved_code_count(jp_root_dir / fork["notebook_path"]) == 3)
+    await wait_for(lambda: _saved_agent_cell_count(jp_root_dir / fork["notebook_path"]) == 3)
     nbformat.validate(nbformat.read(jp_root_dir / fork["notebook_path"], as_version=4))
     # A second fork takes the next free name.
     _, second = await fetch_json(
@@ -243,9 +243,49 @@ async def test_forks_asked_for_at_once_each_get_their_own_notebook(
     assert len({fork["session_id"] for _, fork in forks}) == 6
 
 
-def _saved_code_count(path: Path) -> int:
+def _agent_cells(notebook: Any) -> list[Any]:
+    return [c for c in notebook.cells if c.cell_type == "code" and "prime_agent" in c.metadata]
+
+
+def _saved_agent_cell_count(path: Path) -> int:
     notebook = read_saved_notebook(path)
-    return 0 if notebook is None else sum(c.cell_type == "code" for c in notebook.cells)
+    return 0 if notebook is None else len(_agent_cells(notebook))
+
+
+def _blank_cells(notebook: Any) -> list[int]:
+    """Where the notebook's empty code cells are."""
+    return [
+        index
+        for index, cell in enumerate(notebook.cells)
+        if cell.cell_type == "code" and not cell.source.strip() and not cell.outputs
+    ]
+
+
+async def test_fork_and_clone_notebooks_end_in_one_empty_cell_that_stays_below_new_agent_cells(
+    host: Any, jp_fetch: Any, jp_root_dir: Path, make_notebook: Any, fake_llm: FakeLLMServer
+) -> None:
+    agent = await three_turns(host, make_notebook("typing.ipynb"))
+    gamma = entry(await host.session_tree(agent.session_id), "user_message", "gamma")
+
+    _, fork = await fetch_json(
+        jp_fetch, "sessions", agent.session_id, "fork", body={"entry_id": gamma["id"]}
+    )
+    _, clone = await fetch_json(jp_fetch, "sessions", agent.session_id, "clone", body={})
+
+    for copy, agent_cells in ((fork, 2), (clone, 3)):
+        notebook = nbformat.read(jp_root_dir / copy["notebook_path"], as_version=4)
+        nbformat.validate(notebook)
+        assert _blank_cells(notebook) == [len(notebook.cells) - 1], copy["notebook_path"]
+        assert "prime_agent" not in notebook.cells[-1].metadata  # nobody's agent cell
+        assert len(_agent_cells(notebook)) == agent_cells
+    forked = await host.attach(fork["notebook_path"], session_id=fork["session_id"])
+    ended = await run_turn(host, forked.session_id, "epsilon")
+    assert ended["final_text"] == "done epsilon"
+    path = jp_root_dir / fork["notebook_path"]
+    await wait_for(lambda: _saved_agent_cell_count(path) == 3)
+    notebook = read_saved_notebook(path)
+    assert [c.source.splitlines()[0] for c in _agent_cells(notebook)][-1] == "epsilon = 'epsilon'"
+    assert _blank_cells(notebook) == [len(notebook.cells) - 1]  # still one, still last
 
 
 async def test_clone_copies_the_whole_branch_and_the_kernel_snapshot(
@@ -271,7 +311,7 @@ async def test_clone_copies_the_whole_branch_and_the_kernel_snapshot(
     }
     notebook = nbformat.read(jp_root_dir / clone["notebook_path"], as_version=4)
     nbformat.validate(notebook)
-    assert sum(c.cell_type == "code" for c in notebook.cells) == 3
+    assert len(_agent_cells(notebook)) == 3
 
 
 async def test_clone_without_a_snapshot_tells_the_model_its_kernel_is_fresh(

@@ -8,6 +8,7 @@ from typing import Any
 
 import nbformat
 
+from prime_agent_lab.core.blank_cell import is_blank_code_cell
 from prime_agent_lab.core.transcript import chat_transcript
 from tests.conftest import next_event, read_saved_notebook, run_turn, use_script, wait_for
 from tests.test_subagents import CHILD, DIES_ONCE_THEN_SAYS_WHERE, WAIT_FOR_CHILDREN
@@ -50,6 +51,9 @@ async def test_a_child_notebook_is_live_runs_on_its_own_jupyter_session_kernel_a
     nbformat.validate(nb)
     assert "[analysis.ipynb](../analysis.ipynb)" in nb.cells[0].source
     assert nb.cells[1].outputs[0]["text"] == "ALPHA WORDS\n"
+    # The empty cell for the user stays last, below the child's live cell, and is no agent's.
+    assert len(nb.cells) == 3 and is_blank_code_cell(nb.cells[2])
+    assert "prime_agent" not in nb.cells[2].metadata
     items = chat_transcript(parent.session, host.runtime.child_state)
     (line,) = [i for i in items if i["type"] == "child"]
     first_cell = next(i for i in items if i["type"] == "cell")

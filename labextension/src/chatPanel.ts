@@ -352,6 +352,7 @@ export class ChatPanel extends Widget {
     const agent = this._agent;
     const parent = agent?.parent ?? null;
     this._familyLine.replaceChildren();
+    this._familyLine.title = '';
     this._familyLine.hidden = parent === null;
     if (!agent || !parent) {
       return;
@@ -372,6 +373,7 @@ export class ChatPanel extends Widget {
       })
     );
     this._familyLine.append(link);
+    this._familyLine.title = this._familyLine.textContent ?? '';
   }
 
   /** Open the notebook of the agent that sent a message (looked up when needed). */

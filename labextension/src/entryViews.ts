@@ -21,6 +21,7 @@ import { GATE_NOTICES, GATE_PASSED } from './autonomy';
 import { renderGateLine, renderGateText } from './autonomyView';
 import { switchButton, TAKEN_OVER } from './takeover';
 import { renderAnswerFooter } from './modelCostView';
+import { pageClipboard, renderInlineCode, type WriteClipboard } from './inlineCommands';
 import type { CellDecision, ChildStatus } from './wire';
 
 export interface IEntryViewContext {
@@ -56,6 +57,8 @@ export interface IEntryViewContext {
   showContext?: () => void;
   /** Show the notebook's current session (the takeover line's button). */
   followCurrentSession?: () => void;
+  /** The Copy buttons' clipboard (a command in a notice); absent: the page's. */
+  writeClipboard?: WriteClipboard;
 }
 
 const CHILD_STATUS_LABELS: Record<ChildStatus, string> = {
@@ -127,7 +130,7 @@ export function renderEntry(
         `Retry ${entry.attempt} in ${formatSeconds(entry.delay)}: ${entry.message}`
       );
     case 'error':
-      return element('div', 'pal-error', 'pal-error', entry.message);
+      return withInlineCode(element('div', 'pal-error', 'pal-error'), entry.message, context);
     case 'notice':
       return renderNotice(entry, context);
     case 'refinement':
@@ -264,8 +267,15 @@ function renderChild(entry: IChildEntry, context: IEntryViewContext): HTMLElemen
   return line;
 }
 
+/** `text` into `node`, a backticked command as code with a Copy button (inlineCommands.ts). */
+function withInlineCode(node: HTMLElement, text: string, context: IEntryViewContext): HTMLElement {
+  const clipboard = context.writeClipboard !== undefined ? context.writeClipboard : pageClipboard();
+  node.append(renderInlineCode(text, clipboard));
+  return node;
+}
+
 function renderNotice(entry: INoticeEntry, context: IEntryViewContext): HTMLElement {
-  const node = element('div', 'pal-notice', 'pal-notice', entry.text);
+  const node = withInlineCode(element('div', 'pal-notice', 'pal-notice'), entry.text, context);
   node.dataset.tone = entry.tone;
   if (entry.noticeKind) {
     node.dataset.kind = entry.noticeKind;

@@ -4,6 +4,7 @@
  * button each. The `/refine` command itself is declared in core/commands.py.
  */
 import { button, element } from './dom';
+import { formatComposed } from './family';
 import { expandable, shortenId, shortenText } from './shorten';
 
 /** What the chat shows of one refinement record (the `refinement` event). */
@@ -19,6 +20,8 @@ export interface IRefinementSummary {
   createdAt: string;
   /** The rejected edits' reasons, "update memory x: why". */
   rejections: string[];
+  /** What the applied edits changed, "create memory flaky". */
+  changes: string[];
 }
 
 type Loose = Record<string, unknown>;
@@ -42,12 +45,14 @@ export function refinementSummary(raw: unknown): IRefinementSummary {
   const edits = Array.isArray(record.edits) ? (record.edits as unknown[]) : [];
   let applied = 0;
   const rejections: string[] = [];
+  const changes: string[] = [];
   for (const edit of edits) {
     const e = edit && typeof edit === 'object' ? (edit as Loose) : {};
+    const what = [str(e.action), str(e.kind), str(e.id)].filter(Boolean).join(' ');
     if (e.applied) {
       applied += 1;
+      changes.push(what || 'an edit');
     } else {
-      const what = [str(e.action), str(e.kind), str(e.id)].filter(Boolean).join(' ');
       rejections.push(`${what || 'an edit'}: ${str(e.error) || 'rejected'}`);
     }
   }
@@ -61,7 +66,8 @@ export function refinementSummary(raw: unknown): IRefinementSummary {
     error: str(record.error),
     rollbackOf: str(record.rollback_of),
     createdAt: str(record.created_at),
-    rejections
+    rejections,
+    changes
   };
 }
 
@@ -141,30 +147,24 @@ export function renderRefineForm(
   close.addEventListener('click', actions.close);
   header.append(title, close);
   const list = element('ol', 'pal-tree-list', 'pal-refine-list');
-  const recent = records.map(refinementSummary).reverse().slice(0, FORM_LIMIT);
+  const all = records.map(refinementSummary);
+  const recent = [...all].reverse().slice(0, FORM_LIMIT);
   if (recent.length === 0) {
     const empty = element('li', 'pal-tree-empty');
     empty.textContent = 'No refinements yet: /refine [instructions] plans one.';
     list.append(empty);
   }
+  const byId = new Map(all.map(record => [record.id, record]));
   for (const record of recent) {
     const row = element('li', 'pal-tree-row pal-refine-row', 'pal-refine-row');
     row.dataset.refinementId = record.id;
-    const label = lineLabel(record, 'pal-tree-label');
-    label.title = [
-      refinementLineText(record),
-      record.createdAt,
-      record.trigger && `trigger ${record.trigger}`,
-      ...record.rejections
-    ]
-      .filter(Boolean)
-      .join('\n');
-    row.append(label);
+    row.append(refineRowLabel(record, byId));
     const rollback = button('Rollback', 'pal-refine-rollback');
     rollback.disabled = record.applied === 0 || record.id === '';
     rollback.title = rollback.disabled
       ? 'Nothing was applied: nothing to roll back'
       : 'Revert this refinement’s edits (recorded as a new refinement)';
+    rollback.setAttribute('aria-label', `Roll back: ${refinementHeadline(record, byId)}`);
     rollback.addEventListener('click', () => {
       rollback.disabled = true;
       actions.rollback(record);
@@ -174,4 +174,65 @@ export function renderRefineForm(
   }
   view.append(header, list);
   return view;
+}
+
+/**
+ * What a refinement did, for telling rows apart: its summary, or for a
+ * rollback the summary of the refinement it undid (its id when that one is
+ * not listed).
+ */
+export function refinementHeadline(
+  record: IRefinementSummary,
+  byId: ReadonlyMap<string, IRefinementSummary> = new Map()
+): string {
+  if (record.rollbackOf) {
+    const target = byId.get(record.rollbackOf);
+    return target?.summary
+      ? `Rollback of “${target.summary}”`
+      : `Rollback of ${shortenId(record.rollbackOf)}`;
+  }
+  return record.summary || 'No summary';
+}
+
+/** The second line of a row: when, what it changed, how many edits applied and were rejected. */
+export function refinementDetails(record: IRefinementSummary, now: Date = new Date()): string {
+  const when = formatComposed(record.createdAt || null, now)?.short ?? '';
+  const changed = record.changes.length
+    ? shortenText(record.changes.join(', '), 60)
+    : 'nothing changed';
+  const counts = `${record.applied} applied, ${record.rejected} rejected`;
+  const scope = record.scope === 'global' ? 'global' : '';
+  const error = record.error ? `error: ${shortenText(record.error, 60)}` : '';
+  return [when, scope, changed, counts, error].filter(Boolean).join(' · ');
+}
+
+/**
+ * A row's label in the rollback form: the headline (wrapping, long ones
+ * expandable), the details under it; the id and everything else in the
+ * tooltip.
+ */
+function refineRowLabel(
+  record: IRefinementSummary,
+  byId: ReadonlyMap<string, IRefinementSummary>
+): HTMLElement {
+  const label = element('span', 'pal-tree-label pal-refine-label', 'pal-refine-label');
+  const headline = refinementHeadline(record, byId);
+  const what = element('span', 'pal-refine-what', 'pal-refine-what');
+  what.append(expandable(shortenText(headline), headline));
+  const details = element('span', 'pal-refine-details', 'pal-refine-details');
+  details.textContent = refinementDetails(record);
+  label.append(what, details);
+  label.title = [
+    headline,
+    refinementDetails(record),
+    `id ${record.id || '(none)'}`,
+    record.rollbackOf && `rolls back ${record.rollbackOf}`,
+    record.createdAt && `created ${record.createdAt}`,
+    record.trigger && `trigger ${record.trigger}`,
+    record.changes.length ? `changed: ${record.changes.join(', ')}` : '',
+    ...record.rejections.map(reason => `rejected: ${reason}`)
+  ]
+    .filter(Boolean)
+    .join('\n');
+  return label;
 }

@@ -105,25 +105,34 @@ export function renderTreeView(tree: ISessionTree, actions: ITreeActions): HTMLE
   return view;
 }
 
+/** Rows deeper than this are indented no further: a narrow panel keeps room for the label. */
+export const MAX_INDENT_DEPTH = 4;
+
+/** What a row says: "turn 3 · you: …" or "turn 3 · end: …". */
+export function treeRowLabel(row: ITreeRow): string {
+  const turn = row.turn === null ? '' : `turn ${row.turn} · `;
+  return row.type === 'user_message' ? `${turn}you: ${row.preview}` : `${turn}end: ${row.preview}`;
+}
+
 function renderRow(row: ITreeRow, actions: ITreeActions, enabled: boolean): HTMLElement {
   const item = element('li', 'pal-tree-row', 'pal-tree-row');
   item.dataset.entryId = row.id;
   item.dataset.type = row.type;
+  item.dataset.depth = String(row.depth);
   item.classList.toggle('pal-mod-on-branch', row.onBranch);
   item.classList.toggle('pal-mod-current', row.current);
-  item.style.paddingLeft = `${row.depth * 12 + 4}px`;
-  const label = element('span', 'pal-tree-label');
-  const turn = row.turn === null ? '' : `turn ${row.turn} · `;
-  label.textContent =
-    row.type === 'user_message'
-      ? `${turn}you: ${row.preview}`
-      : `${turn}end: ${row.preview}`;
-  label.title = row.preview;
+  item.style.paddingLeft = `${Math.min(row.depth, MAX_INDENT_DEPTH) * 12 + 4}px`;
+  // The label wraps (a few lines at most, cut with "…"); the tooltip always has all of it.
+  const label = element('span', 'pal-tree-label', 'pal-tree-label');
+  label.textContent = treeRowLabel(row);
+  label.title = label.textContent;
   item.append(label);
+  // The marker and buttons stay together: in a narrow panel they move under the label.
+  const rowActions = element('span', 'pal-tree-actions');
   if (row.current) {
     const here = element('span', 'pal-tree-here');
     here.textContent = 'you are here';
-    item.append(here);
+    rowActions.append(here);
   }
   if (enabled && !row.current) {
     const branch = button(
@@ -135,15 +144,16 @@ function renderRow(row: ITreeRow, actions: ITreeActions, enabled: boolean): HTML
         ? 'Branch to just before this message; it goes back into the input'
         : 'Branch to the end of this turn: the next message continues from here';
     branch.addEventListener('click', () => actions.branch(row));
-    item.append(branch);
+    rowActions.append(branch);
   }
   if (enabled && row.type === 'user_message') {
     const fork = button('Fork', 'pal-tree-fork');
     fork.title = 'A new session and notebook with everything before this message';
     fork.addEventListener('click', () => actions.fork(row));
-    item.append(fork);
+    rowActions.append(fork);
+  }
+  if (rowActions.childElementCount > 0) {
+    item.append(rowActions);
   }
   return item;
 }
-
-

@@ -136,6 +136,7 @@ describe('a sub-agent’s chat panel', () => {
 
     expect(find('pal-family')?.hidden).toBe(false);
     expect(find('pal-family')?.textContent).toBe('sub-agent part-a of analysis.ipynb');
+    expect(find('pal-family')?.title).toBe('sub-agent part-a of analysis.ipynb');
     expect(find('pal-message-sender')?.textContent).toBe('task from parent analysis.ipynb');
     let opening = nextOpen();
     find('pal-parent-link')?.click();

@@ -2,7 +2,13 @@
 import { describe, expect, it, vi } from 'vitest';
 
 import { renderEntry, type IEntryViewContext } from '../src/entryViews';
-import { refinementLineText, refinementSummary, renderRefineForm } from '../src/refine';
+import {
+  refinementDetails,
+  refinementHeadline,
+  refinementLineText,
+  refinementSummary,
+  renderRefineForm
+} from '../src/refine';
 import { TranscriptModel } from '../src/transcript';
 import type { AgentEvent } from '../src/wire';
 
@@ -99,6 +105,40 @@ describe('the rollback form', () => {
     expect(buttons[0].disabled).toBe(true);
     (form.querySelector('[data-testid="pal-refine-close"]') as HTMLButtonElement).click();
     expect(close).toHaveBeenCalledOnce();
+  });
+
+  it('tells refinements apart by what they changed and when, the id only in the tooltip', () => {
+    const second = {
+      id: 'refine_20261130123000999',
+      summary: 'Remember the data path',
+      created_at: '2026-11-30T12:30:00+00:00',
+      edits: [{ action: 'update', kind: 'memory', id: 'data_path', applied: true, error: null }]
+    };
+    const form = renderRefineForm([RECORD, second], { rollback: vi.fn(), close: vi.fn() });
+    const rows = [...form.querySelectorAll<HTMLElement>('[data-testid="pal-refine-row"]')];
+    const what = rows.map(row => row.querySelector('[data-testid="pal-refine-what"]')!.textContent);
+    expect(what).toEqual(['Remember the data path', 'Retry flaky tests']);
+    const details = rows.map(row => row.querySelector('[data-testid="pal-refine-details"]')!.textContent!);
+    expect(details[0]).toContain('update memory data_path');
+    expect(details[1]).toContain('create memory flaky · 1 applied, 1 rejected');
+    expect(details[0]).not.toBe(details[1]);
+    for (const [row, id] of [[rows[0], second.id], [rows[1], RECORD.id]] as const) {
+      expect(row.textContent).not.toContain(id);
+      const label = row.querySelector<HTMLElement>('[data-testid="pal-refine-label"]')!;
+      expect(label.title).toContain(`id ${id}`);
+      const rollback = row.querySelector<HTMLButtonElement>('[data-testid="pal-refine-rollback"]')!;
+      expect(rollback.getAttribute('aria-label')).toBe(`Roll back: ${row.querySelector('[data-testid="pal-refine-what"]')!.textContent}`);
+    }
+  });
+
+  it('dates a refinement by its time of day today and by its date before', () => {
+    const record = refinementSummary({ ...RECORD, created_at: new Date(2026, 10, 30, 11, 5).toISOString() });
+    const sameDay = refinementDetails(record, new Date(2026, 10, 30, 18, 0));
+    const later = refinementDetails(record, new Date(2026, 11, 2, 9, 0));
+    expect(sameDay).toMatch(/^[^·]*11.05[^·]* · create memory flaky/);
+    expect(sameDay).not.toMatch(/Nov/);
+    expect(later).toMatch(/^[^·]*(Nov|11)[^·]*11.05[^·]* · /);
+    expect(refinementHeadline(refinementSummary({ id: 'x', edits: [] }))).toBe('No summary');
   });
 
   it('says how to plan one when there are none', () => {

@@ -58,14 +58,25 @@ describe('long refinements in the chat', () => {
     expect(line.dataset.refinementId).toBe(LONG_ID);
   });
 
-  it('shortens a rollback’s id the same way in /refine history', () => {
+  it('names a rollback in /refine history by the refinement it undid, the ids in the tooltip', () => {
+    const original = {
+      id: LONG_ID,
+      summary: 'Retry flaky tests',
+      edits: [{ action: 'create', kind: 'skill', id: 'retry', applied: true }]
+    };
     const rollback = { id: 'refine_20261130120000456', rollback_of: LONG_ID, edits: [] };
-    const form = renderRefineForm([rollback], { rollback: () => {}, close: () => {} });
-    const row = form.querySelector('[data-testid="pal-refine-row"]')!;
-    expect(row.querySelector('summary')?.textContent).toBe(
-      'refinement refine_…000456: rollback of refine_…000123 · 0 applied, 0 rejected'
+    const orphan = { id: 'refine_20261130130000789', rollback_of: 'refine_20261130090000999', edits: [] };
+    const form = renderRefineForm([original, rollback, orphan], { rollback: () => {}, close: () => {} });
+    const [orphanRow, rollbackRow] = form.querySelectorAll<HTMLElement>('[data-testid="pal-refine-row"]');
+    const what = (row: HTMLElement) => row.querySelector('[data-testid="pal-refine-what"]')?.textContent;
+    expect(what(rollbackRow)).toBe('Rollback of “Retry flaky tests”');
+    expect(what(orphanRow)).toBe('Rollback of refine_…000999');
+    const tooltip = rollbackRow.querySelector<HTMLElement>('[data-testid="pal-refine-label"]')!.title;
+    expect(tooltip).toContain('id refine_20261130120000456');
+    expect(orphanRow.querySelector<HTMLElement>('[data-testid="pal-refine-label"]')!.title).toContain(
+      'refine_20261130090000999'
     );
-    expect(row.textContent).toContain(`rollback of ${LONG_ID}`);
+    expect(rollbackRow.textContent).not.toContain('refinement refine_');
   });
 
   it('leaves a short line as plain text', () => {

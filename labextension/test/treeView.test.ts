@@ -3,7 +3,9 @@ import { describe, expect, it, vi } from 'vitest';
 
 import { badgeText } from '../src/agentCellMarker';
 import {
+  MAX_INDENT_DEPTH,
   renderTreeView,
+  treeRowLabel,
   treeRows
 } from '../src/treeView';
 import type { ISessionTree, ITreeNode, SessionEntryType } from '../src/wire';
@@ -98,6 +100,55 @@ describe('tree view', () => {
     });
     expect(view.textContent).toContain('cannot be branched: line 3: torn');
     expect(view.querySelector('[data-testid="pal-tree-branch"]')).toBeNull();
+  });
+});
+
+describe('the tree in a narrow panel', () => {
+  const actions = () => ({ branch: vi.fn(), fork: vi.fn(), clone: vi.fn(), close: vi.fn() });
+
+  it('puts each row’s whole label in its tooltip, not just the preview', () => {
+    const view = renderTreeView(branchedTree(), actions());
+    const labels = [...view.querySelectorAll<HTMLElement>('[data-testid="pal-tree-label"]')];
+    expect(labels.map(label => label.title)).toEqual([
+      'turn 1 · you: alpha',
+      'turn 1 · end: done alpha',
+      'turn 2 · you: delta',
+      'turn 2 · end: done delta',
+      'turn 2 · you: beta',
+      'turn 2 · end: done beta'
+    ]);
+    expect(labels.every(label => label.title === label.textContent)).toBe(true);
+  });
+
+  it('keeps a row’s marker and buttons in one group that can move under the label', () => {
+    const view = renderTreeView(branchedTree(), actions());
+    for (const row of view.querySelectorAll<HTMLElement>('[data-testid="pal-tree-row"]')) {
+      const group = row.querySelector(':scope > .pal-tree-actions')!;
+      expect(group, row.dataset.entryId).not.toBeNull();
+      expect(row.querySelectorAll(':scope > button')).toHaveLength(0);
+      expect(group.querySelectorAll('button, .pal-tree-here').length).toBeGreaterThan(0);
+    }
+  });
+
+  it('indents deep branches no further than a few steps', () => {
+    const entries: ITreeNode[] = [node('a0', null, 'user_message', 'root', true, 1)];
+    // Each turn end gets two answers: the second is one branch deeper than the first.
+    let parent = 'a0';
+    for (let depth = 1; depth <= 8; depth++) {
+      entries.push(node(`e${depth}`, parent, 'turn_end', `end ${depth}`, depth === 1, depth));
+      entries.push(node(`m${depth}`, `e${depth}`, 'user_message', 'on', false, depth + 1));
+      entries.push(node(`n${depth}`, `e${depth}`, 'user_message', `deeper ${depth}`, false, depth + 1));
+      parent = `n${depth}`;
+    }
+    const view = renderTreeView({ session_id: 's', leaf_id: 'e1', entries }, actions());
+    const rows = [...view.querySelectorAll<HTMLElement>('[data-testid="pal-tree-row"]')];
+    const deepest = Math.max(...rows.map(row => Number(row.dataset.depth)));
+    expect(deepest).toBeGreaterThan(MAX_INDENT_DEPTH);
+    const indents = rows.map(row => parseInt(row.style.paddingLeft, 10));
+    expect(Math.max(...indents)).toBe(MAX_INDENT_DEPTH * 12 + 4);
+    expect(treeRowLabel({ ...treeRows({ session_id: 's', leaf_id: 'e1', entries })[0] })).toBe(
+      'turn 1 · you: root'
+    );
   });
 });
 

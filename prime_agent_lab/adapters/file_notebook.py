@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..core.blank_cell import is_blank_code_cell
 from ..core.output_fold import OutputFold
 from ..core.ports import OutputEvent
 from ..core.whole_writes import is_disk_full
@@ -67,7 +68,10 @@ class FileNotebook:
 
     async def append_code_cell(self, source: str, metadata: dict[str, Any]) -> FileCellWriter:
         cell = new_code_cell(source, {"trusted": True, **metadata})
-        self.nb["cells"].append(cell)
+        cells = self.nb["cells"]
+        # A trailing empty cell is where the user types next: keep it last (as live_cell.py does).
+        at = len(cells) - 1 if cells and is_blank_code_cell(cells[-1]) else len(cells)
+        cells.insert(at, cell)
         self.changed()
         return FileCellWriter(self, cell, NotebookOutputCap(self._output_cap))
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .blank_cell import with_blank_cell
 from .harness.keeper import LOCAL_DIR
 from .jsonfile import (
     MAX_BLOB_BYTES,
@@ -242,7 +243,8 @@ def notebook_cells(
     plan: CopyPlan, source_cells: Iterable[dict[str, Any]], session_id: str
 ) -> tuple[list[dict[str, Any]], int]:
     """The copy's cells: a link back to the original, then the agent cells of the copied path
-    in path order, tagged with the new session. Also how many of them the notebook no longer had."""
+    in path order, tagged with the new session, then an empty cell for the user. Also how many of
+    them the notebook no longer had."""
     by_id = {c.get("id"): c for c in source_cells if isinstance(c, dict)}
     wanted: list[str] = []
     for entry in plan.entries:
@@ -257,7 +259,7 @@ def notebook_cells(
             missing += 1
             continue
         cells.append(_clean_code_cell(cell, session_id))
-    return cells, missing
+    return with_blank_cell(cells), missing
 
 
 def _header_cell(plan: CopyPlan) -> dict[str, Any]:

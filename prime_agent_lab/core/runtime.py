@@ -27,6 +27,7 @@ from prime_agent_kernel.operations import OPERATIONS
 
 from .agent import Agent, AgentHooks, TurnOutcome
 from .autonomy import Autonomy
+from .blank_cell import with_blank_cell
 from .bridge import BridgeError, BridgeService, Caller
 from .bridge_ops import register_session_operations
 from .caller import CallerContext, Operation
@@ -561,7 +562,7 @@ class AgentRuntime:
         for attempt in range(1, MAX_NOTEBOOK_TRIES + 1):
             stem = name if attempt == 1 else f"{name}-{attempt}"
             path = posixpath.join(folder, f"{stem}.ipynb")
-            cells = backlink_cells(parent_path, path, name, task)
+            cells = with_blank_cell(backlink_cells(parent_path, path, name, task))
             try:
                 return await self.environment.create_child_notebook(path, cells), path
             except FileExistsError:

@@ -1,0 +1,254 @@
+"""The chat panel at 300 px (issue 19, item 2): every `/tree` row and every `/refine history` row
+shows its label (wrapped, or cut with the whole text in its tooltip), and the restore line after a
+kernel restart has a Copy button that copies its command. Screenshots go to the test's tmp dir."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from .conftest import LabServer, send_to_chat
+from .test_chat_panel import (
+    KERNEL_IDLE_TIMEOUT,
+    TURN_TIMEOUT_MS,
+    UI_TIMEOUT_MS,
+    _wait_for_idle_kernel,
+)
+from .test_harness_panel import FLAKY_TEST, _attach, _stores
+from .test_harness_review import _restart_from_the_kernel_menu
+
+pytestmark = pytest.mark.browser
+
+PANEL_WIDTH = 300
+# A label squeezed to "tur…" was about 25 px wide; a readable one has room for a few words.
+MIN_LABEL_WIDTH = 100
+
+FIRST_REFINEMENT = {
+    "summary": "Retry flaky tests five times before reporting them",
+    "rationale": "three reruns in a row passed on the fourth try",
+    "expected_outcome": "fewer red runs",
+    "edits": [
+        {"action": "update", "kind": "memory", "id": "flaky_test", "content": "retry five times"}
+    ],
+}
+SECOND_REFINEMENT = {
+    "summary": (
+        "Remember that the nightly export lands in /data/exports/nightly/2026-11-30T02:00:00Z "
+        "and is read-only for every agent of this project"
+    ),
+    "rationale": "the agent wrote into the export twice",
+    "expected_outcome": "no writes to the export",
+    "edits": [
+        {"action": "update", "kind": "memory", "id": "flaky_test", "content": "export is ro"}
+    ],
+}
+
+MESSAGES = (
+    "first: summarise the quarterly revenue table by region and flag every outlier you find",
+    "second: now do the same for the cost table, with the same regions and thresholds",
+    "third: compare both tables and write the three largest differences as a short list",
+)
+
+
+@pytest.fixture(scope="module")
+def lab_script() -> dict[str, Any]:
+    return {
+        "restart_each_message": True,
+        "turns": [
+            {"text": "Running it.", "code": "x = 41\nprint('ran')"},
+            {"text": "Done."},
+        ],
+        "side": {
+            "refine": [
+                {"text": json.dumps(FIRST_REFINEMENT)},
+                {"text": json.dumps(SECOND_REFINEMENT)},
+            ]
+        },
+    }
+
+
+# Where a label sits and whether its text is cut: a label is readable when it is wide enough,
+# inside the panel, not cut sideways, and either not cut at the bottom or carrying its whole
+# text in the tooltip.
+LABEL_BOX_JS = """
+(label) => {
+  const box = label.getBoundingClientRect();
+  const panel = label.closest('[data-testid="pal-chat-panel"]').getBoundingClientRect();
+  const slot = label.closest('.pal-tree-slot').getBoundingClientRect();
+  return {
+    width: box.width,
+    height: box.height,
+    insidePanel: box.left >= panel.left - 0.5 && box.right <= panel.right + 0.5,
+    insideSlot: box.top >= slot.top - 0.5 && box.bottom <= slot.bottom + 0.5,
+    cutSideways: label.scrollWidth > label.clientWidth + 1,
+    cutBelow: label.scrollHeight > label.clientHeight + 1,
+    text: label.innerText,
+    title: label.title,
+  };
+}
+"""
+
+
+def _narrow(chat: Any) -> None:
+    """The chat panel at PANEL_WIDTH px, as a user who dragged the sidebar narrow sees it."""
+    width = chat.evaluate(
+        f"node => {{ node.style.width = '{PANEL_WIDTH}px'; node.style.maxWidth = "
+        f"'{PANEL_WIDTH}px'; return node.getBoundingClientRect().width; }}"
+    )
+    assert width <= PANEL_WIDTH, width
+
+
+def _assert_readable(label: Any, full_text: str) -> dict[str, Any]:
+    label.scroll_into_view_if_needed()
+    box = label.evaluate(LABEL_BOX_JS)
+    where = f"{full_text!r}: {box}"
+    assert box["width"] >= MIN_LABEL_WIDTH, where
+    assert box["insidePanel"] and box["insideSlot"], where
+    assert not box["cutSideways"], where
+    if box["cutBelow"]:
+        assert full_text in box["title"], where
+    else:
+        assert box["text"].replace("\n", " ").strip().startswith(full_text[:20]), where
+    return box
+
+
+def _screenshot(page: Any, chat: Any, path: Path) -> None:
+    chat.screenshot(path=str(path))
+    assert path.stat().st_size > 0
+
+
+def test_tree_rows_of_a_root_and_its_branches_are_readable_in_a_300px_panel(
+    lab_server: LabServer, page: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    chat, _ = _attach(page, lab_server, "narrow-tree.ipynb")
+    _narrow(chat)
+    status = chat.get_by_test_id("pal-status")
+    for turn, text in enumerate(MESSAGES, start=1):
+        send_to_chat(chat, text)
+        expect(chat.get_by_test_id("pal-assistant").filter(has_text="Done.")).to_have_count(
+            turn, timeout=TURN_TIMEOUT_MS
+        )
+        expect(status).to_have_attribute("data-status", "idle", timeout=TURN_TIMEOUT_MS)
+    # Back to the end of turn 1 and on from there: the tree has a root and two branches.
+    send_to_chat(chat, "/tree")
+    rows = chat.get_by_test_id("pal-tree-row")
+    expect(rows).to_have_count(6, timeout=UI_TIMEOUT_MS)
+    rows.and_(chat.locator('[data-type="turn_end"]')).first.get_by_test_id(
+        "pal-tree-branch"
+    ).click()
+    expect(chat.get_by_test_id("pal-tree")).to_have_count(0, timeout=UI_TIMEOUT_MS)
+    send_to_chat(chat, "fourth: " + MESSAGES[2])
+    expect(chat.get_by_test_id("pal-assistant").filter(has_text="Done.")).to_have_count(
+        2, timeout=TURN_TIMEOUT_MS
+    )
+    expect(status).to_have_attribute("data-status", "idle", timeout=TURN_TIMEOUT_MS)
+
+    send_to_chat(chat, "/tree")
+    expect(rows).to_have_count(8, timeout=UI_TIMEOUT_MS)
+    assert max(int(rows.nth(i).get_attribute("data-depth") or 0) for i in range(8)) >= 1
+    _screenshot(page, chat, tmp_path / "narrow_tree.png")
+
+    slot = chat.get_by_test_id("pal-tree-slot")
+    heights = slot.evaluate(
+        "node => ({ shown: node.clientHeight, content: node.scrollHeight,"
+        " panel: node.closest('[data-testid=\"pal-chat-panel\"]').clientHeight })"
+    )
+    # The view is not a strip: its own height, up to 45% of the panel.
+    assert heights["shown"] >= min(heights["content"], 0.4 * heights["panel"]), heights
+    for index in range(8):
+        label = rows.nth(index).get_by_test_id("pal-tree-label")
+        full = label.get_attribute("title") or ""
+        assert full.startswith("turn "), full
+        _assert_readable(label, full)
+    _screenshot(page, chat, tmp_path / "narrow_tree_scrolled.png")
+
+
+def test_refine_history_rows_say_what_each_refinement_changed_in_a_300px_panel(
+    lab_server: LabServer, page: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    chat, session_id = _attach(page, lab_server, "narrow-refine.ipynb")
+    local, _ = _stores(lab_server, session_id)
+    local.create("memory", FLAKY_TEST, "user")
+    _narrow(chat)
+    lines = chat.get_by_test_id("pal-refinement")
+    send_to_chat(chat, "/refine retry flaky tests")
+    expect(lines).to_have_count(1, timeout=TURN_TIMEOUT_MS)
+    send_to_chat(chat, "/refine remember the export")
+    expect(lines).to_have_count(2, timeout=TURN_TIMEOUT_MS)
+
+    send_to_chat(chat, "/refine history")
+    rows = chat.get_by_test_id("pal-refine-row")
+    expect(rows).to_have_count(2, timeout=UI_TIMEOUT_MS)
+    _screenshot(page, chat, tmp_path / "narrow_refine_history.png")
+
+    headlines = []
+    for index, summary in enumerate((SECOND_REFINEMENT["summary"], FIRST_REFINEMENT["summary"])):
+        row = rows.nth(index)
+        what = row.get_by_test_id("pal-refine-what")
+        # The summary (shortened past 80 characters, whole on expand) leads the row, not its id.
+        assert summary.startswith(what.inner_text().rstrip("…▸ ").strip()), what.inner_text()
+        headlines.append(what.inner_text())
+        label = row.get_by_test_id("pal-refine-label")
+        title = label.get_attribute("title") or ""
+        assert summary in title and f"id {row.get_attribute('data-refinement-id')}" in title
+        assert "refine_" not in label.inner_text()
+        _assert_readable(label, summary)
+        details = row.get_by_test_id("pal-refine-details").inner_text()
+        assert "update memory flaky_test" in details and "1 applied" in details, details
+        rollback = row.get_by_test_id("pal-refine-rollback")
+        expect(rollback).to_be_visible()
+        assert rollback.evaluate(
+            "(b) => { const r = b.getBoundingClientRect();"
+            " const p = b.closest('[data-testid=\"pal-chat-panel\"]').getBoundingClientRect();"
+            " return r.left >= p.left && r.right <= p.right; }"
+        )
+    assert headlines[0] != headlines[1]
+
+
+def test_the_restore_line_after_a_kernel_restart_copies_its_command(
+    lab_server: LabServer, page: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    name = "narrow-restore.ipynb"
+    chat, session_id = _attach(page, lab_server, name)
+    origin = "{0.scheme}://{0.netloc}".format(urlsplit(lab_server.url))
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=origin)
+    _narrow(chat)
+    send_to_chat(chat, "set x")
+    expect(chat.get_by_test_id("pal-assistant").filter(has_text="Done.")).to_have_count(
+        1, timeout=TURN_TIMEOUT_MS
+    )
+    manifest = lab_server.base / "sessions" / session_id / "kernel-state" / "manifest.json"
+    # The snapshot comes a moment after the turn (snapshot_debounce); the hint needs it.
+    deadline = time.monotonic() + KERNEL_IDLE_TIMEOUT
+    while not manifest.exists() and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert manifest.exists(), f"no kernel snapshot at {manifest}"
+
+    _restart_from_the_kernel_menu(page)
+    _wait_for_idle_kernel(lab_server, name, KERNEL_IDLE_TIMEOUT)
+    line = chat.locator('[data-testid="pal-notice"][data-kind="kernel_state_not_restored"]')
+    expect(line).to_have_count(1, timeout=UI_TIMEOUT_MS)
+    command = line.get_by_test_id("pal-inline-command-code")
+    expect(command).to_have_count(1)
+    expected = command.inner_text()
+    assert expected.startswith("import prime_agent_kernel; prime_agent_kernel.restore_snapshot(")
+    assert "`" not in line.inner_text()
+    _screenshot(page, chat, tmp_path / "narrow_restore_line.png")
+
+    copy = line.get_by_test_id("pal-command-copy")
+    copy.click()
+    expect(copy).to_have_text("Copied", timeout=UI_TIMEOUT_MS)
+    assert page.evaluate("() => navigator.clipboard.readText()") == expected
+    # The line fits the panel: the long command wraps instead of widening it.
+    assert line.evaluate("(node) => node.scrollWidth <= node.clientWidth + 1")
