@@ -8,7 +8,8 @@
  */
 import { Signal, type ISignal } from '@lumino/signaling';
 
-import type { ISessionStep, ISessionSteps, IStepChild } from './wire';
+import { relativeTime, rowTitle } from './sessionList';
+import type { ISessionListItem, ISessionStep, ISessionSteps, IStepChild } from './wire';
 
 /** What the model needs of the API client (AgentApiClient has it). */
 export interface IStepsApi {
@@ -209,6 +210,28 @@ export function codeMarkdown(code: string): string {
   const longest = Math.max(2, ...(code.match(/`+/g) ?? []).map(run => run.length));
   const fence = '`'.repeat(longest + 1);
   return `${fence}python\n${code}\n${fence}`;
+}
+
+/**
+ * The palette command's choices: one label per session of the notebook
+ * that can be read (`title · when · turns · id`, unique by the id), newest
+ * first as the server lists them, mapped to the session id.
+ */
+export function sessionChoices(
+  items: readonly ISessionListItem[],
+  now: number = Date.now()
+): Map<string, string> {
+  const choices = new Map<string, string>();
+  for (const item of items) {
+    if (item.status === 'broken') {
+      continue;
+    }
+    const when = relativeTime(item.updated ?? item.created, now);
+    const turns = `${item.turns} turn${item.turns === 1 ? '' : 's'}`;
+    const label = [rowTitle(item), when, turns, item.session_id].filter(Boolean).join(' · ');
+    choices.set(label, item.session_id);
+  }
+  return choices;
 }
 
 function messageOf(error: unknown): string {

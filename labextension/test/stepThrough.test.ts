@@ -1,9 +1,12 @@
 // @vitest-environment happy-dom
 import { describe, expect, it, vi } from 'vitest';
 
+import { SessionListModel, type ISessionListHost } from '../src/sessionList';
+import { SessionListView } from '../src/sessionListView';
 import {
   codeMarkdown,
   observationLines,
+  sessionChoices,
   stepDelta,
   stepHeading,
   StepThroughModel,
@@ -11,7 +14,7 @@ import {
   type IStepsApi
 } from '../src/stepThrough';
 import { StepThroughView } from '../src/stepThroughView';
-import type { ISessionStep, ISessionSteps } from '../src/wire';
+import type { ISessionListItem, ISessionStep, ISessionSteps } from '../src/wire';
 
 const CUT = '[... 400 of 520 characters cut here (cap 120); the rest is in the notebook ...]';
 
@@ -212,5 +215,71 @@ describe('step-through view', () => {
     expect(rendered).toContain('Spawning **alpha**.');
     expect(rendered).toContain('```python\nprint(0)\n```');
     view.dispose();
+  });
+});
+
+function listItem(id: string, extra: Partial<ISessionListItem> = {}): ISessionListItem {
+  return {
+    session_id: id,
+    notebook_path: 'analysis.ipynb',
+    title: 'fan out',
+    created: '2026-01-01T10:00:00.000+00:00',
+    updated: '2026-01-01T11:00:00.000+00:00',
+    provider: 'scripted',
+    model: 'demo',
+    status: 'inactive',
+    turns: 1,
+    cost: 0,
+    cost_total: 0,
+    last_user_entry_id: `u-${id}`,
+    ...extra
+  };
+}
+
+describe('opening a step-through', () => {
+  it('offers each readable session of the notebook once, newest first, by a unique label', () => {
+    const now = Date.parse('2026-01-01T11:05:00.000+00:00');
+    const choices = sessionChoices(
+      [listItem('b', { turns: 2 }), listItem('a'), listItem('c', { status: 'broken' })],
+      now
+    );
+    expect([...choices]).toEqual([
+      ['fan out · 5 min ago · 2 turns · b', 'b'],
+      ['fan out · 5 min ago · 1 turn · a', 'a']
+    ]);
+  });
+
+  it('is an action of each session list row when the host can open it', async () => {
+    const opened: string[] = [];
+    const host: ISessionListHost = {
+      api: () => ({
+        listNotebookSessions: async () => [listItem('a'), listItem('b', { status: 'broken' })],
+        deleteSession: async () => undefined,
+        fork: async () => {
+          throw new Error('no fork here');
+        }
+      }),
+      notebookPath: () => 'analysis.ipynb',
+      currentSessionId: () => null,
+      openSession: async () => undefined,
+      openCopy: async () => undefined,
+      stepThrough: id => opened.push(id)
+    };
+    const model = new SessionListModel(host);
+    const view = new SessionListView(model, { closed: () => undefined });
+    await model.show();
+    const buttons = view.node.querySelectorAll<HTMLButtonElement>(
+      '[data-testid="pal-session-step-through"]'
+    );
+    expect(buttons).toHaveLength(2);
+    expect(buttons[1].disabled).toBe(true); // a damaged log has no steps to trust
+    buttons[0].click();
+    expect(opened).toEqual(['a']);
+    expect(model.isOpen).toBe(true); // the list stays: the step-through opens beside
+
+    const without = new SessionListModel({ ...host, stepThrough: undefined });
+    const plain = new SessionListView(without, { closed: () => undefined });
+    await without.show();
+    expect(plain.node.querySelector('[data-testid="pal-session-step-through"]')).toBeNull();
   });
 });
