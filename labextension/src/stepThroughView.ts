@@ -65,6 +65,7 @@ export class StepThroughView extends Widget {
       this.node.replaceChildren(status);
       return;
     }
+    const focused = this._focusedPlace();
     const header = element('div', 'pal-step-header');
     const where = element('div', 'pal-step-session', 'pal-step-session', sessionLine(root));
     header.append(where, navigation(root, 'pal-step', delta => model.move(delta)));
@@ -75,6 +76,7 @@ export class StepThroughView extends Widget {
     lanes.append(...model.lanes.map(lane => this._lane(lane)));
     lanes.hidden = model.lanes.length === 0;
     this.node.replaceChildren(header, main, lanes);
+    this._restoreFocus(focused);
     if (step && this._shown !== step) {
       this._shown = step;
       this._options.stepShown?.(step);
@@ -179,6 +181,30 @@ export class StepThroughView extends Widget {
     } else {
       this.model.move(delta);
     }
+  }
+
+  /** The control that had the focus before a render (its lane and test id), if any. */
+  private _focusedPlace(): { lane: string | null; testId: string } | null {
+    const active = document.activeElement;
+    if (!(active instanceof HTMLElement) || active === this.node || !this.node.contains(active)) {
+      return null;
+    }
+    const lane = active.closest<HTMLElement>('.pal-step-lane')?.dataset.sessionId ?? null;
+    return { lane, testId: active.dataset.testid ?? '' };
+  }
+
+  /** A render replaces the buttons: the focus goes to the same one, else to the view. */
+  private _restoreFocus(place: { lane: string | null; testId: string } | null): void {
+    if (!place) {
+      return;
+    }
+    const scope = place.lane
+      ? this.node.querySelector<HTMLElement>(`.pal-step-lane[data-session-id="${place.lane}"]`)
+      : this.node;
+    const control = place.testId
+      ? scope?.querySelector<HTMLButtonElement>(`[data-testid="${place.testId}"]`)
+      : null;
+    (control && !control.disabled ? control : this.node).focus();
   }
 
   private _shown: ISessionStep | null = null;

@@ -203,6 +203,27 @@ describe('step-through view', () => {
     view.dispose();
   });
 
+  it('keeps the focus on the button pressed across the render it causes', async () => {
+    const model = new StepThroughModel(api(), 'root');
+    const view = new StepThroughView(model, { renderMarkdown: null });
+    document.body.append(view.node);
+    await model.load();
+    await settled();
+    const next = () => view.node.querySelector<HTMLButtonElement>('[data-testid="pal-step-next"]')!;
+    next().focus();
+    next().click();
+    expect(document.activeElement).toBe(next());
+    next().click(); // the last step: Next is off, the view keeps the keys
+    expect(document.activeElement).toBe(view.node);
+    const previous = () =>
+      view.node.querySelector<HTMLButtonElement>('[data-testid="pal-step-previous"]')!;
+    previous().focus();
+    previous().click();
+    expect(document.activeElement).toBe(previous());
+    view.node.remove();
+    view.dispose();
+  });
+
   it('renders the text and the cell through the chat’s Markdown renderer', async () => {
     const rendered: string[] = [];
     const renderMarkdown = vi.fn(async (host: HTMLElement, source: string) => {
