@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from prime_agent_lab.core.sessions import SessionRepository
+from prime_agent_lab.core.observation import CUT_MARKER, cap_text
+from prime_agent_lab.core.sessions import SessionLog, SessionRepository
 from prime_agent_lab.core.settings import Settings
 from prime_agent_lab.core.steps import session_steps
 from prime_agent_lab.headless import HeadlessRun
@@ -124,3 +125,57 @@ async def test_steps_route_of_a_loaded_session_and_of_an_unknown_one(
     )
     assert missing.code == 404
     assert "no session" in json.loads(missing.body)["message"]
+
+
+def _call(call_id: str, code: str) -> dict[str, str]:
+    return {"id": call_id, "name": "python", "arguments": json.dumps({"code": code})}
+
+
+def _logged_by_hand(tmp_path: Path) -> SessionLog:
+    """One turn: an answer with two cells (the first spawns a child, logged without
+    `spawn_cell_id` as older logs are), another agent's message, then an ask-mode edit."""
+    log = SessionRepository(tmp_path / "sessions").create(
+        notebook_path="a.ipynb", provider="scripted", model="demo"
+    )
+    log.append("user_message", text="split it", turn=1)
+    calls = [_call("c1", 'await rlm("half", name="h")'), _call("c2", "print(2)")]
+    log.append("assistant_message", text="Two cells.", tool_calls=calls, turn=1)
+    log.append("cell_started", tool_call_id="c1", cell_id="cell-1", turn=1)
+    log.append("child_spawned", rlm_child_id="20260101-000000-abcdef", name="h", task="half")
+    log.append("tool_result", tool_call_id="c1", cell_id="cell-1", observation="spawned", turn=1)
+    log.append("cell_started", tool_call_id="c2", cell_id="cell-2", turn=1)
+    log.append("tool_result", tool_call_id="c2", cell_id="cell-2", observation="2", turn=1)
+    log.append("agent_message", text='[message from child "h"]\nDone.', turn=1)
+    log.append("assistant_message", text="", tool_calls=[_call("c3", "x = 1")], turn=1)
+    log.append("cell_approval", tool_call_id="c3", decision="edit", code="x = 2", turn=1)
+    log.append("tool_result", tool_call_id="c3", cell_id="cell-3", observation="", turn=1)
+    log.append("assistant_message", text="Done.", turn=1)
+    log.append("turn_end", turn=1, stop_reason="end_turn", final_text="Done.")
+    return log
+
+
+def test_an_answer_with_two_cells_makes_two_steps_and_an_older_spawn_goes_to_its_cell(
+    tmp_path: Path,
+) -> None:
+    steps = session_steps(_logged_by_hand(tmp_path))["steps"]
+
+    assert [(s["call_index"], s["code"], s["observation"]) for s in steps] == [
+        (0, 'await rlm("half", name="h")', "spawned"),
+        (1, "print(2)", "2"),
+        (0, "x = 2", ""),  # what ran: the user's edit
+        (0, None, None),
+    ]
+    assert [s["text"] for s in steps] == ["Two cells.", "", "", "Done."]
+    assert [c["session_id"] for c in steps[0]["children"]] == ["20260101-000000-abcdef"]
+    assert steps[1]["children"] == []
+    assert steps[2]["received"] == ['[message from child "h"]\nDone.']
+    assert all(s["user_message"] == "split it" for s in steps)
+
+
+def test_the_cut_marker_is_the_line_cap_text_writes_and_no_other() -> None:
+    where = "the full output is in notebook cell 3f2a-b"
+    for size, cap in ((1_000, 10), (12_345_678, 20_000), (50_001, 50_000)):
+        text = "\n".join(["[... 1 of 2 characters cut here ...]", "y" * size])
+        lines = cap_text(text, cap, where).splitlines()
+        assert len([line for line in lines if CUT_MARKER.match(line)]) == 1, (size, cap)
+    assert not CUT_MARKER.match("[... 1 of 2 characters cut here ...]")  # a cell's own print
