@@ -179,3 +179,17 @@ def test_the_cut_marker_is_the_line_cap_text_writes_and_no_other() -> None:
         lines = cap_text(text, cap, where).splitlines()
         assert len([line for line in lines if CUT_MARKER.match(line)]) == 1, (size, cap)
     assert not CUT_MARKER.match("[... 1 of 2 characters cut here ...]")  # a cell's own print
+
+
+def test_a_damaged_log_gives_the_steps_before_the_damage_and_says_why(tmp_path: Path) -> None:
+    log = _logged_by_hand(tmp_path)
+    assert session_steps(log)["broken"] is None
+    with log.file.open("a", encoding="utf-8") as file:
+        file.write("[1, 2]\n")
+
+    read = session_steps(SessionLog.read(log.directory))
+
+    assert len(read["steps"]) == 4
+    assert (
+        read["broken"] == "session.jsonl: line 15: an array where a record (a JSON object) belongs"
+    )

@@ -69,6 +69,12 @@ export class StepThroughView extends Widget {
     const header = element('div', 'pal-step-header');
     const where = element('div', 'pal-step-session', 'pal-step-session', sessionLine(root));
     header.append(where, navigation(root, 'pal-step', delta => model.move(delta)));
+    if (root.session.broken) {
+      const damage = `This log is damaged (${root.session.broken}): the steps before it are shown.`;
+      const note = element('div', 'pal-step-status', 'pal-step-broken', damage);
+      note.setAttribute('role', 'alert');
+      header.append(note);
+    }
     const main = element('div', 'pal-step-main', 'pal-step-main');
     const step = root.current;
     main.append(step ? this._step(step, true) : element('p', 'pal-step-empty', undefined, ''));

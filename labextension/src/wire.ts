@@ -515,6 +515,7 @@ export interface ISessionSteps {
   name: string | null;
   parent_session_id: string | null;
   steps: ISessionStep[];
+  broken: string | null;
 }
 
 /** `inactive`: the agent left memory. `taken_over_by` names the session that took the notebook's kernel from it (another session took over the notebook); without it the session was only unloaded (an idle sub-agent evicted, a sub-agent deleted) and nobody replaced it. */

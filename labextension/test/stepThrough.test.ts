@@ -53,6 +53,7 @@ const ROOT: ISessionSteps = {
   notebook_path: 'analysis.ipynb',
   name: null,
   parent_session_id: null,
+  broken: null,
   steps: [
     step(0, {
       text: 'Spawning **alpha**.',
@@ -72,6 +73,7 @@ const CHILD: ISessionSteps = {
   notebook_path: 'analysis.agents/alpha.ipynb',
   name: 'alpha',
   parent_session_id: 'root',
+  broken: 'session.jsonl: line 9: an array where a record (a JSON object) belongs',
   steps: [
     step(0, { user_message: '[task from parent]\n\nalpha words', user_from: 'parent' }),
     step(1, { code: null, observation: null, text: 'did alpha words' })
@@ -132,6 +134,18 @@ describe('step-through model', () => {
     expect(client.asked).toEqual(['root', 'child']); // and was not fetched again
   });
 
+  it('says a damaged log is damaged, over the steps before the damage', async () => {
+    const model = new StepThroughModel(api(), 'child');
+    const view = new StepThroughView(model, { renderMarkdown: null });
+    await model.load();
+    const note = view.node.querySelector('[data-testid="pal-step-broken"]')!;
+    expect(note.textContent).toContain('line 9: an array where a record');
+    expect(view.node.querySelector('[data-testid="pal-step-counter"]')!.textContent).toBe(
+      'Step 1 of 2'
+    );
+    view.dispose();
+  });
+
   it('says why when the steps cannot be read', async () => {
     const model = new StepThroughModel(api(), 'gone');
     await model.load();
@@ -186,6 +200,7 @@ describe('step-through view', () => {
     const lane = find('pal-step-lane')!;
     expect(lane.textContent).toContain('alpha');
     expect(find('pal-step-lane-counter')!.textContent).toBe('Step 1 of 2');
+    expect(find('pal-step-broken')).toBeNull(); // the root's log is whole
     find('pal-step-lane-next')!.click();
     expect(find('pal-step-lane')!.textContent).toContain('did alpha words');
     expect((find('pal-step-previous') as HTMLButtonElement).disabled).toBe(true);

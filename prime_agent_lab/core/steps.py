@@ -29,6 +29,7 @@ def session_steps(session: SessionLog) -> SessionSteps:
         "name": _text_or_none(header.get("name")),
         "parent_session_id": _text_or_none(header.get("parent_session_id")),
         "steps": _Fold().steps(history_records(session)),
+        "broken": session.damage,
     }
 
 

@@ -1068,6 +1068,8 @@ class SessionSteps(TypedDict):
     name: str | None
     parent_session_id: str | None
     steps: list[SessionStep]
+    broken: str | None
+    """Why the log is damaged (the steps are those before the damage); None: it is whole."""
 
 
 class TurnRevertedEvent(TypedDict):
