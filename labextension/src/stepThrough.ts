@@ -88,7 +88,19 @@ export class StepThroughModel {
   /** The lanes of the sub-agents the current step spawned, in spawn order. */
   get lanes(): readonly ILane[] {
     const step = this._root?.current;
-    return step ? step.children.map(child => this._lane(child)) : [];
+    return step ? this.lanesOf(step) : [];
+  }
+
+  /**
+   * The lanes of the sub-agents `step` spawned (a lane's step too: a tree of
+   * any depth), fetching the steps of those not fetched yet.
+   */
+  lanesOf(step: ISessionStep): ILane[] {
+    const lanes = step.children.map(child => this._lane(child));
+    for (const lane of lanes) {
+      this._fetch(lane);
+    }
+    return lanes;
   }
 
   async load(): Promise<void> {
@@ -99,14 +111,14 @@ export class StepThroughModel {
       this._error = `The steps of session ${this.sessionId} could not be read: ${messageOf(error)}`;
     }
     this._changed.emit();
-    this._loadLanes();
+    void this.lanes; // fetch the first step's sub-agents' steps
   }
 
   /** Next (+1) or previous (-1) step of the session. */
   move(delta: number): void {
     if (this._root?.move(delta)) {
       this._changed.emit();
-      this._loadLanes();
+      void this.lanes;
     }
   }
 
@@ -126,23 +138,21 @@ export class StepThroughModel {
     return lane;
   }
 
-  /** Fetches the steps of the current step's sub-agents not fetched yet. */
-  private _loadLanes(): void {
-    for (const lane of this.lanes) {
-      if (lane.cursor || lane.error || this._loading.has(lane.child.session_id)) {
-        continue;
-      }
-      const id = lane.child.session_id;
-      this._loading.add(id);
-      this._api
-        .getSteps(id)
-        .then(steps => (lane.cursor = new StepCursor(steps)))
-        .catch(error => (lane.error = `Its steps could not be read: ${messageOf(error)}`))
-        .finally(() => {
-          this._loading.delete(id);
-          this._changed.emit();
-        });
+  /** Fetches a lane's steps once; the view renders again when they come. */
+  private _fetch(lane: ILane): void {
+    const id = lane.child.session_id;
+    if (lane.cursor || lane.error || this._loading.has(id)) {
+      return;
     }
+    this._loading.add(id);
+    this._api
+      .getSteps(id)
+      .then(steps => (lane.cursor = new StepCursor(steps)))
+      .catch(error => (lane.error = `Its steps could not be read: ${messageOf(error)}`))
+      .finally(() => {
+        this._loading.delete(id);
+        this._changed.emit();
+      });
   }
 
   private _root: StepCursor | null = null;

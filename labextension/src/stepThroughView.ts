@@ -152,6 +152,12 @@ export class StepThroughView extends Widget {
       const step = cursor.current;
       if (step) {
         node.append(this._step(step, cursor.index === 0));
+        const inner = this.model.lanesOf(step); // its own sub-agents, nested
+        if (inner.length) {
+          const lanes = element('div', 'pal-step-lanes', 'pal-step-lanes');
+          lanes.append(...inner.map(lane => this._lane(lane)));
+          node.append(lanes);
+        }
       }
     }
     return node;

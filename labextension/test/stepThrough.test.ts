@@ -75,9 +75,24 @@ const CHILD: ISessionSteps = {
   parent_session_id: 'root',
   broken: 'session.jsonl: line 9: an array where a record (a JSON object) belongs',
   steps: [
-    step(0, { user_message: '[task from parent]\n\nalpha words', user_from: 'parent' }),
+    step(0, {
+      user_message: '[task from parent]\n\nalpha words',
+      user_from: 'parent',
+      children: [
+        { session_id: 'grandchild', name: 'a1', notebook_path: 'analysis.agents/alpha.agents/a1.ipynb', task: 'deeper' }
+      ]
+    }),
     step(1, { code: null, observation: null, text: 'did alpha words' })
   ]
+};
+
+const GRANDCHILD: ISessionSteps = {
+  session_id: 'grandchild',
+  notebook_path: 'analysis.agents/alpha.agents/a1.ipynb',
+  name: 'a1',
+  parent_session_id: 'child',
+  broken: null,
+  steps: [step(0, { code: null, observation: null, text: 'did deeper' })]
 };
 
 function api(): IStepsApi & { asked: string[] } {
@@ -91,6 +106,9 @@ function api(): IStepsApi & { asked: string[] } {
       }
       if (id === 'child') {
         return CHILD;
+      }
+      if (id === 'grandchild') {
+        return GRANDCHILD;
       }
       throw new Error(`no session '${id}'`);
     }
@@ -132,6 +150,27 @@ describe('step-through model', () => {
     model.move(-1);
     expect(model.lanes[0].cursor!.index).toBe(1); // the lane kept its place
     expect(client.asked).toEqual(['root', 'child']); // and was not fetched again
+  });
+
+  it('nests the lanes of a sub-agent’s own sub-agents, fetched once shown', async () => {
+    const client = api();
+    const model = new StepThroughModel(client, 'root');
+    const view = new StepThroughView(model, { renderMarkdown: null });
+    await model.load();
+    await settled();
+    await settled();
+    expect(client.asked).toEqual(['root', 'child', 'grandchild']);
+    const outer = view.node.querySelector<HTMLElement>('.pal-step-lane[data-session-id="child"]')!;
+    const inner = outer.querySelector<HTMLElement>('.pal-step-lane[data-session-id="grandchild"]')!;
+    expect(inner.textContent).toContain('did deeper');
+    inner.dispatchEvent(new KeyboardEvent('keydown', { key: 'ArrowRight', bubbles: true }));
+    expect(model.root!.index).toBe(0); // the key moved the innermost lane only (one step)
+    outer.querySelector<HTMLElement>('[data-testid="pal-step-heading"]')!.dispatchEvent(
+      new KeyboardEvent('keydown', { key: 'ArrowRight', bubbles: true })
+    );
+    expect(model.lanes[0].cursor!.index).toBe(1);
+    expect(view.node.querySelector('.pal-step-lane[data-session-id="grandchild"]')).toBeNull();
+    view.dispose();
   });
 
   it('says a damaged log is damaged, over the steps before the damage', async () => {
