@@ -18,6 +18,7 @@ import type {
   ISessionCopy,
   ISessionInfo,
   ISessionListItem,
+  ISessionSteps,
   ISessionWithTranscript,
   ITrustState,
   PermissionMode
@@ -232,6 +233,11 @@ export class AgentApiClient {
     return this._request<IModelList>(`sessions/${encodeURIComponent(sessionId)}/model`, 'POST', {
       model
     });
+  }
+
+  /** The session's steps for the step-through (docs/teaching.md), loaded or only on disk. */
+  getSteps(sessionId: string): Promise<ISessionSteps> {
+    return this._request<ISessionSteps>(`sessions/${encodeURIComponent(sessionId)}/steps`);
   }
 
   /** The `/usage` report: tokens and cost, own and with the sub-agents. */

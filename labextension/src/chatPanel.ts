@@ -60,6 +60,8 @@ export interface IChatPanelOptions {
   openHarness?: (agent: NotebookAgent) => Promise<string>;
   /** Escape in the input: give the keyboard back to the notebook. */
   returnFocus?: (agent: NotebookAgent | null) => void;
+  /** Opens a session's step-through beside the notebook (the session list's action). */
+  stepThrough?: (agent: NotebookAgent | null, sessionId: string) => void;
 }
 
 /** The status of a session the server unloaded while nobody took the notebook over. */
@@ -968,7 +970,8 @@ export class ChatPanel extends Widget {
       await agent.openSession(sessionId);
       this.focusInput();
     },
-    openCopy: copy => this._openCopy(this._agent, copy)
+    openCopy: copy => this._openCopy(this._agent, copy),
+    stepThrough: sessionId => this._options.stepThrough?.(this._agent, sessionId)
   });
   private readonly _sessionView = new SessionListView(this._sessionList, {
     closed: () => this._sessionsButton.focus()

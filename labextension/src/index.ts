@@ -31,6 +31,7 @@ import {
   type PanelCommandId
 } from './keyboard';
 import { NotebookAgent } from './notebookAgent';
+import { StepThroughOpener } from './stepThroughOpener';
 
 const PLUGIN_ID = '@prime-agent-lab/labextension:plugin';
 
@@ -74,6 +75,25 @@ const plugin: JupyterFrontEndPlugin<void> = {
       return agent;
     };
 
+    // Answers in the chat and in the step-through render the same way (code blocks included).
+    const markdown = rendermime
+      ? (host: HTMLElement, source: string) =>
+          renderMarkdown({
+            host,
+            source,
+            trusted: false,
+            sanitizer: rendermime.sanitizer,
+            resolver: null,
+            linkHandler: rendermime.linkHandler,
+            shouldTypeset: true,
+            latexTypesetter: rendermime.latexTypesetter,
+            markdownParser: rendermime.markdownParser
+          }).then(() => {
+            addCodeBlockActions(host, { insertBelow: code => insertIntoNotebook(code) });
+          })
+      : null;
+    const stepThrough = new StepThroughOpener(app, api, markdown);
+
     const chat = new ChatPanel({
       followCells,
       openHarness: agent =>
@@ -89,22 +109,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
           panel.content.activate();
         }
       },
-      renderMarkdown: rendermime
-        ? (host, source) =>
-            renderMarkdown({
-              host,
-              source,
-              trusted: false,
-              sanitizer: rendermime.sanitizer,
-              resolver: null,
-              linkHandler: rendermime.linkHandler,
-              shouldTypeset: true,
-              latexTypesetter: rendermime.latexTypesetter,
-              markdownParser: rendermime.markdownParser
-            }).then(() => {
-              addCodeBlockActions(host, { insertBelow: code => insertIntoNotebook(code) });
-            })
-        : null
+      renderMarkdown: markdown,
+      stepThrough: (agent, sessionId) => stepThrough.open(sessionId, agent?.panel ?? null)
     });
     app.shell.add(chat, 'right', { rank: 650 });
     restorer?.add(chat, chat.id);
@@ -177,7 +183,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
           notebook.activeCellIndex = next;
           void notebook.scrollToItem(next, 'smart');
         }
-      }
+      },
+      [CommandIds.stepThrough]: () => stepThrough.pick(tracker.currentWidget)
     };
     for (const command of PANEL_COMMANDS) {
       app.commands.addCommand(command.id, {

@@ -77,6 +77,14 @@ export const PANEL_COMMANDS = [
     label: 'Select the next agent cell to review',
     caption: 'Select the next cell the agent wrote after the active cell (from the top after the last)',
     shortcut: { keys: ['Accel Alt N'], selector: ANYWHERE }
+  },
+  {
+    id: 'prime-agent-lab:step-through',
+    label: 'Prime Agent: Step through session…',
+    caption:
+      'Pick a session of the current notebook and show its steps one by one beside it, ' +
+      'as the model saw them (docs/teaching.md)',
+    shortcut: null
   }
 ] as const satisfies readonly IPanelCommand[];
 
@@ -91,7 +99,8 @@ export const CommandIds = {
   queue: 'prime-agent-lab:queue',
   stop: 'prime-agent-lab:stop',
   sessionList: 'prime-agent-lab:session-list',
-  nextAgentCell: 'prime-agent-lab:next-agent-cell'
+  nextAgentCell: 'prime-agent-lab:next-agent-cell',
+  stepThrough: 'prime-agent-lab:step-through'
 } as const satisfies Record<string, PanelCommandId>;
 
 /**

@@ -34,6 +34,8 @@ export interface ISessionListHost {
   openSession(sessionId: string): Promise<void>;
   /** Open a fork's notebook; its message waits in the input there. */
   openCopy(copy: ISessionCopy): Promise<void>;
+  /** Open the session's step-through beside the notebook (docs/teaching.md); absent: no action. */
+  stepThrough?(sessionId: string): void;
 }
 
 export const NO_MESSAGE_TITLE = '(no message yet)';
@@ -158,6 +160,16 @@ export class SessionListModel {
       this.close();
     }
     return done;
+  }
+
+  /** Whether rows offer "Step through" (the host can open it). */
+  get canStepThrough(): boolean {
+    return this._host.stepThrough !== undefined;
+  }
+
+  /** Open the session's step-through (read-only: the list stays as it is). */
+  stepThrough(sessionId: string): void {
+    this._host.stepThrough?.(sessionId);
   }
 
   /** Fork from the session's last message of the user; the copy opens in its own tab. */

@@ -2,7 +2,8 @@
  * The session list's view (docs/ui.md "Session list"): a region under the
  * panel's header with one focusable row per session of the notebook. Enter
  * on a row opens it, the arrows move between rows, Escape closes the list;
- * each row has Open, Fork and Delete (which asks first). The state is
+ * each row has Open, Fork, Step through (docs/teaching.md) and Delete
+ * (which asks first). The state is
  * SessionListModel's (sessionList.ts).
  */
 import { button, element } from './dom';
@@ -166,7 +167,16 @@ export class SessionListView {
       remove.title = 'Delete this session’s log and its sub-agents’ logs (asks first)';
       remove.disabled = busy;
       remove.addEventListener('click', () => model.askDelete(id));
-      actions.append(open, fork, remove);
+      actions.append(open, fork);
+      if (model.canStepThrough) {
+        const steps = button('Step through', 'pal-session-step-through');
+        steps.setAttribute('aria-label', `Step through session ${title}`);
+        steps.title = 'Show its steps one by one beside the notebook, as the model saw them';
+        steps.disabled = item.status === 'broken';
+        steps.addEventListener('click', () => model.stepThrough(id));
+        actions.append(steps);
+      }
+      actions.append(remove);
     }
     row.append(actions);
     const error = model.rowError(id);

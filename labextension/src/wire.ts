@@ -472,6 +472,52 @@ export interface ITurnRevert {
   text: string;
 }
 
+/** A sub-agent a step's cell spawned; its steps are `GET .../sessions/<session_id>/steps`. */
+export interface IStepChild {
+  session_id: string;
+  name: string;
+  notebook_path: string;
+  task: string;
+}
+
+/** One cell the model asked to run (or an answer without a cell), as the model saw it. */
+export interface ISessionStep {
+  index: number;
+  turn: number | null;
+  entry_id: string;
+  user_message: string | null;
+  user_from: string | null;
+  received: string[];
+  text: string;
+  call_index: number;
+  tool_call_id: string | null;
+  code: string | null;
+  cell_id: string | null;
+  status: string | null;
+  execution_count: number | null;
+  observation: string | null;
+  cut_lines: number[];
+  images: number;
+  provider: string | null;
+  model: string | null;
+  usage: Record<string, number> | null;
+  answered_at: string | null;
+  finished_at: string | null;
+  model_seconds: number | null;
+  cell_seconds: number | null;
+  children: IStepChild[];
+}
+
+/** `GET .../sessions/<id>/steps`: a session's steps on the path to its leaf. */
+export interface ISessionSteps {
+  session_id: string;
+  notebook_path: string;
+  name: string | null;
+  parent_session_id: string | null;
+  steps: ISessionStep[];
+  broken: string | null;
+}
+
 /** `inactive`: the agent left memory. `taken_over_by` names the session that took the notebook's kernel from it (another session took over the notebook); without it the session was only unloaded (an idle sub-agent evicted, a sub-agent deleted) and nobody replaced it. */
 export interface IStatusEvent {
   seq: number;

@@ -38,6 +38,12 @@ def _last_segment(line: str) -> str:
     return ""
 
 
+CUT_MARKER = re.compile(
+    r"^\[\.\.\. [0-9,]+ of [0-9,]+ characters cut here \(cap [0-9,]+\);.* \.\.\.\]$"
+)
+"""A line `cap_text` puts where it cut (the step-through shows it marked, docs/teaching.md)."""
+
+
 def cap_text(text: str, cap: int, where_rest: str) -> str:
     """Keep the head and the tail of `text` within about `cap` characters."""
     if len(text) <= cap:

@@ -1009,6 +1009,69 @@ class TurnRevert(TypedDict):
     """The chat's line (the model reads it as a notice before its next message)."""
 
 
+# ---------------------------------------------------- step-through (docs/teaching.md)
+
+
+class StepChild(TypedDict):
+    """A sub-agent a step's cell spawned; its steps are `GET .../sessions/<session_id>/steps`."""
+
+    session_id: str
+    name: str
+    notebook_path: str
+    task: str
+
+
+class SessionStep(TypedDict):
+    """One cell the model asked to run (or an answer without a cell), as the model saw it."""
+
+    index: int
+    turn: int | None
+    entry_id: str
+    """The `assistant_message` entry of the model call."""
+    user_message: str | None
+    """The message that opened the turn (the user's, or a task from another agent)."""
+    user_from: str | None
+    """The agent that sent `user_message` (None: the user)."""
+    received: list[str]
+    """Messages the model read since its previous call (another agent's, a continuation)."""
+    text: str
+    """The model's text; on the first call of a model answer only (`call_index` 0)."""
+    call_index: int
+    tool_call_id: str | None
+    code: str | None
+    """The code that ran (a user's edit in ask mode); None: an answer without a cell."""
+    cell_id: str | None
+    status: str | None
+    execution_count: int | None
+    observation: str | None
+    """Exactly what the model read of the cell, cut markers included (None: no result)."""
+    cut_lines: list[int]
+    """Lines of `observation` (from 0) that mark where the output was cut."""
+    images: int
+    provider: str | None
+    model: str | None
+    usage: dict[str, int] | None
+    """Tokens of the model call (on its first step only)."""
+    answered_at: str | None
+    finished_at: str | None
+    model_seconds: float | None
+    cell_seconds: float | None
+    """From the model's answer to the cell's logged result (writing the cell included)."""
+    children: list[StepChild]
+
+
+class SessionSteps(TypedDict):
+    """`GET .../sessions/<id>/steps`: a session's steps on the path to its leaf."""
+
+    session_id: str
+    notebook_path: str
+    name: str | None
+    parent_session_id: str | None
+    steps: list[SessionStep]
+    broken: str | None
+    """Why the log is damaged (the steps are those before the damage); None: it is whole."""
+
+
 class TurnRevertedEvent(TypedDict):
     """A turn was reverted, or cells of it removed (every viewer shows `text`)."""
 
@@ -1145,6 +1208,9 @@ _INTERFACES: list[type] = [
     FailedName,
     KeptCell,
     TurnRevert,
+    StepChild,
+    SessionStep,
+    SessionSteps,
     *typing.get_args(AgentEvent),
 ]
 _UNIONS: dict[str, object] = {"ChatItem": ChatItem, "AgentEvent": AgentEvent}

@@ -145,6 +145,16 @@ class TreeHandler(ApiBase):
         self.reply(await self.host.session_tree(self.session_id(session_id)))
 
 
+class StepsHandler(ApiBase):
+    """`GET .../steps`: the session's steps for the step-through (docs/teaching.md)."""
+
+    @web.authenticated
+    @authorized
+    @host_errors
+    async def get(self, session_id: str) -> None:
+        self.reply(await self.host.session_steps(self.session_id(session_id)))
+
+
 class LeafHandler(ApiBase):
     @web.authenticated
     @authorized
@@ -472,6 +482,7 @@ def handlers() -> list[tuple[str, Any]]:
         (rf"/prime-agent/api/sessions/{_SESSION}/stop", StopHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/events", EventsHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/tree", TreeHandler),
+        (rf"/prime-agent/api/sessions/{_SESSION}/steps", StepsHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/leaf", LeafHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/fork", ForkHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/clone", CloneHandler),

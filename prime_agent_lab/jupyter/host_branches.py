@@ -14,6 +14,8 @@ from ..core.agent import Agent
 from ..core.ports import NotebookUnavailable
 from ..core.runtime import AgentRuntime
 from ..core.sessions import SessionError, SessionLog, SessionRepository
+from ..core.steps import session_steps
+from ..core.wire import SessionSteps
 from .host_errors import HostError
 from .live_notebook import LiveNotebook
 from .server_notebooks import ServerNotebooks
@@ -29,6 +31,11 @@ class HostBranches:
     async def session_tree(self, session_id: str) -> dict[str, Any]:
         session, _ = await self._branchable(session_id)
         return branching.tree(session)
+
+    async def session_steps(self, session_id: str) -> SessionSteps:
+        """The step-through of a session, loaded or only on disk (docs/teaching.md)."""
+        session, _ = await self._branchable(session_id)
+        return session_steps(session)
 
     async def move_leaf(self, session_id: str, entry_id: object) -> dict[str, Any]:
         """Branch to an earlier point; the notebook's cells of other branches are marked."""
