@@ -80,7 +80,7 @@ export const PANEL_COMMANDS = [
   },
   {
     id: 'prime-agent-lab:step-through',
-    label: 'Prime Agent: Step through session…',
+    label: 'Step through a Prime Agent session…',
     caption:
       'Pick a session of the current notebook and show its steps one by one beside it, ' +
       'as the model saw them (docs/teaching.md)',

@@ -1,6 +1,6 @@
 /**
  * Opening a step-through (docs/teaching.md, "Step-through"): from the
- * palette ("Prime Agent: Step through session…", which asks which session
+ * palette ("Step through a Prime Agent session…", which asks which session
  * of the current notebook) or from the session list's "Step through". The
  * view opens in the main area split beside the notebook, once per session
  * (opening it again brings it to the front), and scrolls the notebook to

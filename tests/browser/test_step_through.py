@@ -47,7 +47,7 @@ SESSION_SCRIPT = {
         ]
     },
 }
-PALETTE_LABEL = "Prime Agent: Step through session…"
+PALETTE_LABEL = "Step through a Prime Agent session…"
 
 
 @pytest.fixture(scope="module")
