@@ -182,3 +182,16 @@ def test_recorded_side_calls_are_exported_as_the_answers_they_were(tmp_path: Pat
             "content": "use plt",
         }
     ]
+
+
+def test_a_damaged_log_exports_what_could_be_read_and_says_where_it_stopped(
+    tmp_path: Path,
+) -> None:
+    folder = recorded_session(
+        tmp_path, {"entry_type": "assistant_message", "turn": 1, "text": "read me"}
+    )
+    with (folder / "session.jsonl").open("a") as log:
+        log.write("[1, 2]\n")
+    script = export_script(folder)
+    assert script["turns"] == [{"text": "read me"}]
+    assert "line 4" in script["exported_from"]["damage"]
