@@ -2,7 +2,8 @@
 
 An example is a ```json block right after an `<!-- example {...} -->` comment whose JSON gives
 the `prompts` (the first starts the run, each later one continues it with `--continue`) and,
-optionally, the `final` answer the last run must end with.
+optionally, further CLI flags (`args`), the `final` answer the last run must end with and the
+`entries` (types) the root's session log must hold.
 """
 
 from __future__ import annotations
@@ -41,9 +42,13 @@ def test_the_example_plays_through_the_headless_cli(
     end: dict[str, Any] = {}
     for number, prompt in enumerate(expected["prompts"]):
         again = ["--continue"] if number else []
-        done = cli(tmp_path, "run", "--mode", "json", *again, "--script", "example.json", prompt)
+        flags = [*again, *expected.get("args", ()), "--script", "example.json"]
+        done = cli(tmp_path, "run", "--mode", "json", *flags, prompt)
         assert done.returncode == 0, done.stderr + done.stdout[-2000:]
         end = json_lines(done.stdout)[-1]
         assert end["ok"] is True, end
     if "final" in expected:
         assert end["final_text"] == expected["final"]
+    log = (tmp_path / end["session_dir"] / "session.jsonl").read_text().splitlines()
+    types = {json.loads(line).get("type") for line in log if line.strip()}
+    assert set(expected.get("entries", ())) <= types, types
