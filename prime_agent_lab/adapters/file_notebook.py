@@ -21,7 +21,7 @@ from typing import Any
 from ..core.output_fold import OutputFold
 from ..core.ports import OutputEvent
 from ..core.whole_writes import is_disk_full
-from .nbjson import new_code_cell, new_notebook, read_notebook, write_notebook
+from .nbjson import new_code_cell, new_markdown_cell, new_notebook, read_notebook, write_notebook
 from .output_cap import NotebookOutputCap
 
 FLUSH_INTERVAL = 1.0
@@ -70,6 +70,12 @@ class FileNotebook:
         self.nb["cells"].append(cell)
         self.changed()
         return FileCellWriter(self, cell, NotebookOutputCap(self._output_cap))
+
+    async def append_markdown_cell(self, source: str, metadata: dict[str, Any]) -> str:
+        cell = new_markdown_cell(source, metadata)
+        self.nb["cells"].append(cell)
+        self.changed()
+        return str(cell["id"])
 
     async def save(self) -> None:
         self.changed()
