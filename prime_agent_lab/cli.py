@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import schedule_cli, sessions_cli
+from . import export_script, schedule_cli, sessions_cli
 from .core import settings
 from .core.autonomy import SUCCESS as AUTONOMY_SUCCESS
 from .core.entry_types import TOLD_AS_MESSAGES
@@ -185,6 +185,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_setting_flags(lab, ("provider", "model"))
     schedule_cli.add_parser(commands)  # heartbeats and schedules: docs/autonomy.md
     sessions_cli.add_parser(commands)  # the session list from the terminal: docs/pairing.md
+    export_script.add_parser(commands)  # a session as a scripted replay: docs/providers.md
     return parser
 
 
@@ -697,6 +698,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "sessions":
         return sessions_cli.run(args, sys.stdout)
+    if args.command == "export-script":
+        return export_script.run_cli(args, sys.stdout, sys.stderr)
     words = sys.argv[1:] if argv is None else argv
     args.provider_given = _provider_given(words)
     args.words = words

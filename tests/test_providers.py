@@ -833,3 +833,45 @@ async def test_older_sdks_without_raw_content_still_get_the_history(
     monkeypatch.setattr(openai_provider, "_POST_TAKES_CONTENT", False)
     monkeypatch.setattr(anthropic_provider, "_POST_TAKES_CONTENT", False)
     await test_two_step_policy_plays_through_with_both_vendors(server, providers)
+
+
+def child_request(name: str, parent: str, task: str) -> ModelRequest:
+    """A sub-agent's first call: the system prompt's doctrine names it and its parent."""
+    from prime_agent_lab.core.prompts import CHILD_DOCTRINE
+
+    system = "You are a test." + CHILD_DOCTRINE.format(name=name, parent=f"`{parent}`")
+    first = Message(role="user", text=f"[task from parent]\n\n{task}")
+    return ModelRequest(system=system, messages=[first], tools=[PYTHON_TOOL])
+
+
+async def test_scripted_children_play_the_script_listed_under_their_name(tmp_path):
+    path = tmp_path / "script.json"
+    path.write_text(
+        json.dumps(
+            {
+                "turns": [{"text": "root"}],
+                "child": {"turns": [{"text": "any child on {task}"}]},
+                "children": {
+                    "a": {
+                        "turns": [{"text": "I am a"}],
+                        "children": {"b": {"turns": [{"text": "b under a"}]}},
+                    },
+                    "b": {"turns": [{"text": "I am b"}]},
+                },
+            }
+        )
+    )
+    provider = make_provider("scripted", None, script_path=str(path))
+    answers = [
+        (await collect(provider, child_request(name, parent, "t")))[1].text
+        for name, parent in [("a", "agent.ipynb"), ("b", "agent.ipynb"), ("b", "a"), ("c", "a")]
+    ]
+    assert answers == ["I am a", "I am b", "b under a", "any child on t"]
+
+
+async def test_a_verbatim_step_plays_its_braces_as_written(tmp_path):
+    text, code = "Use {last_output} and {task} as written.", "print('{messages}')"
+    path = write_script(tmp_path, [{"text": text, "code": code, "verbatim": True}])
+    _, response = await collect(make_provider("scripted", None, script_path=path), request())
+    assert response.text == text
+    assert json.loads(response.tool_calls[0].arguments) == {"code": code}

@@ -71,6 +71,7 @@ class ScriptTurn:
     arguments: tuple[str, ...] = ()  # raw JSON arguments of each `python` tool call
     stop_reason: str | None = None  # side steps: as the provider reports it
     wait_for: str | None = None  # side steps: answer once this file exists
+    verbatim: bool = False  # text and code played as written: no {task}, {last_output}, ...
 
 
 SIDE_DEFAULTS = {
@@ -104,6 +105,7 @@ class Script:
     restart_each_message: bool = False
     follow_up: str | None = None
     child: Script | None = None  # what sub-agents play
+    children: dict[str, Script] = field(default_factory=dict)  # by sub-agent name
     side: dict[str, list[ScriptTurn | ScriptError]] = field(default_factory=dict)
 
 
@@ -134,6 +136,11 @@ def _parse_script(data: Any, path: str | Path) -> Script:
     script = Script(restart_each_message=restart, follow_up=follow_up)
     if "child" in data:
         script.child = _parse_script(data["child"], f"{path} (child)")
+    children = data.get("children", {})
+    if not isinstance(children, dict):
+        raise ValueError(f'Script {path}: "children" must map a sub-agent name to a script')
+    for name, child in children.items():
+        script.children[name] = _parse_script(child, f"{path} (child {name})")
     script.side = _parse_side(data.get("side", {}), path)
     for number, step in enumerate(data["turns"]):
         where = f"{path} turn {number}"
@@ -168,13 +175,15 @@ def _parse_side_turn(step: dict[str, Any], where: str) -> ScriptTurn:
         raise ValueError(f'{where}: "stop_reason" must be a string')
     if wait_for is not None and not isinstance(wait_for, str):
         raise ValueError(f'{where}: "wait_for" must be a file path (a string)')
-    return ScriptTurn(turn.text, turn.arguments, stop_reason, wait_for)
+    return ScriptTurn(turn.text, turn.arguments, stop_reason, wait_for, turn.verbatim)
 
 
 def _parse_turn(step: dict[str, Any], where: str) -> ScriptTurn:
-    text = step.get("text", "")
+    text, verbatim = step.get("text", ""), step.get("verbatim", False)
     if not isinstance(text, str):
         raise ValueError(f'{where}: "text" must be a string')
+    if not isinstance(verbatim, bool):
+        raise ValueError(f'{where}: "verbatim" must be true or false')
     if "code" in step and "tool_calls" in step:
         raise ValueError(f'{where}: use either "code" or "tool_calls", not both')
     raw_calls = [{"code": step["code"]}] if "code" in step else step.get("tool_calls", [])
@@ -188,7 +197,7 @@ def _parse_turn(step: dict[str, Any], where: str) -> ScriptTurn:
             arguments.append(call["arguments"])
         else:
             raise ValueError(f'{where}: a tool call needs a "code" or "arguments" string')
-    return ScriptTurn(text=text, arguments=tuple(arguments))
+    return ScriptTurn(text=text, arguments=tuple(arguments), verbatim=verbatim)
 
 
 def _parse_error(step: dict[str, Any], where: str) -> ScriptError:
@@ -258,13 +267,15 @@ class ScriptedProvider:
                 raise error.to_error(self._errors)
 
         turn = self._turn_at(position, request, script)
-        text = _fill_agents(_fill(turn.text, request), request)
+        text = turn.text if turn.verbatim else _fill_agents(_fill(turn.text, request), request)
         prefix = _call_prefix(request) if script.restart_each_message else ""
         calls = [
             ToolCall(
                 id=f"scripted_{prefix}{position}_{i}",
                 name="python",
-                arguments=_fill_agents(arguments, request, in_json=True),
+                arguments=arguments
+                if turn.verbatim
+                else _fill_agents(arguments, request, in_json=True),
             )
             for i, arguments in enumerate(turn.arguments)
         ]
@@ -314,7 +325,11 @@ class ScriptedProvider:
     def _script_for(self, request: ModelRequest) -> Script:
         first = request.messages[0] if request.messages else None
         is_child = first is not None and first.role == "user" and TASK_LABEL in first.text
-        return self.script.child if is_child and self.script.child else self.script
+        if not is_child:
+            return self.script
+        named = _CHILD_NAMES.search(request.system)
+        own = _named_child(self.script, *named.groups()) if named else None
+        return own or self.script.child or self.script
 
     def _position(self, request: ModelRequest, script: Script) -> int:
         """Which script turn this call plays: assistant messages so far, in the whole
@@ -340,6 +355,21 @@ class ScriptedProvider:
 
 
 _SCRIPTED_ID = re.compile(r"^scripted_(\d+)_\d+$")
+# The sub-agent doctrine of a child's system prompt (core/prompts.py CHILD_DOCTRINE).
+_CHILD_NAMES = re.compile(r"You are `([^`\n]+)`, a sub-agent spawned by `([^`\n]+)`")
+
+
+def _named_child(root: Script, name: str, parent: str) -> Script | None:
+    """The script under `children` for the sub-agent `name` of `parent`: one listed under a
+    child script called `parent` (a sub-agent's own sub-agents) first, else one the top level
+    lists."""
+    stack = list(root.children.items())
+    while stack:
+        owner, script = stack.pop(0)
+        if owner == parent and name in script.children:
+            return script.children[name]
+        stack.extend(script.children.items())
+    return root.children.get(name)
 
 
 def _scripted_position(message: Message) -> int | None:
