@@ -22,6 +22,7 @@ from .compaction import Compactor
 from .events import EventBus
 from .jsonfile import BadJson, parse_json
 from .messages import PYTHON_TOOL, Message, ModelRequest, ModelResponse, ToolCall
+from .narration import ANSWER, USER, narration
 from .observation import build_observation
 from .permission import (
     AWAITING_NOTE,
@@ -173,7 +174,6 @@ class ToolArgumentsError(ValueError):
 
 
 WAITING_TEXT = "waiting for your cell to finish"
-NARRATION_LABELS = {"user": "User", "answer": "Agent"}  # the bold lead of a narration cell
 
 
 def _not_sent_note(cause: StopCause) -> str:
@@ -393,7 +393,7 @@ class Agent:
         try:
             if unwritten is not None:
                 raise unwritten
-            await self._narrate(turn, "user", text)
+            await self._narrate(turn, USER, narration(USER, text, fields))
             calls = 0  # model calls since the turn began or a continuer kept it going
             while calls < self.config.max_iterations:
                 calls += 1
@@ -410,7 +410,7 @@ class Agent:
                         calls = 0
                         continue
                     stop_reason, final_text = "end_turn", response.text
-                    await self._narrate(turn, "answer", final_text)
+                    await self._narrate(turn, ANSWER, narration(ANSWER, final_text, {}))
                     break
                 for index, call in enumerate(response.tool_calls):
                     try:
@@ -767,15 +767,14 @@ class Agent:
             raise PermissionRefused(404, f"no tool call {tool_call_id!r} in this session")
         raise PermissionRefused(409, f"the cell of tool call {tool_call_id!r} is not waiting")
 
-    async def _narrate(self, turn: int, part: str, text: str) -> None:
-        """With `narrate_cells` (docs/teaching.md), the user's message or the final answer as a
-        markdown cell, so the notebook reads on its own. Its role is "narration", not "agent": a
-        turn's revert and review (which take the turn's cells from the log) leave it alone."""
-        if not self.config.narrate_cells or not text.strip():
+    async def _narrate(self, turn: int, part: str, markdown: str | None) -> None:
+        """With `narrate_cells` (docs/teaching.md), the turn's message or its final answer as a
+        markdown cell (core/narration.py), so the notebook reads on its own. Its role is
+        "narration", not "agent": a turn's review (its cells come from the log) leaves it alone."""
+        if not self.config.narrate_cells or markdown is None:
             return
-        label = NARRATION_LABELS[part]
         metadata = self._cell_metadata(turn, role="narration", narrates=part)
-        await self.notebook.append_markdown_cell(f"**{label}:** {text.strip()}", metadata)
+        await self.notebook.append_markdown_cell(markdown, metadata)
         await self.notebook.save()
 
     def _cell_metadata(self, turn: int, **more: Any) -> dict[str, Any]:
