@@ -180,9 +180,9 @@ def _parser() -> argparse.ArgumentParser:
         "lab",
         help="start JupyterLab with the agent and a demo notebook",
         description="Start JupyterLab in the current directory with Prime Agent Lab and a demo "
-        "notebook. Extra arguments go to `jupyter lab`.",
+        "notebook (none with a script of your own). Extra arguments go to `jupyter lab`.",
     )
-    _add_setting_flags(lab, ("provider", "model"))
+    _add_setting_flags(lab, ("provider", "model", "script_path"))
     schedule_cli.add_parser(commands)  # heartbeats and schedules: docs/autonomy.md
     sessions_cli.add_parser(commands)  # the session list from the terminal: docs/pairing.md
     export_script.add_parser(commands)  # a session as a scripted replay: docs/providers.md
@@ -635,12 +635,20 @@ def _lab(args: argparse.Namespace, extra: list[str]) -> int:
         print("prime-agent-lab: `jupyter` is not on PATH; install jupyterlab", file=sys.stderr)
         return 2
     cwd = Path.cwd()
-    demo = cwd / DEMO_NOTEBOOK.name
-    if not demo.exists():
+    script = _lab_script(args, extra)
+    if script is not None:  # a script of one's own: its own notebooks, not the demo's
+        problem = _unplayable(script)
+        if problem is not None:
+            print(f"prime-agent-lab: {problem}", file=sys.stderr)
+            return 2
+    demo = cwd / DEMO_NOTEBOOK.name if script is None else None
+    if demo is not None and not demo.exists():
         shutil.copyfile(DEMO_NOTEBOOK, demo)
     state = cwd / ".prime-agent"
     state.mkdir(exist_ok=True)
-    argv = [jupyter, "lab", *_lab_options(args, extra, state, demo.name), demo.name]
+    opened = [demo.name] if demo is not None else []
+    argv = [jupyter, "lab", *_lab_options(args, extra, state, opened[0] if opened else None)]
+    argv += opened
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         print(
             "prime-agent-lab: running as root, passing --ServerApp.allow_root=True", file=sys.stderr
@@ -650,16 +658,39 @@ def _lab(args: argparse.Namespace, extra: list[str]) -> int:
     return 0  # not reached
 
 
-def _lab_options(args: argparse.Namespace, extra: list[str], state: Path, demo: str) -> list[str]:
+def _lab_script(args: argparse.Namespace, extra: list[str]) -> str | None:
+    """The script of one's own `lab` plays (`--script`, or the server option among the extra
+    arguments), or None for the bundled demo."""
+    option = settings.server_option("script_path", "")
+    given = [word[len(option) :] for word in extra if word.startswith(option)]
+    return args.script_path or (given[-1] if given else None)
+
+
+def _unplayable(script: str) -> str | None:
+    from .providers.scripted import load_script
+
+    try:
+        load_script(script)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _lab_options(
+    args: argparse.Namespace, extra: list[str], state: Path, demo: str | None
+) -> list[str]:
+    """`demo`: the demo notebook to open first (None: JupyterLab's own start page)."""
     options = [
         settings.server_option("provider", args.provider),
         f"--SQLiteYStore.db_path={state / 'ystore.db'}",
         f"--BaseFileIdManager.db_path={state / 'file_id_manager.db'}",
-        # The URL printed (and opened) is the demo notebook's, not the Launcher's.
-        f"--LabApp.default_url=/lab/tree/{demo}",
     ]
+    if demo is not None:  # the URL printed (and opened) is the demo notebook's
+        options.append(f"--LabApp.default_url=/lab/tree/{demo}")
     if args.model:
         options.append(settings.server_option("model", args.model))
+    if args.script_path:
+        options.append(settings.server_option("script_path", Path(args.script_path).resolve()))
     if args.provider == "scripted" and not any("step_delay" in a for a in extra):
         options.append(settings.server_option("step_delay", DEMO_STEP_DELAY))
     return options

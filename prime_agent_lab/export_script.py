@@ -50,6 +50,8 @@ def _script_of(directory: Path, seen: set[Path]) -> dict[str, Any]:
         },
         "turns": [_step(entry) for entry in path if entry["type"] == "assistant_message"],
     }
+    if log.damage is not None:  # what could be read is exported; the file says what could not
+        script["exported_from"]["damage"] = log.damage
     side = _side_calls(path)
     if side:
         script["side"] = side
@@ -204,7 +206,7 @@ def run_cli(args: argparse.Namespace, out: TextIO, err: TextIO, cwd: Path | None
     except ExportError as exc:
         err.write(f"prime-agent-lab export-script: {exc}\n")
         return 1
-    text = json.dumps(script, indent=1, ensure_ascii=False) + "\n"
+    text = json.dumps(script, indent=1) + "\n"  # ASCII: no character acts on a terminal
     if args.output is None:
         out.write(text)
         return 0

@@ -295,7 +295,7 @@ async def test_every_declared_form_runs_through_the_rest_route(
     assert replies["refine", "rollback"]["answer"]["text"].startswith("Rollback of ref")
     assert replies["usage", None]["answer"]["session_id"] == agent.session_id
     assert replies["context", None]["answer"]["parts"][0]["part"] == "base prompt"
-    assert replies["model", None]["answer"]["current"] == "scripted/demo"
+    assert replies["model", None]["answer"]["current"] == "scripted/script.json"
     assert replies["heartbeat", None]["answer"]["text"].startswith("Heartbeat hb_")
     assert "every 10m, follow-up" in replies["heartbeat", "status"]["answer"]["text"]
     assert "stopped" in replies["heartbeat", "stop"]["answer"]["text"]
@@ -392,7 +392,7 @@ async def test_usage_through_the_rest_route_gives_own_and_total_per_agent_of_the
     )
     assert child["usage"] == listed["usage"] and child["usage_total"] == listed["usage_total"]
     assert child["calls"] == 2 and child["children"] == []
-    assert root["name"] == "" and root["model"] == "scripted/demo"
+    assert root["name"] == "" and root["model"] == "scripted/tree-script.json"
     assert root["calls"] == 3 and root["status"] == "idle"
     for key, value in root["usage"].items():
         assert root["usage_total"][key] == value + child["usage_total"].get(key, 0)

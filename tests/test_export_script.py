@@ -182,3 +182,54 @@ def test_recorded_side_calls_are_exported_as_the_answers_they_were(tmp_path: Pat
             "content": "use plt",
         }
     ]
+
+
+def test_a_damaged_log_exports_what_could_be_read_and_says_where_it_stopped(
+    tmp_path: Path,
+) -> None:
+    folder = recorded_session(
+        tmp_path, {"entry_type": "assistant_message", "turn": 1, "text": "read me"}
+    )
+    with (folder / "session.jsonl").open("a") as log:
+        log.write("[1, 2]\n")
+    script = export_script(folder)
+    assert script["turns"] == [{"text": "read me"}]
+    assert "line 4" in script["exported_from"]["damage"]
+
+
+COMPACTING_SCRIPT = {
+    "turns": [
+        {"code": "big = 'x' * 200_000\nfor i in range(8):\n    print(big[:12_000])"},
+        {"code": "r = await compact.run()\nprint(r['scheduled'])"},
+        {"code": "print('compacted')"},
+        {"text": "Done."},
+    ],
+    "side": {
+        "kernel_gc": [
+            {"text": json.dumps({"actions": [{"name": "big", "action": "delete", "reason": "r"}]})}
+        ]
+    },
+}
+
+
+def session_of(folder: Path, end: dict[str, Any], entry_type: str) -> list[dict[str, Any]]:
+    lines = (folder / end["session_dir"] / "session.jsonl").read_text().splitlines()[1:]
+    return [e for e in map(json.loads, lines) if e["type"] == entry_type]
+
+
+def test_a_replayed_export_compacts_and_cleans_up_the_kernel_as_the_session_did(
+    tmp_path: Path,
+) -> None:
+    recorded = tmp_path / "recorded"
+    end = run_scripted(recorded, COMPACTING_SCRIPT)
+    exported = cli(recorded, "export-script", Path(end["session_dir"]).name, "-o", "replay.json")
+    assert exported.returncode == 0, exported.stderr
+    script = json.loads((recorded / "replay.json").read_text())
+    assert set(script["side"]) >= {"summary", "kernel_gc"}
+
+    replayed = tmp_path / "replayed"
+    again = run_scripted(replayed, script)
+    for kind, field in (("compaction", "summary"), ("kernel_gc", "deleted")):
+        before = [e[field] for e in session_of(recorded, end, kind)]
+        assert before and [e[field] for e in session_of(replayed, again, kind)] == before
+    assert notebook_cells(replayed / "agent.ipynb") == notebook_cells(recorded / "agent.ipynb")

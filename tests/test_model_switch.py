@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from unittest.mock import AsyncMock
 
@@ -212,7 +213,9 @@ async def test_model_command_shows_the_model_and_the_choices_and_switches(
 async def test_each_answer_carries_its_model_usage_and_cost_live_and_after_a_reload(
     jp_fetch: Any, host: Any, make_notebook: Any, agent_script: Any
 ) -> None:
-    use_script(host, agent_script([{"text": "Hello."}]))
+    script = agent_script([{"text": "Hello."}])
+    use_script(host, script)
+    label = Path(script).name  # a custom script's model is its file name
     agent = await host.attach(make_notebook("footer.ipynb"))
     seen: list[dict[str, Any]] = []
     agent.events.add_listener(seen.append)
@@ -220,10 +223,10 @@ async def test_each_answer_carries_its_model_usage_and_cost_live_and_after_a_rel
     await run_turn(host, agent.session_id, "hi")
 
     (live,) = [e for e in seen if e["type"] == "assistant_message"]
-    assert (live["provider"], live["model"], live["cost"]) == ("scripted", "demo", 0.0)
+    assert (live["provider"], live["model"], live["cost"]) == ("scripted", label, 0.0)
     (item,) = [i for i in chat_transcript(agent.session) if i["type"] == "assistant"]
     assert item["usage"] == live["usage"]
-    assert (item["provider"], item["model"], item["cost"]) == ("scripted", "demo", 0.0)
+    assert (item["provider"], item["model"], item["cost"]) == ("scripted", label, 0.0)
     usage = json.loads(
         (await jp_fetch("prime-agent", "api", "sessions", agent.session_id, "usage")).body
     )

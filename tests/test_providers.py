@@ -875,3 +875,18 @@ async def test_a_verbatim_step_plays_its_braces_as_written(tmp_path):
     _, response = await collect(make_provider("scripted", None, script_path=path), request())
     assert response.text == text
     assert json.loads(response.tool_calls[0].arguments) == {"code": code}
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ('{"turns": [], "children": [{"turns": []}]}', '"children" must map a sub-agent name'),
+        ('{"turns": [], "children": {"a": {"steps": []}}}', r"\(child a\) must be an object"),
+        ('{"turns": [{"text": "x", "verbatim": "yes"}]}', '"verbatim" must be true or false'),
+    ],
+)
+def test_bad_children_or_verbatim_name_the_problem(tmp_path, content, says):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=says):
+        make_provider("scripted", None, script_path=str(path))

@@ -7,6 +7,8 @@ is imported only when its provider is made (importing `anthropic` alone takes se
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..core.ports import ErrorMapping, ModelProvider, Price, ProviderOptions, ProviderPlugin
 
 ANTHROPIC_API_KEY = "ANTHROPIC_API_KEY"
@@ -80,8 +82,11 @@ def _make_openai(model: str, options: ProviderOptions) -> ModelProvider:
 
 
 def _make_scripted(model: str, options: ProviderOptions) -> ModelProvider:
-    from .scripted import ScriptedProvider
+    from .scripted import DEFAULT_SCRIPT, ScriptedProvider
 
+    custom = options.script_path and Path(options.script_path).resolve() != DEFAULT_SCRIPT
+    if custom and model == SCRIPTED.default_model:
+        model = Path(options.script_path).name  # labelled by its file: it is not the demo
     return ScriptedProvider(
         model,
         name=SCRIPTED.name,

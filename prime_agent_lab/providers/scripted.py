@@ -21,7 +21,10 @@ sub-agent (its first message without the `[task from parent]` label) and `{messa
 of the messages other agents sent into this conversation, one per line.
 
 `"child": {"turns": [...]}` is the script of sub-agents: a conversation whose first message is a
-`[task from parent]` task plays it instead of the top-level turns.
+`[task from parent]` task plays it instead of the top-level turns. `"children": {"<name>": {...}}`
+gives a sub-agent a script of its own by its name (read from the sub-agent doctrine of its system
+prompt); it nests, a child script's `children` being its own sub-agents'. A step with
+`"verbatim": true` is played as written: no template is filled in (an exported session's text).
 
 Two optional top-level keys make a script behave like a walkthrough (the bundled demo uses both):
 `"restart_each_message": true` counts turns from the newest user message instead, so every
