@@ -15,6 +15,8 @@ export interface IAgentCellMetadata {
   session_id?: string;
   turn?: number;
   role?: string;
+  /** A narration cell (`narrate_cells`, docs/teaching.md): what it narrates. */
+  narrates?: string;
   /** `"other"`: written on a branch that is not the session's current one. */
   branch?: string;
 }
@@ -35,9 +37,17 @@ export function agentMetadata(model: ICellModel): IAgentCellMetadata | null {
   return null;
 }
 
+/** The badge's first word: a narration cell is the turn's message or answer, not agent code. */
+function badgeKind(metadata: IAgentCellMetadata): string {
+  if (metadata.role === 'narration') {
+    return metadata.narrates === 'answer' ? 'answer' : 'message';
+  }
+  return 'agent';
+}
+
 export function badgeText(metadata: IAgentCellMetadata): string {
-  const base =
-    typeof metadata.turn === 'number' ? `agent · turn ${metadata.turn}` : 'agent';
+  const kind = badgeKind(metadata);
+  const base = typeof metadata.turn === 'number' ? `${kind} · turn ${metadata.turn}` : kind;
   return isOtherBranch(metadata) ? `${base} · other branch` : base;
 }
 

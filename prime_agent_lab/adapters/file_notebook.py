@@ -22,7 +22,7 @@ from ..core.blank_cell import is_blank_code_cell
 from ..core.output_fold import OutputFold
 from ..core.ports import OutputEvent
 from ..core.whole_writes import is_disk_full
-from .nbjson import new_code_cell, new_notebook, read_notebook, write_notebook
+from .nbjson import new_code_cell, new_markdown_cell, new_notebook, read_notebook, write_notebook
 from .output_cap import NotebookOutputCap
 
 FLUSH_INTERVAL = 1.0
@@ -68,12 +68,21 @@ class FileNotebook:
 
     async def append_code_cell(self, source: str, metadata: dict[str, Any]) -> FileCellWriter:
         cell = new_code_cell(source, {"trusted": True, **metadata})
+        self._insert(cell)
+        return FileCellWriter(self, cell, NotebookOutputCap(self._output_cap))
+
+    async def append_markdown_cell(self, source: str, metadata: dict[str, Any]) -> str:
+        cell = new_markdown_cell(source, metadata)
+        self._insert(cell)
+        return str(cell["id"])
+
+    def _insert(self, cell: Any) -> None:
+        """Append `cell`, above a trailing empty cell: that is where the user types next, so it
+        stays last (as live_cell.py keeps it)."""
         cells = self.nb["cells"]
-        # A trailing empty cell is where the user types next: keep it last (as live_cell.py does).
         at = len(cells) - 1 if cells and is_blank_code_cell(cells[-1]) else len(cells)
         cells.insert(at, cell)
         self.changed()
-        return FileCellWriter(self, cell, NotebookOutputCap(self._output_cap))
 
     async def save(self) -> None:
         self.changed()

@@ -48,6 +48,15 @@ def new_code_cell(source: str, metadata: dict[str, Any]) -> Cell:
     }
 
 
+def new_markdown_cell(source: str, metadata: dict[str, Any]) -> Cell:
+    return {
+        "cell_type": "markdown",
+        "id": uuid.uuid4().hex[:12],
+        "metadata": metadata,
+        "source": source,
+    }
+
+
 def output_from_msg(msg: dict[str, Any]) -> dict[str, Any]:
     """The notebook output of a kernel's iopub output message (as nbformat builds it); an
     `update_display_data` gives the `display_data` it replaces (as nbclient reads it)."""

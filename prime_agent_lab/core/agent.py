@@ -22,6 +22,7 @@ from .compaction import Compactor
 from .events import EventBus
 from .jsonfile import BadJson, parse_json
 from .messages import PYTHON_TOOL, Message, ModelRequest, ModelResponse, ToolCall
+from .narration import ANSWER, USER, narration
 from .observation import build_observation
 from .permission import (
     AWAITING_NOTE,
@@ -392,6 +393,7 @@ class Agent:
         try:
             if unwritten is not None:
                 raise unwritten
+            await self._narrate(turn, USER, narration(USER, text, fields))
             calls = 0  # model calls since the turn began or a continuer kept it going
             while calls < self.config.max_iterations:
                 calls += 1
@@ -408,6 +410,7 @@ class Agent:
                         calls = 0
                         continue
                     stop_reason, final_text = "end_turn", response.text
+                    await self._narrate(turn, ANSWER, narration(ANSWER, final_text, {}))
                     break
                 for index, call in enumerate(response.tool_calls):
                     try:
@@ -763,6 +766,16 @@ class Agent:
         if not known:
             raise PermissionRefused(404, f"no tool call {tool_call_id!r} in this session")
         raise PermissionRefused(409, f"the cell of tool call {tool_call_id!r} is not waiting")
+
+    async def _narrate(self, turn: int, part: str, markdown: str | None) -> None:
+        """With `narrate_cells` (docs/teaching.md), the turn's message or its final answer as a
+        markdown cell (core/narration.py), so the notebook reads on its own. Its role is
+        "narration", not "agent": a turn's review (its cells come from the log) leaves it alone."""
+        if not self.config.narrate_cells or markdown is None:
+            return
+        metadata = self._cell_metadata(turn, role="narration", narrates=part)
+        await self.notebook.append_markdown_cell(markdown, metadata)
+        await self.notebook.save()
 
     def _cell_metadata(self, turn: int, **more: Any) -> dict[str, Any]:
         return {

@@ -286,6 +286,10 @@ class NotebookPort(Protocol):
 
     async def append_code_cell(self, source: str, metadata: dict[str, Any]) -> CellWriter: ...
 
+    async def append_markdown_cell(self, source: str, metadata: dict[str, Any]) -> str:
+        """Append a markdown cell (a narration cell, `narrate_cells`); returns its id."""
+        ...
+
     async def save(self) -> None:
         """Persist the cells written so far (called after each agent cell)."""
         ...

@@ -461,6 +461,14 @@ class Settings:
         hosts=SERVER_ONLY,
     )
 
+    # Teaching (issue 19, docs/teaching.md): notebooks that read on their own.
+    narrate_cells: bool = setting(
+        False,
+        """Teaching mode for the notebook: write the user's message and the agent's final
+        answer as markdown cells around the agent's code cells, so the saved notebook reads on
+        its own and re-runs top to bottom (nbclient, Run All) to the same outputs.""",
+    )
+
     # Not a setting: which host built these settings, so messages spell a setting its way.
     host: str = SERVER
 

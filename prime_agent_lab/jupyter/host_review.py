@@ -135,6 +135,8 @@ class HostReview:
                 kept.append({"cell_id": cell_id, "first_line": cell["first_line"], "reason": why})
             else:
                 to_remove.append(cell_id)
+        if restore_kernel and not kept:  # the whole turn goes: its narration (docs/teaching.md)
+            to_remove += _narration_of(live, agent.session_id, record.turn)
         try:
             gone = set(await agent.notebook.remove_cells(to_remove)) if to_remove else set()  # type: ignore[attr-defined]
         except NotebookUnavailable as exc:
@@ -198,6 +200,21 @@ async def _notebook_cells_by_id(agent: Agent) -> dict[str, dict[str, Any]]:
         return {str(c.get("id")): c for c in await read()}
     except NotebookUnavailable:
         return {}
+
+
+def _narration_of(live: dict[str, dict[str, Any]], session_id: str, turn: int) -> list[str]:
+    """The markdown cells `narrate_cells` wrote for this turn (its message and its answer)."""
+    found = []
+    for cell_id, cell in live.items():
+        mark = (cell.get("metadata") or {}).get("prime_agent")
+        if (
+            isinstance(mark, dict)
+            and mark.get("role") == "narration"
+            and mark.get("session_id") == session_id
+            and mark.get("turn") == turn
+        ):
+            found.append(cell_id)
+    return found
 
 
 def _reverting(host: Any) -> set[str]:

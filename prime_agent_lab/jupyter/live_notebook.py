@@ -201,6 +201,17 @@ class LiveNotebook:
         self._last_writer = writer
         return writer
 
+    async def append_markdown_cell(self, source: str, metadata: dict[str, Any]) -> str:
+        """A narration cell (`narrate_cells`): written once, with no writer to bring it back
+        after a reload (a reload keeps what the document saved; the cell is text only)."""
+        doc = await self.document()
+        cell_id = uuid.uuid4().hex[:12]
+        cell = {"id": cell_id, "cell_type": "markdown", "source": source, "metadata": metadata}
+        ycell = doc.create_ycell(cell)
+        async with self._transaction(doc):
+            insert_before_trailing_blank(doc, ycell)
+        return cell_id
+
     def _insert_in_order(self, doc: Any, ycell: Map, cell_id: str) -> None:
         """Write back a cell a reload took away: before the cells of agent writers that came
         after it, else at the end. Each writer writes itself back when the document is free
