@@ -199,7 +199,7 @@ def test_a_closed_stdout_stops_the_turn_cleanly_without_a_traceback(tmp_path: Pa
     process = popen_cli(tmp_path, "run", "--mode", "json", "--script", script, "go")
     assert process.stdout is not None and process.stderr is not None
     first = json.loads(process.stdout.readline())
-    assert first["type"] == "status"
+    assert first["type"] == "run_start"  # the stream opens with it (README, Headless)
     process.stdout.close()  # like `| head -1`
     flag.touch()  # only now does the cell print, and the CLI write again
     stderr = process.stderr.read()
