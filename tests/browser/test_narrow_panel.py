@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from .conftest import LabServer, send_to_chat
+from .test_branch_badge import _switch_theme
 from .test_chat_panel import (
     KERNEL_IDLE_TIMEOUT,
     TURN_TIMEOUT_MS,
@@ -25,6 +26,8 @@ from .test_harness_review import _restart_from_the_kernel_menu
 pytestmark = pytest.mark.browser
 
 PANEL_WIDTH = 300
+# A wider sidebar, as many users keep it: the narrow-panel layout must not spoil it.
+WIDE_PANEL_WIDTH = 420
 # A label squeezed to "tur…" was about 25 px wide; a readable one has room for a few words.
 MIN_LABEL_WIDTH = 100
 
@@ -135,7 +138,15 @@ def _narrow(page: Any, chat: Any, width: int = PANEL_WIDTH) -> None:
 FITS_JS = """
 ([scopes, labels]) => {
   const panel = document.querySelector('[data-testid="pal-chat-panel"]');
-  const box = panel.getBoundingClientRect();
+  // What the user sees of the panel: its box, clipped by the sidebar holding it and by the
+  // sidebar's tab bar.
+  const own = panel.getBoundingClientRect();
+  const holder = panel.parentElement.getBoundingClientRect();
+  const bar = document.querySelector('.jp-SideBar.jp-mod-right').getBoundingClientRect();
+  const box = {
+    left: Math.max(own.left, holder.left),
+    right: Math.min(own.right, holder.right, bar.left),
+  };
   const problems = [];
   const overflows = (node) => node.scrollWidth > node.clientWidth + 1;
   if (overflows(panel)) {
@@ -256,6 +267,9 @@ def test_tree_rows_of_a_root_and_its_branches_are_readable_in_a_300px_panel(
         assert full.startswith("turn "), full
         _assert_readable(label, full)
     _screenshot(page, chat, tmp_path / "narrow_tree_scrolled.png")
+    _narrow(page, chat, WIDE_PANEL_WIDTH)
+    _assert_fits(chat, HEADER, '[data-testid="pal-tree-slot"]', COMPOSER)
+    _screenshot(page, chat, tmp_path / "wide_tree.png")
 
 
 def test_refine_history_rows_say_what_each_refinement_changed_in_a_300px_panel(
@@ -303,6 +317,38 @@ def test_refine_history_rows_say_what_each_refinement_changed_in_a_300px_panel(
             " return r.left >= p.left && r.right <= p.right; }"
         )
     assert headlines[0] != headlines[1]
+    _narrow(page, chat, WIDE_PANEL_WIDTH)
+    _assert_fits(
+        chat, HEADER, '[data-testid="pal-refinement"]', '[data-testid="pal-refine-form"]', COMPOSER
+    )
+    _screenshot(page, chat, tmp_path / "wide_refine_history.png")
+
+
+def test_header_session_list_and_input_fit_at_300_and_420_px_in_the_dark_theme(
+    lab_server: LabServer, page: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    chat, _ = _attach(page, lab_server, "narrow-dark.ipynb")
+    send_to_chat(chat, MESSAGES[0])
+    expect(chat.get_by_test_id("pal-assistant").filter(has_text="Done.")).to_have_count(
+        1, timeout=TURN_TIMEOUT_MS
+    )
+    expect(chat.get_by_test_id("pal-status")).to_have_attribute(
+        "data-status", "idle", timeout=TURN_TIMEOUT_MS
+    )
+    _switch_theme(page, "JupyterLab Dark")
+    expect(page.locator("body")).to_have_attribute(
+        "data-jp-theme-light", "false", timeout=UI_TIMEOUT_MS
+    )
+    expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=UI_TIMEOUT_MS)
+    chat.get_by_test_id("pal-sessions").click()
+    sessions = '[data-testid="pal-session-list"]'
+    expect(chat.locator(sessions)).to_be_visible(timeout=UI_TIMEOUT_MS)
+    for width, name in ((PANEL_WIDTH, "narrow_dark.png"), (WIDE_PANEL_WIDTH, "wide_dark.png")):
+        _narrow(page, chat, width)
+        _assert_fits(chat, HEADER, sessions, ".pal-transcript", COMPOSER)
+        _screenshot(page, chat, tmp_path / name)
 
 
 def test_the_restore_line_after_a_kernel_restart_copies_its_command(
