@@ -193,6 +193,15 @@ HEADER = '[data-testid="pal-header"]'
 COMPOSER = ".pal-composer"
 
 
+def _assert_one_row(chat: Any, *test_ids: str) -> None:
+    """The elements with these test ids sit on one line (a group, not scattered over lines)."""
+    tops = [
+        chat.get_by_test_id(test_id).evaluate("node => node.getBoundingClientRect().top")
+        for test_id in test_ids
+    ]
+    assert max(tops) - min(tops) <= 4, dict(zip(test_ids, tops, strict=True))
+
+
 def _assert_fits(chat: Any, *scopes: str) -> None:
     """No horizontal overflow in the panel or in `scopes`; every button and label in them lies
     inside the panel's box and shows its text (cut below only with all of it in a tooltip)."""
@@ -348,7 +357,16 @@ def test_header_session_list_and_input_fit_at_300_and_420_px_in_the_dark_theme(
     for width, name in ((PANEL_WIDTH, "narrow_dark.png"), (WIDE_PANEL_WIDTH, "wide_dark.png")):
         _narrow(page, chat, width)
         _assert_fits(chat, HEADER, sessions, ".pal-transcript", COMPOSER)
+        # The header's buttons wrap as one group; the model, context and permission mode share
+        # one row above Stop, Steer and Send.
+        _assert_one_row(chat, "pal-sessions", "pal-harness", "pal-new-session")
+        _assert_one_row(chat, "pal-model-picker", "pal-context-use", "pal-permission-mode")
         _screenshot(page, chat, tmp_path / name)
+    # The theme is a user setting the server keeps: the module's next tests run light again.
+    _switch_theme(page, "JupyterLab Light")
+    expect(page.locator("body")).to_have_attribute(
+        "data-jp-theme-light", "true", timeout=UI_TIMEOUT_MS
+    )
 
 
 def test_the_restore_line_after_a_kernel_restart_copies_its_command(
