@@ -195,11 +195,13 @@ COMPOSER = ".pal-composer"
 
 def _assert_one_row(chat: Any, *test_ids: str) -> None:
     """The elements with these test ids sit on one line (a group, not scattered over lines)."""
-    tops = [
-        chat.get_by_test_id(test_id).evaluate("node => node.getBoundingClientRect().top")
+    middles = [
+        chat.get_by_test_id(test_id).evaluate(
+            "node => { const r = node.getBoundingClientRect(); return r.top + r.height / 2; }"
+        )
         for test_id in test_ids
     ]
-    assert max(tops) - min(tops) <= 4, dict(zip(test_ids, tops, strict=True))
+    assert max(middles) - min(middles) <= 4, dict(zip(test_ids, middles, strict=True))
 
 
 def _assert_fits(chat: Any, *scopes: str) -> None:
