@@ -97,7 +97,10 @@ export class ChatPanel extends Widget {
       'Show the agent’s harness (notes, memories, skills, sub-agents, refinements) live; ' +
       'it works while the agent runs a cell';
     this._harnessButton.addEventListener('click', () => void this._openHarness());
-    titleRow.append(title, this._sessionsButton, this._harnessButton, this._newSessionButton);
+    // The buttons wrap as one group (under the title in a narrow panel), never under the sidebar.
+    const headerActions = div('pal-header-actions');
+    headerActions.append(this._sessionsButton, this._harnessButton, this._newSessionButton);
+    titleRow.append(title, headerActions);
     this._notebookLabel = div('pal-notebook', 'pal-notebook-path');
     this._familyLine = div('pal-family', 'pal-family');
     this._statusLine = div('pal-status', 'pal-status');
@@ -175,10 +178,11 @@ export class ChatPanel extends Widget {
 
     // Model and cost (docs/pairing.md, 2): the session's cost in the title row, the model
     // picker and the context use above the input's actions.
-    this._harnessButton.before(this._modelCost.headerNode);
-    actions.before(this._modelCost.composerNode);
-    this._modelCost.composerNode.before(this._permission.waitingNode);
-    actions.before(this._permission.composerNode);
+    // The model picker, context use and permission mode share one wrapping row.
+    title.after(this._modelCost.headerNode);
+    const settings = div('pal-composer-settings');
+    settings.append(this._modelCost.composerNode, this._permission.composerNode);
+    actions.before(this._permission.waitingNode, settings);
     this._render();
   }
 
