@@ -665,7 +665,10 @@ class AgentRuntime:
     async def delete_child(self, parent: Agent, ref: object) -> dict[str, Any]:
         """Take a sub-agent out of the tree; its transcript and notebook stay on disk. A child
         that is working is not deleted."""
-        member = self.find_child(parent.session_id, ref)
+        return await self.delete_member(self.find_child(parent.session_id, ref))
+
+    async def delete_member(self, member: Member) -> dict[str, Any]:
+        """`delete_child` of a sub-agent found already (the Agents View names it by id)."""
         child = self.agents.get(member.session_id)
         if child is not None and child.running:
             raise FamilyError(
