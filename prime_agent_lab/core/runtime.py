@@ -430,7 +430,7 @@ class AgentRuntime:
             return
         parent.notice(kind, text)
         if status == "stopped" and parent.session_id in self._stopped_with_children:
-            return  # one Stop took parent and child: the news must not start the parent again
+            return  # one Stop took parent and child (a subtree, all): the news must not restart it
         self.mailbox.notify(parent.session_id, child, kind, text)
 
     def agent(self, session_id: str) -> Agent | None:
@@ -816,6 +816,7 @@ class AgentRuntime:
 
     async def stop_all(self, cause: StopCause = USER_STOP) -> None:
         """Stop every running turn of the tree (a root's own Stop leaves its children alone)."""
+        self._stopped_with_children.update(self.agents)
         await asyncio.gather(*(agent.stop(cause) for agent in list(self.agents.values())))
 
     async def shutdown(self) -> None:
