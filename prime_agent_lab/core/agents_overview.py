@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import posixpath
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, get_args
@@ -87,6 +86,7 @@ class AgentsOverviewBuilder:
         self._runtime = runtime
         self._cache: dict[str, tuple[tuple[object, ...], LogFacts]] = {}
         self._lock = threading.Lock()
+        self._children: dict[str | None, list[Member]] = {}  # during a walk (`_index`)
         self.logs_read = 0  # files read from disk (the cache's misses), for tests and benchmarks
 
     # ------------------------------------------------------------ the overview
@@ -96,10 +96,14 @@ class AgentsOverviewBuilder:
         the logs that changed from disk: call it off the event loop for a large tree."""
         family = self._runtime.family
         family.refresh()
-        roots = [m for m in self._members() if m.parent_session_id is None]
+        self._index(family.members(deleted=True))
+        roots = [m for m in self._children.get(None, []) if not family.is_deleted(m.session_id)]
         rows: list[AgentRow] = []
-        for root in roots:
-            rows += self._subtree(root)
+        try:
+            for root in roots:
+                rows += self._subtree(root)
+        finally:
+            self._children = {}
         rows_by_root: dict[str, list[AgentRow]] = {}
         for row in rows:
             rows_by_root.setdefault(row["root_id"], []).append(row)
@@ -120,12 +124,18 @@ class AgentsOverviewBuilder:
         self._walk(member, self._root_of(member), member.depth, frozenset(), rows)
         return rows[0] if rows else None
 
-    def _members(self) -> Iterator[Member]:
+    def _index(self, members: list[Member]) -> None:
+        """Children by parent (None: the roots), oldest first, for one walk of the tree."""
+        self._children = {}
+        for member in members:
+            self._children.setdefault(member.parent_session_id, []).append(member)
+
+    def _children_of(self, session_id: str, deleted: bool = False) -> list[Member]:
         family = self._runtime.family
-        for directory in self._runtime.repository.session_directories():
-            member = family.member(directory.name)
-            if member is not None:
-                yield member
+        if not self._children:  # one row asked for: no walk under way
+            return family.children(session_id, deleted=deleted)
+        found = self._children.get(session_id, [])
+        return found if deleted else [m for m in found if not family.is_deleted(m.session_id)]
 
     def _root_of(self, member: Member) -> str:
         seen = {member.session_id}
@@ -156,7 +166,7 @@ class AgentsOverviewBuilder:
         tokens = dict(row["tokens_own"])
         cost = row["cost_own"]
         above = above | {member.session_id}
-        for child in family.children(member.session_id, deleted=True):
+        for child in self._children_of(member.session_id, deleted=True):
             if child.session_id in above:
                 continue
             below: list[AgentRow] = []
@@ -209,7 +219,7 @@ class AgentsOverviewBuilder:
         agent = runtime.agents.get(session_id)
         children_running = any(
             _running(runtime.agents.get(child.session_id))
-            for child in runtime.family.children(session_id)
+            for child in self._children_of(session_id)
         )
         if _running(agent):
             if agent.current_cell_id is not None and children_running:
