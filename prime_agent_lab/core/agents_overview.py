@@ -93,7 +93,7 @@ class AgentsOverviewBuilder:
 
     def overview(self, state: AgentState | None = None) -> AgentsOverview:
         """Every agent as rows (a depth-first walk), those in `state` only when given. Reads
-        the logs that changed from disk: call it off the event loop for a large tree."""
+        from disk only the logs that changed since the last call (the first call reads all)."""
         family = self._runtime.family
         family.refresh()
         self._index(family.members(deleted=True))
@@ -115,15 +115,6 @@ class AgentsOverviewBuilder:
             agents = [row for row in agents if row["state"] == state]
         return {"agents": agents, "generated_at": _now()}
 
-    def row(self, session_id: str) -> AgentRow | None:
-        """One agent's row (with its subtree's totals), or None when it is not in the tree."""
-        member = self._runtime.family.member(session_id)
-        if member is None:
-            return None
-        rows: list[AgentRow] = []
-        self._walk(member, self._root_of(member), member.depth, frozenset(), rows)
-        return rows[0] if rows else None
-
     def _index(self, members: list[Member]) -> None:
         """Children by parent (None: the roots), oldest first, for one walk of the tree."""
         self._children = {}
@@ -132,20 +123,8 @@ class AgentsOverviewBuilder:
 
     def _children_of(self, session_id: str, deleted: bool = False) -> list[Member]:
         family = self._runtime.family
-        if not self._children:  # one row asked for: no walk under way
-            return family.children(session_id, deleted=deleted)
         found = self._children.get(session_id, [])
         return found if deleted else [m for m in found if not family.is_deleted(m.session_id)]
-
-    def _root_of(self, member: Member) -> str:
-        seen = {member.session_id}
-        while member.parent_session_id is not None:
-            parent = self._runtime.family.member(member.parent_session_id)
-            if parent is None or parent.session_id in seen:
-                break
-            seen.add(parent.session_id)
-            member = parent
-        return member.session_id
 
     def _subtree(self, root: Member) -> list[AgentRow]:
         """Rows of a root and the agents below it, depth first; totals include deleted children
