@@ -754,6 +754,7 @@ class AgentRuntime:
         then the agents go (providers closed, the kernels asked for released) and the host's
         kernels with them (`AgentEnvironment.close`). What was stopped, saved and not."""
         self.mailbox.close()  # a stopped turn must not let a waiting message start the next one
+        self._stopped_with_children.update(self.agents)  # no child_stopped mail for the next run
         report = await stop_and_snapshot(
             list(self.agents.values()),
             lambda session_id: self.save_snapshot(session_id, "shutdown"),
