@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import export_script, schedule_cli, sessions_cli
+from . import agents_cli, export_script, schedule_cli, sessions_cli
 from .core import settings
 from .core.autonomy import SUCCESS as AUTONOMY_SUCCESS
 from .core.entry_types import TOLD_AS_MESSAGES
@@ -186,6 +186,7 @@ def _parser() -> argparse.ArgumentParser:
     schedule_cli.add_parser(commands)  # heartbeats and schedules: docs/autonomy.md
     sessions_cli.add_parser(commands)  # the session list from the terminal: docs/pairing.md
     export_script.add_parser(commands)  # a session as a scripted replay: docs/providers.md
+    agents_cli.add_parsers(commands)  # `agents`, `send` to a running server: docs/agents-view.md
     return parser
 
 
@@ -285,7 +286,7 @@ class _Printer:
         self._on_closed()
 
 
-FINAL_CHILD_STATUSES = ("replied", "completed", "error")
+FINAL_CHILD_STATUSES = ("replied", "completed", "error", "stopped")
 MESSAGE_LINE_CHARS = 200
 
 
@@ -731,6 +732,12 @@ def main(argv: list[str] | None = None) -> int:
         return sessions_cli.run(args, sys.stdout)
     if args.command == "export-script":
         return export_script.run_cli(args, sys.stdout, sys.stderr)
+    if args.command in ("agents", "send"):
+        try:
+            return agents_cli.run(args, sys.stdout)
+        except agents_cli.AgentsCommandError as exc:
+            print(f"prime-agent-lab {args.command}: {exc}", file=sys.stderr)
+            return 1
     words = sys.argv[1:] if argv is None else argv
     args.provider_given = _provider_given(words)
     args.words = words

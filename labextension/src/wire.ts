@@ -14,13 +14,13 @@ export type CellDecision = 'skip' | 'edit';
 
 export type StopReason = 'end_turn' | 'stopped' | 'shutdown' | 'error' | 'max_iterations' | 'interrupted';
 
-export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'project_untrusted' | 'continuation' | 'gate_passed' | 'gate_failed' | 'autonomy' | 'goal' | 'session_unreadable' | 'mcp_call' | 'mcp_call_failed' | 'turn_reverted' | 'plan_not_run';
+export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'child_stopped' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'project_untrusted' | 'continuation' | 'gate_passed' | 'gate_failed' | 'autonomy' | 'goal' | 'session_unreadable' | 'mcp_call' | 'mcp_call_failed' | 'turn_reverted' | 'plan_not_run';
 
 export type ErrorKind = 'provider' | 'kernel' | 'notebook' | 'tool_arguments' | 'internal' | 'disk';
 
 export type Relationship = 'parent' | 'child' | 'sibling';
 
-export type ChildStatus = 'running' | 'idle' | 'inactive' | 'replied' | 'completed' | 'error';
+export type ChildStatus = 'running' | 'idle' | 'inactive' | 'replied' | 'completed' | 'error' | 'stopped';
 
 export type DeliveryMode = 'auto' | 'steer' | 'follow_up';
 
@@ -41,6 +41,16 @@ export type QueueChange = 'queued' | 'removed' | 'started' | 'paused' | 'resumed
 export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_started' | 'tool_result' | 'agent_message' | 'continuation' | 'notice' | 'error' | 'turn_end' | 'model_change' | 'notebook_moved' | 'compaction' | 'kernel_gc' | 'refinement' | 'refine_review' | 'message_sent' | 'child_spawned' | 'gate_run' | 'autonomy' | 'goal' | 'mcp_call' | 'permission_change' | 'cell_approval' | 'turn_reverted';
 
 export type PermissionMode = 'plan' | 'ask' | 'auto';
+
+export type AgentState = 'running' | 'idle' | 'waiting';
+
+export type AgentWaitingFor = 'mail' | 'child';
+
+export type AgentOutcome = 'replied' | 'completed' | 'error' | 'stopped';
+
+export type AgentResidency = 'resident' | 'evicted';
+
+export type AgentDelivery = 'chat' | 'mail';
 
 export interface IServerInfo {
   version: string;
@@ -516,6 +526,49 @@ export interface ISessionSteps {
   parent_session_id: string | null;
   steps: ISessionStep[];
   broken: string | null;
+}
+
+export interface IAgentTokens {
+  input: number;
+  output: number;
+}
+
+/** One agent in the Agents View (`GET /prime-agent/api/agents`, `prime-agent-lab agents`). */
+export interface IAgentRow {
+  session_id: string;
+  name: string;
+  parent_id: string | null;
+  root_id: string;
+  depth: number;
+  notebook: string | null;
+  state: AgentState;
+  waiting_for: AgentWaitingFor | null;
+  outcome: AgentOutcome | null;
+  residency: AgentResidency;
+  model: string;
+  tokens_own: IAgentTokens;
+  tokens_total: IAgentTokens;
+  cost_own: number | null;
+  cost_total: number | null;
+  last_activity: string;
+  can_message: boolean;
+  can_delete: boolean;
+}
+
+/** Every agent the server knows, as a depth-first walk of the trees (roots newest first, children in creation order). */
+export interface IAgentsOverview {
+  agents: IAgentRow[];
+  generated_at: string;
+}
+
+/** `POST .../agents/{id}/message`: a root takes it as a chat message, others as mail. */
+export interface IAgentMessageSent {
+  delivered: AgentDelivery;
+}
+
+/** `POST .../agents/{id}/stop`: the agents a stop reached (the one named, or its subtree). */
+export interface IAgentsStopped {
+  stopped: string[];
 }
 
 /** `inactive`: the agent left memory. `taken_over_by` names the session that took the notebook's kernel from it (another session took over the notebook); without it the session was only unloaded (an idle sub-agent evicted, a sub-agent deleted) and nobody replaced it. */

@@ -174,6 +174,15 @@ class Family:
             key=lambda m: m.created,
         )
 
+    def members(self, deleted: bool = False) -> list[Member]:
+        """Every member indexed so far (call `refresh` first), oldest first; with `deleted`,
+        those taken out of the tree too (the Agents View walks the tree from this once)."""
+        with self._lock:
+            found = [
+                m for m in self._members.values() if deleted or m.session_id not in self._deleted
+            ]
+        return sorted(found, key=lambda m: m.created)
+
     def siblings(self, session_id: str, roots: set[str] | None = None) -> list[Member]:
         """Members with the same parent. Roots are siblings of each other; `roots` narrows
         them to the ones that matter (the loaded ones), as old root sessions pile up on disk."""

@@ -44,10 +44,11 @@ CellDecision = Literal["skip", "edit"]
 """Ask mode: why a `skipped` cell did not run when a user answered it (docs/pairing.md, section
 4): `skip` (Skip), `edit` (Edit: the edited code runs in a new cell). Absent: withdrawn by Stop."""
 
-ChildStatus = Literal["running", "idle", "inactive", "replied", "completed", "error"]
+ChildStatus = Literal["running", "idle", "inactive", "replied", "completed", "error", "stopped"]
 """A sub-agent's state as its parent sees it: `replied` (its last task ended after it messaged
-the parent), `completed` (ended without replying), `error` (ended with an error), `idle` (loaded,
-no task yet or stopped), `inactive` (on disk, not loaded)."""
+the parent), `completed` (ended without replying), `error` (ended with an error), `stopped` (the
+user or the parent stopped it before it replied); these hold whether it is loaded or evicted.
+`idle` (loaded, no task ended yet), `inactive` (not loaded, no task ended yet)."""
 
 ErrorKind = Literal["provider", "kernel", "notebook", "tool_arguments", "internal", "disk"]
 
@@ -126,6 +127,77 @@ class SessionListItem(TypedDict):
 
 class SessionList(TypedDict):
     sessions: list[SessionListItem]
+
+
+# ------------------------------------------------ the Agents View (docs/agents-view.md)
+
+AgentState = Literal["running", "idle", "waiting"]
+"""What an agent does now: `running` (a turn runs), `waiting` (a turn waits for mail or a
+child: see `AgentRow.waiting_for`), `idle` (no turn runs; evicted and never-loaded agents too)."""
+
+AgentWaitingFor = Literal["mail", "child"]
+
+AgentOutcome = Literal["replied", "completed", "error", "stopped"]
+"""How the agent's last task or turn ended, read from its session log (so it survives eviction
+and server restarts): `replied` (a child that messaged its parent), `completed`, `error`,
+`stopped` (the user or a parent stopped it)."""
+
+AgentResidency = Literal["resident", "evicted"]
+"""`resident`: loaded in this server's memory; `evicted`: on disk only (unloaded or never
+loaded since the server started)."""
+
+AgentDelivery = Literal["chat", "mail"]
+
+
+class AgentTokens(TypedDict):
+    input: int
+    output: int
+
+
+class AgentRow(TypedDict):
+    """One agent in the Agents View (`GET /prime-agent/api/agents`, `prime-agent-lab agents`)."""
+
+    session_id: str
+    name: str
+    """A root: its notebook's stem; a child: its name."""
+    parent_id: str | None
+    root_id: str
+    depth: int
+    notebook: str | None
+    state: AgentState
+    waiting_for: AgentWaitingFor | None
+    outcome: AgentOutcome | None
+    residency: AgentResidency
+    model: str
+    """`provider · model`, as the chat's header names it."""
+    tokens_own: AgentTokens
+    tokens_total: AgentTokens
+    """Its own and every descendant's (deleted children too: what was spent stays spent)."""
+    cost_own: float | None
+    cost_total: float | None
+    last_activity: str
+    can_message: bool
+    can_delete: bool
+
+
+class AgentsOverview(TypedDict):
+    """Every agent the server knows, as a depth-first walk of the trees (roots newest first,
+    children in creation order)."""
+
+    agents: list[AgentRow]
+    generated_at: str
+
+
+class AgentMessageSent(TypedDict):
+    """`POST .../agents/{id}/message`: a root takes it as a chat message, others as mail."""
+
+    delivered: AgentDelivery
+
+
+class AgentsStopped(TypedDict):
+    """`POST .../agents/{id}/stop`: the agents a stop reached (the one named, or its subtree)."""
+
+    stopped: list[str]
 
 
 class UserItem(TypedDict):
@@ -1162,6 +1234,11 @@ _ALIASES: dict[str, object] = {
     "QueueChange": QueueChange,
     "SessionEntryType": SessionEntryType,
     "PermissionMode": PermissionMode,
+    "AgentState": AgentState,
+    "AgentWaitingFor": AgentWaitingFor,
+    "AgentOutcome": AgentOutcome,
+    "AgentResidency": AgentResidency,
+    "AgentDelivery": AgentDelivery,
 }
 _INTERFACES: list[type] = [
     ServerInfo,
@@ -1211,6 +1288,11 @@ _INTERFACES: list[type] = [
     StepChild,
     SessionStep,
     SessionSteps,
+    AgentTokens,
+    AgentRow,
+    AgentsOverview,
+    AgentMessageSent,
+    AgentsStopped,
     *typing.get_args(AgentEvent),
 ]
 _UNIONS: dict[str, object] = {"ChatItem": ChatItem, "AgentEvent": AgentEvent}
