@@ -60,6 +60,8 @@ export interface IChatPanelOptions {
   openHarness?: (agent: NotebookAgent) => Promise<string>;
   /** Escape in the input: give the keyboard back to the notebook. */
   returnFocus?: (agent: NotebookAgent | null) => void;
+  /** The header's "Agents" button: open the Agents View tab (docs/agents-view.md). */
+  openAgentsView?: () => void;
 }
 
 /** The status of a session the server unloaded while nobody took the notebook over. */
@@ -96,6 +98,12 @@ export class ChatPanel extends Widget {
       'it works while the agent runs a cell';
     this._harnessButton.addEventListener('click', () => void this._openHarness());
     titleRow.append(title, this._sessionsButton, this._harnessButton, this._newSessionButton);
+    if (_options.openAgentsView) {
+      const agents = button('Agents', 'pal-open-agents-view');
+      agents.title = 'Open the Agents View: every agent and sub-agent on this server, live';
+      agents.addEventListener('click', () => _options.openAgentsView?.());
+      titleRow.append(agents);
+    }
     this._notebookLabel = div('pal-notebook', 'pal-notebook-path');
     this._familyLine = div('pal-family', 'pal-family');
     this._statusLine = div('pal-status', 'pal-status');

@@ -77,6 +77,12 @@ export const PANEL_COMMANDS = [
     label: 'Select the next agent cell to review',
     caption: 'Select the next cell the agent wrote after the active cell (from the top after the last)',
     shortcut: { keys: ['Accel Alt N'], selector: ANYWHERE }
+  },
+  {
+    id: 'prime-agent-lab:open-agents-view',
+    label: 'Open Agents View',
+    caption: 'Every agent and sub-agent on this server as a tree, live, with their actions',
+    shortcut: null
   }
 ] as const satisfies readonly IPanelCommand[];
 
@@ -91,7 +97,8 @@ export const CommandIds = {
   queue: 'prime-agent-lab:queue',
   stop: 'prime-agent-lab:stop',
   sessionList: 'prime-agent-lab:session-list',
-  nextAgentCell: 'prime-agent-lab:next-agent-cell'
+  nextAgentCell: 'prime-agent-lab:next-agent-cell',
+  openAgentsView: 'prime-agent-lab:open-agents-view'
 } as const satisfies Record<string, PanelCommandId>;
 
 /**
