@@ -42,6 +42,16 @@ export type SessionEntryType = 'user_message' | 'assistant_message' | 'cell_star
 
 export type PermissionMode = 'plan' | 'ask' | 'auto';
 
+export type AgentState = 'running' | 'idle' | 'waiting';
+
+export type AgentWaitingFor = 'mail' | 'child';
+
+export type AgentOutcome = 'replied' | 'completed' | 'error' | 'stopped';
+
+export type AgentResidency = 'resident' | 'evicted';
+
+export type AgentDelivery = 'chat' | 'mail';
+
 export interface IServerInfo {
   version: string;
   provider: string;
@@ -470,6 +480,49 @@ export interface ITurnRevert {
   failed: IFailedName[];
   reason: string | null;
   text: string;
+}
+
+export interface IAgentTokens {
+  input: number;
+  output: number;
+}
+
+/** One agent in the Agents View (`GET /prime-agent/api/agents`, `prime-agent-lab agents`). */
+export interface IAgentRow {
+  session_id: string;
+  name: string;
+  parent_id: string | null;
+  root_id: string;
+  depth: number;
+  notebook: string | null;
+  state: AgentState;
+  waiting_for: AgentWaitingFor | null;
+  outcome: AgentOutcome | null;
+  residency: AgentResidency;
+  model: string;
+  tokens_own: IAgentTokens;
+  tokens_total: IAgentTokens;
+  cost_own: number | null;
+  cost_total: number | null;
+  last_activity: string;
+  can_message: boolean;
+  can_delete: boolean;
+}
+
+/** Every agent the server knows, as a depth-first walk of the trees (roots newest first, children in creation order). */
+export interface IAgentsOverview {
+  agents: IAgentRow[];
+  generated_at: string;
+}
+
+/** `POST .../agents/{id}/message`: a root takes it as a chat message, others as mail. */
+export interface IAgentMessageSent {
+  delivered: AgentDelivery;
+}
+
+/** `POST .../agents/{id}/stop`: the agents a stop reached (the one named, or its subtree). */
+export interface IAgentsStopped {
+  stopped: string[];
 }
 
 /** `inactive`: the agent left memory. `taken_over_by` names the session that took the notebook's kernel from it (another session took over the notebook); without it the session was only unloaded (an idle sub-agent evicted, a sub-agent deleted) and nobody replaced it. */

@@ -128,6 +128,77 @@ class SessionList(TypedDict):
     sessions: list[SessionListItem]
 
 
+# ------------------------------------------------ the Agents View (docs/agents-view.md)
+
+AgentState = Literal["running", "idle", "waiting"]
+"""What an agent does now: `running` (a turn runs), `waiting` (a turn waits for mail or a
+child: see `AgentRow.waiting_for`), `idle` (no turn runs; evicted and never-loaded agents too)."""
+
+AgentWaitingFor = Literal["mail", "child"]
+
+AgentOutcome = Literal["replied", "completed", "error", "stopped"]
+"""How the agent's last task or turn ended, read from its session log (so it survives eviction
+and server restarts): `replied` (a child that messaged its parent), `completed`, `error`,
+`stopped` (the user or a parent stopped it)."""
+
+AgentResidency = Literal["resident", "evicted"]
+"""`resident`: loaded in this server's memory; `evicted`: on disk only (unloaded or never
+loaded since the server started)."""
+
+AgentDelivery = Literal["chat", "mail"]
+
+
+class AgentTokens(TypedDict):
+    input: int
+    output: int
+
+
+class AgentRow(TypedDict):
+    """One agent in the Agents View (`GET /prime-agent/api/agents`, `prime-agent-lab agents`)."""
+
+    session_id: str
+    name: str
+    """A root: its notebook's stem; a child: its name."""
+    parent_id: str | None
+    root_id: str
+    depth: int
+    notebook: str | None
+    state: AgentState
+    waiting_for: AgentWaitingFor | None
+    outcome: AgentOutcome | None
+    residency: AgentResidency
+    model: str
+    """`provider · model`, as the chat's header names it."""
+    tokens_own: AgentTokens
+    tokens_total: AgentTokens
+    """Its own and every descendant's (deleted children too: what was spent stays spent)."""
+    cost_own: float | None
+    cost_total: float | None
+    last_activity: str
+    can_message: bool
+    can_delete: bool
+
+
+class AgentsOverview(TypedDict):
+    """Every agent the server knows, as a depth-first walk of the trees (roots newest first,
+    children in creation order)."""
+
+    agents: list[AgentRow]
+    generated_at: str
+
+
+class AgentMessageSent(TypedDict):
+    """`POST .../agents/{id}/message`: a root takes it as a chat message, others as mail."""
+
+    delivered: AgentDelivery
+
+
+class AgentsStopped(TypedDict):
+    """`POST .../agents/{id}/stop`: the agents a stop reached (the one named, or its subtree)."""
+
+    stopped: list[str]
+
+
 class UserItem(TypedDict):
     """A message that started a turn: the researcher's, or another agent's (`from_name`, ...)."""
 
@@ -1099,6 +1170,11 @@ _ALIASES: dict[str, object] = {
     "QueueChange": QueueChange,
     "SessionEntryType": SessionEntryType,
     "PermissionMode": PermissionMode,
+    "AgentState": AgentState,
+    "AgentWaitingFor": AgentWaitingFor,
+    "AgentOutcome": AgentOutcome,
+    "AgentResidency": AgentResidency,
+    "AgentDelivery": AgentDelivery,
 }
 _INTERFACES: list[type] = [
     ServerInfo,
@@ -1145,6 +1221,11 @@ _INTERFACES: list[type] = [
     FailedName,
     KeptCell,
     TurnRevert,
+    AgentTokens,
+    AgentRow,
+    AgentsOverview,
+    AgentMessageSent,
+    AgentsStopped,
     *typing.get_args(AgentEvent),
 ]
 _UNIONS: dict[str, object] = {"ChatItem": ChatItem, "AgentEvent": AgentEvent}
