@@ -6,7 +6,7 @@
  */
 import { formatCost, formatTokens } from './modelCost';
 import { relativeTime } from './sessionList';
-import type { AgentRunState, IAgentRow, IAgentTokens, IAgentsOverview } from './agentsWire';
+import type { AgentState, IAgentRow, IAgentTokens, IAgentsOverview } from './wire';
 
 /** The filter's choices: every agent, or those in one state. */
 export const STATE_FILTERS = ['all', 'running', 'idle', 'waiting'] as const;
@@ -293,7 +293,7 @@ export function stateCounts(rows: readonly IAgentRow[]): Record<StateFilter, num
   const counts: Record<StateFilter, number> = { all: rows.length, running: 0, idle: 0, waiting: 0 };
   for (const row of rows) {
     if (row.state in counts) {
-      counts[row.state as AgentRunState] += 1;
+      counts[row.state as AgentState] += 1;
     }
   }
   return counts;

@@ -9,17 +9,17 @@ import { Signal, type ISignal } from '@lumino/signaling';
 
 import { diffAgents, subtreeIds, visibleAgents, type IAgentsDiff, type IVisibleAgent, type StateFilter } from './agents';
 import type {
-  IAgentMessageDelivered,
+  IAgentMessageSent,
   IAgentRow,
   IAgentsOverview,
   IAgentsStopped
-} from './agentsWire';
+} from './wire';
 import type { StreamState } from './eventStream';
 
 /** What the model needs of the server (AgentApiClient has it). */
 export interface IAgentsApi {
   listAgents(): Promise<IAgentsOverview>;
-  messageAgent(sessionId: string, text: string): Promise<IAgentMessageDelivered>;
+  messageAgent(sessionId: string, text: string): Promise<IAgentMessageSent>;
   stopAgent(sessionId: string, subtree: boolean): Promise<IAgentsStopped>;
   deleteAgent(sessionId: string): Promise<void>;
 }

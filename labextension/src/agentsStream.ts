@@ -9,7 +9,7 @@ import type { IDisposable } from '@lumino/disposable';
 import { Signal, type ISignal } from '@lumino/signaling';
 
 import { parseOverview } from './agents';
-import type { IAgentsOverview } from './agentsWire';
+import type { IAgentsOverview } from './wire';
 import type { StreamState } from './eventStream';
 
 const INITIAL_RETRY_MS = 500;

@@ -393,7 +393,7 @@ export class AgentsView extends Widget {
     nodes.stopSubtree.setAttribute('aria-label', `Stop ${row.name} and its sub-agents`);
     const deleteBlocked = deleteBlockedReason(row);
     nodes.remove.disabled = deleteBlocked !== null || busy !== null;
-    nodes.remove.title = deleteBlocked ?? `Delete ${row.name}’s log and its sub-agents’ (asks first)`;
+    nodes.remove.title = deleteBlocked ?? `Take ${row.name} and its sub-agents out of the tree (asks first)`;
     nodes.remove.setAttribute('aria-label', `Delete ${row.name}`);
 
     const notice = model.rowNotice(id);
@@ -435,8 +435,8 @@ export class AgentsView extends Widget {
     }
     const yes = await this._options.confirm(
       `Delete ${row.name}?`,
-      `This deletes the log of sub-agent ${row.name} and the logs of the agents under it. ` +
-        'Their notebooks stay. This cannot be undone.'
+      `This takes sub-agent ${row.name} and the agents under it out of the tree: they leave ` +
+        'this view and their parent’s family. Their session logs and notebooks stay on disk.'
     );
     if (yes) {
       await this._model.delete(id);

@@ -7,9 +7,11 @@ import { ServerConnection } from '@jupyterlab/services';
 import type { AutonomyRequest } from './autonomy';
 import type { CommandReply } from './commands';
 import type { ITurnRevertRequest } from './reviewWire';
-import type { IAgentMessageDelivered, IAgentsOverview, IAgentsStopped } from './agentsWire';
 import type {
   DeliveryMode,
+  IAgentMessageSent,
+  IAgentsOverview,
+  IAgentsStopped,
   ILeafMoved,
   IMessagePosted,
   IQueueState,
@@ -293,8 +295,8 @@ export class AgentApiClient {
   }
 
   /** A chat message to a root, mail from the root to a sub-agent (403 beyond its reach). */
-  messageAgent(sessionId: string, text: string): Promise<IAgentMessageDelivered> {
-    return this._request<IAgentMessageDelivered>(
+  messageAgent(sessionId: string, text: string): Promise<IAgentMessageSent> {
+    return this._request<IAgentMessageSent>(
       `agents/${encodeURIComponent(sessionId)}/message`,
       'POST',
       { text }
