@@ -8,6 +8,7 @@
  * when their place changed: a snapshot never takes the focus out of a
  * message being typed, and a collapsed subtree stays collapsed.
  */
+import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import {
@@ -133,6 +134,15 @@ export class AgentsView extends Widget {
     window.clearInterval(this._clock);
     this._model.changed.disconnect(this.render, this);
     super.dispose();
+  }
+
+  /**
+   * Closing the tab ends it (socket included): a closed tab is not kept alive, so the
+   * restorer does not bring back a tab the user closed.
+   */
+  protected override onCloseRequest(msg: Message): void {
+    super.onCloseRequest(msg);
+    this.dispose();
   }
 
   /** Bring the DOM to the model's state (synchronously, on every model change). */

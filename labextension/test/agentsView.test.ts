@@ -1,6 +1,8 @@
 // @vitest-environment happy-dom
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
+import { Widget } from '@lumino/widgets';
+
 import { AgentApiError } from '../src/api';
 import { AgentsModel, type IAgentsApi } from '../src/agentsModel';
 import { AgentsView } from '../src/agentsView';
@@ -286,5 +288,16 @@ describe('the Agents View', () => {
     expect(buttons.every(node => node.type === 'button' || node.type === 'submit')).toBe(true);
     expect(control(view, 'a', 'pal-agent-stop').getAttribute('aria-label')).toBe('Stop a');
     expect(control(view, 'a', 'pal-agent-delete').getAttribute('aria-label')).toBe('Delete a');
+  });
+
+  it('ends when its tab closes, and later snapshots do not touch it', () => {
+    const { model, view } = setup();
+    view.node.remove();
+    Widget.attach(view, document.body);
+    view.close();
+    expect(view.isDisposed).toBe(true);
+    expect(view.node.isConnected).toBe(false);
+    model.apply({ agents: [agentRow('r', null)], generated_at: '' });
+    expect(view.rowNode('r')).toBeNull();
   });
 });
