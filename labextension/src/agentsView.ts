@@ -387,7 +387,9 @@ export class AgentsView extends Widget {
     nodes.message.setAttribute('aria-expanded', String(composing));
     nodes.compose.hidden = !composing;
     nodes.input.setAttribute('aria-label', `Message to ${row.name}`);
-    nodes.input.disabled = busy === 'message';
+    // Read-only, not disabled, while it is sent: a disabled input would drop the focus.
+    nodes.input.readOnly = busy === 'message';
+    nodes.input.setAttribute('aria-busy', String(busy === 'message'));
     nodes.send.disabled = busy === 'message';
 
     const active = row.state !== 'idle';

@@ -184,6 +184,7 @@ describe('the Agents View', () => {
     await settle();
     expect(api.calls).toContain('message a look at column x');
     expect(input.value).toBe('');
+    expect(document.activeElement).toBe(control(view, 'a', 'pal-agent-message'));
     expect(control(view, 'a', 'pal-agent-compose').hidden).toBe(true);
     expect(control(view, 'a', 'pal-agent-notice').textContent).toBe(
       'Sent as mail from the root agent.'
@@ -196,8 +197,10 @@ describe('the Agents View', () => {
     control(view, 'a', 'pal-agent-message').click();
     const input = control(view, 'a', 'pal-agent-input') as HTMLInputElement;
     input.value = 'hello';
+    input.focus();
     (control(view, 'a', 'pal-agent-compose') as HTMLFormElement).requestSubmit();
     await settle();
+    expect(document.activeElement).toBe(input);
     const error = control(view, 'a', 'pal-agent-error');
     expect(error.hidden).toBe(false);
     expect(error.textContent).toBe('only its parent part-a can reach it');

@@ -216,6 +216,8 @@ def test_the_agents_view_follows_a_tree_live_and_acts_on_its_agents(
         "Sent as mail from the root agent.", timeout=UI_TIMEOUT_MS
     )
     expect(part_a.get_by_test_id("pal-agent-error")).to_be_hidden()
+    expect(message_input).to_be_hidden()
+    expect(part_a.get_by_test_id("pal-agent-message")).to_be_focused()
     _wait_for_text_in_session(lab_server, _agent_id(lab_server, "part-a"), MESSAGE, 60)
 
     # Stop the root's subtree: part-b (still waiting for its file) ends `stopped`.
