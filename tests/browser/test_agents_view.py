@@ -279,6 +279,9 @@ def test_the_agents_view_follows_a_tree_live_and_acts_on_its_agents(
     _wait_for_saved_view(page, lab_server)
     page.reload()
     view = page.get_by_test_id("pal-agents-view")
+    expect(view).to_be_attached(timeout=UI_TIMEOUT_MS)
+    # The page's URL opens the root's notebook too, which may be the tab in front.
+    page.locator('.lm-TabBar-tab[data-id="prime-agent-lab-agents-view"]').click()
     expect(view).to_be_visible(timeout=UI_TIMEOUT_MS)
     expect(view.get_by_test_id("pal-agent-row")).to_have_count(2, timeout=UI_TIMEOUT_MS)
     expect(_row(view, "part-a")).to_have_attribute("data-outcome", "replied")
