@@ -214,6 +214,11 @@ export class AgentsModel {
     }
   }
 
+  /** Show a failure of the row's own (not the server's) action, e.g. opening its notebook. */
+  reportError(sessionId: string, message: string): void {
+    this._fail(sessionId, message);
+  }
+
   private _fail(sessionId: string, message: string): void {
     this._rowNotices.delete(sessionId);
     this._rowErrors.set(sessionId, message);

@@ -244,19 +244,9 @@ export class AgentsView extends Widget {
     const actions = element('div', 'pal-agent-actions');
     actions.setAttribute('role', 'group');
     const openNotebook = button('Notebook', 'pal-agent-open-notebook');
-    openNotebook.addEventListener('click', () => {
-      const path = this._model.row(id)?.notebook;
-      if (path) {
-        void this._options.openNotebook(path);
-      }
-    });
+    openNotebook.addEventListener('click', () => this._open(id, this._options.openNotebook));
     const openChat = button('Chat', 'pal-agent-open-chat');
-    openChat.addEventListener('click', () => {
-      const path = this._model.row(id)?.notebook;
-      if (path) {
-        void this._options.openChat(path);
-      }
-    });
+    openChat.addEventListener('click', () => this._open(id, this._options.openChat));
     const message = button('Message', 'pal-agent-message');
     message.addEventListener('click', () => {
       const open = !this._model.isComposing(id);
@@ -414,6 +404,24 @@ export class AgentsView extends Widget {
     const error = model.rowError(id);
     setText(nodes.error, error ?? '');
     nodes.error.hidden = error === null;
+  }
+
+  /** Open the agent's notebook (or chat); a failure shows on its row. */
+  private _open(id: string, open: (path: string) => void | Promise<unknown>): void {
+    const path = this._model.row(id)?.notebook;
+    if (!path) {
+      return;
+    }
+    const report = (error: unknown) =>
+      this._model.reportError(
+        id,
+        `Could not open ${path}: ${error instanceof Error ? error.message : String(error)}`
+      );
+    try {
+      Promise.resolve(open(path)).catch(report);
+    } catch (error) {
+      report(error);
+    }
   }
 
   private async _send(id: string): Promise<void> {

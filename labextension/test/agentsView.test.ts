@@ -264,6 +264,27 @@ describe('the Agents View', () => {
     expect(chats).toEqual(['b.ipynb']);
   });
 
+  it('shows on the row a notebook that could not be opened', async () => {
+    const api = new StandInApi();
+    const model = new AgentsModel(api);
+    const view = new AgentsView({
+      model,
+      openNotebook: async () => {
+        throw new Error('File not found');
+      },
+      openChat: () => undefined,
+      confirm: async () => true
+    });
+    current = view;
+    document.body.append(view.node);
+    model.apply({ agents: family(), generated_at: '' });
+    control(view, 'b', 'pal-agent-open-notebook').click();
+    await settle();
+    expect(control(view, 'b', 'pal-agent-error').textContent).toBe(
+      'Could not open b.ipynb: File not found'
+    );
+  });
+
   it('shows a failed refresh in the view', async () => {
     const { api, view } = setup();
     api.fail = new Error('HTTP 500');
