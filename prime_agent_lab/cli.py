@@ -284,7 +284,7 @@ class _Printer:
         self._on_closed()
 
 
-FINAL_CHILD_STATUSES = ("replied", "completed", "error")
+FINAL_CHILD_STATUSES = ("replied", "completed", "error", "stopped")
 MESSAGE_LINE_CHARS = 200
 
 

@@ -73,9 +73,10 @@ async def test_an_idle_child_is_evicted_and_a_message_brings_it_back_with_its_va
 
     await wait_for(lambda: child.session_id not in host.agents and process_gone(pid))
 
-    assert host.runtime.child_status(child.session_id) == "inactive"
+    # Evicted, it keeps how its task ended (it read "inactive" before: issue 19).
+    assert host.runtime.child_status(child.session_id) == "completed"
     (listed,) = host.runtime.list_children(parent.session_id)
-    assert listed["status"] == "inactive"
+    assert listed["status"] == "completed"
     # Unloaded, not taken over: a tab that shows the child gets no "took over" line.
     (gone,) = [e for e in child.events.since(0) if e.get("status") == "inactive"]
     assert "taken_over_by" not in gone
@@ -126,7 +127,7 @@ async def test_a_pinned_or_attached_child_is_not_evicted_until_released(
     await wait_for(lambda: lifecycle.evictable(child))
     assert await lifecycle.sweep() == [child.session_id]
     await wait_for(lambda: process_gone(pid))
-    assert host.runtime.child_status(child.session_id) == "inactive"
+    assert host.runtime.child_status(child.session_id) == "completed"
 
 
 def test_the_sweep_runs_at_a_third_of_the_idle_time_within_bounds() -> None:

@@ -64,7 +64,8 @@ const CHILD_STATUS_LABELS: Record<ChildStatus, string> = {
   inactive: 'inactive (on disk, not loaded)',
   replied: 'replied to this agent',
   completed: 'finished without replying',
-  error: 'ended with an error'
+  error: 'ended with an error',
+  stopped: 'stopped before it finished'
 };
 
 const STATUS_GLYPHS: Record<CellLineStatus, string> = {

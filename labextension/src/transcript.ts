@@ -198,7 +198,8 @@ const CHILD_STATUSES = new Set<string>([
   'inactive',
   'replied',
   'completed',
-  'error'
+  'error',
+  'stopped'
 ]);
 
 type LooseRecord = Record<string, unknown>;

@@ -14,13 +14,13 @@ export type CellDecision = 'skip' | 'edit';
 
 export type StopReason = 'end_turn' | 'stopped' | 'shutdown' | 'error' | 'max_iterations' | 'interrupted';
 
-export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'project_untrusted' | 'continuation' | 'gate_passed' | 'gate_failed' | 'autonomy' | 'goal' | 'session_unreadable' | 'mcp_call' | 'mcp_call_failed' | 'turn_reverted' | 'plan_not_run';
+export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'child_stopped' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'project_untrusted' | 'continuation' | 'gate_passed' | 'gate_failed' | 'autonomy' | 'goal' | 'session_unreadable' | 'mcp_call' | 'mcp_call_failed' | 'turn_reverted' | 'plan_not_run';
 
 export type ErrorKind = 'provider' | 'kernel' | 'notebook' | 'tool_arguments' | 'internal' | 'disk';
 
 export type Relationship = 'parent' | 'child' | 'sibling';
 
-export type ChildStatus = 'running' | 'idle' | 'inactive' | 'replied' | 'completed' | 'error';
+export type ChildStatus = 'running' | 'idle' | 'inactive' | 'replied' | 'completed' | 'error' | 'stopped';
 
 export type DeliveryMode = 'auto' | 'steer' | 'follow_up';
 

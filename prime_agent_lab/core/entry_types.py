@@ -103,6 +103,9 @@ NOTICE_KINDS: dict[str, NoticeKindSpec] = {
     "child_error": NoticeKindSpec(
         "a sub-agent's task ended with an error", warning=True, told_as_message=True
     ),
+    "child_stopped": NoticeKindSpec(
+        "a sub-agent was stopped before it finished its task", told_as_message=True
+    ),
     "message_undeliverable": NoticeKindSpec(
         "a queued message can never be delivered (its target was deleted)", warning=True
     ),

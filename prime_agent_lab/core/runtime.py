@@ -147,6 +147,7 @@ class AgentRuntime:
         register_rlm_operations(self.operation)
         self._prompts: dict[str, tuple[Settings, str]] = {}
         self._admitting: set[tuple[str, str]] = set()  # (parent, name) of spawns under way
+        self._stopped_with_children: set[str] = set()  # stop_tree stopped these, not yet run
         self._loading: dict[str, asyncio.Lock] = {}  # sub-agents being opened from disk
         self.turns_started = 0  # by every agent of the tree, since this runtime started
         self._turn_counted = asyncio.Event()
@@ -331,6 +332,7 @@ class AgentRuntime:
         """Counts turns; a sub-agent's parent sees it working again (a follow-up, a message)."""
         if event["type"] != "turn_started":
             return
+        self._stopped_with_children.discard(child.session_id)
         self.turns_started += 1
         self._turn_counted.set()
         member = self.family.member(child.session_id)
@@ -418,9 +420,17 @@ class AgentRuntime:
         elif status == "error":
             kind = "child_error"
             text = f"Sub-agent {member.name!r} failed: {outcome.error or outcome.stop_reason}"
+        elif status == "stopped":
+            kind = "child_stopped"
+            text = (
+                f"Sub-agent {member.name!r} was stopped before it finished its task. Its last "
+                f"answer: {summary or '(no text)'}"
+            )
         else:
             return
         parent.notice(kind, text)
+        if status == "stopped" and parent.session_id in self._stopped_with_children:
+            return  # one Stop took parent and child: the news must not start the parent again
         self.mailbox.notify(parent.session_id, child, kind, text)
 
     def agent(self, session_id: str) -> Agent | None:
@@ -578,13 +588,14 @@ class AgentRuntime:
         return member.display_name if member is not None else session_id
 
     def child_status(self, child_id: str) -> str:
-        """`running`, `idle`, `inactive`, `replied`, `completed` or `error`, from the child's
-        log (on disk when it is not loaded)."""
+        """`running`, or how its latest task ended (`replied`, `completed`, `error`,
+        `stopped`) from the child's log (on disk when it is not loaded), else `idle` (loaded)
+        or `inactive` (not loaded)."""
         agent = self.agents.get(child_id)
         if agent is not None and agent.running:
             return "running"
-        if agent is None and child_id in self.lifecycle.evicted:
-            return "inactive"
+        # How its task ended is in its log, loaded or not: eviction changes where the agent
+        # is (residency), not what it did (docs/agents-view.md).
         session = self.session_of(child_id)
         if session is None:
             return "inactive"
@@ -654,7 +665,10 @@ class AgentRuntime:
     async def delete_child(self, parent: Agent, ref: object) -> dict[str, Any]:
         """Take a sub-agent out of the tree; its transcript and notebook stay on disk. A child
         that is working is not deleted."""
-        member = self.find_child(parent.session_id, ref)
+        return await self.delete_member(self.find_child(parent.session_id, ref))
+
+    async def delete_member(self, member: Member) -> dict[str, Any]:
+        """`delete_child` of a sub-agent found already (the Agents View names it by id)."""
         child = self.agents.get(member.session_id)
         if child is not None and child.running:
             raise FamilyError(
@@ -790,9 +804,15 @@ class AgentRuntime:
 
     async def stop_tree(self, session_id: str) -> bool:
         """Stop an agent's turn and every turn of its sub-agents ("stop all"). True if any ran."""
-        agents = [self.agents.get(sid) for sid in [session_id, *self.descendants(session_id)]]
-        stopped = await asyncio.gather(*(a.stop() for a in agents if a is not None))
-        return any(stopped)
+        return bool(await self.stop_subtree(session_id))
+
+    async def stop_subtree(self, session_id: str) -> list[str]:
+        """Stop an agent's turn and its sub-agents' turns; the ids of those that were running."""
+        ids = [session_id, *self.descendants(session_id)]
+        self._stopped_with_children.update(ids)
+        agents = [a for a in (self.agents.get(sid) for sid in ids) if a is not None]
+        stopped = await asyncio.gather(*(a.stop() for a in agents))
+        return [a.session_id for a, ran in zip(agents, stopped, strict=True) if ran]
 
     async def stop_all(self, cause: StopCause = USER_STOP) -> None:
         """Stop every running turn of the tree (a root's own Stop leaves its children alone)."""
@@ -849,10 +869,11 @@ class AgentRuntime:
         await self._release_kernel(agent.kernel)
 
     def child_left_memory(self, child: Agent) -> None:
-        """An evicted sub-agent's parent sees it `inactive`."""
+        """An evicted sub-agent's parent sees how its task ended (`inactive` when none did)."""
         member = self.family.member(child.session_id)
         if member is not None and member.parent_session_id is not None:
-            self._child_status(self.agents.get(member.parent_session_id), child, "inactive")
+            status = self.child_status(child.session_id)
+            self._child_status(self.agents.get(member.parent_session_id), child, status)
 
 
 async def close_provider(provider: ModelProvider) -> None:
@@ -893,10 +914,11 @@ def choose_model(requested: str, available: list[str]) -> tuple[str, str]:
 
 def task_outcome(session: SessionLog) -> str | None:
     """How a sub-agent's latest task from its parent ended: `replied` (it messaged its parent
-    since the task arrived), `completed` (the task's turn ended without that), `error`, or None
-    (no task ended yet, or stopped). A task is a turn the parent's message started or entered;
-    the other turns (the user's own messages to the child, a sibling's) are not tasks, and only
-    a message to the parent sent in one of them counts (as a reply to the task before it)."""
+    since the task arrived), `completed` (the task's turn ended without that), `error`,
+    `stopped` (the user or its parent stopped it before it replied), or None (no task ended
+    yet). A task is a turn the parent's message started or entered; the other turns (the
+    user's own messages to the child, a sibling's) are not tasks, and only a message to the
+    parent sent in one of them counts (as a reply to the task before it)."""
     replied = False
     outcome: str | None = None
     parents = False  # whether the turn under way carries a message from the parent
@@ -919,6 +941,8 @@ def task_outcome(session: SessionLog) -> str | None:
                 outcome = "error"
             elif reason == "end_turn":
                 outcome = "replied" if replied else "completed"
+            elif reason == "stopped":
+                outcome = "replied" if replied else "stopped"
             else:
                 outcome = "replied" if replied else None
     return outcome

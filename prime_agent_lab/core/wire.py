@@ -44,10 +44,11 @@ CellDecision = Literal["skip", "edit"]
 """Ask mode: why a `skipped` cell did not run when a user answered it (docs/pairing.md, section
 4): `skip` (Skip), `edit` (Edit: the edited code runs in a new cell). Absent: withdrawn by Stop."""
 
-ChildStatus = Literal["running", "idle", "inactive", "replied", "completed", "error"]
+ChildStatus = Literal["running", "idle", "inactive", "replied", "completed", "error", "stopped"]
 """A sub-agent's state as its parent sees it: `replied` (its last task ended after it messaged
-the parent), `completed` (ended without replying), `error` (ended with an error), `idle` (loaded,
-no task yet or stopped), `inactive` (on disk, not loaded)."""
+the parent), `completed` (ended without replying), `error` (ended with an error), `stopped` (the
+user or the parent stopped it before it replied); these hold whether it is loaded or evicted.
+`idle` (loaded, no task ended yet), `inactive` (not loaded, no task ended yet)."""
 
 ErrorKind = Literal["provider", "kernel", "notebook", "tool_arguments", "internal", "disk"]
 

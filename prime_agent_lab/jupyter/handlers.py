@@ -459,6 +459,7 @@ _TURN = r"(?P<turn>[0-9]{1,9})"
 
 
 def handlers() -> list[tuple[str, Any]]:
+    from .handlers_agents import agents_handlers  # the Agents View (docs/agents-view.md)
     from .handlers_permission import CellDecisionHandler, PermissionHandler  # they use ApiBase
     from .handlers_review import TurnRevertHandler, TurnReviewHandler
 
@@ -497,6 +498,7 @@ def handlers() -> list[tuple[str, Any]]:
         ),
         (rf"/prime-agent/api/sessions/{_SESSION}/turns/{_TURN}", TurnReviewHandler),
         (rf"/prime-agent/api/sessions/{_SESSION}/turns/{_TURN}/revert", TurnRevertHandler),
+        *agents_handlers(),
         (r"/prime-agent/api/.*", NotFoundHandler),
         (rf"/prime-agent/bridge/kernels/{KERNEL_ROUTE}/call", BridgeCallHandler),
         (rf"/prime-agent/bridge/kernels/{KERNEL_ROUTE}/jobs", BridgeJobHandler),

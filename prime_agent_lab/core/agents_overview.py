@@ -1,0 +1,283 @@
+"""The Agents View: every agent the server knows as rows of one tree (docs/agents-view.md).
+
+The tree comes from the session headers (core/family.py). What a row says about an agent is kept
+in three separate fields: `state` (what it does now, from memory), `outcome` (how its last task or
+turn ended, from its log) and `residency` (whether it is in memory). A resident agent's log is in
+memory; any other's figures are read from its file once per change of the file (inode, size and
+times), so a request rereads only the logs that changed since the last one.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, get_args
+
+from .family import Member
+from .sessions import SESSION_FILE, SessionError, SessionLog
+from .usage import session_cost, session_usage
+from .wire import AgentOutcome, AgentRow, AgentsOverview, AgentState, AgentTokens, AgentWaitingFor
+
+if TYPE_CHECKING:
+    from .runtime import AgentRuntime
+
+STATES: tuple[AgentState, ...] = get_args(AgentState)
+
+TURN_OUTCOMES: dict[str, AgentOutcome] = {
+    "end_turn": "completed",
+    "stopped": "stopped",
+    "error": "error",
+    "max_iterations": "error",
+    "interrupted": "error",
+    "shutdown": "error",
+}
+"""A turn's `stop_reason` as an outcome (the same words as a sub-agent's task outcome)."""
+
+
+@dataclass(frozen=True)
+class LogFacts:
+    """What a row shows that only the agent's session log knows."""
+
+    notebook: str
+    outcome: AgentOutcome | None
+    tokens: AgentTokens
+    cost: float | None
+    last_activity: str
+    model: str
+
+
+def log_facts(session: SessionLog, is_child: bool) -> LogFacts:
+    from .runtime import task_outcome  # the runtime owns what a sub-agent's task is
+
+    outcome: AgentOutcome | None = None
+    if is_child:
+        outcome = task_outcome(session)  # type: ignore[assignment]
+    if outcome is None:
+        last = session.last_of("turn_end")
+        if last is not None:
+            outcome = TURN_OUTCOMES.get(str(last.get("stop_reason")))
+    usage = session_usage(session)
+    provider, model = session.current_model()
+    return LogFacts(
+        notebook=session.notebook_path,
+        outcome=outcome,
+        tokens={"input": usage.get("input_tokens", 0), "output": usage.get("output_tokens", 0)},
+        cost=session_cost(session),
+        last_activity=session.updated() or _modified(session),
+        model=f"{provider} · {model}" if provider and model else model or provider,
+    )
+
+
+def _modified(session: SessionLog) -> str:
+    try:
+        stamp = session.file.stat().st_mtime
+    except OSError:
+        return ""
+    return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="milliseconds")
+
+
+class AgentsOverviewBuilder:
+    """Builds `AgentsOverview` for one runtime, keeping each log's facts until the log changes."""
+
+    def __init__(self, runtime: AgentRuntime) -> None:
+        self._runtime = runtime
+        self._cache: dict[str, tuple[tuple[object, ...], LogFacts]] = {}
+        self._lock = threading.Lock()
+        self.logs_read = 0  # files read from disk (the cache's misses), for tests and benchmarks
+
+    # ------------------------------------------------------------ the overview
+
+    def overview(self, state: AgentState | None = None) -> AgentsOverview:
+        """Every agent as rows (a depth-first walk), those in `state` only when given. Reads
+        the logs that changed from disk: call it off the event loop for a large tree."""
+        family = self._runtime.family
+        family.refresh()
+        roots = [m for m in self._members() if m.parent_session_id is None]
+        rows: list[AgentRow] = []
+        for root in roots:
+            rows += self._subtree(root)
+        rows_by_root: dict[str, list[AgentRow]] = {}
+        for row in rows:
+            rows_by_root.setdefault(row["root_id"], []).append(row)
+        ordered = sorted(
+            rows_by_root.values(), key=lambda tree: tree[0]["last_activity"], reverse=True
+        )
+        agents = [row for tree in ordered for row in tree]
+        if state is not None:
+            agents = [row for row in agents if row["state"] == state]
+        return {"agents": agents, "generated_at": _now()}
+
+    def row(self, session_id: str) -> AgentRow | None:
+        """One agent's row (with its subtree's totals), or None when it is not in the tree."""
+        member = self._runtime.family.member(session_id)
+        if member is None:
+            return None
+        rows: list[AgentRow] = []
+        self._walk(member, self._root_of(member), member.depth, frozenset(), rows)
+        return rows[0] if rows else None
+
+    def _members(self) -> Iterator[Member]:
+        family = self._runtime.family
+        for directory in self._runtime.repository.session_directories():
+            member = family.member(directory.name)
+            if member is not None:
+                yield member
+
+    def _root_of(self, member: Member) -> str:
+        seen = {member.session_id}
+        while member.parent_session_id is not None:
+            parent = self._runtime.family.member(member.parent_session_id)
+            if parent is None or parent.session_id in seen:
+                break
+            seen.add(parent.session_id)
+            member = parent
+        return member.session_id
+
+    def _subtree(self, root: Member) -> list[AgentRow]:
+        """Rows of a root and the agents below it, depth first; totals include deleted children
+        (what was spent stays spent). A loop that hand-edited headers make is cut."""
+        rows: list[AgentRow] = []
+        self._walk(root, root.session_id, 0, frozenset(), rows)
+        return rows
+
+    def _walk(
+        self, member: Member, root_id: str, depth: int, above: frozenset[str], rows: list[AgentRow]
+    ) -> tuple[AgentTokens, float | None]:
+        family = self._runtime.family
+        facts = self.facts(member)
+        row = self._row(member, root_id, depth, facts)
+        visible = not family.is_deleted(member.session_id)
+        if visible:
+            rows.append(row)
+        tokens = dict(row["tokens_own"])
+        cost = row["cost_own"]
+        above = above | {member.session_id}
+        for child in family.children(member.session_id, deleted=True):
+            if child.session_id in above:
+                continue
+            below: list[AgentRow] = []
+            child_tokens, child_cost = self._walk(child, root_id, depth + 1, above, below)
+            tokens["input"] += child_tokens["input"]
+            tokens["output"] += child_tokens["output"]
+            cost = None if cost is None or child_cost is None else cost + child_cost
+            if visible:
+                rows += below
+        row["tokens_total"] = {"input": tokens["input"], "output": tokens["output"]}
+        row["cost_total"] = cost
+        return row["tokens_total"], cost
+
+    def _row(self, member: Member, root_id: str, depth: int, facts: LogFacts | None) -> AgentRow:
+        runtime = self._runtime
+        agent = runtime.agents.get(member.session_id)
+        state, waiting_for = self.state_of(member.session_id)
+        notebook = (
+            agent.session.notebook_path
+            if agent is not None
+            else (facts.notebook if facts is not None else member.notebook_path)
+        ) or None
+        tokens: AgentTokens = facts.tokens if facts is not None else {"input": 0, "output": 0}
+        return {
+            "session_id": member.session_id,
+            "name": member.name if member.parent_session_id else _stem(notebook or ""),
+            "parent_id": member.parent_session_id,
+            "root_id": root_id,
+            "depth": depth,
+            "notebook": notebook,
+            "state": state,
+            "waiting_for": waiting_for,
+            "outcome": facts.outcome if facts is not None else None,
+            "residency": "resident" if agent is not None else "evicted",
+            "model": facts.model if facts is not None else member.model,
+            "tokens_own": dict(tokens),  # type: ignore[typeddict-item]
+            "tokens_total": dict(tokens),  # type: ignore[typeddict-item]
+            "cost_own": facts.cost if facts is not None else None,
+            "cost_total": facts.cost if facts is not None else None,
+            "last_activity": (facts.last_activity if facts is not None else "") or member.created,
+            "can_message": depth <= 1,  # the user acts as the root's owner (core/reach.py)
+            "can_delete": depth >= 1 and state != "running" and not _running(agent),
+        }
+
+    # ------------------------------------------------------------ state and facts
+
+    def state_of(self, session_id: str) -> tuple[AgentState, AgentWaitingFor | None]:
+        """What the agent does now (docs/agents-view.md, "state and waiting_for")."""
+        runtime = self._runtime
+        agent = runtime.agents.get(session_id)
+        children_running = any(
+            _running(runtime.agents.get(child.session_id))
+            for child in runtime.family.children(session_id)
+        )
+        if _running(agent):
+            if agent.current_cell_id is not None and children_running:
+                return "waiting", "child"
+            return "running", None
+        if children_running:
+            return "waiting", "child"
+        if runtime.mailbox.pending(session_id):
+            return "waiting", "mail"
+        return "idle", None
+
+    def facts(self, member: Member) -> LogFacts | None:
+        """The log's facts: from memory for a resident agent, else from the file (read again
+        only when it changed). None when the log cannot be read."""
+        runtime = self._runtime
+        is_child = member.parent_session_id is not None
+        agent = runtime.agents.get(member.session_id)
+        if agent is not None:
+            session = agent.session
+            stamp: tuple[object, ...] = ("memory", id(session), len(session.entries))
+            return self._cached(member.session_id, stamp, lambda: log_facts(session, is_child))
+        directory = runtime.repository.directory(member.session_id)
+        try:
+            stat = os.stat(directory / SESSION_FILE)
+        except OSError:
+            return None
+        stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+        return self._cached(member.session_id, stamp, lambda: self._read(member, is_child))
+
+    def _read(self, member: Member, is_child: bool) -> LogFacts | None:
+        self.logs_read += 1
+        try:
+            session = self._runtime.repository.read(member.session_id)
+        except SessionError:
+            return None
+        return log_facts(session, is_child)
+
+    def _cached(
+        self, session_id: str, stamp: tuple[object, ...], compute: object
+    ) -> LogFacts | None:
+        with self._lock:
+            cached = self._cache.get(session_id)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        facts = compute()  # type: ignore[operator]
+        if facts is not None:
+            with self._lock:
+                self._cache[session_id] = (stamp, facts)
+        return facts  # type: ignore[no-any-return]
+
+
+def _running(agent: object) -> bool:
+    return agent is not None and bool(getattr(agent, "running", False))
+
+
+def _stem(notebook: str) -> str:
+    base = posixpath.basename(notebook)
+    return base[: -len(".ipynb")] if base.endswith(".ipynb") else base
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_state(value: str | None) -> AgentState | None:
+    """`?state=` of the overview: one of STATES, or None for all; ValueError otherwise."""
+    if value is None or value == "":
+        return None
+    if value not in STATES:
+        raise ValueError(f"state must be one of {', '.join(STATES)}, not {value[:40]!r}")
+    return value  # type: ignore[return-value]
