@@ -160,7 +160,7 @@ export class AgentsView extends Widget {
     const now = this._now();
     const counts = stateCounts(model.rows);
     for (const [filter, choice] of this._filterButtons) {
-      choice.textContent = `${FILTER_LABELS[filter]} (${counts[filter]})`;
+      setText(choice, `${FILTER_LABELS[filter]} (${counts[filter]})`);
       choice.setAttribute('aria-pressed', String(model.filter === filter));
       choice.classList.toggle('pal-mod-selected', model.filter === filter);
     }
@@ -182,11 +182,15 @@ export class AgentsView extends Widget {
     setText(this._empty, emptyText);
     this._empty.hidden = emptyText === '';
 
+    // A row hidden by the filter or a collapsed parent keeps its nodes (and a draft in its
+    // input) for when it shows again; the nodes of an agent that is gone are dropped.
     const wanted = new Set(visible.map(line => line.row.session_id));
     for (const [id, nodes] of this._nodes) {
       if (!wanted.has(id)) {
         nodes.item.remove();
-        this._nodes.delete(id);
+        if (!model.row(id)) {
+          this._nodes.delete(id);
+        }
       }
     }
     // Walk the wanted order; a node moves only when it is not already in place, so the

@@ -155,6 +155,21 @@ describe('the Agents View', () => {
     expect(control(view, 'b', 'pal-agent-toggle').hidden).toBe(true);
   });
 
+  it('keeps a draft of a row the filter hid for when it shows again', () => {
+    const { model, view } = setup();
+    control(view, 'b', 'pal-agent-message').click();
+    const input = control(view, 'b', 'pal-agent-input') as HTMLInputElement;
+    input.value = 'for later';
+    model.filter = 'running';
+    expect(view.rowNode('b')!.isConnected).toBe(false);
+    model.filter = 'all';
+    expect(control(view, 'b', 'pal-agent-input')).toBe(input);
+    expect(input.value).toBe('for later');
+    expect(control(view, 'b', 'pal-agent-compose').hidden).toBe(false);
+    model.apply({ agents: family().filter(row => row.session_id !== 'b'), generated_at: '' });
+    expect(view.rowNode('b')).toBeNull();
+  });
+
   it('filters by state and says how many agents each state has', () => {
     const { view } = setup();
     const running = view.node.querySelector<HTMLButtonElement>('[data-filter="running"]')!;
