@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import schedule_cli, sessions_cli
+from . import agents_cli, schedule_cli, sessions_cli
 from .core import settings
 from .core.autonomy import SUCCESS as AUTONOMY_SUCCESS
 from .core.entry_types import TOLD_AS_MESSAGES
@@ -185,6 +185,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_setting_flags(lab, ("provider", "model"))
     schedule_cli.add_parser(commands)  # heartbeats and schedules: docs/autonomy.md
     sessions_cli.add_parser(commands)  # the session list from the terminal: docs/pairing.md
+    agents_cli.add_parsers(commands)  # `agents`, `send` to a running server: docs/agents-view.md
     return parser
 
 
@@ -697,6 +698,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "sessions":
         return sessions_cli.run(args, sys.stdout)
+    if args.command in ("agents", "send"):
+        try:
+            return agents_cli.run(args, sys.stdout)
+        except agents_cli.AgentsCommandError as exc:
+            print(f"prime-agent-lab {args.command}: {exc}", file=sys.stderr)
+            return 1
     words = sys.argv[1:] if argv is None else argv
     args.provider_given = _provider_given(words)
     args.words = words
