@@ -9,6 +9,9 @@ import type { CommandReply } from './commands';
 import type { ITurnRevertRequest } from './reviewWire';
 import type {
   DeliveryMode,
+  IAgentMessageSent,
+  IAgentsOverview,
+  IAgentsStopped,
   ILeafMoved,
   IMessagePosted,
   IQueueState,
@@ -290,6 +293,44 @@ export class AgentApiClient {
     );
   }
 
+  // ---------------------------------------------------------------- the Agents View (agents-view.md)
+
+  /** Every agent on the server, depth first (an `AgentsOverview`). */
+  listAgents(): Promise<IAgentsOverview> {
+    return this._request<IAgentsOverview>('agents');
+  }
+
+  /** A chat message to a root, mail from the root to a sub-agent (403 beyond its reach). */
+  messageAgent(sessionId: string, text: string): Promise<IAgentMessageSent> {
+    return this._request<IAgentMessageSent>(
+      `agents/${encodeURIComponent(sessionId)}/message`,
+      'POST',
+      { text }
+    );
+  }
+
+  /** Stop the agent, or the agent and everything under it. */
+  stopAgent(sessionId: string, subtree: boolean): Promise<IAgentsStopped> {
+    return this._request<IAgentsStopped>(`agents/${encodeURIComponent(sessionId)}/stop`, 'POST', {
+      subtree
+    });
+  }
+
+  /** Delete a sub-agent that is not running (409 while it runs, 400 for a root). */
+  async deleteAgent(sessionId: string): Promise<void> {
+    await this._request<unknown>(`agents/${encodeURIComponent(sessionId)}`, 'DELETE');
+  }
+
+  /** The agents websocket: an overview on connect and on every change. */
+  agentsEventsUrl(): string {
+    const settings = this.serverSettings;
+    let url = URLExt.join(settings.wsUrl, API_ROOT, 'agents', 'events');
+    if (settings.appendToken && settings.token !== '') {
+      url += `?token=${encodeURIComponent(settings.token)}`;
+    }
+    return url;
+  }
+
   async postBinding(options: IBindingOptions): Promise<void> {
     const body: Record<string, string> = {
       path: options.path,
@@ -363,9 +404,13 @@ function safeJsonParse(text: string): unknown {
 }
 
 function errorMessage(payload: unknown): string | undefined {
-  if (payload && typeof payload === 'object' && 'message' in payload) {
-    const message = (payload as { message: unknown }).message;
-    return typeof message === 'string' ? message : undefined;
+  if (payload && typeof payload === 'object') {
+    // `{"message": ...}` from the handlers; `{"error": ...}` as the agents contract words it.
+    const { message, error } = payload as { message?: unknown; error?: unknown };
+    const text = typeof message === 'string' ? message : typeof error === 'string' ? error : undefined;
+    if (text !== undefined || 'message' in payload) {
+      return text;
+    }
   }
   return typeof payload === 'string' && payload.length < 300
     ? payload

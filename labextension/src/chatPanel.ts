@@ -62,6 +62,8 @@ export interface IChatPanelOptions {
   returnFocus?: (agent: NotebookAgent | null) => void;
   /** Opens a session's step-through beside the notebook (the session list's action). */
   stepThrough?: (agent: NotebookAgent | null, sessionId: string) => void;
+  /** The header's "Agents" button: open the Agents View tab (docs/agents-view.md). */
+  openAgentsView?: () => void;
 }
 
 /** The status of a session the server unloaded while nobody took the notebook over. */
@@ -100,6 +102,12 @@ export class ChatPanel extends Widget {
     // The buttons wrap as one group (under the title in a narrow panel), never under the sidebar.
     const headerActions = div('pal-header-actions');
     headerActions.append(this._sessionsButton, this._harnessButton, this._newSessionButton);
+    if (_options.openAgentsView) {
+      const agents = button('Agents', 'pal-open-agents-view');
+      agents.title = 'Open the Agents View: every agent and sub-agent on this server, live';
+      agents.addEventListener('click', () => _options.openAgentsView?.());
+      headerActions.append(agents);
+    }
     titleRow.append(title, headerActions);
     this._notebookLabel = div('pal-notebook', 'pal-notebook-path');
     this._familyLine = div('pal-family', 'pal-family');

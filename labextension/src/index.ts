@@ -7,13 +7,16 @@ import {
   type JupyterFrontEnd,
   type JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette } from '@jupyterlab/apputils';
+import { Dialog, ICommandPalette, showDialog, WidgetTracker } from '@jupyterlab/apputils';
 import { INotebookTracker, type NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry, renderMarkdown } from '@jupyterlab/rendermime';
 import { IStatusBar } from '@jupyterlab/statusbar';
 
 import { AgentCellMarker, agentMetadata } from './agentCellMarker';
 import { AgentApiClient } from './api';
+import { AgentsModel } from './agentsModel';
+import { AgentsStream } from './agentsStream';
+import { AGENTS_VIEW_ID, AgentsView } from './agentsView';
 import { FollowCellsSetting } from './cellFollower';
 import { addCodeBlockActions, insertCodeBelow } from './codeBlocks';
 import { openHarnessView } from './harnessView';
@@ -102,6 +105,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         ),
       activateNotebook: agent => app.shell.activateById(agent.panel.id),
       openNotebook: path => app.commands.execute('docmanager:open', { path }),
+      openAgentsView: () => void app.commands.execute(CommandIds.openAgentsView),
       returnFocus: agent => {
         const panel = agent?.panel ?? tracker.currentWidget;
         if (panel && !panel.isDisposed) {
@@ -157,6 +161,50 @@ const plugin: JupyterFrontEndPlugin<void> = {
     };
     const focusChat = () => showChat(() => chat.focusInput());
 
+    // The Agents View (docs/agents-view.md): one tab, brought to the front when open, put back
+    // by the layout restorer after a reload. Its socket lives as long as the tab.
+    const agentsTracker = new WidgetTracker<AgentsView>({ namespace: 'prime-agent-lab-agents' });
+    const openAgentsView = (): AgentsView => {
+      let view = agentsTracker.find(widget => widget.id === AGENTS_VIEW_ID) ?? null;
+      if (!view || view.isDisposed) {
+        const model = new AgentsModel(api);
+        const stream = new AgentsStream({
+          url: () => api.agentsEventsUrl(),
+          webSocket: app.serviceManager.serverSettings.WebSocket
+        });
+        stream.snapshot.connect((_, overview) => model.apply(overview));
+        stream.stateChanged.connect((_, state) => (model.connection = state));
+        const shown = new AgentsView({
+          model,
+          openNotebook: path => app.commands.execute('docmanager:open', { path }),
+          openChat: async path => {
+            await app.commands.execute('docmanager:open', { path });
+            app.shell.activateById(chat.id);
+          },
+          confirm: async (title, body) =>
+            (
+              await showDialog({
+                title,
+                body,
+                buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Delete' })]
+              })
+            ).button.accept
+        });
+        shown.disposed.connect(() => stream.dispose());
+        view = shown;
+        void agentsTracker.add(view);
+      }
+      if (!view.isAttached) {
+        app.shell.add(view, 'main');
+      }
+      app.shell.activateById(view.id);
+      return view;
+    };
+    restorer?.restore(agentsTracker, {
+      command: CommandIds.openAgentsView,
+      name: () => 'agents-view'
+    });
+
     const execute: Record<PanelCommandId, () => unknown> = {
       [CommandIds.openPanel]: focusChat,
       [CommandIds.focusChat]: focusChat,
@@ -165,6 +213,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       [CommandIds.queue]: composerCommand(chat, CommandIds.queue).execute,
       [CommandIds.stop]: () => chat.stopTurn(),
       [CommandIds.sessionList]: () => showChat(() => void chat.showSessions()),
+      [CommandIds.openAgentsView]: () => openAgentsView(),
       [CommandIds.nextAgentCell]: () => {
         const panel = tracker.currentWidget;
         if (!panel?.model) {

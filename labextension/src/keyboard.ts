@@ -85,6 +85,12 @@ export const PANEL_COMMANDS = [
       'Pick a session of the current notebook and show its steps one by one beside it, ' +
       'as the model saw them (docs/teaching.md)',
     shortcut: null
+  },
+  {
+    id: 'prime-agent-lab:open-agents-view',
+    label: 'Open Agents View',
+    caption: 'Every agent and sub-agent on this server as a tree, live, with their actions',
+    shortcut: null
   }
 ] as const satisfies readonly IPanelCommand[];
 
@@ -100,7 +106,8 @@ export const CommandIds = {
   stop: 'prime-agent-lab:stop',
   sessionList: 'prime-agent-lab:session-list',
   nextAgentCell: 'prime-agent-lab:next-agent-cell',
-  stepThrough: 'prime-agent-lab:step-through'
+  stepThrough: 'prime-agent-lab:step-through',
+  openAgentsView: 'prime-agent-lab:open-agents-view'
 } as const satisfies Record<string, PanelCommandId>;
 
 /**
