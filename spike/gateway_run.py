@@ -47,7 +47,7 @@ SCRIPT: dict[str, Any] = {
         {"text": "turn2 {last_output_line}"},
         {"code": "kid = await rlm('say hi', name='kid')\nprint('spawned', kid.name)"},
         {"text": "turn3 {last_output_line}"},
-        {"code": "print('after restart x =', globals().get('x'))"},
+        {"code": "print('after restart x =', globals().get('x'), 'rlm bound:', 'rlm' in globals())"},
         {"text": "turn4 {last_output_line}"},
     ],
     "child": {"turns": [{"code": "print('child here')"}, {"text": "child done"}]},
@@ -107,10 +107,10 @@ def entries(session_id: str) -> list[dict[str, Any]]:
 def show_turn(session_id: str, since: int) -> int:
     items = entries(session_id)
     for e in items[since:]:
-        keep = {k: v for k, v in e.items() if k in ("type", "text", "output", "stop_reason", "kind")}
-        for key in ("output", "text"):
+        keep = {k: v for k, v in e.items() if k in ("type", "text", "observation", "stop_reason", "kind")}
+        for key in ("observation", "text"):
             if isinstance(keep.get(key), str):
-                keep[key] = keep[key][:600]
+                keep[key] = keep[key][-500:]
         print("   ", json.dumps(keep)[:900])
     return len(items)
 
@@ -123,6 +123,9 @@ def main() -> None:
     procs: list[subprocess.Popen[bytes]] = []
     shutil.rmtree(BASE, ignore_errors=True)
     ROOT.mkdir(parents=True)
+    import nbformat
+
+    nbformat.write(nbformat.v4.new_notebook(), ROOT / "analysis.ipynb")
     os.chmod(BASE, 0o700)
     check = subprocess.run(
         ["su", USER, "-c", f"ls {BASE}"], capture_output=True, text=True, check=False
@@ -137,7 +140,7 @@ def main() -> None:
     gw_cmd = (
         f"cd {USER_WORK} && exec nice -n 19 {venv}/bin/jupyter {app} --{cls}.ip=127.0.0.1 "
         f"--{cls}.port={gw_port} --{cls}.auth_token={gw_token} --{cls}.port_retries=0 "
-        f"--{cls}.list_kernels=True"
+        "--JupyterWebsocketPersonality.list_kernels=True"
     )
     gw_log = open(SPIKE / f"logs/gateway-{FLAVOUR}.log", "wb")
     t0 = time.monotonic()
@@ -159,6 +162,8 @@ def main() -> None:
         json.dumps({"ServerApp": {"jpserver_extensions": {"prime_agent_lab": True}}})
     )
     (BASE / "script.json").write_text(json.dumps(SCRIPT))
+    if os.environ.get("SPIKE_PATCH_CLIENT"):
+        shutil.copy(REPO / "spike" / "gateway_client_patch.py", config / "jupyter_server_config.py")
     env = {
         **os.environ,
         "JUPYTER_CONFIG_DIR": str(config),
@@ -184,7 +189,7 @@ def main() -> None:
             f"--BaseFileIdManager.db_path={BASE / 'fileid.db'}",
             f"--BaseFileIdManager.root_dir={ROOT}",
             f"--SQLiteYStore.db_path={BASE / 'ystore.db'}",
-            *sys.argv[2:],
+            *[a for a in sys.argv[2:] if a.startswith('--')],
         ],
         cwd=ROOT, env=env, stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True,
     )
@@ -212,6 +217,14 @@ def main() -> None:
             print(f" turn {n} took {time.monotonic() - t0:.1f}s")
             seen = show_turn(session_id, seen)
         time.sleep(5)
+        if "spawn" in sys.argv:
+            for i in range(2):
+                t0 = time.monotonic()
+                n = turn_count(session_id) + 1
+                call(url + f"prime-agent/api/sessions/{session_id}/messages", token, "POST", {"text": f"spawn {i}"})
+                wait_for(lambda n=n: turn_count(session_id) >= n, f"spawn turn {i} ended", 180)
+                print(f" spawn turn {i} took {time.monotonic() - t0:.1f}s")
+                seen = show_turn(session_id, seen)
         print("gateway /api/kernels after spawn:", json.dumps(call(f"{gw_url}/api/kernels", gw_token))[:900])
         state = SESSIONS / session_id / "kernel-state"
         print("snapshot dir:", state, state.exists() and sorted(p.name for p in state.iterdir()))
