@@ -95,7 +95,11 @@ c.JupyterHub.load_roles = [{{
     )
     (BASE / "config").mkdir()
     (BASE / "config" / "jupyter_server_config.json").write_text(
-        json.dumps({"ServerApp": {"jpserver_extensions": {"prime_agent_lab": True}}})
+        # The hub venv's sys.prefix is not the machine's, so the machine's
+        # etc/jupyter/jupyter_server_config.d (which enables these) is not read.
+        json.dumps({"ServerApp": {"jpserver_extensions": {
+            "prime_agent_lab": True, "jupyter_server_ydoc": True, "jupyter_server_fileid": True,
+        }}})
     )
     log = open(BASE / "hub.log", "wb")
     t0 = time.monotonic()
@@ -143,6 +147,38 @@ c.JupyterHub.load_roles = [{{
                 status, body = call(url, tokens[caller])
                 print(f"GET /user/{user}/prime-agent/api/info with {caller}'s token: {status} "
                       f"({time.monotonic() - t2:.2f}s) {json.dumps(body)[:200]}")
+        sessions: dict[str, str] = {}
+        for user in USERS:
+            base = f"http://127.0.0.1:{port}/user/{user}/"
+            status, _ = call(base + "api/contents/analysis.ipynb", tokens[user], "PUT", {
+                "type": "notebook", "format": "json",
+                "content": {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5},
+            })
+            t2 = time.monotonic()
+            status, info = call(base + "prime-agent/api/sessions", tokens[user], "POST", {"notebook_path": "analysis.ipynb"})
+            print(f"{user} attach: {status} ({time.monotonic() - t2:.1f}s)")
+            sessions[user] = info["session_id"] if status == 200 else ""
+            call(base + f"prime-agent/api/sessions/{sessions[user]}/messages", tokens[user], "POST", {"text": "go"})
+        for user in USERS:
+            base = f"http://127.0.0.1:{port}/user/{user}/"
+            t2 = time.monotonic()
+            while time.monotonic() - t2 < 120:
+                status, info = call(base + f"prime-agent/api/sessions/{sessions[user]}", tokens[user])
+                if status == 200 and info.get("turns", 0) >= 1 and info.get("status") == "idle":
+                    break
+                time.sleep(0.5)
+            log = BASE / "home" / user / ".prime-agent" / "sessions" / sessions[user] / "session.jsonl"
+            results = [json.loads(line) for line in log.read_text().splitlines()[1:]] if log.exists() else []
+            answer = [e.get("final_text") for e in results if e.get("type") == "turn_end"]
+            print(f"{user}'s agent answered: {answer} (session log {log.exists() and 'found' or 'not at ' + str(log)})")
+        other = {"alice": "bob", "bob": "alice"}
+        for user in USERS:
+            base = f"http://127.0.0.1:{port}/user/{user}/"
+            for route in (f"prime-agent/api/sessions/{sessions[user]}", "prime-agent/api/sessions"):
+                status, body = call(base + route, tokens[other[user]])
+                print(f"GET /user/{user}/{route} with {other[user]}'s token: {status}")
+            status, body = call(base + f"prime-agent/api/sessions/{sessions[user]}/messages", tokens[other[user]], "POST", {"text": "hijack"})
+            print(f"POST /user/{user}/.../messages with {other[user]}'s token: {status}")
         print(f"total {time.monotonic() - t0:.1f}s")
     finally:
         os.killpg(hub.pid, signal.SIGTERM)
