@@ -30,11 +30,15 @@ def _start_channels(self, shell=True, iopub=True, stdin=True, hb=True, control=T
         gateway.ws_url or "", gateway.kernels_endpoint, url_escape(self.kernel_id), "channels"
     )
     self.channel_socket = _gateway.websocket.create_connection(
-        ws_url, timeout=gateway.KERNEL_LAUNCH_TIMEOUT, enable_multithread=True,
+        ws_url,
+        timeout=gateway.KERNEL_LAUNCH_TIMEOUT,
+        enable_multithread=True,
         # the original sends no auth header: a gateway with an auth token refuses it (see the note)
         header=[f"{gateway.auth_header_key}: {gateway.auth_scheme} {gateway.auth_token}"],
     )
-    AsyncKernelClient.start_channels(self, shell=shell, iopub=iopub, stdin=stdin, hb=hb, control=control)
+    AsyncKernelClient.start_channels(
+        self, shell=shell, iopub=iopub, stdin=stdin, hb=hb, control=control
+    )
     self.response_router = Thread(target=self._route_responses)
     self.response_router.start()
 
@@ -72,7 +76,8 @@ def _setup(bridge_url, kernel_id):  # type: ignore[no-untyped-def]
     return _original_setup(bridge_url, kernel_id) + (
         "import prime_agent_kernel as _pak\n"
         "from prime_agent_kernel.bridge import BridgeClient as _PakBridge\n"
-        f"_pak._client = _PakBridge({bridge_url!r}, {kernel_id!r}, bytes.fromhex({secret.hex()!r}))\n"
+        f"_pak._client = _PakBridge({bridge_url!r}, {kernel_id!r}, "
+        f"bytes.fromhex({secret.hex()!r}))\n"
         "del _pak, _PakBridge\n"
     )
 

@@ -35,7 +35,9 @@ def main() -> None:
         f"--KernelGatewayApp.auth_token={token} --JupyterWebsocketPersonality.list_kernels=True"
     )
     gw = subprocess.Popen(
-        ["su", "-", USER, "-c", cmd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        ["su", "-", USER, "-c", cmd],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
@@ -74,18 +76,34 @@ def main() -> None:
                 kind = msg.get("msg_type") or msg.get("header", {}).get("msg_type")
                 if kind == "status":
                     state = msg["content"]["execution_state"]
-                    seen.append(f"{time.monotonic() - t0:6.2f}s {msg.get('channel')} status {state}")
+                    seen.append(
+                        f"{time.monotonic() - t0:6.2f}s {msg.get('channel')} status {state}"
+                    )
                 elif kind in ("execute_reply", "stream"):
                     content = msg["content"]
-                    seen.append(f"{time.monotonic() - t0:6.2f}s {kind} {content.get('text', content.get('status'))!r}")
+                    shown = content.get("text", content.get("status"))
+                    seen.append(f"{time.monotonic() - t0:6.2f}s {kind} {shown!r}")
 
         threading.Thread(target=read, daemon=True).start()
 
         def execute(code: str) -> None:
-            ws.send(json.dumps({
-                "channel": "shell", "header": {"msg_id": uuid.uuid4().hex, "msg_type": "execute_request",
-                "username": "", "session": "spike", "version": "5.3"}, "parent_header": {},
-                "metadata": {}, "content": {"code": code, "silent": False}}))
+            ws.send(
+                json.dumps(
+                    {
+                        "channel": "shell",
+                        "header": {
+                            "msg_id": uuid.uuid4().hex,
+                            "msg_type": "execute_request",
+                            "username": "",
+                            "session": "spike",
+                            "version": "5.3",
+                        },
+                        "parent_header": {},
+                        "metadata": {},
+                        "content": {"code": code, "silent": False},
+                    }
+                )
+            )
 
         execute("import os; print(os.getpid())")
         time.sleep(3)
@@ -94,7 +112,9 @@ def main() -> None:
         time.sleep(3)
         execute("import os; print(os.getpid())")
         time.sleep(3)
-        pid = subprocess.run(["pgrep", "-u", USER, "-f", "ipykernel_launcher"], capture_output=True, text=True).stdout.split()
+        pid = subprocess.run(
+            ["pgrep", "-u", USER, "-f", "ipykernel_launcher"], capture_output=True, text=True
+        ).stdout.split()
         seen.append(f"{time.monotonic() - t0:6.2f}s --- SIGKILL kernel process {pid}")
         for p in pid:
             os.kill(int(p), signal.SIGKILL)

@@ -8,6 +8,7 @@ Prints what it observes, step by step; every process it starts is stopped at the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -45,7 +46,11 @@ SCRIPT: dict[str, Any] = {
         {"text": "turn1 {last_output_line}"},
         {"code": "u = await rlm.usage()\nprint('bridge ok', type(u).__name__)"},
         {"text": "turn2 {last_output_line}"},
-        {"code": "print('after restart x =', globals().get('x'), 'rlm bound:', 'rlm' in globals())"},
+        {
+            "code": (
+                "print('after restart x =', globals().get('x'), 'rlm bound:', 'rlm' in globals())"
+            )
+        },
         {"text": "turn3 {last_output_line}"},
         {"code": "kid = await rlm('say hi', name='kid')\nprint('spawned', kid.name)"},
         {"text": "turn4 {last_output_line}"},
@@ -97,17 +102,19 @@ def entries(session_id: str) -> list[dict[str, Any]]:
         return []
     out = []
     for line in log.read_text().splitlines()[1:]:
-        try:
+        with contextlib.suppress(json.JSONDecodeError):
             out.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass
     return out
 
 
 def show_turn(session_id: str, since: int) -> int:
     items = entries(session_id)
     for e in items[since:]:
-        keep = {k: v for k, v in e.items() if k in ("type", "text", "observation", "stop_reason", "kind")}
+        keep = {
+            k: v
+            for k, v in e.items()
+            if k in ("type", "text", "observation", "stop_reason", "kind")
+        }
         for key in ("observation", "text"):
             if isinstance(keep.get(key), str):
                 keep[key] = keep[key][-500:]
@@ -140,19 +147,30 @@ def main() -> None:
     gw_cmd = (
         f"cd {USER_WORK} && exec nice -n 19 {venv}/bin/jupyter {app} --{cls}.ip=127.0.0.1 "
         f"--{cls}.port={gw_port} --{cls}.auth_token={gw_token} --{cls}.port_retries=0 "
-        + (" --JupyterWebsocketPersonality.list_kernels=True" if FLAVOUR == "kg" else f" --{cls}.list_kernels=True")
+        + (
+            " --JupyterWebsocketPersonality.list_kernels=True"
+            if FLAVOUR == "kg"
+            else f" --{cls}.list_kernels=True"
+        )
     )
-    gw_log = open(SPIKE / f"logs/gateway-{FLAVOUR}.log", "wb")
+    gw_log = open(SPIKE / f"logs/gateway-{FLAVOUR}.log", "wb")  # noqa: SIM115 (held by a child process)
     t0 = time.monotonic()
     gw = subprocess.Popen(
-        ["su", "-", USER, "-c", gw_cmd], stdout=gw_log, stderr=subprocess.STDOUT,
+        ["su", "-", USER, "-c", gw_cmd],
+        stdout=gw_log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     procs.append(gw)
     gw_url = f"http://127.0.0.1:{gw_port}"
-    wait_for(lambda: call(f"{gw_url}/api/kernelspecs", gw_token), "gateway answers /api/kernelspecs")
+    wait_for(
+        lambda: call(f"{gw_url}/api/kernelspecs", gw_token), "gateway answers /api/kernelspecs"
+    )
     print(f"gateway up in {time.monotonic() - t0:.1f}s")
-    print("gateway kernelspecs:", list((call(f"{gw_url}/api/kernelspecs", gw_token) or {}).get("kernelspecs", {})))
+    print(
+        "gateway kernelspecs:",
+        list((call(f"{gw_url}/api/kernelspecs", gw_token) or {}).get("kernelspecs", {})),
+    )
 
     token = secrets.token_hex(16)
     port = free_port()
@@ -174,34 +192,57 @@ def main() -> None:
         "PYTHONUNBUFFERED": "1",
     }
     server_log_path = BASE / "server.log"
-    server_log = open(server_log_path, "wb")
+    server_log = open(server_log_path, "wb")  # noqa: SIM115 (held by a child process)
     t0 = time.monotonic()
     server = subprocess.Popen(
         [
-            "nice", "-n", "19", sys.executable, "-m", "jupyter_server", "--no-browser",
-            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-            f"--ServerApp.root_dir={ROOT}", f"--IdentityProvider.token={token}",
-            "--ServerApp.allow_root=True", f"--gateway-url={gw_url}",
+            "nice",
+            "-n",
+            "19",
+            sys.executable,
+            "-m",
+            "jupyter_server",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            f"--ServerApp.root_dir={ROOT}",
+            f"--IdentityProvider.token={token}",
+            "--ServerApp.allow_root=True",
+            f"--gateway-url={gw_url}",
             f"--GatewayClient.auth_token={gw_token}",
             "--GatewayClient.request_timeout=120",
-            "--PrimeAgentLab.provider=scripted", f"--PrimeAgentLab.script_path={BASE / 'script.json'}",
+            "--PrimeAgentLab.provider=scripted",
+            f"--PrimeAgentLab.script_path={BASE / 'script.json'}",
             f"--PrimeAgentLab.sessions_dir={SESSIONS}",
             f"--BaseFileIdManager.db_path={BASE / 'fileid.db'}",
             f"--BaseFileIdManager.root_dir={ROOT}",
             f"--SQLiteYStore.db_path={BASE / 'ystore.db'}",
-            *[a for a in sys.argv[2:] if a.startswith('--')],
+            *[a for a in sys.argv[2:] if a.startswith("--")],
         ],
-        cwd=ROOT, env=env, stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=ROOT,
+        env=env,
+        stdout=server_log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     procs.append(server)
     url = f"http://127.0.0.1:{port}/"
     try:
-        wait_for(lambda: call(url + "prime-agent/api/info", token), "server + extension answer", 120)
+        wait_for(
+            lambda: call(url + "prime-agent/api/info", token), "server + extension answer", 120
+        )
         print(f"server up in {time.monotonic() - t0:.1f}s")
         print("gateway kernels before attach:", call(f"{gw_url}/api/kernels", gw_token))
 
         t0 = time.monotonic()
-        attached = call(url + "prime-agent/api/sessions", token, "POST", {"notebook_path": "analysis.ipynb"}, 180)
+        attached = call(
+            url + "prime-agent/api/sessions",
+            token,
+            "POST",
+            {"notebook_path": "analysis.ipynb"},
+            180,
+        )
         print(f"attach took {time.monotonic() - t0:.1f}s ->", json.dumps(attached)[:600])
         session_id = attached.get("session_id") if isinstance(attached, dict) else None
         gw_kernels = call(f"{gw_url}/api/kernels", gw_token)
@@ -212,7 +253,12 @@ def main() -> None:
         seen = 0
         for n, text in enumerate(["start", "bridge"], 1):
             t0 = time.monotonic()
-            call(url + f"prime-agent/api/sessions/{session_id}/messages", token, "POST", {"text": text})
+            call(
+                url + f"prime-agent/api/sessions/{session_id}/messages",
+                token,
+                "POST",
+                {"text": text},
+            )
             wait_for(lambda n=n: turn_count(session_id) >= n, f"turn {n} ({text}) ended", 180)
             print(f" turn {n} took {time.monotonic() - t0:.1f}s")
             seen = show_turn(session_id, seen)
@@ -222,13 +268,25 @@ def main() -> None:
             restarted = call(url + f"api/kernels/{kernel_id}/restart", token, "POST", {})
         else:  # on the gateway itself (its auto-restart after a death looks the same from here)
             restarted = call(f"{gw_url}/api/kernels/{kernel_id}/restart", gw_token, "POST", {})
-        print(f"restart on the gateway ({time.monotonic() - t0:.1f}s):", json.dumps(restarted)[:300])
+        print(
+            f"restart on the gateway ({time.monotonic() - t0:.1f}s):", json.dumps(restarted)[:300]
+        )
         time.sleep(8)
-        call(url + f"prime-agent/api/sessions/{session_id}/messages", token, "POST", {"text": "after restart"})
+        call(
+            url + f"prime-agent/api/sessions/{session_id}/messages",
+            token,
+            "POST",
+            {"text": "after restart"},
+        )
         wait_for(lambda: turn_count(session_id) >= 3, "turn 3 (after restart) ended", 180)
         seen = show_turn(session_id, seen)
         t0 = time.monotonic()
-        call(url + f"prime-agent/api/sessions/{session_id}/messages", token, "POST", {"text": "spawn"})
+        call(
+            url + f"prime-agent/api/sessions/{session_id}/messages",
+            token,
+            "POST",
+            {"text": "spawn"},
+        )
         wait_for(lambda: turn_count(session_id) >= 4, "turn 4 (spawn) ended", 180)
         print(f" turn 4 took {time.monotonic() - t0:.1f}s")
         seen = show_turn(session_id, seen)
@@ -237,11 +295,19 @@ def main() -> None:
             for i in range(2):
                 t0 = time.monotonic()
                 n = turn_count(session_id) + 1
-                call(url + f"prime-agent/api/sessions/{session_id}/messages", token, "POST", {"text": f"spawn {i}"})
+                call(
+                    url + f"prime-agent/api/sessions/{session_id}/messages",
+                    token,
+                    "POST",
+                    {"text": f"spawn {i}"},
+                )
                 wait_for(lambda n=n: turn_count(session_id) >= n, f"spawn turn {i} ended", 180)
                 print(f" spawn turn {i} took {time.monotonic() - t0:.1f}s")
                 seen = show_turn(session_id, seen)
-        print("gateway /api/kernels after spawn:", json.dumps(call(f"{gw_url}/api/kernels", gw_token))[:900])
+        print(
+            "gateway /api/kernels after spawn:",
+            json.dumps(call(f"{gw_url}/api/kernels", gw_token))[:900],
+        )
         state = SESSIONS / session_id / "kernel-state"
         print("snapshot dir:", state, state.exists() and sorted(p.name for p in state.iterdir()))
         for child in SESSIONS.iterdir():
@@ -250,15 +316,15 @@ def main() -> None:
                 show_turn(child.name, 0)
         notebooks = sorted(str(p.relative_to(ROOT)) for p in ROOT.rglob("*.ipynb"))
         print("notebooks:", notebooks)
-        user_files = subprocess.run(["su", USER, "-c", f"find {USER_WORK} -maxdepth 3"], capture_output=True, text=True).stdout
+        user_files = subprocess.run(
+            ["su", USER, "-c", f"find {USER_WORK} -maxdepth 3"], capture_output=True, text=True
+        ).stdout
         print("gateway user's working folder:\n", user_files[:1500])
 
     finally:
         for proc in reversed(procs):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         for proc in procs:
             try:
                 proc.wait(20)
@@ -268,13 +334,14 @@ def main() -> None:
         left = subprocess.run(["pgrep", "-u", USER], capture_output=True, text=True).stdout.split()
         print("gateway user's processes left:", left)
         for pid in left:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         print("--- server log (errors/warnings) ---")
         for line in server_log_path.read_text(errors="replace").splitlines():
-            if any(w in line for w in ("ERROR", "WARNING", "Traceback", "Error", "failed", "[W ", "[E ")):
+            if any(
+                w in line
+                for w in ("ERROR", "WARNING", "Traceback", "Error", "failed", "[W ", "[E ")
+            ):
                 print("  ", line[:400])
 
 

@@ -39,7 +39,9 @@ def free_port() -> int:
 def call(url: str, token: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(
-        url, data=data, method=method,
+        url,
+        data=data,
+        method=method,
         headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
     )
     try:
@@ -56,7 +58,9 @@ def main() -> None:
     service_token = secrets.token_hex(16)
     port, hub_port, api_port = free_port(), free_port(), free_port()
     script = BASE / "script.json"
-    script.write_text(json.dumps({"turns": [{"code": "print(6*7)"}, {"text": "{last_output_line}"}]}))
+    script.write_text(
+        json.dumps({"turns": [{"code": "print(6*7)"}, {"text": "{last_output_line}"}]})
+    )
     config = BASE / "jupyterhub_config.py"
     config.write_text(
         f"""
@@ -81,7 +85,7 @@ c.Spawner.args = [
     "--PrimeAgentLab.script_path={script}",
 ]
 c.Spawner.environment = {{
-    "PYTHONPATH": "{REPO}:{REPO / 'kernel_ext'}",
+    "PYTHONPATH": "{REPO}:{REPO / "kernel_ext"}",
     "JUPYTER_CONFIG_DIR": "{BASE}/config",
 }}
 c.Spawner.start_timeout = 180
@@ -97,15 +101,26 @@ c.JupyterHub.load_roles = [{{
     (BASE / "config" / "jupyter_server_config.json").write_text(
         # The hub venv's sys.prefix is not the machine's, so the machine's
         # etc/jupyter/jupyter_server_config.d (which enables these) is not read.
-        json.dumps({"ServerApp": {"jpserver_extensions": {
-            "prime_agent_lab": True, "jupyter_server_ydoc": True, "jupyter_server_fileid": True,
-        }}})
+        json.dumps(
+            {
+                "ServerApp": {
+                    "jpserver_extensions": {
+                        "prime_agent_lab": True,
+                        "jupyter_server_ydoc": True,
+                        "jupyter_server_fileid": True,
+                    }
+                }
+            }
+        )
     )
-    log = open(BASE / "hub.log", "wb")
+    log = open(BASE / "hub.log", "wb")  # noqa: SIM115 (held by a child process)
     t0 = time.monotonic()
     hub = subprocess.Popen(
         ["nice", "-n", "19", str(HUB_VENV / "bin" / "jupyterhub"), "-f", str(config)],
-        cwd=BASE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=BASE,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
         env={**os.environ, "PATH": f"{HUB_VENV}/bin:{os.environ['PATH']}"},
     )
     hub_api = f"http://127.0.0.1:{port}/hub/api"
@@ -124,7 +139,11 @@ c.JupyterHub.load_roles = [{{
             print(user, "create:", call(f"{hub_api}/users/{user}", service_token, "POST")[0])
         t1 = time.monotonic()
         for user in USERS:
-            print(user, "spawn request:", call(f"{hub_api}/users/{user}/server", service_token, "POST", {})[0])
+            print(
+                user,
+                "spawn request:",
+                call(f"{hub_api}/users/{user}/server", service_token, "POST", {})[0],
+            )
         ready: dict[str, float] = {}
         while len(ready) < len(USERS) and time.monotonic() - t1 < 240:
             for user in USERS:
@@ -137,7 +156,12 @@ c.JupyterHub.load_roles = [{{
                     print(f"  {user}'s server ready {ready[user]:.1f}s after the spawn requests")
             time.sleep(0.5)
         for user in USERS:
-            status, body = call(f"{hub_api}/users/{user}/tokens", service_token, "POST", {"note": "spike", "expires_in": 600})
+            status, body = call(
+                f"{hub_api}/users/{user}/tokens",
+                service_token,
+                "POST",
+                {"note": "spike", "expires_in": 600},
+            )
             tokens[user] = body["token"] if status in (200, 201) else ""
             print(user, "token:", status)
         for user in USERS:
@@ -145,39 +169,77 @@ c.JupyterHub.load_roles = [{{
                 url = f"http://127.0.0.1:{port}/user/{user}/prime-agent/api/info"
                 t2 = time.monotonic()
                 status, body = call(url, tokens[caller])
-                print(f"GET /user/{user}/prime-agent/api/info with {caller}'s token: {status} "
-                      f"({time.monotonic() - t2:.2f}s) {json.dumps(body)[:200]}")
+                print(
+                    f"GET /user/{user}/prime-agent/api/info with {caller}'s token: {status} "
+                    f"({time.monotonic() - t2:.2f}s) {json.dumps(body)[:200]}"
+                )
         sessions: dict[str, str] = {}
         for user in USERS:
             base = f"http://127.0.0.1:{port}/user/{user}/"
-            status, _ = call(base + "api/contents/analysis.ipynb", tokens[user], "PUT", {
-                "type": "notebook", "format": "json",
-                "content": {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5},
-            })
+            status, _ = call(
+                base + "api/contents/analysis.ipynb",
+                tokens[user],
+                "PUT",
+                {
+                    "type": "notebook",
+                    "format": "json",
+                    "content": {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5},
+                },
+            )
             t2 = time.monotonic()
-            status, info = call(base + "prime-agent/api/sessions", tokens[user], "POST", {"notebook_path": "analysis.ipynb"})
+            status, info = call(
+                base + "prime-agent/api/sessions",
+                tokens[user],
+                "POST",
+                {"notebook_path": "analysis.ipynb"},
+            )
             print(f"{user} attach: {status} ({time.monotonic() - t2:.1f}s)")
             sessions[user] = info["session_id"] if status == 200 else ""
-            call(base + f"prime-agent/api/sessions/{sessions[user]}/messages", tokens[user], "POST", {"text": "go"})
+            call(
+                base + f"prime-agent/api/sessions/{sessions[user]}/messages",
+                tokens[user],
+                "POST",
+                {"text": "go"},
+            )
         for user in USERS:
             base = f"http://127.0.0.1:{port}/user/{user}/"
             t2 = time.monotonic()
             while time.monotonic() - t2 < 120:
-                status, info = call(base + f"prime-agent/api/sessions/{sessions[user]}", tokens[user])
+                status, info = call(
+                    base + f"prime-agent/api/sessions/{sessions[user]}", tokens[user]
+                )
                 if status == 200 and info.get("turns", 0) >= 1 and info.get("status") == "idle":
                     break
                 time.sleep(0.5)
-            log = BASE / "home" / user / ".prime-agent" / "sessions" / sessions[user] / "session.jsonl"
-            results = [json.loads(line) for line in log.read_text().splitlines()[1:]] if log.exists() else []
+            log = (
+                BASE
+                / "home"
+                / user
+                / ".prime-agent"
+                / "sessions"
+                / sessions[user]
+                / "session.jsonl"
+            )
+            results = (
+                [json.loads(line) for line in log.read_text().splitlines()[1:]]
+                if log.exists()
+                else []
+            )
             answer = [e.get("final_text") for e in results if e.get("type") == "turn_end"]
-            print(f"{user}'s agent answered: {answer} (session log {log.exists() and 'found' or 'not at ' + str(log)})")
+            where = "found" if log.exists() else f"not at {log}"
+            print(f"{user}'s agent answered: {answer} (session log {where})")
         other = {"alice": "bob", "bob": "alice"}
         for user in USERS:
             base = f"http://127.0.0.1:{port}/user/{user}/"
             for route in (f"prime-agent/api/sessions/{sessions[user]}", "prime-agent/api/sessions"):
                 status, body = call(base + route, tokens[other[user]])
                 print(f"GET /user/{user}/{route} with {other[user]}'s token: {status}")
-            status, body = call(base + f"prime-agent/api/sessions/{sessions[user]}/messages", tokens[other[user]], "POST", {"text": "hijack"})
+            status, body = call(
+                base + f"prime-agent/api/sessions/{sessions[user]}/messages",
+                tokens[other[user]],
+                "POST",
+                {"text": "hijack"},
+            )
             print(f"POST /user/{user}/.../messages with {other[user]}'s token: {status}")
         print(f"total {time.monotonic() - t0:.1f}s")
     finally:
