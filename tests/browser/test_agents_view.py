@@ -152,18 +152,21 @@ def test_the_agents_view_follows_a_tree_live_and_acts_on_its_agents(
         expect(child.get_by_test_id("pal-agent-outcome")).to_have_text("no outcome yet")
         expect(child.get_by_test_id("pal-agent-model")).to_contain_text("scripted")
         expect(child.get_by_test_id("pal-agent-notebook")).to_contain_text(".agents/")
-    expect(root).to_have_attribute("data-state", "idle", timeout=TURN_TIMEOUT_MS)
+    # The root's turn ended, its sub-agents run: it waits for them (docs/agents-view.md).
+    expect(root).to_have_attribute("data-state", "waiting", timeout=TURN_TIMEOUT_MS)
     expect(root.get_by_test_id("pal-agent-notebook")).to_have_text(PARENT)
-    expect(root).to_have_attribute("aria-label", re.compile(rf"^agent {ROOT_NAME}, idle"))
+    expect(root).to_have_attribute(
+        "aria-label", re.compile(rf"^agent {ROOT_NAME}, waiting for a sub-agent")
+    )
     expect(part_a).to_have_attribute("aria-label", re.compile(r"^sub-agent part-a, running"))
     expect(root.get_by_test_id("pal-agent-activity")).to_have_attribute(
         "title", re.compile(r"^Last activity: .+")
     )
 
-    # Filter by state: idle shows the root alone; all shows the three again.
-    view.locator('[data-filter="idle"]').click()
+    # Filter by state: waiting shows the root alone; all shows the three again.
+    view.locator('[data-filter="waiting"]').click()
     expect(rows).to_have_count(1)
-    expect(view.locator('[data-filter="idle"]')).to_have_attribute("aria-pressed", "true")
+    expect(view.locator('[data-filter="waiting"]')).to_have_attribute("aria-pressed", "true")
     view.locator('[data-filter="running"]').click()
     expect(rows).to_have_count(3)  # both children, under their root shown as context
     expect(root).to_have_class(re.compile(r"\bpal-mod-context\b"))
@@ -236,6 +239,7 @@ def test_the_agents_view_follows_a_tree_live_and_acts_on_its_agents(
     expect(root.get_by_test_id("pal-agent-error")).to_be_hidden()
     expect(part_b).to_have_attribute("data-outcome", "stopped", timeout=TURN_TIMEOUT_MS)
     expect(part_b).to_have_attribute("data-state", "idle", timeout=TURN_TIMEOUT_MS)
+    expect(root).to_have_attribute("data-state", "idle", timeout=TURN_TIMEOUT_MS)
 
     # Idle, with no tab or chat open, part-b is evicted and keeps its outcome.
     expect(part_b).to_have_attribute("data-residency", "evicted", timeout=TURN_TIMEOUT_MS)
