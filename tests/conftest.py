@@ -167,6 +167,7 @@ async def wait_for(
 def use_script(host: Any, script: str, **agent_config: Any) -> None:
     """Play `script` with the scripted provider in sessions attached from now on."""
     host._provider_factory = lambda: make_provider("scripted", None, script_path=script)
+    host.choice.default_changed()  # the script names the model sub-agents come back on
     if agent_config:
         host.settings = dataclasses.replace(host.settings, **agent_config)
 

@@ -82,7 +82,8 @@ def test_agents_prints_the_tree_and_send_messages_a_child_by_name(
     lines = shown.stdout.splitlines()
     assert lines[0].split()[:3] == ["NAME", "STATE", "OUTCOME"]
     assert lines[1].startswith("survey ") and lines[2].startswith("  alpha ")
-    assert "completed" in lines[2] and "resident" in lines[2] and "scripted · demo" in lines[2]
+    assert "completed" in lines[2] and "resident" in lines[2]
+    assert "scripted · script.json" in lines[2]  # a script is named by its file
 
     as_json = cli(server, "agents", "--json", "--state", "idle")
     assert as_json.returncode == 0, as_json.stderr

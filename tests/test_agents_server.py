@@ -97,7 +97,7 @@ async def test_the_overview_lists_the_tree_pushes_a_childs_finish_and_messages_a
     )
     assert rows["alpha"]["state"] == "running" and rows["alpha"]["residency"] == "resident"
     assert rows["alpha"]["parent_id"] == root.session_id == rows["beta"]["root_id"]
-    assert rows["alpha"]["model"] == "scripted · demo"
+    assert rows["alpha"]["model"] == "scripted · agents-view.json"  # a script is named by its file
     assert not rows["alpha"]["can_delete"] and rows["alpha"]["can_message"]
 
     ws = await jp_ws_fetch("prime-agent", "api", "agents", "events")

@@ -3,6 +3,7 @@ variables when addressed; a pinned or attached one stays."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import os
@@ -134,3 +135,34 @@ def test_the_sweep_runs_at_a_third_of_the_idle_time_within_bounds() -> None:
     assert sweep_interval(30 * 60.0) == 60.0
     assert sweep_interval(90.0) == 30.0
     assert sweep_interval(0.01) == 0.05
+
+
+async def test_a_tab_attaching_while_the_child_is_being_evicted_keeps_it_loaded(
+    host: Any, make_notebook: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The eviction's snapshot takes a while; a tab attaches meanwhile. The attach used to
+    answer with the agent the eviction then unloaded, so the tab's chat asked for the events of
+    a session no longer attached (404, retried for ever). Now the eviction sees the attach."""
+    set_runtime(host, evict_after_minutes=0, snapshot_debounce=0.05)
+    _, child, pid = await spawn_child(host, make_notebook, tmp_path)
+    lifecycle = host.runtime.lifecycle
+    saving, release = asyncio.Event(), asyncio.Event()
+    save_snapshot = host.runtime.save_snapshot
+
+    async def slow_save(session_id: str, reason: str) -> Any:
+        saving.set()
+        await release.wait()
+        return await save_snapshot(session_id, reason)
+
+    monkeypatch.setattr(host.runtime, "save_snapshot", slow_save)
+    set_runtime(host, evict_after_minutes=1 / 60)  # idle for a second
+    await wait_for(lambda: lifecycle.evictable(child))
+    eviction = asyncio.ensure_future(lifecycle.evict(child))
+    await asyncio.wait_for(saving.wait(), 30)
+
+    attached = await host.attach(child.notebook.path)
+    release.set()
+
+    assert await eviction is False
+    assert attached is child and host.agents.get(child.session_id) is child
+    assert not process_gone(pid)

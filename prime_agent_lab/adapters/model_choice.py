@@ -30,7 +30,7 @@ class ModelChoice:
         self._settings = settings
         self._keys = keys
         self._default = default
-        self._resolved: tuple[str, str] | None = None  # (provider, model) when none is set
+        self._resolved: tuple[str, str] | None = None  # the default's, once learnt
 
     def make(self, provider: str, model: str | None) -> ModelProvider:
         """A provider `provider` on `model` (None: its default), configured by the settings."""
@@ -62,13 +62,17 @@ class ModelChoice:
         return provider
 
     def _default_model(self) -> tuple[str, str]:
-        settings = self._settings()
-        if settings.model:
-            return settings.provider, settings.model
-        if self._resolved is None:  # learnt from the first provider made
-            self.configured()
-        assert self._resolved is not None
+        """(provider, model) of the default provider as made, not as the settings spell it: a
+        script of your own names the model after its file (providers/builtin.py), and sessions
+        record that name, which must come back to the same provider."""
+        if self._resolved is None:
+            made = self.default()
+            self._resolved = (made.name, made.model)
         return self._resolved
+
+    def default_changed(self) -> None:
+        """The default provider is made differently from now on: learn its model again."""
+        self._resolved = None
 
     def default(self) -> ModelProvider:
         return self._default() if self._default is not None else self.configured()

@@ -9,7 +9,6 @@ times), so a request rereads only the logs that changed since the last one.
 
 from __future__ import annotations
 
-import os
 import posixpath
 import threading
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, get_args
 
 from .family import Member
+from .file_memo import stamp_of
 from .sessions import SESSION_FILE, SessionError, SessionLog
 from .usage import session_cost, session_usage
 from .wire import AgentOutcome, AgentRow, AgentsOverview, AgentState, AgentTokens, AgentWaitingFor
@@ -210,6 +210,31 @@ class AgentsOverviewBuilder:
             return "waiting", "mail"
         return "idle", None
 
+    def stale_logs(self) -> list[tuple[Member, tuple[object, ...]]]:
+        """The logs of agents not in memory that changed since they were last read (all of
+        them on the first call), with the version to read: cheap (a `stat` each)."""
+        runtime = self._runtime
+        stale = []
+        for member in runtime.family.members(deleted=True):
+            if member.session_id in runtime.agents:
+                continue
+            stamp = stamp_of(runtime.repository.directory(member.session_id) / SESSION_FILE)
+            with self._lock:
+                cached = self._cache.get(member.session_id)
+            if stamp is not None and (cached is None or cached[0] != stamp):
+                stale.append((member, stamp))
+        return stale
+
+    def read_logs(self, stale: list[tuple[Member, tuple[object, ...]]]) -> None:
+        """Read `stale` logs into the cache: the slow part, which touches no agent in memory,
+        so a host runs it off its event loop before `overview`."""
+        for member, stamp in stale:
+            self._cached(
+                member.session_id,
+                stamp,
+                lambda m=member: self._read(m, m.parent_session_id is not None),
+            )
+
     def facts(self, member: Member) -> LogFacts | None:
         """The log's facts: from memory for a resident agent, else from the file (read again
         only when it changed). None when the log cannot be read."""
@@ -220,12 +245,9 @@ class AgentsOverviewBuilder:
             session = agent.session
             stamp: tuple[object, ...] = ("memory", id(session), len(session.entries))
             return self._cached(member.session_id, stamp, lambda: log_facts(session, is_child))
-        directory = runtime.repository.directory(member.session_id)
-        try:
-            stat = os.stat(directory / SESSION_FILE)
-        except OSError:
+        stamp = stamp_of(runtime.repository.directory(member.session_id) / SESSION_FILE)
+        if stamp is None:
             return None
-        stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
         return self._cached(member.session_id, stamp, lambda: self._read(member, is_child))
 
     def _read(self, member: Member, is_child: bool) -> LogFacts | None:

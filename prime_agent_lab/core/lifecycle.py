@@ -80,6 +80,11 @@ class Lifecycle:
     def _touch(self, session_id: str) -> None:
         self._last_activity[session_id] = time.monotonic()
 
+    def addressed(self, session_id: str) -> None:
+        """Someone turned to the agent (a tab attached to it): its idle time starts over, and an
+        eviction that is under way keeps it (`evict` looks again under the loading lock)."""
+        self._touch(session_id)
+
     def add_pin(self, pin: Pin) -> Callable[[], None]:
         """Keep agents for which `pin(session_id)` is true loaded; returns the remover."""
         self._pins.append(pin)
@@ -157,11 +162,7 @@ class Lifecycle:
             self._touch(agent.session_id)  # try again after another idle period
             return False
         async with runtime.loading_lock(agent.session_id):  # a message waits for the kernel
-            if (
-                agent.running
-                or self.held(agent)
-                or runtime.agents.get(agent.session_id) is not agent
-            ):
+            if not self.evictable(agent):  # addressed, running or held while it was saved
                 return False
             # Marked before it leaves memory, so nobody sees it gone and not yet `inactive`.
             self.evicted.add(agent.session_id)

@@ -47,7 +47,7 @@ class AgentsHandler(AgentsBase):
             state = parse_state(self.get_query_argument("state", None))
         except ValueError as exc:
             raise web.HTTPError(400, str(exc)) from None
-        self.reply(self.desk.overview(state))
+        self.reply(await self.desk.overview(state))
 
 
 class AgentMessageHandler(AgentsBase):

@@ -173,17 +173,21 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue, HostPermissi
                 if isinstance(present.notebook, LiveNotebook):
                     present.notebook.follow_move()
             agent = self._find_agent(path, session_id, new)
-            if agent is None:
-                # Its loading lock: a message or a heartbeat tick bringing the same session back
-                # (`ensure_loaded`) gives it one agent, not two.
-                target = session_id
-                if target is None and not new:
-                    target = await asyncio.to_thread(self.repository.latest_for_notebook, path)
-                lock = self.runtime.loading_lock(target) if target else contextlib.nullcontext()
-                async with lock:
-                    agent = self._find_agent(path, target, False) if target else None
-                    if agent is None:
-                        return await self._open_agent(path, session_id, new, kernel_id)
+            loaded = agent is not None
+            # Its loading lock: a message or a heartbeat tick bringing the same session back
+            # (`ensure_loaded`) gives it one agent, not two, and an eviction under way either
+            # ends before (the session is opened again from disk) or sees this attach and
+            # keeps the agent (core/lifecycle.py).
+            target = session_id if agent is None else agent.session_id
+            if target is None and not new:
+                target = await asyncio.to_thread(self.repository.latest_for_notebook, path)
+            lock = self.runtime.loading_lock(target) if target else contextlib.nullcontext()
+            async with lock:
+                agent = self._find_agent(path, target, False) if target else None
+                if agent is None:  # not loaded, or evicted while this waited: from disk
+                    reopen = target if loaded else session_id
+                    return await self._open_agent(path, reopen, new, kernel_id)
+                self.runtime.lifecycle.addressed(agent.session_id)
             if not agent.running and not _kernel_arriving(agent):
                 # a turn in flight keeps the kernel it started on
                 self._use_kernel(agent, await self.kernels.resolve(path, kernel_id))

@@ -29,6 +29,7 @@ class AgentsDesk:
         self.builder = AgentsOverviewBuilder(host.runtime)
         self._watchers: set[Callable[[AgentsOverview], None]] = set()
         self._watch: asyncio.Task[None] | None = None
+        self._first: set[Callable[[AgentsOverview], None]] = set()  # owed the rows as they are
 
     # ------------------------------------------------------------ reading
 
@@ -38,7 +39,12 @@ class AgentsDesk:
             raise HostError(404, f"no agent {preview(session_id, 80)}")
         return member
 
-    def overview(self, state: Any = None) -> AgentsOverview:
+    async def overview(self, state: Any = None) -> AgentsOverview:
+        """The overview, with the logs that changed read in a worker thread: a large log that
+        keeps growing (a headless run in the same folder) never holds the event loop."""
+        stale = self.builder.stale_logs()
+        if stale:
+            await asyncio.to_thread(self.builder.read_logs, stale)
         return self.builder.overview(state)
 
     # ------------------------------------------------------------ messages
@@ -121,22 +127,24 @@ class AgentsDesk:
         """Call `send` with the overview now and whenever a row changes (checked every
         WATCH_INTERVAL while anyone watches); returns the function that stops watching."""
         self._watchers.add(send)
-        send(self.overview())
         if self._watch is None or self._watch.done():
             self._watch = asyncio.ensure_future(self._watch_rows())
+        else:
+            self._first.add(send)
         return lambda: self._watchers.discard(send)
 
     async def _watch_rows(self) -> None:
-        last = _rows_key(self.overview())
+        last = None
         while self._watchers:
-            await asyncio.sleep(WATCH_INTERVAL)
-            overview = self.overview()
+            overview = await self.overview()
             key = _rows_key(overview)
-            if key == last:
-                continue
-            last = key
+            first, self._first = self._first, set()
             for send in list(self._watchers):
-                send(overview)
+                if key != last or send in first:
+                    send(overview)
+            last = key
+            await asyncio.sleep(WATCH_INTERVAL)
+        self._first.clear()
 
     def close(self) -> None:
         self._watchers.clear()

@@ -34,8 +34,10 @@ class HostBranches:
 
     async def session_steps(self, session_id: str) -> SessionSteps:
         """The step-through of a session, loaded or only on disk (docs/teaching.md)."""
-        session, _ = await self._branchable(session_id)
-        return session_steps(session)
+        session, agent = await self._branchable(session_id)
+        if agent is not None:  # its log changes on the loop: read it there
+            return session_steps(session)
+        return await asyncio.to_thread(session_steps, session)  # a log only this call holds
 
     async def move_leaf(self, session_id: str, entry_id: object) -> dict[str, Any]:
         """Branch to an earlier point; the notebook's cells of other branches are marked."""

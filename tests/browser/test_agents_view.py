@@ -121,6 +121,10 @@ def _wait_for_saved_view(page: Any, server: LabServer, timeout: float = 30) -> N
         time.sleep(0.2)
 
 
+def _agents_tab(page: Any) -> Any:
+    return page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Agents")
+
+
 def _current_main_tab(page: Any) -> Any:
     return page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")
 
@@ -199,7 +203,7 @@ def test_the_agents_view_follows_a_tree_live_and_acts_on_its_agents(
     child_path = "fleet.agents/part-a.ipynb"
     part_a.get_by_test_id("pal-agent-open-notebook").click()
     expect(_current_main_tab(page)).to_contain_text("part-a.ipynb", timeout=UI_TIMEOUT_MS)
-    _palette(page, "Open Agents View")
+    _agents_tab(page).click()  # back to the tab (the palette is tested above)
     expect(view).to_be_visible(timeout=UI_TIMEOUT_MS)
     part_a.get_by_test_id("pal-agent-open-chat").click()
     panel = _open_panel(page)
@@ -208,7 +212,7 @@ def test_the_agents_view_follows_a_tree_live_and_acts_on_its_agents(
     )
 
     # Message part-a from the view: mail from the root, which the child reads in a turn.
-    _palette(page, "Open Agents View")
+    _agents_tab(page).click()  # back to the tab (the palette is tested above)
     expect(view).to_be_visible(timeout=UI_TIMEOUT_MS)
     part_a.get_by_test_id("pal-agent-message").click()
     message_input = part_a.get_by_test_id("pal-agent-input")
