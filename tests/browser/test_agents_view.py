@@ -106,8 +106,11 @@ def _agent_id(server: LabServer, name: str) -> str:
 def _wait_for_text_in_session(
     server: LabServer, session_id: str, text: str, timeout: float
 ) -> None:
+    """Read from its log on disk: the agent may be evicted (unloaded) at any moment here."""
+    log = server.base / "sessions" / session_id / "session.jsonl"
+    needle = json.dumps(text)[1:-1]
     deadline = time.monotonic() + timeout
-    while text not in json.dumps(server.api("GET", f"prime-agent/api/sessions/{session_id}")):
+    while needle not in (log.read_text(encoding="utf-8") if log.exists() else ""):
         assert time.monotonic() < deadline, f"{text!r} never reached session {session_id}"
         time.sleep(0.2)
 
@@ -122,7 +125,8 @@ def _wait_for_saved_view(page: Any, server: LabServer, timeout: float = 30) -> N
 
 
 def _agents_tab(page: Any) -> Any:
-    return page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Agents")
+    label = page.locator(".lm-TabBar-tabLabel", has_text=re.compile(r"^Agents$"))
+    return page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab").filter(has=label)
 
 
 def _current_main_tab(page: Any) -> Any:
