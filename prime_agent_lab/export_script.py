@@ -34,11 +34,16 @@ class ExportError(ValueError):
 def export_script(session_dir: str | Path) -> dict[str, Any]:
     """The script that replays the session in `session_dir` (see the module docstring)."""
     redactor = Redactor.from_environ()
-    script = _script_of(Path(session_dir), seen=set())
+    script = _script_of(Path(session_dir), seen=set(), depth=0)
     return redactor.output(script) if redactor else script
 
 
-def _script_of(directory: Path, seen: set[Path]) -> dict[str, Any]:
+MAX_DEPTH = 64
+"""Sub-agents below this many levels are not exported (a real tree stops at the `max_depth`
+setting long before; a crafted chain of headers would otherwise exhaust the recursion)."""
+
+
+def _script_of(directory: Path, seen: set[Path], depth: int) -> dict[str, Any]:
     log = _read(directory)
     seen.add(directory.resolve())
     path = log.path()
@@ -55,7 +60,7 @@ def _script_of(directory: Path, seen: set[Path]) -> dict[str, Any]:
     side = _side_calls(path)
     if side:
         script["side"] = side
-    children = _children(directory, path, seen)
+    children = _children(directory, path, seen, depth + 1)
     if children:
         script["children"] = children
     return script
@@ -146,7 +151,7 @@ def _proposal(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _children(
-    directory: Path, path: list[dict[str, Any]], seen: set[Path]
+    directory: Path, path: list[dict[str, Any]], seen: set[Path], depth: int
 ) -> dict[str, dict[str, Any]]:
     """Each spawned sub-agent's script, by its name; its session is a sibling folder."""
     children: dict[str, dict[str, Any]] = {}
@@ -159,8 +164,11 @@ def _children(
         folder = directory.parent / Path(child_id).name
         if folder.resolve() in seen:
             continue
+        if depth > MAX_DEPTH:
+            children[name] = {"turns": [], "missing": f"nested deeper than {MAX_DEPTH} levels"}
+            continue
         try:
-            children[name] = _script_of(folder, seen)
+            children[name] = _script_of(folder, seen, depth)
         except ExportError:
             children[name] = {"turns": [], "missing": f"no session folder {folder.name}"}
     return children

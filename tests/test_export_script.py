@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from prime_agent_lab.core.sessions import SessionLog
-from prime_agent_lab.export_script import export_script
+from prime_agent_lab.export_script import MAX_DEPTH, export_script
 
 from .test_cli import cli, json_lines
 
@@ -233,3 +233,28 @@ def test_a_replayed_export_compacts_and_cleans_up_the_kernel_as_the_session_did(
         before = [e[field] for e in session_of(recorded, end, kind)]
         assert before and [e[field] for e in session_of(replayed, again, kind)] == before
     assert notebook_cells(replayed / "agent.ipynb") == notebook_cells(recorded / "agent.ipynb")
+
+
+def test_a_crafted_chain_of_sub_agents_deeper_than_any_tree_exports_without_a_crash(
+    tmp_path: Path,
+) -> None:
+    """700 sessions, each naming the next as its sub-agent (a clone can hold anything): the
+    export stops at MAX_DEPTH with a note instead of exhausting the recursion."""
+    root = tmp_path / ".prime-agent" / "sessions"
+    ids = [f"20260101-000000-{i:06x}" for i in range(700)]
+    for index, session_id in enumerate(ids):
+        log = SessionLog.create(
+            root / session_id, {"session_id": session_id, "notebook_path": f"n{index}.ipynb"}
+        )
+        log.append("user_message", text="go", turn=1)
+        if index + 1 < len(ids):
+            log.append("child_spawned", turn=1, rlm_child_id=ids[index + 1], name=f"c{index + 1}")
+
+    script = export_script(root / ids[0])
+
+    depth, level = 0, script
+    while level.get("children"):
+        (level,) = level["children"].values()
+        depth += 1
+    assert depth == MAX_DEPTH + 1 and "deeper than" in level["missing"]
+    json.dumps(script)  # the whole script serializes

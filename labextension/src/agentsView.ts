@@ -33,6 +33,8 @@ export const AGENTS_VIEW_ID = 'prime-agent-lab-agents-view';
 
 /** How often the "5 min ago" texts are brought up to date. */
 const CLOCK_MS = 30_000;
+/** Deeper rows indent no further (the tree stays readable; `aria-level` keeps the depth). */
+const MAX_INDENT_LEVELS = 8;
 
 export interface IAgentsViewOptions {
   model: AgentsModel;
@@ -332,7 +334,7 @@ export class AgentsView extends Widget {
     item.classList.toggle('pal-mod-context', !line.matches);
     item.setAttribute('aria-label', rowLabel(row, now));
     item.setAttribute('aria-level', String(line.depth + 1));
-    nodes.line.style.paddingInlineStart = `${line.depth * 20}px`;
+    nodes.line.style.paddingInlineStart = `${Math.min(line.depth, MAX_INDENT_LEVELS) * 20}px`;
 
     nodes.toggle.hidden = !line.hasChildren;
     nodes.toggle.setAttribute('aria-expanded', String(!line.collapsed));
