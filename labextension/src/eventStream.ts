@@ -43,6 +43,15 @@ export class EventStream implements IDisposable {
     return this._restarted;
   }
 
+  /**
+   * Emitted each time a connection closes without ever having opened: the server is down, or
+   * it answers but no longer has the session attached (a restart, an unload). The stream keeps
+   * retrying; the caller may ask the server which it is.
+   */
+  get connectFailed(): ISignal<this, void> {
+    return this._connectFailed;
+  }
+
   get stateChanged(): ISignal<this, StreamState> {
     return this._stateChanged;
   }
@@ -77,7 +86,9 @@ export class EventStream implements IDisposable {
     const since = this._lastSeq;
     const socket = new this._WebSocket(this._urlFor(since));
     this._socket = socket;
+    let opened = false;
     socket.onopen = () => {
+      opened = true;
       this._retryDelay = INITIAL_RETRY_MS;
       this._setState('open');
     };
@@ -86,6 +97,9 @@ export class EventStream implements IDisposable {
       if (this._socket === socket) {
         this._socket = null;
         this._scheduleReconnect();
+        if (!opened) {
+          this._connectFailed.emit();
+        }
       }
     };
     // Errors are always followed by `close`; reconnecting happens there.
@@ -160,4 +174,5 @@ export class EventStream implements IDisposable {
   private readonly _received = new Signal<this, AgentEvent>(this);
   private readonly _stateChanged = new Signal<this, StreamState>(this);
   private readonly _restarted = new Signal<this, void>(this);
+  private readonly _connectFailed = new Signal<this, void>(this);
 }

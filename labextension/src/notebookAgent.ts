@@ -472,6 +472,7 @@ export class NotebookAgent implements IDisposable {
     stream.received.connect(this._onEvent, this);
     stream.stateChanged.connect(this._onStreamState, this);
     stream.restarted.connect(this._onStreamRestarted, this);
+    stream.connectFailed.connect(this._onConnectFailed, this);
     this._stream = stream;
     this._onStreamState(stream, stream.state);
   }
@@ -586,6 +587,33 @@ export class NotebookAgent implements IDisposable {
     }
   }
 
+  /**
+   * The events socket was refused: when the server answers that it no longer has the session
+   * attached (it restarted, or unloaded an idle sub-agent), attach it again rather than knock
+   * on the socket for ever. A server that does not answer yet is retried by the stream.
+   */
+  private _onConnectFailed(): void {
+    const session = this._session;
+    if (!session || this._checkingSession) {
+      return;
+    }
+    this._checkingSession = true;
+    this._api
+      .getSession(session.session_id)
+      .then(
+        () => undefined,
+        (error: unknown) => {
+          const gone = error instanceof AgentApiError && error.status === 404;
+          if (gone && this._session === session && !this._disposed) {
+            this._onStreamRestarted();
+          }
+        }
+      )
+      .finally(() => {
+        this._checkingSession = false;
+      });
+  }
+
   private _onStreamState(_: EventStream, state: StreamState): void {
     if (state === 'open') {
       this._setConnection('connected');
@@ -639,6 +667,7 @@ export class NotebookAgent implements IDisposable {
   private _leftSessionId: string | null = null;
   private _connection: AgentConnection = 'attaching';
   private _session: ISessionInfo | null = null;
+  private _checkingSession = false; // `_onConnectFailed` is asking the server
   private _parent: IParentAgent | null = null;
   private _stream: EventStream | null = null;
   private _postedBinding: IBindingKey | null = null;
