@@ -15,7 +15,8 @@ import type {
 } from './transcript';
 import { button, element } from './dom';
 import { firstLine } from './cellNavigation';
-import { formatComposed, senderLabel, type IParentAgent } from './family';
+import { formatComposed } from './clock';
+import { senderLabel, type IParentAgent } from './family';
 import { renderRefinementLine } from './refine';
 import { GATE_NOTICES, GATE_PASSED } from './autonomy';
 import { renderGateLine, renderGateText } from './autonomyView';

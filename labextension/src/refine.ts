@@ -4,7 +4,7 @@
  * button each. The `/refine` command itself is declared in core/commands.py.
  */
 import { button, element } from './dom';
-import { formatComposed } from './family';
+import { formatComposed } from './clock';
 import { expandable, shortenId, shortenText } from './shorten';
 
 /** What the chat shows of one refinement record (the `refinement` event). */

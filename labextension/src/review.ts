@@ -11,7 +11,7 @@
  */
 import { Signal, type ISignal } from '@lumino/signaling';
 
-import { formatComposed } from './family';
+import { formatComposed } from './clock';
 import {
   readTurnRevert,
   readTurnReview,

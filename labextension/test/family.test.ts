@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 
+import { formatComposed } from '../src/clock';
 import {
   SessionDirectory,
-  formatComposed,
   knownNotebookPath,
   parentFromInfo,
   senderLabel
