@@ -19,6 +19,7 @@ from prime_agent_lab.core.messages import ModelResponse, Usage
 from prime_agent_lab.core.runtime import AgentRuntime
 from prime_agent_lab.core.sessions import SessionLog, SessionRepository
 from prime_agent_lab.core.settings import Settings
+from prime_agent_lab.core.stop_cause import USER_STOP, StopCause
 from prime_agent_lab.core.trust import Signer
 from prime_agent_lab.core.usage import session_usage
 
@@ -52,6 +53,13 @@ class _Runtime:
     def spawn(self, awaitable: Any) -> None:
         task = asyncio.ensure_future(awaitable)
         self._background.add(task)
+
+    async def stop_subtree(
+        self, session_id: str, cause: StopCause = USER_STOP, *, with_root: bool = True
+    ) -> list[str]:
+        agent = self.agents.get(session_id)
+        stopped = with_root and agent is not None and await agent.stop(cause)
+        return [session_id] if stopped else []
 
 
 def _autonomous_agent(

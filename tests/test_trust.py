@@ -411,7 +411,7 @@ async def test_queued_mail_in_a_sub_agent_folder_loads_nothing_at_server_start(
     }
     (child.directory / "mailbox.jsonl").write_text(json.dumps(record) + "\n")
 
-    again = restarted_host(host)
+    again = restarted_host(host, script=script)  # the same server: its sub-agents' model too
     try:
         again.runtime.mailbox.recover()  # what the extension does at server start
         again.runtime.mailbox.deliver_recovered()

@@ -42,7 +42,7 @@ from .fingerprint import Fingerprint, harness_paths, workspace_fingerprint
 from .gates import Gate, GateResult, parse_gate, run_python_gate, run_shell_gate
 from .settings import Settings
 from .settle import settled
-from .stop_cause import StopCause, budget_used
+from .stop_cause import USER_STOP, StopCause, budget_used
 
 if TYPE_CHECKING:
     from .agent import Agent, TurnOutcome
@@ -293,11 +293,8 @@ class Autonomy:
         """End the run now: its agent's turn and its sub-agents' turns are stopped."""
         if run.reason is None:
             run.reason = reason
-        cause = self._stop_cause(run, run.reason) if run.reason in _BUDGETS else None
-        ids = [run.session_id, *self.runtime.descendants(run.session_id)]
-        for agent in [self.runtime.agents.get(sid) for sid in ids]:
-            if agent is not None and agent.running:
-                self.runtime.spawn(agent.stop(cause) if cause is not None else agent.stop())
+        cause = self._stop_cause(run, run.reason) if run.reason in _BUDGETS else USER_STOP
+        self.runtime.spawn(self.runtime.stop_subtree(run.session_id, cause))
 
     def _time_up(self, run: AutonomousRun) -> None:
         run.timer = None
@@ -436,12 +433,10 @@ class Autonomy:
         cause = StopCause(
             "stopped", f"the autonomous run it worked for ended ({words}), which stopped the turn"
         )
-        names: list[str] = []
-        for sid in self.runtime.descendants(run.session_id):
-            child = self.runtime.agents.get(sid)
-            if child is not None and child.running:
-                names.append(child.session.header.get("name") or sid)
-                self.runtime.spawn(child.stop(cause))
+        working = [self.runtime.agents.get(sid) for sid in self.runtime.descendants(run.session_id)]
+        names = [a.session.header.get("name") or a.session_id for a in working if a and a.running]
+        if names:
+            self.runtime.spawn(self.runtime.stop_subtree(run.session_id, cause, with_root=False))
         return names
 
     def _notice(self, agent: Agent, entry: dict[str, Any]) -> None:

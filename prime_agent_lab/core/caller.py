@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from .agent import Agent
 from .family import Family
 from .sessions import SessionLog, SessionRepository
+from .stop_cause import StopCause
 from .trust import Signer
 
 
@@ -52,6 +53,10 @@ class TreeRuntime(Protocol):
     def tree_usage(self, session_id: str) -> dict[str, int]: ...
 
     def descendants(self, session_id: str) -> list[str]: ...
+
+    async def stop_subtree(
+        self, session_id: str, cause: StopCause = ..., *, with_root: bool = True
+    ) -> list[str]: ...
 
 
 @dataclass(frozen=True)

@@ -808,12 +808,17 @@ class AgentRuntime:
         """Stop an agent's turn and every turn of its sub-agents ("stop all"). True if any ran."""
         return bool(await self.stop_subtree(session_id))
 
-    async def stop_subtree(self, session_id: str) -> list[str]:
-        """Stop an agent's turn and its sub-agents' turns; the ids of those that were running."""
+    async def stop_subtree(
+        self, session_id: str, cause: StopCause = USER_STOP, *, with_root: bool = True
+    ) -> list[str]:
+        """Stop an agent's turn and its sub-agents' turns (only theirs: `with_root=False`); the
+        ids of those that were running. The news of a sub-agent stopped this way starts no turn
+        of its parent: whoever stopped the subtree knows."""
         ids = [session_id, *self.descendants(session_id)]
         self._stopped_with_children.update(ids)
-        agents = [a for a in (self.agents.get(sid) for sid in ids) if a is not None]
-        stopped = await asyncio.gather(*(a.stop() for a in agents))
+        targets = ids if with_root else ids[1:]
+        agents = [a for a in (self.agents.get(sid) for sid in targets) if a is not None]
+        stopped = await asyncio.gather(*(a.stop(cause) for a in agents))
         return [a.session_id for a, ran in zip(agents, stopped, strict=True) if ran]
 
     async def stop_all(self, cause: StopCause = USER_STOP) -> None:
