@@ -648,13 +648,11 @@ def _lab(args: argparse.Namespace, extra: list[str]) -> int:
     state = cwd / ".prime-agent"
     state.mkdir(exist_ok=True)
     opened = [demo.name] if demo is not None else []
-    argv = [jupyter, "lab", *_lab_options(args, extra, state, opened[0] if opened else None)]
-    argv += opened
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        print(
-            "prime-agent-lab: running as root, passing --ServerApp.allow_root=True", file=sys.stderr
-        )
-        argv.append("--ServerApp.allow_root=True")
+    as_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    options = _lab_options(args, extra, state, opened[0] if opened else None, as_root=as_root)
+    if ROOT_OPTION in options:
+        print(f"prime-agent-lab: running as root, passing {ROOT_OPTION}", file=sys.stderr)
+    argv = [jupyter, "lab", *options, *opened]
     os.execve(jupyter, argv + extra, _lab_environment(state))
     return 0  # not reached
 
@@ -664,7 +662,7 @@ def _lab_script(args: argparse.Namespace, extra: list[str]) -> str | None:
     arguments), or None for the bundled demo."""
     option = settings.server_option("script_path", "")
     given = [word[len(option) :] for word in extra if word.startswith(option)]
-    return args.script_path or (given[-1] if given else None)
+    return given[-1] if given else args.script_path  # the server option wins (_lab_options)
 
 
 def _unplayable(script: str) -> str | None:
@@ -678,9 +676,14 @@ def _unplayable(script: str) -> str | None:
 
 
 def _lab_options(
-    args: argparse.Namespace, extra: list[str], state: Path, demo: str | None
+    args: argparse.Namespace,
+    extra: list[str],
+    state: Path,
+    demo: str | None,
+    as_root: bool = False,
 ) -> list[str]:
-    """`demo`: the demo notebook to open first (None: JupyterLab's own start page)."""
+    """`demo`: the demo notebook to open first (None: JupyterLab's own start page). An option
+    the user gives among `extra` too is left out: theirs wins (traitlets refuses a second)."""
     options = [
         settings.server_option("provider", args.provider),
         f"--SQLiteYStore.db_path={state / 'ystore.db'}",
@@ -694,7 +697,19 @@ def _lab_options(
         options.append(settings.server_option("script_path", Path(args.script_path).resolve()))
     if args.provider == "scripted" and not any("step_delay" in a for a in extra):
         options.append(settings.server_option("step_delay", DEMO_STEP_DELAY))
-    return options
+    if as_root:  # root in a container: `jupyter lab` refuses to start as root without it
+        options.append(ROOT_OPTION)
+    given = {_option_name(word) for word in extra if word.startswith("--")}
+    return [option for option in options if _option_name(option) not in given]
+
+
+ROOT_OPTION = "--ServerApp.allow_root=True"
+
+
+def _option_name(word: str) -> str:
+    """`--Class.trait=value` or `--Class.trait` (its value the next word) as `Class.trait`,
+    dashes read as traitlets reads them (`--Class.trait-name` is `Class.trait_name`)."""
+    return word[2:].split("=", 1)[0].replace("-", "_")
 
 
 def _lab_environment(state: Path) -> dict[str, str]:
