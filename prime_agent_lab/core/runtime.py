@@ -672,11 +672,11 @@ class AgentRuntime:
         """`delete_child` of a sub-agent found already (the Agents View names it by id)."""
         child = self.agents.get(member.session_id)
         if child is not None and child.running:
-            raise FamilyError(
-                409,
-                f"sub-agent {member.name!r} is running; it was not deleted (wait for it, or "
-                "stop it from its notebook's chat, then delete it)",
+            waits = child.current_cell_id is not None and any(
+                (grandchild := self.agents.get(each.session_id)) is not None and grandchild.running
+                for each in self.family.children(member.session_id)
             )
+            raise FamilyError(409, not_deleted_text(member.name, waiting_for_children=waits))
         if child is not None:
             self.detach(child)
             await self._release_kernel(child.kernel)
@@ -899,6 +899,21 @@ TRUSTED_WORDS: dict[UntrustedKind, str] = {
     "autonomy": "Autonomous switch",
     "goal": "goal",
 }
+
+
+def not_deleted_text(name: str, waiting_for_children: bool) -> str:
+    """Why a sub-agent was not deleted and what to do: the one text of the kernel's
+    `rlm.delete_subagent`, the Agents View's Delete and `DELETE .../agents/{id}` (409)."""
+    if waiting_for_children:
+        return (
+            f"sub-agent {name!r} is running; it was not deleted: its cell is waiting for its own "
+            "sub-agents. Stop its subtree first (Stop subtree in the Agents View), or wait until "
+            "they are done and it has answered, then delete it."
+        )
+    return (
+        f"sub-agent {name!r} is running; it was not deleted. Stop it first (Stop in the Agents "
+        "View, or in its notebook's chat), or wait until it has answered, then delete it."
+    )
 
 
 def trusted_text(kinds: list[UntrustedKind]) -> str:
