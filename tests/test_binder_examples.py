@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from prime_agent_lab.core.sessions import SESSION_FILE
+from tests.conftest import run_turn
 
 REPO = Path(__file__).resolve().parents[1]
 PLACE = Path("binder") / "place_example_sessions.py"
@@ -36,8 +37,10 @@ def binder_layout(root: Path) -> None:
 
 @pytest.fixture
 def prime_agent_config(jp_root_dir: Path) -> dict[str, Any]:
+    """Binder's server: the first example's script, narrated (binder/postBuild)."""
     binder_layout(jp_root_dir)  # before the server starts, as on Binder
-    return {}
+    script = jp_root_dir / "examples" / "long-context-search" / "script.json"
+    return {"script_path": str(script), "narrate_cells": True}
 
 
 async def get(jp_fetch: Any, *parts: str, **params: str) -> Any:
@@ -107,3 +110,21 @@ def test_the_placement_keeps_the_recorded_log_but_its_notebook_paths(tmp_path: P
     mine.write_text("mine\n")
     subprocess.run([sys.executable, str(PLACE)], cwd=tmp_path, check=True, timeout=120)
     assert mine.read_text() == "mine\n"
+
+
+async def test_opening_an_example_shows_its_recorded_session_and_a_new_one_replays_it(
+    host: Any, jp_root_dir: Path
+) -> None:
+    """The chat panel attaches the notebook's latest session: the recorded one, run nothing;
+    a New session replays the example from its script (what a Binder user does to watch it)."""
+    notebook = "examples/long-context-search/long-context-search.ipynb"
+    (recorded,) = example_sessions("long-context-search")
+    saved = (jp_root_dir / notebook).read_text()
+
+    opened = await host.attach(notebook)
+
+    assert opened.session_id == recorded and not opened.running
+    assert (jp_root_dir / notebook).read_text() == saved
+    fresh = await host.attach(notebook, new=True)
+    ended = await run_turn(host, fresh.session_id, "Find the passphrase hidden in the book.")
+    assert ended["stop_reason"] == "end_turn" and "AMBER-FALCON-42" in ended["final_text"]
