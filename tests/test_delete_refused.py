@@ -15,26 +15,33 @@ from prime_agent_lab.headless import HeadlessRun
 from .test_subagents import WAIT_FOR_CHILDREN, printed_json, run_tree
 
 
-def tree_script(started: Path) -> dict[str, Any]:
-    """The root spawns `mid`, whose cell spawns `leaf` and waits for it; once `leaf` runs (it
-    creates `started`: kernels run in their own notebook's folder), the root deletes `mid`."""
+def tree_script(started: Path, mid_waits_in_its_cell: bool = True) -> dict[str, Any]:
+    """The root spawns `mid`, which spawns the slow `leaf` and waits for it in its cell (or,
+    `mid_waits_in_its_cell` false, ends its turn at once); once `leaf` runs (it creates
+    `started`: kernels run in their own notebook's folder), the root deletes `mid`."""
     leaf = {
         "turns": [
             {"code": f"open({str(started)!r}, 'w').close()\nimport time\ntime.sleep(2)"},
             {"text": "leaf done"},
         ]
     }
+    spawn = 'leaf = await rlm("slow work", name="leaf")'
     mid = {
         "turns": [
-            {"code": 'leaf = await rlm("slow work", name="leaf")\n' + WAIT_FOR_CHILDREN},
+            {"code": spawn + ("\n" + WAIT_FOR_CHILDREN if mid_waits_in_its_cell else "")},
             {"text": "mid done"},
         ],
         "children": {"leaf": leaf},
     }
-    delete_while_mid_waits = (
+    delete_while_leaf_runs = (
         "import json, os, asyncio, time\n"
         "deadline = time.time() + 60\n"
         f"while not os.path.exists({str(started)!r}) and time.time() < deadline:\n"
+        "    await asyncio.sleep(0.05)\n"
+        "while time.time() < deadline and not all(\n"
+        "    s.status in ('completed', 'replied') for s in await rlm.list_subagents()\n"
+        f"):\n"
+        f"    if {mid_waits_in_its_cell!r}: break\n"
         "    await asyncio.sleep(0.05)\n"
         "out = {}\n"
         "try:\n"
@@ -42,23 +49,21 @@ def tree_script(started: Path) -> dict[str, Any]:
         "except Exception as exc:\n"
         "    out['refused'] = str(exc)\n"
         + WAIT_FOR_CHILDREN.replace("print(", "out['waited'] = (")
-        + "\nout['deleted'] = (await rlm.delete_subagent('mid'))['deleted']\n"
-        "print(json.dumps(out))"
+        + "\nprint(json.dumps(out))"
     )
     turns = [
         {"code": 'mid = await rlm("fan out", name="mid")'},
-        {"code": delete_while_mid_waits},
+        {"code": delete_while_leaf_runs},
         {"text": "ok"},
     ]
     return {"turns": turns, "children": {"mid": mid}}
 
 
-async def test_deleting_a_sub_agent_that_waits_for_its_own_says_why_and_what_to_do(
-    tmp_path: Path,
-) -> None:
+def tree_run(tmp_path: Path, mid_waits_in_its_cell: bool) -> HeadlessRun:
     script = tmp_path / "script.json"
-    script.write_text(json.dumps(tree_script(tmp_path / "leaf-started")))
-    run = HeadlessRun(
+    started = tmp_path / "leaf-started"
+    script.write_text(json.dumps(tree_script(started, mid_waits_in_its_cell)))
+    return HeadlessRun(
         cwd=tmp_path,
         notebook="analysis.ipynb",
         provider="scripted",
@@ -69,16 +74,40 @@ async def test_deleting_a_sub_agent_that_waits_for_its_own_says_why_and_what_to_
         settings=Settings(cell_timeout=60, max_depth=2),
     )
 
+
+async def test_deleting_a_sub_agent_whose_cell_waits_for_its_own_says_why_and_what_to_do(
+    tmp_path: Path,
+) -> None:
+    run = tree_run(tmp_path, mid_waits_in_its_cell=True)
+
     await run_tree(run, "go")
 
     out = printed_json(run, 1)
-    assert out["refused"].endswith(not_deleted_text("mid", waiting_for_children=True))
+    assert out["refused"].endswith(not_deleted_text("mid", "children"))
     assert "waiting for its own sub-agents" in out["refused"]
     assert "Stop subtree" in out["refused"] and "then delete it" in out["refused"]
-    assert out["deleted"] is True
 
 
-def test_the_refusal_of_a_running_sub_agent_says_what_to_do() -> None:
-    text = not_deleted_text("slow", waiting_for_children=False)
-    assert text.startswith("sub-agent 'slow' is running; it was not deleted")
-    assert "Stop" in text and "Agents View" in text and "then delete it" in text
+async def test_a_sub_agent_whose_turn_ended_but_whose_own_sub_agents_run_is_not_deleted(
+    tmp_path: Path,
+) -> None:
+    """Its turn is over (`completed`), its `leaf` still runs: deleting it would leave `leaf`
+    without the parent its reply goes to."""
+    run = tree_run(tmp_path, mid_waits_in_its_cell=False)
+
+    await run_tree(run, "go")
+
+    out = printed_json(run, 1)
+    assert out["refused"].endswith(not_deleted_text("mid", "children"))
+    mid = run.runtime.family.children(run.agent.session_id)[0]
+    assert not (run.repository.directory(mid.session_id) / "deleted.json").exists()
+
+
+def test_each_refusal_says_why_and_what_to_do() -> None:
+    running = not_deleted_text("slow", "running")
+    assert running.startswith("sub-agent 'slow' is running; it was not deleted")
+    assert "Stop it first" in running and "Agents View" in running
+    assert "mailbox" in not_deleted_text("slow", "mail")
+    for working in ("running", "children", "mail"):
+        text = not_deleted_text("slow", working)
+        assert "it was not deleted" in text and "then delete it." in text

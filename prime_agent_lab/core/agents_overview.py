@@ -187,7 +187,7 @@ class AgentsOverviewBuilder:
             "cost_total": facts.cost if facts is not None else None,
             "last_activity": (facts.last_activity if facts is not None else "") or member.created,
             "can_message": depth <= 1,  # the user acts as the root's owner (core/reach.py)
-            "can_delete": depth >= 1 and state != "running" and not _running(agent),
+            "can_delete": depth >= 1 and state == "idle",  # runtime.delete_member's rule
         }
 
     # ------------------------------------------------------------ state and facts

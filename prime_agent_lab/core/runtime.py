@@ -21,7 +21,7 @@ import posixpath
 import secrets
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from prime_agent_kernel.operations import OPERATIONS
 
@@ -671,18 +671,30 @@ class AgentRuntime:
     async def delete_member(self, member: Member) -> dict[str, Any]:
         """`delete_child` of a sub-agent found already (the Agents View names it by id)."""
         child = self.agents.get(member.session_id)
-        if child is not None and child.running:
-            waits = child.current_cell_id is not None and any(
-                (grandchild := self.agents.get(each.session_id)) is not None and grandchild.running
-                for each in self.family.children(member.session_id)
-            )
-            raise FamilyError(409, not_deleted_text(member.name, waiting_for_children=waits))
+        working = self._still_working(member.session_id)
+        if working is not None:
+            raise FamilyError(409, not_deleted_text(member.name, working))
         if child is not None:
             self.detach(child)
             await self._release_kernel(child.kernel)
         self.family.mark_deleted(member.session_id, self.repository.directory(member.session_id))
         self.mailbox.target_deleted(member.session_id)
         return {"rlm_child_id": member.session_id, "name": member.name, "deleted": True}
+
+    def _still_working(self, session_id: str) -> StillWorking | None:
+        """Why an agent may not be deleted now (None: it may), as the Agents View's `state`
+        says it (core/agents_overview.py `state_of`): its turn runs, its own sub-agents run (a
+        deleted parent would leave them without one), or mail waits for it."""
+        agent = self.agents.get(session_id)
+        children_run = any(
+            (each := self.agents.get(child.session_id)) is not None and each.running
+            for child in self.family.children(session_id)
+        )
+        if agent is not None and agent.running:
+            return "children" if agent.current_cell_id is not None and children_run else "running"
+        if children_run:
+            return "children"
+        return "mail" if self.mailbox.pending(session_id) else None
 
     async def _release_kernel(self, kernel: KernelPort) -> None:
         if isinstance(kernel, PendingKernel):
@@ -901,14 +913,23 @@ TRUSTED_WORDS: dict[UntrustedKind, str] = {
 }
 
 
-def not_deleted_text(name: str, waiting_for_children: bool) -> str:
-    """Why a sub-agent was not deleted and what to do: the one text of the kernel's
-    `rlm.delete_subagent`, the Agents View's Delete and `DELETE .../agents/{id}` (409)."""
-    if waiting_for_children:
+StillWorking = Literal["running", "children", "mail"]
+
+
+def not_deleted_text(name: str, working: StillWorking) -> str:
+    """Why a sub-agent was not deleted and what to do: the one text (409) of the kernel's
+    `rlm.delete_subagent`, the Agents View's Delete and `DELETE .../agents/{id}`."""
+    if working == "children":
         return (
-            f"sub-agent {name!r} is running; it was not deleted: its cell is waiting for its own "
-            "sub-agents. Stop its subtree first (Stop subtree in the Agents View), or wait until "
-            "they are done and it has answered, then delete it."
+            f"sub-agent {name!r} is waiting for its own sub-agents; it was not deleted (they would "
+            "be left without their parent). Stop its subtree first (Stop subtree in the Agents "
+            "View), or wait until they are done and it has answered, then delete it."
+        )
+    if working == "mail":
+        return (
+            f"sub-agent {name!r} is waiting for mail; it was not deleted: messages for it wait in "
+            "the mailbox and it comes back to take them. Wait until it has answered, then "
+            "delete it."
         )
     return (
         f"sub-agent {name!r} is running; it was not deleted. Stop it first (Stop in the Agents "
