@@ -93,6 +93,8 @@ async def test_placed_example_sessions_are_someone_elses_until_trusted(
 
 
 def test_the_placement_keeps_the_recorded_log_but_its_notebook_paths(tmp_path: Path) -> None:
+    post_build = (REPO / "binder" / "postBuild").read_text()
+    assert f'[sys.executable, "{PLACE.as_posix()}"]' in post_build  # what Binder runs
     binder_layout(tmp_path)
     for example in ("long-context-search", "fan-out", "harness-refinement"):
         for session_id in example_sessions(example):
