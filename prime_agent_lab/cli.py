@@ -707,9 +707,8 @@ ROOT_OPTION = "--ServerApp.allow_root=True"
 
 
 def _option_name(word: str) -> str:
-    """`--Class.trait=value` or `--Class.trait` (its value the next word) as `Class.trait`,
-    dashes read as traitlets reads them (`--Class.trait-name` is `Class.trait_name`)."""
-    return word[2:].split("=", 1)[0].replace("-", "_")
+    """`--Class.trait=value` or `--Class.trait` (its value the next word) as `Class.trait`."""
+    return word[2:].split("=", 1)[0]
 
 
 def _lab_environment(state: Path) -> dict[str, str]:
