@@ -16,7 +16,7 @@ import type {
   IAgentsOverview,
   IAgentsStopped
 } from './wire';
-import type { StreamState } from './eventStream';
+import type { StreamState } from './reconnectingSocket';
 
 /** What the model needs of the server (AgentApiClient has it). */
 export interface IAgentsApi {
