@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Widget } from '@lumino/widgets';
 
 import { AgentApiError } from '../src/api';
-import { AgentsModel, NOTICE_MS, type IAgentsApi } from '../src/agentsModel';
+import { AgentsModel, NOTICE_MS, READ_MS, type IAgentsApi } from '../src/agentsModel';
 import { AgentsView } from '../src/agentsView';
 import type { IAgentRow } from '../src/wire';
 
@@ -244,21 +244,48 @@ describe('the Agents View', () => {
     expect(control(view, 'root', 'pal-agent-notice').textContent).toBe('Stopped 2 agents.');
   });
 
-  it('clears an action’s notice when the row’s state next changes', async () => {
-    const { api, model, view } = setup();
-    control(view, 'a', 'pal-agent-stop').click();
-    await settle();
-    expect(control(view, 'a', 'pal-agent-notice').textContent).toBe('Stopped 1 agent.');
-    // A snapshot that leaves the row as it was keeps the notice.
-    model.apply({ agents: api.rows, generated_at: '' });
-    expect(control(view, 'a', 'pal-agent-notice').hidden).toBe(false);
-    // The stop shows in the row itself: the notice has said its piece.
-    const stopped = api.rows.map(row =>
-      row.session_id === 'a' ? { ...row, state: 'idle' as const, outcome: 'stopped' as const } : row
-    );
-    model.apply({ agents: stopped, generated_at: '' });
-    expect(control(view, 'a', 'pal-agent-notice').hidden).toBe(true);
-    expect(model.rowNotice('a')).toBeNull();
+  it('clears an action’s notice when the row’s state next changes, once it could be read', async () => {
+    vi.useFakeTimers();
+    try {
+      const { api, model, view } = setup();
+      control(view, 'a', 'pal-agent-stop').click();
+      await settle();
+      const notice = control(view, 'a', 'pal-agent-notice');
+      expect(notice.textContent).toBe('Stopped 1 agent.');
+      // A snapshot that leaves the row as it was keeps the notice.
+      model.apply({ agents: api.rows, generated_at: '' });
+      expect(notice.hidden).toBe(false);
+      // The stop shows in the row itself a moment after the answer: the notice still gets
+      // its time to be read, then goes.
+      const stopped = api.rows.map(row =>
+        row.session_id === 'a' ? { ...row, state: 'idle' as const, outcome: 'stopped' as const } : row
+      );
+      vi.advanceTimersByTime(50);
+      model.apply({ agents: stopped, generated_at: '' });
+      expect(notice.hidden).toBe(false);
+      vi.advanceTimersByTime(READ_MS - 50);
+      expect(notice.hidden).toBe(true);
+      expect(model.rowNotice('a')).toBeNull();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('clears a notice read long enough at once when the row’s state changes', async () => {
+    vi.useFakeTimers();
+    try {
+      const { api, model, view } = setup();
+      control(view, 'a', 'pal-agent-stop').click();
+      await settle();
+      vi.advanceTimersByTime(READ_MS);
+      const waiting = api.rows.map(row =>
+        row.session_id === 'a' ? { ...row, state: 'waiting' as const, waiting_for: 'mail' as const } : row
+      );
+      model.apply({ agents: waiting, generated_at: '' });
+      expect(control(view, 'a', 'pal-agent-notice').hidden).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('clears a notice after a short time when the row does not change', async () => {
