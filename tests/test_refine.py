@@ -267,6 +267,25 @@ async def test_rollback_restores_the_exact_content_with_versions_still_rising(
             await refiner.rollback(record["id"])
 
 
+async def test_a_rollback_says_in_words_which_refinement_it_undid(tmp_path: Path) -> None:
+    """The chat names a rollback by the undone refinement's summary and time, not its id."""
+    proposal = {
+        "summary": "Remember the units",
+        "edits": [{"action": "create", "kind": "memory", "title": "units", "content": "metres"}],
+    }
+    async with started(
+        tmp_path, [{"text": "ok"}], {"refine": [{"text": json.dumps(proposal)}]}
+    ) as (run, events):
+        refiner = run.runtime.refiners.get(run.agent.session_id)
+        refiner.schedule(None)
+        record = (await next_refinement(events, 1))["refinement"]
+        rollback = (await refiner.rollback(record["id"]))["refinement"]
+        undone = {"summary": "Remember the units", "created_at": record["created_at"]}
+        assert rollback["rolled_back"] == undone
+        assert (await next_refinement(events, 2))["refinement"]["rolled_back"] == undone
+        assert [e["before"]["title"] for e in rollback["edits"]] == ["units"]
+
+
 async def test_the_kernel_sees_history_with_attributes_and_a_rollback_is_queued_mid_turn(
     tmp_path: Path,
 ) -> None:

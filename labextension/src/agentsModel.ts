@@ -2,8 +2,10 @@
  * The Agents View's state (docs/agents-view.md "The tab"): the latest
  * overview, the filter, the collapsed subtrees, which rows have their
  * message input open, what is in flight and the errors the server gave.
- * Actions go to the server through `IAgentsApi`; their errors stay on the
- * row they belong to until the next action on that row.
+ * Actions go to the server through `IAgentsApi`. What an action did (a
+ * notice) or the server's error shows on its row until the row's state next
+ * changes (but never before `READ_MS`) or the next action on the row; a
+ * notice also goes after `NOTICE_MS` (docs/agents-view.md "The tab").
  */
 import { Signal, type ISignal } from '@lumino/signaling';
 
@@ -14,7 +16,7 @@ import type {
   IAgentsOverview,
   IAgentsStopped
 } from './wire';
-import type { StreamState } from './eventStream';
+import type { StreamState } from './reconnectingSocket';
 
 /** What the model needs of the server (AgentApiClient has it). */
 export interface IAgentsApi {
@@ -25,6 +27,20 @@ export interface IAgentsApi {
 }
 
 export type AgentAction = 'message' | 'stop' | 'stop-subtree' | 'delete';
+
+/** How long a notice ("Stopped 1 agent.") stays on a row whose state does not change first. */
+export const NOTICE_MS = 8000;
+
+/**
+ * The least time a notice or error shows: the action's own effect (the stopped row) often comes
+ * a moment after its answer, and a line gone in a blink is never read.
+ */
+export const READ_MS = 2000;
+
+/** What a notice or error is about: the row as the user sees its work (not its tokens). */
+function stateOf(row: IAgentRow | undefined): string {
+  return row ? `${row.state} ${row.waiting_for} ${row.outcome}` : '';
+}
 
 export class AgentsModel {
   constructor(private readonly _api: IAgentsApi) {}
@@ -129,10 +145,15 @@ export class AgentsModel {
     this._loaded = true;
     this._error = null;
     for (const id of diff.removed) {
-      this._rowErrors.delete(id);
-      this._rowNotices.delete(id);
+      this._clearMessages(id);
       this._composing.delete(id);
       this._collapsed.delete(id);
+    }
+    for (const id of diff.changed) {
+      const shown = this._shown.get(id);
+      if (shown !== undefined && shown.state !== stateOf(this._byId.get(id))) {
+        this._clearAfter(id, shown.at + READ_MS - Date.now());
+      }
     }
     this._changed.emit(diff);
   }
@@ -196,17 +217,16 @@ export class AgentsModel {
       return false;
     }
     this._busy.set(sessionId, action);
-    this._rowErrors.delete(sessionId);
-    this._rowNotices.delete(sessionId);
+    this._clearMessages(sessionId);
     this._emit([sessionId]);
     try {
       const notice = await work();
       if (notice) {
-        this._rowNotices.set(sessionId, notice);
+        this._showNotice(sessionId, notice);
       }
       return true;
     } catch (error) {
-      this._rowErrors.set(sessionId, describe(error));
+      this._showError(sessionId, describe(error));
       return false;
     } finally {
       this._busy.delete(sessionId);
@@ -220,9 +240,50 @@ export class AgentsModel {
   }
 
   private _fail(sessionId: string, message: string): void {
-    this._rowNotices.delete(sessionId);
-    this._rowErrors.set(sessionId, message);
+    this._clearMessages(sessionId);
+    this._showError(sessionId, message);
     this._emit([sessionId]);
+  }
+
+  /** A notice goes by itself after a while: it reports, and the row shows what came of it. */
+  private _showNotice(sessionId: string, notice: string): void {
+    this._rowNotices.set(sessionId, notice);
+    this._shown.set(sessionId, { state: stateOf(this._byId.get(sessionId)), at: Date.now() });
+    this._clearAfter(sessionId, NOTICE_MS);
+  }
+
+  /** An error stays until the row moves on or the next action: it must not go unread. */
+  private _showError(sessionId: string, message: string): void {
+    this._rowErrors.set(sessionId, message);
+    this._shown.set(sessionId, { state: stateOf(this._byId.get(sessionId)), at: Date.now() });
+  }
+
+  /** Clear the row's notice or error in `ms` (now when that is 0 or less), or sooner if set so. */
+  private _clearAfter(sessionId: string, ms: number): void {
+    if (ms <= 0) {
+      this._clearMessages(sessionId);
+      return;
+    }
+    const pending = this._clearing.get(sessionId);
+    if (pending && pending.at <= Date.now() + ms) {
+      return;
+    }
+    if (pending) {
+      clearTimeout(pending.timer);
+    }
+    const timer = setTimeout(() => {
+      this._clearMessages(sessionId);
+      this._emit([sessionId]);
+    }, ms);
+    this._clearing.set(sessionId, { timer, at: Date.now() + ms });
+  }
+
+  private _clearMessages(sessionId: string): void {
+    this._rowErrors.delete(sessionId);
+    this._rowNotices.delete(sessionId);
+    this._shown.delete(sessionId);
+    clearTimeout(this._clearing.get(sessionId)?.timer);
+    this._clearing.delete(sessionId);
   }
 
   private _emit(changed: string[] = []): void {
@@ -239,6 +300,13 @@ export class AgentsModel {
   private readonly _composing = new Set<string>();
   private readonly _rowErrors = new Map<string, string>();
   private readonly _rowNotices = new Map<string, string>();
+  /** The row's state (`stateOf`) and the time when its notice or error was shown. */
+  private readonly _shown = new Map<string, { state: string; at: number }>();
+  /** When the row's notice or error is due to go. */
+  private readonly _clearing = new Map<
+    string,
+    { timer: ReturnType<typeof setTimeout>; at: number }
+  >();
   private readonly _busy = new Map<string, AgentAction>();
   private readonly _changed = new Signal<this, IAgentsDiff>(this);
 }

@@ -1,19 +1,16 @@
 /**
  * The Agents View's websocket (`GET prime-agent/api/agents/events`): the
  * server sends the whole overview on connect and again whenever a row
- * changes. A dropped socket reconnects with a growing delay, as
- * eventStream.ts does; the snapshot a new socket sends first replaces
- * whatever the view held, so nothing missed while away stays stale.
+ * changes. A dropped socket reconnects as reconnectingSocket.ts does; the
+ * snapshot a new socket sends first replaces whatever the view held, so
+ * nothing missed while away stays stale.
  */
 import type { IDisposable } from '@lumino/disposable';
 import { Signal, type ISignal } from '@lumino/signaling';
 
 import { parseOverview } from './agents';
+import { ReconnectingSocket, type StreamState } from './reconnectingSocket';
 import type { IAgentsOverview } from './wire';
-import type { StreamState } from './eventStream';
-
-const INITIAL_RETRY_MS = 500;
-const MAX_RETRY_MS = 10_000;
 
 export interface IAgentsStreamOptions {
   url: () => string;
@@ -22,9 +19,12 @@ export interface IAgentsStreamOptions {
 
 export class AgentsStream implements IDisposable {
   constructor(options: IAgentsStreamOptions) {
-    this._url = options.url;
-    this._WebSocket = options.webSocket ?? WebSocket;
-    this._connect();
+    this._socket = new ReconnectingSocket({
+      url: options.url,
+      onMessage: data => this._onMessage(data),
+      webSocket: options.webSocket
+    });
+    this._socket.stateChanged.connect((_, state) => this._stateChanged.emit(state));
   }
 
   /** Every overview the server sends, in order. */
@@ -37,85 +37,31 @@ export class AgentsStream implements IDisposable {
   }
 
   get state(): StreamState {
-    return this._state;
+    return this._socket.state;
   }
 
   get isDisposed(): boolean {
-    return this._disposed;
+    return this._socket.isDisposed;
   }
 
   dispose(): void {
-    if (this._disposed) {
+    if (this._socket.isDisposed) {
       return;
     }
-    this._disposed = true;
-    window.clearTimeout(this._retryTimer);
-    this._closeSocket();
+    this._socket.dispose();
     Signal.clearData(this);
   }
 
-  private _connect(): void {
-    if (this._disposed) {
-      return;
-    }
-    this._setState('connecting');
-    const socket = new this._WebSocket(this._url());
-    this._socket = socket;
-    socket.onopen = () => {
-      this._retryDelay = INITIAL_RETRY_MS;
-      this._setState('open');
-    };
-    socket.onmessage = (message: MessageEvent) => {
-      const overview = parseOverview(message.data);
-      if (overview) {
-        this._snapshot.emit(overview);
-      } else {
-        console.warn('prime-agent: ignoring a malformed agents overview', message.data);
-      }
-    };
-    socket.onclose = () => {
-      if (this._socket === socket) {
-        this._socket = null;
-        this._scheduleReconnect();
-      }
-    };
-    // Errors are always followed by `close`; reconnecting happens there.
-    socket.onerror = () => undefined;
-  }
-
-  private _scheduleReconnect(): void {
-    if (this._disposed) {
-      return;
-    }
-    this._setState('closed');
-    const jitter = Math.random() * 0.3 * this._retryDelay;
-    this._retryTimer = window.setTimeout(() => this._connect(), this._retryDelay + jitter);
-    this._retryDelay = Math.min(this._retryDelay * 2, MAX_RETRY_MS);
-  }
-
-  private _closeSocket(): void {
-    const socket = this._socket;
-    this._socket = null;
-    if (socket) {
-      socket.onopen = socket.onmessage = socket.onclose = socket.onerror = null;
-      socket.close();
+  private _onMessage(data: unknown): void {
+    const overview = parseOverview(data);
+    if (overview) {
+      this._snapshot.emit(overview);
+    } else {
+      console.warn('prime-agent: ignoring a malformed agents overview', data);
     }
   }
 
-  private _setState(state: StreamState): void {
-    if (this._state !== state) {
-      this._state = state;
-      this._stateChanged.emit(state);
-    }
-  }
-
-  private readonly _url: () => string;
-  private readonly _WebSocket: typeof WebSocket;
-  private _socket: WebSocket | null = null;
-  private _state: StreamState = 'connecting';
-  private _retryDelay = INITIAL_RETRY_MS;
-  private _retryTimer = 0;
-  private _disposed = false;
+  private readonly _socket: ReconnectingSocket;
   private readonly _snapshot = new Signal<this, IAgentsOverview>(this);
   private readonly _stateChanged = new Signal<this, StreamState>(this);
 }

@@ -1,13 +1,15 @@
 /**
  * The websocket event stream of one agent session, reconnecting with the
- * last seen `seq` so that the server replays whatever was missed.
+ * last seen `seq` so that the server replays whatever was missed. The
+ * reconnecting is reconnectingSocket.ts's.
  */
 import type { IDisposable } from '@lumino/disposable';
 import { Signal, type ISignal } from '@lumino/signaling';
 
+import { ReconnectingSocket, type StreamState } from './reconnectingSocket';
 import type { AgentEvent } from './wire';
 
-export type StreamState = 'connecting' | 'open' | 'closed';
+export type { StreamState } from './reconnectingSocket';
 
 export interface IEventStreamOptions {
   /** Builds the websocket URL for events newer than `since`. */
@@ -18,15 +20,20 @@ export interface IEventStreamOptions {
   webSocket?: typeof WebSocket;
 }
 
-const INITIAL_RETRY_MS = 500;
-const MAX_RETRY_MS = 10_000;
-
 export class EventStream implements IDisposable {
   constructor(options: IEventStreamOptions) {
-    this._urlFor = options.urlFor;
     this._lastSeq = options.since;
-    this._WebSocket = options.webSocket ?? WebSocket;
-    this._connect();
+    this._socketSince = options.since;
+    this._socket = new ReconnectingSocket({
+      url: () => {
+        this._socketSince = this._lastSeq;
+        return options.urlFor(this._socketSince);
+      },
+      onMessage: data => this._onMessage(data),
+      webSocket: options.webSocket
+    });
+    this._socket.stateChanged.connect((_, state) => this._stateChanged.emit(state));
+    this._socket.connectFailed.connect(() => this._connectFailed.emit());
   }
 
   /** Emits every event in seq order; duplicates from replays are dropped. */
@@ -57,7 +64,7 @@ export class EventStream implements IDisposable {
   }
 
   get state(): StreamState {
-    return this._state;
+    return this._socket.state;
   }
 
   get lastSeq(): number {
@@ -73,57 +80,28 @@ export class EventStream implements IDisposable {
       return;
     }
     this._disposed = true;
-    window.clearTimeout(this._retryTimer);
-    this._closeSocket();
+    this._socket.dispose();
     Signal.clearData(this);
   }
 
-  private _connect(): void {
-    if (this._disposed) {
-      return;
-    }
-    this._setState('connecting');
-    const since = this._lastSeq;
-    const socket = new this._WebSocket(this._urlFor(since));
-    this._socket = socket;
-    let opened = false;
-    socket.onopen = () => {
-      opened = true;
-      this._retryDelay = INITIAL_RETRY_MS;
-      this._setState('open');
-    };
-    socket.onmessage = (message: MessageEvent) => this._onMessage(message, since);
-    socket.onclose = () => {
-      if (this._socket === socket) {
-        this._socket = null;
-        this._scheduleReconnect();
-        if (!opened) {
-          this._connectFailed.emit();
-        }
-      }
-    };
-    // Errors are always followed by `close`; reconnecting happens there.
-    socket.onerror = () => undefined;
-  }
-
-  private _onMessage(message: MessageEvent, socketSince: number): void {
-    if (typeof message.data !== 'string') {
+  private _onMessage(data: unknown): void {
+    if (typeof data !== 'string') {
       return;
     }
     let event: AgentEvent;
     try {
-      event = JSON.parse(message.data) as AgentEvent;
+      event = JSON.parse(data) as AgentEvent;
     } catch {
-      console.warn('prime-agent: ignoring a malformed event', message.data);
+      console.warn('prime-agent: ignoring a malformed event', data);
       return;
     }
     if (typeof event.seq !== 'number') {
       return;
     }
-    if (event.seq <= socketSince) {
+    if (event.seq <= this._socketSince) {
       // This socket only ever sends events newer than `since`, so an older
       // number means a new event bus on the server.
-      this._closeSocket();
+      this._socket.dispose();
       this._restarted.emit();
       return;
     }
@@ -134,42 +112,10 @@ export class EventStream implements IDisposable {
     this._received.emit(event);
   }
 
-  private _scheduleReconnect(): void {
-    if (this._disposed) {
-      return;
-    }
-    this._setState('closed');
-    const jitter = Math.random() * 0.3 * this._retryDelay;
-    this._retryTimer = window.setTimeout(
-      () => this._connect(),
-      this._retryDelay + jitter
-    );
-    this._retryDelay = Math.min(this._retryDelay * 2, MAX_RETRY_MS);
-  }
-
-  private _closeSocket(): void {
-    const socket = this._socket;
-    this._socket = null;
-    if (socket) {
-      socket.onopen = socket.onmessage = socket.onclose = socket.onerror = null;
-      socket.close();
-    }
-  }
-
-  private _setState(state: StreamState): void {
-    if (this._state !== state) {
-      this._state = state;
-      this._stateChanged.emit(state);
-    }
-  }
-
-  private readonly _urlFor: (since: number) => string;
-  private readonly _WebSocket: typeof WebSocket;
-  private _socket: WebSocket | null = null;
+  private readonly _socket: ReconnectingSocket;
   private _lastSeq: number;
-  private _state: StreamState = 'connecting';
-  private _retryDelay = INITIAL_RETRY_MS;
-  private _retryTimer = 0;
+  /** The `since` of the socket now open: its events are all newer. */
+  private _socketSince: number;
   private _disposed = false;
   private readonly _received = new Signal<this, AgentEvent>(this);
   private readonly _stateChanged = new Signal<this, StreamState>(this);

@@ -17,10 +17,13 @@ export interface IRefinementSummary {
   rejected: number;
   error: string;
   rollbackOf: string;
+  /** A rollback's words for the refinement it undid (the record's `rolled_back`), or ''. */
+  rolledBackSummary: string;
+  rolledBackAt: string;
   createdAt: string;
   /** The rejected edits' reasons, "update memory x: why". */
   rejections: string[];
-  /** What the applied edits changed, "create memory flaky". */
+  /** What the applied edits changed, "create memory “Flaky tests”" (the id when untitled). */
   changes: string[];
 }
 
@@ -51,11 +54,15 @@ export function refinementSummary(raw: unknown): IRefinementSummary {
     const what = [str(e.action), str(e.kind), str(e.id)].filter(Boolean).join(' ');
     if (e.applied) {
       applied += 1;
-      changes.push(what || 'an edit');
+      const title = entryTitle(e.after) || entryTitle(e.before);
+      const changed = title ? `${str(e.action)} ${str(e.kind)} “${title}”`.trim() : what;
+      changes.push(changed || 'an edit');
     } else {
       rejections.push(`${what || 'an edit'}: ${str(e.error) || 'rejected'}`);
     }
   }
+  const rolledBack: Loose =
+    record.rolled_back && typeof record.rolled_back === 'object' ? (record.rolled_back as Loose) : {};
   return {
     id: str(record.id),
     summary: str(record.summary),
@@ -65,10 +72,17 @@ export function refinementSummary(raw: unknown): IRefinementSummary {
     rejected: edits.length - applied,
     error: str(record.error),
     rollbackOf: str(record.rollback_of),
+    rolledBackSummary: str(rolledBack.summary),
+    rolledBackAt: str(rolledBack.created_at),
     createdAt: str(record.created_at),
     rejections,
     changes
   };
+}
+
+/** The title of a harness entry as an edit recorded it (`before`, `after`), or ''. */
+function entryTitle(entry: unknown): string {
+  return entry && typeof entry === 'object' ? str((entry as Loose).title) : '';
 }
 
 /** The one-line text of a refinement in the transcript. */
@@ -86,13 +100,26 @@ function lineText(
   id: (text: string) => string,
   prose: (text: string) => string
 ): string {
-  const what = record.rollbackOf
-    ? `rollback of ${id(record.rollbackOf)}`
-    : prose(record.summary || 'no summary');
   const counts = `${record.applied} applied, ${record.rejected} rejected`;
   const error = record.error ? ` · error: ${prose(record.error)}` : '';
   const scope = record.scope === 'global' ? ' (global)' : '';
+  if (record.rollbackOf) {
+    // Told apart by what it undid, in words, as in /refine history; the ids are in the tooltip.
+    const changed = record.changes.length ? prose(record.changes.join(', ')) : 'nothing changed';
+    return `${prose(refinementHeadline(record))}${scope} · ${changed} · ${counts}${error}`;
+  }
+  const what = prose(record.summary || 'no summary');
   return `refinement ${id(record.id)}${scope}: ${what} · ${counts}${error}`;
+}
+
+/** The ids of a refinement (and of the one a rollback undid), for a tooltip. */
+function refinementIds(record: IRefinementSummary): string {
+  return [
+    `id ${record.id || '(none)'}`,
+    record.rollbackOf && `rolls back ${record.rollbackOf}`
+  ]
+    .filter(Boolean)
+    .join('\n');
 }
 
 /** The line's text: shortened, the whole of it on expand. */
@@ -113,9 +140,14 @@ export function renderRefinementLine(
   node.dataset.rejected = String(record.rejected);
   node.classList.toggle('pal-mod-error', record.error !== '');
   const label = lineLabel(record, 'pal-refinement-text');
-  label.title = record.rejections.length
-    ? `Rejected:\n${record.rejections.join('\n')}`
-    : refinementLineText(record);
+  label.title = [
+    record.rejections.length
+      ? `Rejected:\n${record.rejections.join('\n')}`
+      : refinementLineText(record),
+    record.rollbackOf ? refinementIds(record) : ''
+  ]
+    .filter(Boolean)
+    .join('\n');
   node.append(label);
   if (showRefinements) {
     const open = button('Rollback…', 'pal-refinement-open');
@@ -177,19 +209,25 @@ export function renderRefineForm(
 }
 
 /**
- * What a refinement did, for telling rows apart: its summary, or for a
- * rollback the summary of the refinement it undid (its id when that one is
- * not listed).
+ * What a refinement did, for telling rows and chat lines apart: its summary,
+ * or for a rollback the summary and time of the refinement it undid (from
+ * `byId`, else the rollback's own `rolled_back`; its id only when neither
+ * says, an old record of one not listed).
  */
 export function refinementHeadline(
   record: IRefinementSummary,
-  byId: ReadonlyMap<string, IRefinementSummary> = new Map()
+  byId: ReadonlyMap<string, IRefinementSummary> = new Map(),
+  now: Date = new Date()
 ): string {
   if (record.rollbackOf) {
     const target = byId.get(record.rollbackOf);
-    return target?.summary
-      ? `Rollback of “${target.summary}”`
-      : `Rollback of ${shortenId(record.rollbackOf)}`;
+    const summary = target?.summary || record.rolledBackSummary;
+    const when = formatComposed(target?.createdAt || record.rolledBackAt || null, now)?.short;
+    const from = when ? ` from ${when}` : '';
+    if (summary) {
+      return `Rollback of “${summary}”${from}`;
+    }
+    return from ? `Rollback of the refinement${from}` : `Rollback of ${shortenId(record.rollbackOf)}`;
   }
   return record.summary || 'No summary';
 }
@@ -225,8 +263,7 @@ function refineRowLabel(
   label.title = [
     headline,
     refinementDetails(record),
-    `id ${record.id || '(none)'}`,
-    record.rollbackOf && `rolls back ${record.rollbackOf}`,
+    refinementIds(record),
     record.createdAt && `created ${record.createdAt}`,
     record.trigger && `trigger ${record.trigger}`,
     record.changes.length ? `changed: ${record.changes.join(', ')}` : '',

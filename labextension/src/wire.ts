@@ -276,6 +276,12 @@ export interface IRefinementEdit {
   reason?: string;
 }
 
+/** A rollback's words for the refinement it undid, so the chat names it without ids. */
+export interface IRolledBack {
+  summary: string;
+  created_at: string;
+}
+
 /** A refinement as recorded (the store's refinements.jsonl, the session log, the event). `trigger`: `user` (chat or REST), `agent` (refine.run), `rollback`, `delete` (a user's delete from the panel), `auto:turns`, `auto:compaction`. `harness_version`: the stores' revisions after it was applied. */
 export interface IRefinementRecord {
   id: string;
@@ -291,6 +297,7 @@ export interface IRefinementRecord {
   created_at: string;
   session_id: string;
   error?: string;
+  rolled_back?: IRolledBack;
 }
 
 /** Answer of `POST .../refine`. */

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Widget } from '@lumino/widgets';
 
 import { AgentApiError } from '../src/api';
-import { AgentsModel, type IAgentsApi } from '../src/agentsModel';
+import { AgentsModel, NOTICE_MS, READ_MS, type IAgentsApi } from '../src/agentsModel';
 import { AgentsView } from '../src/agentsView';
 import type { IAgentRow } from '../src/wire';
 
@@ -242,6 +242,112 @@ describe('the Agents View', () => {
     await settle();
     expect(api.calls).toEqual(['stop a false', 'stop root true']);
     expect(control(view, 'root', 'pal-agent-notice').textContent).toBe('Stopped 2 agents.');
+  });
+
+  it('clears an action’s notice when the row’s state next changes, once it could be read', async () => {
+    vi.useFakeTimers();
+    try {
+      const { api, model, view } = setup();
+      control(view, 'a', 'pal-agent-stop').click();
+      await settle();
+      const notice = control(view, 'a', 'pal-agent-notice');
+      expect(notice.textContent).toBe('Stopped 1 agent.');
+      // A snapshot that leaves the row as it was keeps the notice.
+      model.apply({ agents: api.rows, generated_at: '' });
+      expect(notice.hidden).toBe(false);
+      // The stop shows in the row itself a moment after the answer: the notice still gets
+      // its time to be read, then goes.
+      const stopped = api.rows.map(row =>
+        row.session_id === 'a' ? { ...row, state: 'idle' as const, outcome: 'stopped' as const } : row
+      );
+      vi.advanceTimersByTime(50);
+      model.apply({ agents: stopped, generated_at: '' });
+      expect(notice.hidden).toBe(false);
+      vi.advanceTimersByTime(READ_MS - 50);
+      expect(notice.hidden).toBe(true);
+      expect(model.rowNotice('a')).toBeNull();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('clears a notice read long enough at once when the row’s state changes', async () => {
+    vi.useFakeTimers();
+    try {
+      const { api, model, view } = setup();
+      control(view, 'a', 'pal-agent-stop').click();
+      await settle();
+      vi.advanceTimersByTime(READ_MS);
+      const waiting = api.rows.map(row =>
+        row.session_id === 'a' ? { ...row, state: 'waiting' as const, waiting_for: 'mail' as const } : row
+      );
+      model.apply({ agents: waiting, generated_at: '' });
+      expect(control(view, 'a', 'pal-agent-notice').hidden).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('clears a notice after a short time when the row does not change', async () => {
+    vi.useFakeTimers();
+    try {
+      const { view } = setup();
+      control(view, 'b', 'pal-agent-message').click();
+      (control(view, 'b', 'pal-agent-input') as HTMLInputElement).value = 'hi';
+      (control(view, 'b', 'pal-agent-compose') as HTMLFormElement).requestSubmit();
+      await settle();
+      const notice = control(view, 'b', 'pal-agent-notice');
+      expect(notice.textContent).toBe('Sent as mail from the root agent.');
+      vi.advanceTimersByTime(NOTICE_MS - 1);
+      expect(notice.hidden).toBe(false);
+      vi.advanceTimersByTime(1);
+      expect(notice.hidden).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('replaces a row’s notice with the next action’s, whose time starts anew', async () => {
+    vi.useFakeTimers();
+    try {
+      const { view } = setup();
+      control(view, 'a', 'pal-agent-stop').click();
+      await settle();
+      vi.advanceTimersByTime(NOTICE_MS - 100);
+      control(view, 'a', 'pal-agent-message').click();
+      (control(view, 'a', 'pal-agent-input') as HTMLInputElement).value = 'go on';
+      (control(view, 'a', 'pal-agent-compose') as HTMLFormElement).requestSubmit();
+      await settle();
+      const notice = control(view, 'a', 'pal-agent-notice');
+      expect(notice.textContent).toBe('Sent as mail from the root agent.');
+      vi.advanceTimersByTime(200); // the first notice's time is up, not this one's
+      expect(notice.hidden).toBe(false);
+      vi.advanceTimersByTime(NOTICE_MS);
+      expect(notice.hidden).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('clears a row’s error when the row’s state next changes, and not before', async () => {
+    vi.useFakeTimers();
+    try {
+      const { api, model, view } = setup();
+      api.fail = new AgentApiError('only its parent part-a can reach it', 403);
+      control(view, 'a', 'pal-agent-stop').click();
+      await settle();
+      const error = control(view, 'a', 'pal-agent-error');
+      expect(error.hidden).toBe(false);
+      vi.advanceTimersByTime(10 * NOTICE_MS); // an error waits to be read
+      expect(error.hidden).toBe(false);
+      const idle = api.rows.map(row =>
+        row.session_id === 'a' ? { ...row, state: 'idle' as const, outcome: 'completed' as const } : row
+      );
+      model.apply({ agents: idle, generated_at: '' });
+      expect(error.hidden).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('deletes a sub-agent after the confirmation, and not without it', async () => {

@@ -9,6 +9,7 @@ import {
   refinementSummary,
   renderRefineForm
 } from '../src/refine';
+import { formatComposed } from '../src/clock';
 import { TranscriptModel } from '../src/transcript';
 import type { AgentEvent } from '../src/wire';
 
@@ -53,7 +54,7 @@ describe('refinement records in the chat', () => {
         'error: the planner’s reply was cut off'
     );
     expect(refinementLineText(refinementSummary({ id: 'r3', rollback_of: 'ref_1', edits: [RECORD.edits[0]] }))).toContain(
-      'rollback of ref_1 · 1 applied'
+      'Rollback of ref_1 · create memory flaky · 1 applied'
     );
     for (const junk of [null, 7, 'x', { edits: 'no' }, { edits: [null, 3] }]) {
       expect(() => refinementSummary(junk)).not.toThrow();
@@ -144,5 +145,62 @@ describe('the rollback form', () => {
   it('says how to plan one when there are none', () => {
     const form = renderRefineForm([], { rollback: vi.fn(), close: vi.fn() });
     expect(form.textContent).toContain('No refinements yet');
+  });
+});
+
+/** A rollback event as the server sends it: the undone refinement in words, the entry restored. */
+const UNDONE_AT = '2026-11-30T11:00:00+00:00';
+const ROLLBACK = {
+  id: 'refine_20261130120000456',
+  trigger: 'rollback',
+  scope: 'local',
+  summary: 'Rollback of refine_20261130110000123: Retry flaky tests',
+  rollback_of: 'refine_20261130110000123',
+  rolled_back: { summary: 'Retry flaky tests', created_at: UNDONE_AT },
+  created_at: '2026-11-30T12:00:00+00:00',
+  edits: [
+    {
+      action: 'delete',
+      kind: 'memory',
+      id: 'flaky',
+      applied: true,
+      error: null,
+      before: { id: 'flaky', kind: 'memory', title: 'Rerun flaky tests' },
+      after: null
+    }
+  ]
+};
+
+describe('a rollback in the chat', () => {
+  function rollbackLine(): HTMLElement {
+    const model = new TranscriptModel();
+    model.load([], 0);
+    const event = { seq: 1, session_id: 's', type: 'refinement', refinement: ROLLBACK, text: 'x' };
+    model.apply(event as unknown as AgentEvent);
+    return renderEntry(model.entries[0], {} as IEntryViewContext);
+  }
+
+  it('says in words what it rolled back: the refinement’s summary and time, the entry’s kind and title', () => {
+    const line = rollbackLine();
+    const text = line.querySelector('.pal-refinement-text')?.textContent ?? '';
+    expect(text).toContain('Rollback of “Retry flaky tests”');
+    expect(text).toContain(formatComposed(UNDONE_AT)!.short);
+    expect(text).toContain('memory “Rerun flaky tests”');
+    expect(text).toContain('1 applied, 0 rejected');
+    expect(text).not.toMatch(/refine_/);
+  });
+
+  it('keeps the ids in the tooltip', () => {
+    const title = rollbackLine().querySelector<HTMLElement>('.pal-refinement-text')!.title;
+    expect(title).toContain('refine_20261130120000456');
+    expect(title).toContain('refine_20261130110000123');
+  });
+
+  it('reads as the /refine history row of the same rollback: one headline for both', () => {
+    const record = refinementSummary(ROLLBACK);
+    const headline = refinementHeadline(record);
+    expect(refinementLineText(record)).toContain(headline);
+    const form = renderRefineForm([ROLLBACK], { rollback: () => {}, close: () => {} });
+    expect(form.querySelector('[data-testid="pal-refine-what"]')?.textContent).toBe(headline);
   });
 });

@@ -345,6 +345,13 @@ class RefinementEdit(TypedDict):
     """The planner's evidence for this edit, when it gave one."""
 
 
+class RolledBack(TypedDict):
+    """A rollback's words for the refinement it undid, so the chat names it without ids."""
+
+    summary: str
+    created_at: str
+
+
 class RefinementRecord(TypedDict):
     """A refinement as recorded (the store's refinements.jsonl, the session log, the event).
     `trigger`: `user` (chat or REST), `agent` (refine.run), `rollback`, `delete` (a user's
@@ -366,6 +373,8 @@ class RefinementRecord(TypedDict):
     error: NotRequired[str]
     """Why the refinement failed (the planner call, a cut-off or unreadable reply, a store
     that could not be written); it then has no edits."""
+    rolled_back: NotRequired[RolledBack]
+    """A rollback's: the summary and time of the refinement it undid (`rollback_of`)."""
 
 
 class RefineScheduled(TypedDict):
@@ -1260,6 +1269,7 @@ _INTERFACES: list[type] = [
     SessionCopy,
     RefinedEntry,
     RefinementEdit,
+    RolledBack,
     RefinementRecord,
     RefineScheduled,
     RefinementList,

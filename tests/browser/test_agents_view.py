@@ -248,6 +248,8 @@ def test_the_agents_view_follows_a_tree_live_and_acts_on_its_agents(
     expect(part_b).to_have_attribute("data-outcome", "stopped", timeout=TURN_TIMEOUT_MS)
     expect(part_b).to_have_attribute("data-state", "idle", timeout=TURN_TIMEOUT_MS)
     expect(root).to_have_attribute("data-state", "idle", timeout=TURN_TIMEOUT_MS)
+    # The row shows what the stop did now: its notice goes (at most NOTICE_MS, 8 s, later).
+    expect(root.get_by_test_id("pal-agent-notice")).to_be_hidden(timeout=UI_TIMEOUT_MS)
 
     # Idle, with no tab or chat open, part-b is evicted and keeps its outcome.
     expect(part_b).to_have_attribute("data-residency", "evicted", timeout=TURN_TIMEOUT_MS)

@@ -319,7 +319,11 @@ def test_a_rollback_from_the_panel_is_recorded_like_any_other_refinement(
     expect(records.first).to_contain_text(f"rollback of {refined}")
     expect(records.first).to_contain_text("+content: retry three times")
     expect(lines).to_have_count(2, timeout=UI_TIMEOUT_MS)
-    expect(lines.last).to_contain_text(f"rollback of {refined}")
+    # The chat names the rollback in words, as /refine history does; the ids are in the tooltip.
+    expect(lines.last).to_contain_text(f"Rollback of “{PROPOSAL['summary']}” from ")
+    expect(lines.last).to_contain_text("update memory “flaky test”")
+    expect(lines.last).not_to_contain_text(refined)
+    assert refined in (lines.last.locator(".pal-refinement-text").get_attribute("title") or "")
     restored = local.get("memory", "flaky_test")
     assert restored is not None and restored.content == "retry three times"
     assert restored.version == 3  # versions keep rising through a rollback

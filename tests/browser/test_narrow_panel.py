@@ -319,7 +319,8 @@ def test_refine_history_rows_say_what_each_refinement_changed_in_a_300px_panel(
         assert "refine_" not in label.inner_text()
         _assert_readable(label, summary)
         details = row.get_by_test_id("pal-refine-details").inner_text()
-        assert "update memory flaky_test" in details and "1 applied" in details, details
+        # An entry by its kind and title ("flaky test"), as a rollback's line in the chat names it.
+        assert "update memory “flaky test”" in details and "1 applied" in details, details
         rollback = row.get_by_test_id("pal-refine-rollback")
         expect(rollback).to_be_visible()
         assert rollback.evaluate(

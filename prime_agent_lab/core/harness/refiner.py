@@ -325,8 +325,19 @@ class Refiner:
             rationale=f"requested rollback of refinement {record['id']}",
             expected_outcome="the entries are as they were before that refinement",
         )
+        rolled_back = {
+            "summary": record.get("summary", ""),
+            "created_at": record.get("created_at", ""),
+        }
         return await self._record(
-            "rollback", store.scope, None, proposal, applied, rollback_of=record["id"], error=error
+            "rollback",
+            store.scope,
+            None,
+            proposal,
+            applied,
+            rollback_of=record["id"],
+            rolled_back=rolled_back,
+            error=error,
         )
 
     async def _apply_removal(self, removal: Removal) -> dict[str, Any]:
@@ -355,6 +366,7 @@ class Refiner:
         proposal: Proposal,
         edits: list[dict[str, Any]],
         rollback_of: str | None = None,
+        rolled_back: dict[str, str] | None = None,
         error: str | None = None,
     ) -> dict[str, Any]:
         store = self.harness.store(scope == "global")
@@ -372,6 +384,8 @@ class Refiner:
             "created_at": _now(),
             "session_id": self.agent.session_id,
         }
+        if rolled_back is not None:
+            record["rolled_back"] = rolled_back
         if error is not None:
             record["error"] = error
         try:
