@@ -1,0 +1,119 @@
+"""What a session header may claim about its place in the tree of agents (docs/agent-tree.md,
+"Headers from elsewhere").
+
+A session folder can come from someone else (a clone, a copied folder), so a header that says
+"I am a sub-agent" is a claim, checked before the tree believes it: a sub-agent's notebook is a
+clean relative path inside the server root, its name is one `rlm()` accepts, its depth is its
+parent's plus one, its parent is a session in the same folder, its parents never loop back to it,
+and no older sibling has its name. A member that breaks a rule is refused: it is listed with the
+reason (the Agents View row, the API's error), and nothing loads it, starts a kernel for it or
+opens its notebook. Children the product writes follow every rule by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from .text import shorten
+
+MAX_NOTEBOOK_PATH = 1024
+MAX_CHAIN = 200  # parents above a member, far over any depth limit: a longer chain is forged
+
+
+def notebook_problem(path: object, what: str) -> str:
+    """Why `path` is not a clean notebook path relative to the server root ("" when it is)."""
+    if not isinstance(path, str) or not path:
+        return f"its {what} is missing"
+    shown = shorten(path, 80)
+    if len(path) > MAX_NOTEBOOK_PATH:
+        return f"its {what} is longer than {MAX_NOTEBOOK_PATH} characters"
+    if "\\" in path or "\x00" in path or path.startswith("/") or (len(path) > 1 and path[1] == ":"):
+        return f"its {what} {shown!r} is not a path relative to the server root"
+    parts = path.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return f"its {what} {shown!r} leaves the server root or is not a clean path"
+    if not path.endswith(".ipynb"):
+        return f"its {what} {shown!r} is not a notebook (.ipynb)"
+    return ""
+
+
+def child_header_problem(header: Mapping[str, Any]) -> str:
+    """Why a sub-agent's header is not one the product writes, from the header alone ("" when
+    it may be). Roots are not checked here: a root only comes back through its notebook, opened
+    by the user in this server (the host normalizes that path)."""
+    from .family import FamilyError, check_name  # the family owns the naming rule
+
+    try:
+        check_name(header.get("name"))
+    except FamilyError as exc:
+        return f"its header's name is not a valid sub-agent name ({exc.message})"
+    depth = header.get("depth")
+    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
+        return f"its header's depth {shorten(repr(depth), 40)} is not a sub-agent's (1 or more)"
+    problem = notebook_problem(header.get("notebook_path"), "notebook_path")
+    if problem:
+        return problem
+    parent_path = header.get("parent_notebook_path")
+    if parent_path not in (None, ""):
+        problem = notebook_problem(parent_path, "parent_notebook_path")
+    return problem
+
+
+def tree_problems(
+    members: Mapping[str, Any], deleted: Collection[str], own: Mapping[str, str]
+) -> dict[str, str]:
+    """The refused members of a tree and why: `own` are the problems each header has alone;
+    added here are what only the whole tree shows (a parent that is not there or refused, a
+    loop, a depth that is not the parent's plus one, a name an older sibling already has).
+    `members` maps session ids to `Member`s (core/family.py)."""
+    problems = {sid: why for sid, why in own.items() if why}
+    judged: set[str] = set()
+
+    def judge(session_id: str, trail: tuple[str, ...]) -> str:
+        if session_id in problems or session_id in judged:
+            return problems.get(session_id, "")
+        judged.add(session_id)
+        member = members[session_id]
+        parent_id = member.parent_session_id
+        if parent_id is None:
+            return ""
+        if parent_id in trail or parent_id == session_id:
+            problems[session_id] = "its header's parents loop back to it"
+            return problems[session_id]
+        if len(trail) > MAX_CHAIN:
+            problems[session_id] = f"its chain of parents is longer than {MAX_CHAIN}"
+            return problems[session_id]
+        parent = members.get(parent_id)
+        if parent is None:
+            return f"its parent session {shorten(parent_id, 40)} is not in this sessions folder"
+        if judge(parent_id, (*trail, session_id)):
+            why = f"its parent {parent.display_name!r} is refused"
+        elif member.depth != parent.depth + 1:
+            why = (
+                f"its header says depth {member.depth}, but its parent "
+                f"{parent.display_name!r} is at depth {parent.depth}"
+            )
+        else:
+            why = ""
+        if why:
+            problems[session_id] = why
+        return why
+
+    for session_id in list(members):
+        judge(session_id, ())
+    # Siblings' names: the oldest keeps a name (a deleted sub-agent has freed its own).
+    by_name: dict[tuple[str, str], list[Any]] = {}
+    for member in members.values():
+        if member.parent_session_id is None or member.session_id in problems:
+            continue
+        if member.session_id in deleted:
+            continue
+        by_name.setdefault((member.parent_session_id, member.name.lower()), []).append(member)
+    for twins in by_name.values():
+        twins.sort(key=lambda m: (m.created, m.session_id))
+        for later in twins[1:]:
+            problems[later.session_id] = (
+                f"an older sibling {twins[0].session_id} already has the name {later.name!r}"
+            )
+    return problems
