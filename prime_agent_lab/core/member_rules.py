@@ -70,6 +70,16 @@ def tree_problems(
     problems = {sid: why for sid, why in own.items() if why}
     judged: set[str] = set()
 
+    def in_loop(session_id: str) -> bool:
+        step = members[session_id].parent_session_id
+        for _ in range(MAX_CHAIN + 2):
+            if step is None or step not in members:
+                return False
+            if step == session_id:
+                return True
+            step = members[step].parent_session_id
+        return False
+
     def judge(session_id: str, trail: tuple[str, ...]) -> str:
         if session_id in problems or session_id in judged:
             return problems.get(session_id, "")
@@ -78,7 +88,7 @@ def tree_problems(
         parent_id = member.parent_session_id
         if parent_id is None:
             return ""
-        if parent_id in trail or parent_id == session_id:
+        if parent_id in trail or in_loop(session_id):
             problems[session_id] = "its header's parents loop back to it"
             return problems[session_id]
         if len(trail) > MAX_CHAIN:
@@ -86,8 +96,8 @@ def tree_problems(
             return problems[session_id]
         parent = members.get(parent_id)
         if parent is None:
-            return f"its parent session {shorten(parent_id, 40)} is not in this sessions folder"
-        if judge(parent_id, (*trail, session_id)):
+            why = f"its parent session {shorten(parent_id, 40)} is not in this sessions folder"
+        elif judge(parent_id, (*trail, session_id)):
             why = f"its parent {parent.display_name!r} is refused"
         elif member.depth != parent.depth + 1:
             why = (
