@@ -211,7 +211,7 @@ class AgentsOverviewBuilder:
             "last_activity": (facts.last_activity if facts is not None else "") or member.created,
             "can_message": depth <= 1 and not member.refused,  # as the root's owner (reach.py)
             "can_delete": depth >= 1 and state != "running" and not _running(agent),
-            "problem": member.problem or None,
+            "problem": _problem_text(member),
         }
 
     # ------------------------------------------------------------ state and facts
@@ -272,6 +272,18 @@ class AgentsOverviewBuilder:
         except SessionError:
             return None
         return log_facts(session, session.header.get("parent_session_id") not in (None, ""))
+
+
+def _problem_text(member: Member) -> str | None:
+    """What the row says of a refused member, or of one whose folder is gone (None: sound)."""
+    if not member.problem:
+        return None
+    if member.refused:
+        return (
+            f"Refused: {member.problem}. Nothing loads it; remove its session folder if it is "
+            "not yours."
+        )
+    return member.problem[:1].upper() + member.problem[1:] + "."
 
 
 def _running(agent: object) -> bool:
