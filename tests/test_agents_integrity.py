@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from prime_agent_lab.agents_cli import tree_text
 from prime_agent_lab.core.agents_overview import AgentsOverviewBuilder
 from prime_agent_lab.core.family import FamilyError
 from prime_agent_lab.core.runtime import AgentRuntime
@@ -202,3 +203,15 @@ def test_children_the_product_writes_are_never_refused(tmp_path: Path) -> None:
         ("Part-B", None),
     ]
     assert {child.session_id, again.session_id} <= {r["session_id"] for r in rows}
+
+
+def test_the_terminal_tree_says_why_a_session_is_refused(tree: dict[str, Any]) -> None:
+    runtime: AgentRuntime = tree["runtime"]
+    forge(runtime, "29990101-000000-forged", tree["root"].session_id, name="x", depth=4)
+
+    text = tree_text(AgentsOverviewBuilder(runtime).overview()["agents"])
+
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("x "))
+    assert lines[at + 1].startswith("  ! Refused: its header says depth 4")
+    assert sum(line.lstrip().startswith("! ") for line in lines) == 1
