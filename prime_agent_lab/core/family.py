@@ -170,8 +170,10 @@ class Family:
         with self._lock:
             try:
                 present = {d.name: d for d in root.iterdir()}
-            except OSError:  # the sessions folder itself is gone (or not made yet)
+            except FileNotFoundError:  # the sessions folder itself is gone (or not made yet)
                 present = {}
+            except OSError:  # cannot look now (too many open files...): keep what is known
+                return
             changed = self._drop_vanished(present)
             for name, directory in present.items():
                 if name in self._seen_dirs or not directory.is_dir():
