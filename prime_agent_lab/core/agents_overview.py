@@ -88,6 +88,7 @@ class AgentsOverviewBuilder:
         self._runtime = runtime
         self._files: FileMemo[LogFacts | None] = FileMemo(self._read)  # agents not in memory
         self._in_memory: dict[str, tuple[tuple[int, int], LogFacts]] = {}  # resident agents
+        self._log_files: dict[str, Path] = {}  # made once: a Path costs more than its `stat`
         self._lock = threading.Lock()
         self._children: dict[str | None, list[Member]] = {}  # during a walk (`_index`)
         self.logs_read = 0  # files read from disk (the memo's misses), for tests and benchmarks
@@ -132,10 +133,13 @@ class AgentsOverviewBuilder:
         """Keep facts only for the members there are now: a removed folder leaves nothing."""
         runtime = self._runtime
         self._files.keep_only(self._log_file(m) for m in members)
-        resident = {m.session_id for m in members} & runtime.agents.keys()
+        present = {m.session_id for m in members}
+        resident = present & runtime.agents.keys()
         with self._lock:
             for gone in self._in_memory.keys() - resident:
                 del self._in_memory[gone]
+            for gone in self._log_files.keys() - present:
+                del self._log_files[gone]
 
     def _children_of(self, session_id: str, deleted: bool = False) -> list[Member]:
         family = self._runtime.family
@@ -262,7 +266,11 @@ class AgentsOverviewBuilder:
         return facts
 
     def _log_file(self, member: Member) -> Path:
-        return self._runtime.repository.directory(member.session_id) / SESSION_FILE
+        found = self._log_files.get(member.session_id)
+        if found is None:
+            found = self._runtime.repository.directory(member.session_id) / SESSION_FILE
+            self._log_files[member.session_id] = found
+        return found
 
     def _read(self, file: Path) -> LogFacts | None:
         """A log not in memory (its folder's name is its session id); None when unreadable."""

@@ -215,8 +215,7 @@ class Family:
 
     def _judge(self) -> None:
         """Apply the tree's rules to every member (under the lock)."""
-        own = {sid: m.problem for sid, m in self._members.items()}
-        problems = tree_problems(self._members, self._deleted, own)
+        problems = tree_problems(self._members, self._deleted)
         for session_id in self._vanished:
             problems.setdefault(session_id, VANISHED)
         self._judged = {

@@ -13,9 +13,12 @@ opens its notebook. Children the product writes follow every rule by constructio
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .text import shorten
+
+if TYPE_CHECKING:
+    from .family import Member
 
 MAX_NOTEBOOK_PATH = 1024
 MAX_CHAIN = 200  # parents above a member, far over any depth limit: a longer chain is forged
@@ -60,14 +63,12 @@ def child_header_problem(header: Mapping[str, Any]) -> str:
     return problem
 
 
-def tree_problems(
-    members: Mapping[str, Any], deleted: Collection[str], own: Mapping[str, str]
-) -> dict[str, str]:
-    """The refused members of a tree and why: `own` are the problems each header has alone;
-    added here are what only the whole tree shows (a parent that is not there or refused, a
-    loop, a depth that is not the parent's plus one, a name an older sibling already has).
-    `members` maps session ids to `Member`s (core/family.py)."""
-    problems = {sid: why for sid, why in own.items() if why}
+def tree_problems(members: Mapping[str, Member], deleted: Collection[str]) -> dict[str, str]:
+    """The refused members of a tree and why: the problem each header has alone (`problem`,
+    from `child_header_problem`), and what only the whole tree shows (a parent that is not
+    there or refused, a loop, a depth that is not the parent's plus one, a name an older
+    sibling already has)."""
+    problems = {sid: m.problem for sid, m in members.items() if m.problem}
     judged: set[str] = set()
 
     def in_loop(session_id: str) -> bool:
@@ -113,7 +114,7 @@ def tree_problems(
     for session_id in list(members):
         judge(session_id, ())
     # Siblings' names: the oldest keeps a name (a deleted sub-agent has freed its own).
-    by_name: dict[tuple[str, str], list[Any]] = {}
+    by_name: dict[tuple[str, str], list[Member]] = {}
     for member in members.values():
         if member.parent_session_id is None or member.session_id in problems:
             continue
