@@ -132,7 +132,7 @@ class AgentsOverviewBuilder:
     def _forget_others(self, members: list[Member]) -> None:
         """Keep facts only for the members there are now: a removed folder leaves nothing."""
         runtime = self._runtime
-        self._files.keep_only(self._log_file(m) for m in members)
+        self._files.keep_only([self._log_file(m) for m in members])
         present = {m.session_id for m in members}
         resident = present & runtime.agents.keys()
         with self._lock:
@@ -266,10 +266,11 @@ class AgentsOverviewBuilder:
         return facts
 
     def _log_file(self, member: Member) -> Path:
-        found = self._log_files.get(member.session_id)
-        if found is None:
-            found = self._runtime.repository.directory(member.session_id) / SESSION_FILE
-            self._log_files[member.session_id] = found
+        with self._lock:  # `read_logs` runs in a worker thread while a request may build rows
+            found = self._log_files.get(member.session_id)
+            if found is None:
+                found = self._runtime.repository.directory(member.session_id) / SESSION_FILE
+                self._log_files[member.session_id] = found
         return found
 
     def _read(self, file: Path) -> LogFacts | None:
