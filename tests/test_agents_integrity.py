@@ -6,6 +6,7 @@ loaded (core/family.py, core/member_rules.py, core/agents_overview.py, docs/agen
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,10 +17,11 @@ import pytest
 from prime_agent_lab.agents_cli import tree_text
 from prime_agent_lab.core.agents_overview import AgentsOverviewBuilder
 from prime_agent_lab.core.family import FamilyError
+from prime_agent_lab.core.mailbox import MAILBOX_FILE, SIGNED_FOR
 from prime_agent_lab.core.runtime import AgentRuntime
 from prime_agent_lab.core.sessions import SessionLog
 
-from .test_agents_overview import runtime_over, turn
+from .test_agents_overview import child_of, runtime_over, turn
 from .test_agents_overview import tree as tree
 
 
@@ -215,3 +217,38 @@ def test_the_terminal_tree_says_why_a_session_is_refused(tree: dict[str, Any]) -
     at = next(i for i, line in enumerate(lines) if line.startswith("x "))
     assert lines[at + 1].startswith("  ! Refused: its header says depth 4")
     assert sum(line.lstrip().startswith("! ") for line in lines) == 1
+
+
+def test_mail_queued_for_a_member_the_tree_now_refuses_is_undeliverable_and_its_sender_told(
+    tmp_path: Path,
+) -> None:
+    runtime = runtime_over(tmp_path)
+    repo = runtime.repository
+    root = repo.create(notebook_path="work/study.ipynb", provider="scripted", model="demo")
+    alpha, beta = child_of(repo, root, "alpha"), child_of(repo, root, "beta")
+    record = {
+        "type": "queued",
+        "ts": "2026-12-02T10:00:00.000Z",
+        "message_id": "msg-1",
+        "to_session_id": alpha.session_id,
+        "to_name": "alpha",
+        "from_session_id": beta.session_id,
+        "from_name": "beta",
+        "relationship": "sibling",
+        "composed": "2026-12-02T10:00:00.000Z",
+        "mode": "auto",
+        "body": "the numbers are in",
+    }
+    signed = runtime.signer.sign_object(SIGNED_FOR, record)
+    (alpha.directory / MAILBOX_FILE).write_text(json.dumps(signed) + "\n")
+    shutil.rmtree(root.directory)  # both children now claim a parent that is not there
+
+    restarted = runtime_over(tmp_path)
+    assert restarted.mailbox.recover() == 0  # nothing waits: it would never load
+
+    told = [
+        e for e in repo.read(beta.session_id).entries if e.get("kind") == "message_undeliverable"
+    ]
+    assert len(told) == 1 and "the agent tree refuses it" in told[0]["text"]
+    assert "is not in this sessions folder" in told[0]["text"]
+    assert '"dropped"' in (alpha.directory / MAILBOX_FILE).read_text()
