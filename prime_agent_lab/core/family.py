@@ -104,6 +104,11 @@ class Member:
         """Its header breaks the tree's rules: listed, never loaded, in no agent's family."""
         return bool(self.problem) and self.problem != VANISHED
 
+    @property
+    def why_refused(self) -> str:
+        """Why a message for it can never be delivered."""
+        return f"the agent tree refuses it ({self.problem})"
+
     def refusal(self) -> FamilyError:
         """The error an action on a refused member answers with."""
         return FamilyError(

@@ -503,16 +503,13 @@ class Mailbox:
         if not waiting:
             return
         delivered = self._delivered_ids(target_id)
-        member = self._runtime.family.member(target_id)
         for mail in waiting:
             if mail.message_id in delivered:
                 self._write(target_id, {"type": "taken", "message_id": mail.message_id})
             elif self._runtime.family.is_deleted(target_id):
                 self._undeliverable(mail, "it was deleted")
-            elif member is None:
-                self._undeliverable(mail, UNREADABLE_REASON)
-            elif member.refused:  # its header breaks the tree's rules: nothing loads it
-                self._undeliverable(mail, f"the agent tree refuses it ({member.problem})")
+            elif (member := self._runtime.family.member(target_id)) is None or member.refused:
+                self._undeliverable(mail, member.why_refused if member else UNREADABLE_REASON)
             else:
                 mail.held = mail.from_user  # the user's queue waits for the user after a restart
                 self._pending.setdefault(target_id, []).append(mail)
