@@ -180,9 +180,13 @@ HEADER = ("NAME", "STATE", "OUTCOME", "RESIDENCY", "MODEL", "TOKENS", "COST", "L
 
 
 def tree_text(rows: Iterable[AgentRow]) -> str:
-    """One agent a line, indented by depth under its parent."""
+    """One agent a line, indented by depth under its parent; a row's `problem` (a refused
+    session, a folder removed from disk) on a line of its own under it."""
     lines = [HEADER]
+    problems: dict[int, str] = {}
     for row in rows:
+        if row.get("problem"):
+            problems[len(lines)] = "  " * row["depth"] + "  ! " + printable(str(row["problem"]))
         state = row["state"] + (f" ({row['waiting_for']})" if row["waiting_for"] else "")
         lines.append(
             (
@@ -199,10 +203,13 @@ def tree_text(rows: Iterable[AgentRow]) -> str:
     if len(lines) == 1:
         return "no agents\n"
     widths = [max(len(line[i]) for line in lines) for i in range(len(HEADER) - 1)]
-    text = [
-        "  ".join([*(c.ljust(w) for c, w in zip(line, widths, strict=False)), line[-1]])
-        for line in lines
-    ]
+    text = []
+    for index, line in enumerate(lines):
+        text.append(
+            "  ".join([*(c.ljust(w) for c, w in zip(line, widths, strict=False)), line[-1]])
+        )
+        if index in problems:
+            text.append(problems[index])
     return "\n".join(t.rstrip() for t in text) + "\n"
 
 

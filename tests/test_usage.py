@@ -311,9 +311,11 @@ def test_usage_of_sessions_whose_headers_make_a_loop_counts_each_once(tmp_path: 
 
     report = usage_report(tree, a.session_id)
 
-    (child,) = report["children"]
-    assert child["session_id"] == b.session_id and child["children"] == []  # the loop is cut
-    assert report["usage_total"] == {"input_tokens": 20, "output_tokens": 2}
+    # A loop of headers is refused (docs/agent-tree.md, "Headers from elsewhere"): neither is
+    # the other's sub-agent, so each counts once, for itself.
+    assert report["children"] == []
+    assert report["usage_total"] == {"input_tokens": 10, "output_tokens": 1}
+    assert "loop back" in tree.family.member(b.session_id).problem
 
 
 def test_a_runtimes_tree_usage_and_descendants_cut_a_loop_of_headers(tmp_path: Path) -> None:
@@ -335,7 +337,10 @@ def test_a_runtimes_tree_usage_and_descendants_cut_a_loop_of_headers(tmp_path: P
     a.file.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
     runtime = AgentRuntime(repository, SimpleNamespace(kernel_key=None), Settings())  # type: ignore[arg-type]
 
-    assert runtime.tree_usage(a.session_id) == {"input_tokens": 20, "output_tokens": 2}
-    assert runtime.descendants(a.session_id) == [b.session_id]
-    (listed,) = runtime.list_children(a.session_id)
-    assert listed["usage_total"] == {"input_tokens": 20, "output_tokens": 2}
+    # A loop of headers is refused (docs/agent-tree.md, "Headers from elsewhere"): neither is
+    # the other's sub-agent, so each counts once, for itself, and nothing recurses.
+    assert runtime.tree_usage(a.session_id) == {"input_tokens": 10, "output_tokens": 1}
+    assert runtime.tree_usage(b.session_id) == {"input_tokens": 10, "output_tokens": 1}
+    assert runtime.descendants(a.session_id) == [] and runtime.descendants(b.session_id) == []
+    assert runtime.list_children(a.session_id) == []
+    assert runtime.family.member(a.session_id).refused

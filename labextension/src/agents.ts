@@ -251,7 +251,8 @@ export function rowLabel(row: IAgentRow, now: number = Date.now()): string {
     stateText(row),
     `outcome ${outcomeText(row)}`,
     row.residency,
-    activityText(row.last_activity, now).short
+    activityText(row.last_activity, now).short,
+    row.problem ?? ''
   ]
     .filter(Boolean)
     .join(', ');
@@ -261,6 +262,9 @@ export function rowLabel(row: IAgentRow, now: number = Date.now()): string {
 export function messageBlockedReason(row: IAgentRow): string | null {
   if (row.can_message) {
     return null;
+  }
+  if (row.problem) {
+    return row.problem;
   }
   if (row.depth >= 2) {
     return 'You message as the root agent, which reaches only its own sub-agents: ask this agent’s parent to message it';
@@ -272,6 +276,9 @@ export function messageBlockedReason(row: IAgentRow): string | null {
 export function deleteBlockedReason(row: IAgentRow): string | null {
   if (row.can_delete) {
     return null;
+  }
+  if (row.problem) {
+    return row.problem;
   }
   if (!row.parent_id) {
     return 'A root agent is deleted from its notebook’s session list';

@@ -72,6 +72,7 @@ interface IRowNodes {
   stop: HTMLButtonElement;
   stopSubtree: HTMLButtonElement;
   remove: HTMLButtonElement;
+  problem: HTMLElement;
   compose: HTMLFormElement;
   input: HTMLInputElement;
   send: HTMLButtonElement;
@@ -294,7 +295,9 @@ export class AgentsView extends Widget {
     notice.setAttribute('role', 'status');
     const error = element('div', 'pal-agent-error', 'pal-agent-error');
     error.setAttribute('role', 'alert');
-    item.append(line, meta, actions, compose, notice, error);
+    // Why the server refuses this session (a forged header) or that its folder is gone.
+    const problem = element('div', 'pal-agent-problem', 'pal-agent-problem');
+    item.append(line, meta, problem, actions, compose, notice, error);
     return {
       item,
       line,
@@ -313,6 +316,7 @@ export class AgentsView extends Widget {
       stop,
       stopSubtree,
       remove,
+      problem,
       compose,
       input,
       send,
@@ -403,6 +407,10 @@ export class AgentsView extends Widget {
     nodes.remove.disabled = deleteBlocked !== null || busy !== null;
     nodes.remove.title = deleteBlocked ?? `Take ${row.name} and its sub-agents out of the tree (asks first)`;
     nodes.remove.setAttribute('aria-label', `Delete ${row.name}`);
+
+    setText(nodes.problem, row.problem ?? '');
+    nodes.problem.hidden = row.problem === null;
+    item.dataset.problem = row.problem === null ? 'none' : 'yes';
 
     const notice = model.rowNotice(id);
     setText(nodes.notice, notice ?? '');

@@ -560,6 +560,7 @@ export interface IAgentRow {
   last_activity: string;
   can_message: boolean;
   can_delete: boolean;
+  problem: string | null;
 }
 
 /** Every agent the server knows, as a depth-first walk of the trees (roots newest first, children in creation order). */

@@ -26,6 +26,7 @@ export function agentRow(
     last_activity: '2026-12-02T07:00:00Z',
     can_message: true,
     can_delete: parent !== null,
+    problem: null,
     ...extra
   };
 }

@@ -190,6 +190,33 @@ describe('the Agents View', () => {
     expect((control(view, 'a', 'pal-agent-message') as HTMLButtonElement).disabled).toBe(false);
   });
 
+  it('shows why the server refuses a forged session on its row, with its actions off', () => {
+    const { model, view } = setup();
+    const problem = 'Refused: its header says depth 5, but its parent \'survey\' is at depth 0';
+    model.apply({
+      agents: [
+        ...family(),
+        agentRow('forged', null, { notebook: null, can_message: false, problem })
+      ],
+      generated_at: ''
+    });
+    const shown = control(view, 'forged', 'pal-agent-problem');
+    expect(shown.hidden).toBe(false);
+    expect(shown.textContent).toBe(problem);
+    expect(view.rowNode('forged')!.dataset.problem).toBe('yes');
+    expect(view.rowNode('forged')!.getAttribute('aria-label')).toContain(problem);
+    const message = control(view, 'forged', 'pal-agent-message') as HTMLButtonElement;
+    expect(message.disabled).toBe(true);
+    expect(message.title).toBe(problem);
+    const remove = control(view, 'forged', 'pal-agent-delete') as HTMLButtonElement;
+    expect(remove.disabled).toBe(true);
+    expect(remove.title).toBe(problem);
+    expect((control(view, 'forged', 'pal-agent-open-notebook') as HTMLButtonElement).disabled).toBe(
+      true
+    );
+    expect(control(view, 'a', 'pal-agent-problem').hidden).toBe(true);
+  });
+
   it('sends a message, clears the input and says how it was delivered', async () => {
     const { api, view } = setup();
     control(view, 'a', 'pal-agent-message').click();

@@ -3,8 +3,9 @@
 The tree comes from the session headers (core/family.py). What a row says about an agent is kept
 in three separate fields: `state` (what it does now, from memory), `outcome` (how its last task or
 turn ended, from its log) and `residency` (whether it is in memory). A resident agent's log is in
-memory; any other's figures are read from its file once per change of the file (inode, size and
-times), so a request rereads only the logs that changed since the last one.
+memory; any other's figures are read from its file once per version of the file (`FileMemo`:
+inode, size and times), so a request rereads only the logs that changed since the last one. A
+refused member (core/member_rules.py) is a row of its own with its `problem`, outside any tree.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import posixpath
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, get_args
 
 from .family import Member
-from .file_memo import stamp_of
+from .file_memo import FileMemo
 from .sessions import SESSION_FILE, SessionError, SessionLog
 from .usage import session_cost, session_usage
 from .wire import AgentOutcome, AgentRow, AgentsOverview, AgentState, AgentTokens, AgentWaitingFor
@@ -84,10 +86,12 @@ class AgentsOverviewBuilder:
 
     def __init__(self, runtime: AgentRuntime) -> None:
         self._runtime = runtime
-        self._cache: dict[str, tuple[tuple[object, ...], LogFacts]] = {}
+        self._files: FileMemo[LogFacts | None] = FileMemo(self._read)  # agents not in memory
+        self._in_memory: dict[str, tuple[tuple[int, int], LogFacts]] = {}  # resident agents
+        self._log_files: dict[str, Path] = {}  # made once: a Path costs more than its `stat`
         self._lock = threading.Lock()
         self._children: dict[str | None, list[Member]] = {}  # during a walk (`_index`)
-        self.logs_read = 0  # files read from disk (the cache's misses), for tests and benchmarks
+        self.logs_read = 0  # files read from disk (the memo's misses), for tests and benchmarks
 
     # ------------------------------------------------------------ the overview
 
@@ -96,7 +100,9 @@ class AgentsOverviewBuilder:
         from disk only the logs that changed since the last call (the first call reads all)."""
         family = self._runtime.family
         family.refresh()
-        self._index(family.members(deleted=True))
+        members = family.members(deleted=True)
+        self._forget_others(members)
+        self._index(members)
         roots = [m for m in self._children.get(None, []) if not family.is_deleted(m.session_id)]
         rows: list[AgentRow] = []
         try:
@@ -116,10 +122,24 @@ class AgentsOverviewBuilder:
         return {"agents": agents, "generated_at": _now()}
 
     def _index(self, members: list[Member]) -> None:
-        """Children by parent (None: the roots), oldest first, for one walk of the tree."""
+        """Children by parent (None: the roots, and refused members, each outside any tree),
+        oldest first, for one walk of the tree."""
         self._children = {}
         for member in members:
-            self._children.setdefault(member.parent_session_id, []).append(member)
+            parent = None if member.refused else member.parent_session_id
+            self._children.setdefault(parent, []).append(member)
+
+    def _forget_others(self, members: list[Member]) -> None:
+        """Keep facts only for the members there are now: a removed folder leaves nothing."""
+        runtime = self._runtime
+        self._files.keep_only([self._log_file(m) for m in members])
+        present = {m.session_id for m in members}
+        resident = present & runtime.agents.keys()
+        with self._lock:
+            for gone in self._in_memory.keys() - resident:
+                del self._in_memory[gone]
+            for gone in self._log_files.keys() - present:
+                del self._log_files[gone]
 
     def _children_of(self, session_id: str, deleted: bool = False) -> list[Member]:
         family = self._runtime.family
@@ -163,16 +183,23 @@ class AgentsOverviewBuilder:
         runtime = self._runtime
         agent = runtime.agents.get(member.session_id)
         state, waiting_for = self.state_of(member.session_id)
-        notebook = (
-            agent.session.notebook_path
-            if agent is not None
-            else (facts.notebook if facts is not None else member.notebook_path)
-        ) or None
+        if member.refused:  # its header's claims are not shown as facts, nor offered to open
+            notebook = None
+        else:
+            notebook = (
+                agent.session.notebook_path
+                if agent is not None
+                else (facts.notebook if facts is not None else member.notebook_path)
+            ) or None
         tokens: AgentTokens = facts.tokens if facts is not None else {"input": 0, "output": 0}
         return {
             "session_id": member.session_id,
-            "name": member.name if member.parent_session_id else _stem(notebook or ""),
-            "parent_id": member.parent_session_id,
+            "name": (
+                member.name or member.session_id
+                if member.parent_session_id
+                else _stem(notebook or "")
+            ),
+            "parent_id": None if member.refused else member.parent_session_id,
             "root_id": root_id,
             "depth": depth,
             "notebook": notebook,
@@ -186,8 +213,9 @@ class AgentsOverviewBuilder:
             "cost_own": facts.cost if facts is not None else None,
             "cost_total": facts.cost if facts is not None else None,
             "last_activity": (facts.last_activity if facts is not None else "") or member.created,
-            "can_message": depth <= 1,  # the user acts as the root's owner (core/reach.py)
+            "can_message": depth <= 1 and not member.refused,  # as the root's owner (reach.py)
             "can_delete": depth >= 1 and state == "idle",  # runtime.delete_member's rule
+            "problem": _problem_text(member),
         }
 
     # ------------------------------------------------------------ state and facts
@@ -210,66 +238,61 @@ class AgentsOverviewBuilder:
             return "waiting", "mail"
         return "idle", None
 
-    def stale_logs(self) -> list[tuple[Member, tuple[object, ...]]]:
-        """The logs of agents not in memory that changed since they were last read (all of
-        them on the first call), with the version to read: cheap (a `stat` each)."""
+    def read_logs(self) -> None:
+        """Read the logs of agents not in memory that changed since they were last read (all
+        of them the first time; a `stat` each otherwise): the slow part, which touches no agent
+        in memory, so a host runs it off its event loop before `overview`."""
         runtime = self._runtime
-        stale = []
+        runtime.family.refresh()
         for member in runtime.family.members(deleted=True):
-            if member.session_id in runtime.agents:
-                continue
-            stamp = stamp_of(runtime.repository.directory(member.session_id) / SESSION_FILE)
-            with self._lock:
-                cached = self._cache.get(member.session_id)
-            if stamp is not None and (cached is None or cached[0] != stamp):
-                stale.append((member, stamp))
-        return stale
-
-    def read_logs(self, stale: list[tuple[Member, tuple[object, ...]]]) -> None:
-        """Read `stale` logs into the cache: the slow part, which touches no agent in memory,
-        so a host runs it off its event loop before `overview`."""
-        for member, stamp in stale:
-            self._cached(
-                member.session_id,
-                stamp,
-                lambda m=member: self._read(m, m.parent_session_id is not None),
-            )
+            if member.session_id not in runtime.agents:
+                self._files.get(self._log_file(member))
 
     def facts(self, member: Member) -> LogFacts | None:
         """The log's facts: from memory for a resident agent, else from the file (read again
         only when it changed). None when the log cannot be read."""
-        runtime = self._runtime
-        is_child = member.parent_session_id is not None
-        agent = runtime.agents.get(member.session_id)
-        if agent is not None:
-            session = agent.session
-            stamp: tuple[object, ...] = ("memory", id(session), len(session.entries))
-            return self._cached(member.session_id, stamp, lambda: log_facts(session, is_child))
-        stamp = stamp_of(runtime.repository.directory(member.session_id) / SESSION_FILE)
-        if stamp is None:
-            return None
-        return self._cached(member.session_id, stamp, lambda: self._read(member, is_child))
+        agent = self._runtime.agents.get(member.session_id)
+        if agent is None:
+            return self._files.get(self._log_file(member))
+        session = agent.session
+        version = (id(session), len(session.entries))
+        with self._lock:
+            cached = self._in_memory.get(member.session_id)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        facts = log_facts(session, member.parent_session_id is not None)
+        with self._lock:
+            self._in_memory[member.session_id] = (version, facts)
+        return facts
 
-    def _read(self, member: Member, is_child: bool) -> LogFacts | None:
+    def _log_file(self, member: Member) -> Path:
+        with self._lock:  # `read_logs` runs in a worker thread while a request may build rows
+            found = self._log_files.get(member.session_id)
+            if found is None:
+                found = self._runtime.repository.directory(member.session_id) / SESSION_FILE
+                self._log_files[member.session_id] = found
+        return found
+
+    def _read(self, file: Path) -> LogFacts | None:
+        """A log not in memory (its folder's name is its session id); None when unreadable."""
         self.logs_read += 1
         try:
-            session = self._runtime.repository.read(member.session_id)
+            session = self._runtime.repository.read(file.parent.name)
         except SessionError:
             return None
-        return log_facts(session, is_child)
+        return log_facts(session, session.header.get("parent_session_id") not in (None, ""))
 
-    def _cached(
-        self, session_id: str, stamp: tuple[object, ...], compute: object
-    ) -> LogFacts | None:
-        with self._lock:
-            cached = self._cache.get(session_id)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        facts = compute()  # type: ignore[operator]
-        if facts is not None:
-            with self._lock:
-                self._cache[session_id] = (stamp, facts)
-        return facts  # type: ignore[no-any-return]
+
+def _problem_text(member: Member) -> str | None:
+    """What the row says of a refused member, or of one whose folder is gone (None: sound)."""
+    if not member.problem:
+        return None
+    if member.refused:
+        return (
+            f"Refused: {member.problem}. Nothing loads it; remove its session folder if it is "
+            "not yours."
+        )
+    return member.problem[:1].upper() + member.problem[1:] + "."
 
 
 def _running(agent: object) -> bool:

@@ -5,6 +5,11 @@ its `task`; a root's header has none of these. Headers are written once and neve
 tree is an index over them: it survives compaction, kernel restarts and server restarts with
 nothing to keep in step. A deleted sub-agent keeps its session and notebook; a `deleted` marker
 file in its session directory takes it out of the tree and frees its name.
+
+A header is a claim: one that breaks the tree's rules (core/member_rules.py) makes a refused
+member, listed with its `problem` and never loaded, and left out of every agent's family. A
+session folder removed from disk leaves the index at the next look, unless its agent is in memory
+(then it stays, with that said as its problem, until it leaves memory).
 """
 
 from __future__ import annotations
@@ -13,11 +18,13 @@ import json
 import re
 import secrets
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from .jsonfile import MAX_SESSION_HEADER_BYTES, BadJson, UnreadableFile, parse_json, read_prefix
+from .member_rules import child_header_problem, tree_problems
 from .sessions import SESSION_FILE, SessionRepository, now_iso
 from .text import shorten
 from .whole_writes import replace_whole
@@ -31,6 +38,8 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 SESSION_UNREADABLE = 410  # FamilyError status: the agent's session file cannot be read
+REFUSED = 409  # FamilyError status: the member's header breaks the tree's rules
+VANISHED = "its session folder was removed from disk; it is listed while it stays in memory"
 
 
 class FamilyError(Exception):
@@ -78,6 +87,8 @@ class Member:
     task: str = ""
     model: str = ""
     created: str = ""
+    problem: str = ""
+    """Why the tree refuses it (core/member_rules.py), or why its folder is gone; "" when sound."""
 
     @property
     def display_name(self) -> str:
@@ -88,6 +99,24 @@ class Member:
     def session_dir(self) -> str:
         return self.session_id
 
+    @property
+    def refused(self) -> bool:
+        """Its header breaks the tree's rules: listed, never loaded, in no agent's family."""
+        return bool(self.problem) and self.problem != VANISHED
+
+    @property
+    def why_refused(self) -> str:
+        """Why a message for it can never be delivered."""
+        return f"the agent tree refuses it ({self.problem})"
+
+    def refusal(self) -> FamilyError:
+        """The error an action on a refused member answers with."""
+        return FamilyError(
+            REFUSED,
+            f"session {self.session_id} is refused: {self.problem}. Nothing loads it; remove "
+            f"its folder .prime-agent/sessions/{self.session_id} if it is not yours",
+        )
+
 
 def member_from_header(header: dict[str, Any]) -> Member | None:
     session_id = header.get("session_id")
@@ -95,6 +124,12 @@ def member_from_header(header: dict[str, Any]) -> Member | None:
         return None
     parent = header.get("parent_session_id")
     depth = header.get("depth", 0)
+    is_child = parent is not None and parent != ""
+    problem = ""
+    if is_child and not isinstance(parent, str):
+        problem = "its header's parent_session_id is not a session id"
+    elif is_child:
+        problem = child_header_problem(header)
     return Member(
         session_id=session_id,
         notebook_path=str(header.get("notebook_path", "")),
@@ -104,6 +139,7 @@ def member_from_header(header: dict[str, Any]) -> Member | None:
         task=str(header.get("task", "") or ""),
         model=_model_name(header),
         created=str(header.get("created", "") or ""),
+        problem=problem,
     )
 
 
@@ -118,46 +154,93 @@ def _model_name(header: dict[str, Any]) -> str:
 class Family:
     """An index of the session headers under one repository, read lazily and kept current."""
 
-    def __init__(self, repository: SessionRepository) -> None:
+    def __init__(
+        self, repository: SessionRepository, resident: Callable[[str], bool] = lambda _: False
+    ) -> None:
         self._repository = repository
-        self._members: dict[str, Member] = {}
+        self._resident = resident  # an agent in memory keeps its member when its folder goes
+        self._members: dict[str, Member] = {}  # as their headers say
+        self._judged: dict[str, Member] = {}  # the same, with each refused one's problem
         self._deleted: set[str] = set()
         self._seen_dirs: set[str] = set()
+        self._vanished: set[str] = set()  # resident, folder gone
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ reading
 
     def refresh(self) -> None:
-        """Index sessions created since the last look (by this process or another)."""
+        """Index sessions created since the last look (by this process or another) and drop
+        those whose folder is gone (kept, marked, while their agent is in memory)."""
         root = self._repository.root
         with self._lock:
-            for directory in root.iterdir():
-                if directory.name in self._seen_dirs or not directory.is_dir():
+            try:
+                present = {d.name: d for d in root.iterdir()}
+            except FileNotFoundError:  # the sessions folder itself is gone (or not made yet)
+                present = {}
+            except OSError:  # cannot look now (too many open files...): keep what is known
+                return
+            changed = self._drop_vanished(present)
+            for name, directory in present.items():
+                if name in self._seen_dirs or not directory.is_dir():
                     continue
                 if directory.is_symlink():  # never followed (docs/trust.md)
                     continue
                 header = _read_header(directory)
                 if header is None:
                     continue  # not a session (yet): looked at again next time
-                self._seen_dirs.add(directory.name)
+                self._seen_dirs.add(name)
                 member = member_from_header(header)
-                if member is None or member.session_id != directory.name:
+                if member is None or member.session_id != name:
                     continue
                 self._members[member.session_id] = member
+                changed = True
                 if (directory / DELETED_MARKER).exists():
                     self._deleted.add(member.session_id)
+            if changed:
+                self._judge()
+
+    def _drop_vanished(self, present: dict[str, Path]) -> bool:
+        """Forget the members whose folder is gone, unless in memory; whether any changed."""
+        changed = False
+        for session_id in [s for s in self._members if s not in present]:
+            if self._resident(session_id):
+                changed |= session_id not in self._vanished
+                self._vanished.add(session_id)
+                continue
+            self._members.pop(session_id, None)
+            self._deleted.discard(session_id)
+            self._seen_dirs.discard(session_id)
+            self._vanished.discard(session_id)
+            changed = True
+        for session_id in [s for s in self._vanished if s in present]:  # back (restored)
+            self._vanished.discard(session_id)
+            changed = True
+        self._seen_dirs &= present.keys()
+        return changed
+
+    def _judge(self) -> None:
+        """Apply the tree's rules to every member (under the lock)."""
+        problems = tree_problems(self._members, self._deleted)
+        for session_id in self._vanished:
+            problems.setdefault(session_id, VANISHED)
+        self._judged = {
+            sid: replace(m, problem=problems[sid]) if sid in problems else m
+            for sid, m in self._members.items()
+        }
 
     def add(self, member: Member) -> None:
         """A session this process just created."""
         with self._lock:
             self._members[member.session_id] = member
             self._seen_dirs.add(member.session_id)
+            self._judge()
 
     def member(self, session_id: str) -> Member | None:
-        found = self._members.get(session_id)
+        """The member (a refused one too, with its `problem`), None when unknown or deleted."""
+        found = self._judged.get(session_id)
         if found is None:
             self.refresh()
-            found = self._members.get(session_id)
+            found = self._judged.get(session_id)
         return found if found is not None and session_id not in self._deleted else None
 
     def children(self, session_id: str, deleted: bool = False) -> list[Member]:
@@ -167,19 +250,21 @@ class Family:
         return sorted(
             (
                 m
-                for m in self._members.values()
+                for m in self._judged.values()
                 if m.parent_session_id == session_id
+                and not m.refused
                 and (deleted or m.session_id not in self._deleted)
             ),
             key=lambda m: m.created,
         )
 
     def members(self, deleted: bool = False) -> list[Member]:
-        """Every member indexed so far (call `refresh` first), oldest first; with `deleted`,
-        those taken out of the tree too (the Agents View walks the tree from this once)."""
+        """Every member indexed so far (call `refresh` first), refused ones included (their
+        `problem` says why), oldest first; with `deleted`, those taken out of the tree too (the
+        Agents View walks the tree from this once)."""
         with self._lock:
             found = [
-                m for m in self._members.values() if deleted or m.session_id not in self._deleted
+                m for m in self._judged.values() if deleted or m.session_id not in self._deleted
             ]
         return sorted(found, key=lambda m: m.created)
 
@@ -187,14 +272,15 @@ class Family:
         """Members with the same parent. Roots are siblings of each other; `roots` narrows
         them to the ones that matter (the loaded ones), as old root sessions pile up on disk."""
         me = self.member(session_id)
-        if me is None:
+        if me is None or me.refused:
             return []
         if me.parent_session_id is not None:
             return [m for m in self.children(me.parent_session_id) if m.session_id != session_id]
         return [
             m
-            for m in self._members.values()
+            for m in self._judged.values()
             if m.parent_session_id is None
+            and not m.refused
             and m.session_id != session_id
             and m.session_id not in self._deleted
             and (roots is None or m.session_id in roots)
@@ -204,7 +290,7 @@ class Family:
         """How `receiver` relates to `sender` (from the sender's side); None: outside the
         nuclear family (parent, siblings, direct children), or the same agent."""
         a, b = self.member(sender), self.member(receiver)
-        if a is None or b is None or a.session_id == b.session_id:
+        if a is None or b is None or a.session_id == b.session_id or a.refused or b.refused:
             return None
         if a.parent_session_id == b.session_id:
             return "parent"
@@ -230,6 +316,8 @@ class Family:
             self._members.pop(session_id, None)
             self._deleted.discard(session_id)
             self._seen_dirs.discard(session_id)
+            self._vanished.discard(session_id)
+            self._judge()
 
     def is_deleted(self, session_id: str) -> bool:
         return session_id in self._deleted

@@ -508,8 +508,8 @@ class Mailbox:
                 self._write(target_id, {"type": "taken", "message_id": mail.message_id})
             elif self._runtime.family.is_deleted(target_id):
                 self._undeliverable(mail, "it was deleted")
-            elif self._runtime.family.member(target_id) is None:
-                self._undeliverable(mail, UNREADABLE_REASON)
+            elif (member := self._runtime.family.member(target_id)) is None or member.refused:
+                self._undeliverable(mail, member.why_refused if member else UNREADABLE_REASON)
             else:
                 mail.held = mail.from_user  # the user's queue waits for the user after a restart
                 self._pending.setdefault(target_id, []).append(mail)

@@ -35,6 +35,7 @@ from .compact_ops import register_compact_operations
 from .continuation import Continuers
 from .events import Event, EventBus
 from .family import (
+    REFUSED,
     SESSION_UNREADABLE,
     Family,
     FamilyError,
@@ -53,6 +54,7 @@ from .heartbeat_ops import register_heartbeat_operations
 from .lifecycle import Lifecycle
 from .mailbox import Mailbox
 from .mcp_ops import McpAccess, mcp_prompt_part, register_mcp_operations
+from .member_rules import child_folder, child_header_problem
 from .message_ops import register_message_operations
 from .pending_kernel import PendingKernel, kernel_arrived
 from .ports import KernelPort, ModelProvider, NotebookPort
@@ -138,7 +140,7 @@ class AgentRuntime:
         self.settings = settings
         self.signer = signer or Signer.load_or_ephemeral()  # this user's secret: docs/trust.md
         self.agents: dict[str, Agent] = {}
-        self.family = Family(repository)
+        self.family = Family(repository, lambda session_id: session_id in self.agents)
         self._kernel_session: dict[str, str] = {}  # kernel id -> session id
         self._background: set[asyncio.Future[Any]] = set()
         self.bridge = BridgeService(
@@ -235,10 +237,15 @@ class AgentRuntime:
             raise FamilyError(
                 409, f"{member.display_name} is not open; it comes back when its notebook is opened"
             )
+        if member.refused:  # a header from elsewhere: no kernel, no notebook (member_rules.py)
+            raise member.refusal()
         try:
             session = await asyncio.to_thread(self.repository.load, session_id)
         except SessionError as exc:  # 410: nothing will ever load it as it is
             raise FamilyError(SESSION_UNREADABLE, str(exc)) from None
+        changed = child_header_problem(session.header)  # the file changed since it was indexed
+        if changed:
+            raise FamilyError(REFUSED, f"session {session_id} is refused: {changed}")
         provider_name, model = session.current_model()
         try:
             provider = self.environment.provider(f"{provider_name}/{model}")
@@ -271,6 +278,9 @@ class AgentRuntime:
     ) -> tuple[Agent, int | None]:
         """An agent on `session`, registered and ready. A turn that a crash cut short is closed
         first (returned: its number, else None), so the model hears what really happened."""
+        refused = self.family.member(session.session_id)
+        if refused is not None and refused.refused:  # whoever asks: never an agent for it
+            raise refused.refusal()
         agent = Agent(
             session,
             provider,
@@ -1004,13 +1014,6 @@ def last_turn_was_a_task(session: SessionLog) -> bool:
 
 def _from_parent(entry: dict[str, Any]) -> bool:
     return entry.get("relationship") == "parent" and isinstance(entry.get("from_session_id"), str)
-
-
-def child_folder(parent_notebook_path: str) -> str:
-    """Where a notebook's sub-agents live: `analysis.ipynb` -> `analysis.agents`."""
-    folder, base = posixpath.split(parent_notebook_path)
-    stem = base[: -len(".ipynb")] if base.endswith(".ipynb") else base
-    return posixpath.join(folder, f"{stem}.agents")
 
 
 def backlink_cells(parent_path: str, child_path: str, name: str, task: str) -> list[dict[str, Any]]:

@@ -178,6 +178,10 @@ class AgentRow(TypedDict):
     last_activity: str
     can_message: bool
     can_delete: bool
+    problem: str | None
+    """Why the tree refuses this session (its header breaks the rules: it is listed as a root
+    of its own and nothing loads it), or that its folder was removed from disk while its agent
+    is in memory; null for a sound agent (docs/agent-tree.md, "Headers from elsewhere")."""
 
 
 class AgentsOverview(TypedDict):

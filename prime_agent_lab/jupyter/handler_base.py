@@ -12,6 +12,7 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
 from ..core.commands import CommandError
+from ..core.family import FamilyError
 from ..core.jsonfile import BadJson, parse_json
 from ..core.sessions import SessionError, SessionWriteError, check_session_id
 from ..core.text import json_type, shorten
@@ -121,7 +122,7 @@ def host_errors(method: Any) -> Any:
     async def wrapper(self: ApiBase, *args: Any, **kwargs: Any) -> Any:
         try:
             return await method(self, *args, **kwargs)
-        except (HostError, CommandError) as exc:
+        except (HostError, CommandError, FamilyError) as exc:
             raise web.HTTPError(exc.status, exc.message) from None
         except SessionWriteError as exc:  # a full disk: 507 Insufficient Storage, said plainly
             raise web.HTTPError(507, str(exc)) from None

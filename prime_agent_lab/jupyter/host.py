@@ -278,6 +278,9 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue, HostPermissi
         if session.notebook_path != path:
             owner = shorten(session.notebook_path)
             raise HostError(409, f"session {session_id} belongs to {owner}")
+        member = self.runtime.family.member(session_id)
+        if member is not None and member.refused:  # before its notebook's kernel is resolved
+            raise HostError(409, member.refusal().message)
         return session
 
     def _follow_notebook(self, agent: Agent, notebook: LiveNotebook) -> None:

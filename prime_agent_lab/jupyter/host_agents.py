@@ -34,17 +34,20 @@ class AgentsDesk:
     # ------------------------------------------------------------ reading
 
     def member(self, session_id: str) -> Member:
+        """The member an action names: 404 when unknown, 409 with the reason when its header
+        is refused (core/member_rules.py): no action loads, messages, stops or deletes it."""
         member = self.host.runtime.family.member(session_id)
         if member is None:
             raise HostError(404, f"no agent {preview(session_id, 80)}")
+        if member.refused:
+            refusal = member.refusal()
+            raise HostError(refusal.status, refusal.message)
         return member
 
     async def overview(self, state: Any = None) -> AgentsOverview:
         """The overview, with the logs that changed read in a worker thread: a large log that
         keeps growing (a headless run in the same folder) never holds the event loop."""
-        stale = self.builder.stale_logs()
-        if stale:
-            await asyncio.to_thread(self.builder.read_logs, stale)
+        await asyncio.to_thread(self.builder.read_logs)
         return self.builder.overview(state)
 
     # ------------------------------------------------------------ messages
