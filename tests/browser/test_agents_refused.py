@@ -58,6 +58,8 @@ def test_a_forged_child_says_why_it_is_refused_and_a_removed_folder_leaves_live(
     )
 
     page.goto(lab_server.lab_url("lab"), timeout=UI_TIMEOUT_MS)
+    # The launcher takes the focus as it renders: a palette opened before that loses it.
+    expect(page.locator(".jp-LauncherCard").first).to_be_visible(timeout=UI_TIMEOUT_MS)
     _palette(page, "Open Agents View")
     view = page.get_by_test_id("pal-agents-view")
     expect(view.get_by_test_id("pal-agent-row")).to_have_count(3, timeout=UI_TIMEOUT_MS)
