@@ -27,7 +27,7 @@ from prime_agent_lab.core.ports import ModelProvider, ProviderError, ResponseDon
 from prime_agent_lab.providers import default_model, make_provider, provider_names
 from prime_agent_lab.providers.errors import parse_retry_after
 from prime_agent_lab.providers.fenced import python_blocks
-from prime_agent_lab.providers.scripted import DEFAULT_SCRIPT, EXHAUSTED_TEXT
+from prime_agent_lab.providers.scripted import DEFAULT_SCRIPT, EXHAUSTED_TEXT, exhausted_text
 
 from .fake_llm_server import (
     CONFIRMED,
@@ -670,7 +670,8 @@ async def test_scripted_exhausted_script_answers_without_tool_calls(tmp_path):
     provider = make_provider("scripted", None, script_path=path)
     history = after([Message(role="user", text="go")], (await collect(provider, request()))[1])
     _, response = await collect(provider, request(*history, Message(role="user", text="more?")))
-    assert (response.text, response.tool_calls) == (EXHAUSTED_TEXT, [])
+    assert (response.text, response.tool_calls) == ("The script script.json has no more steps.", [])
+    assert exhausted_text(str(DEFAULT_SCRIPT)) == EXHAUSTED_TEXT  # the demo keeps its words
 
 
 async def test_scripted_raw_arguments_are_passed_through(tmp_path):

@@ -65,6 +65,15 @@ from .fenced import apply_fenced_fallback
 DEFAULT_SCRIPT = Path(__file__).resolve().parent.parent / "demo" / "demo_script.json"
 EXHAUSTED_TEXT = "The demo script has no more steps."
 
+
+def exhausted_text(script_path: str) -> str:
+    """What a finished script answers: the demo's words, or the custom script's file name (a
+    custom script is never called the demo)."""
+    if Path(script_path) == DEFAULT_SCRIPT:
+        return EXHAUSTED_TEXT
+    return f"The script {Path(script_path).name} has no more steps."
+
+
 _WORD_GROUP = re.compile(r"(?:\S+\s*){1,3}|\s+")
 
 
@@ -354,7 +363,7 @@ class ScriptedProvider:
             return ScriptTurn(text=script.follow_up)
         if position < len(script.turns):
             return script.turns[position]
-        return ScriptTurn(text=EXHAUSTED_TEXT)
+        return ScriptTurn(text=exhausted_text(self.script_path))
 
 
 _SCRIPTED_ID = re.compile(r"^scripted_(\d+)_\d+$")
