@@ -106,7 +106,7 @@ HOSTILE = {
     "cwd-outside": ({"parent_notebook_path": "../../etc/x.ipynb"}, "parent_notebook_path"),
     "deep-claim": ({"depth": 3}, "depth 3, but its parent 'work/study.ipynb' is at depth 0"),
     "zero-depth": ({"depth": 0}, "is not a sub-agent's"),
-    "alpha": ({}, "an older sibling"),  # the name the real child already has
+    "alpha": ({}, "already has the name"),  # the name the real child already has
 }
 
 
@@ -283,3 +283,47 @@ def test_mail_queued_for_a_member_the_tree_now_refuses_is_undeliverable_and_its_
     assert len(told) == 1 and "the agent tree refuses it" in told[0]["text"]
     assert "is not in this sessions folder" in told[0]["text"]
     assert '"dropped"' in (alpha.directory / MAILBOX_FILE).read_text()
+
+
+def test_a_folder_dropped_beside_an_agent_in_memory_never_takes_its_name_nor_its_children(
+    tree: dict[str, Any],
+) -> None:
+    runtime: AgentRuntime = tree["runtime"]
+    alpha = tree["alpha"]
+    runtime.agents[alpha.session_id] = SimpleNamespace(  # type: ignore[assignment]
+        session=alpha, running=False, current_cell_id=None
+    )
+    forge(  # older than the real one, a clean path, the right depth: only the name clashes
+        runtime,
+        "20200101-000000-dropped",
+        tree["root"].session_id,
+        name="alpha",
+        created="2020-01-01T00:00:00.000Z",
+        notebook_path="work/study.agents/evil.ipynb",
+    )
+    rows = {r["session_id"]: r for r in AgentsOverviewBuilder(runtime).overview()["agents"]}
+    assert rows[alpha.session_id]["problem"] is None
+    assert rows[tree["deep"].session_id]["problem"] is None
+    assert rows[tree["deep"].session_id]["depth"] == 2
+    assert "already has the name 'alpha'" in rows["20200101-000000-dropped"]["problem"]
+    assert alpha.session_id in rows["20200101-000000-dropped"]["problem"]
+
+    del runtime.agents[alpha.session_id]
+    again = runtime_over(runtime.repository.root)  # after a restart: the oldest keeps the name
+    rows = {r["session_id"]: r for r in AgentsOverviewBuilder(again).overview()["agents"]}
+    assert "already has the name" in rows[alpha.session_id]["problem"]
+    assert "its parent 'alpha' is refused" in rows[tree["deep"].session_id]["problem"]
+    assert not rows[tree["deep"].session_id]["can_delete"]
+
+
+@pytest.mark.parametrize("path", ["../../../etc/evil.ipynb", "/etc/passwd", "C:\\x.ipynb", ""])
+def test_a_root_whose_notebook_path_is_not_a_clean_notebook_path_is_refused(
+    tree: dict[str, Any], path: str
+) -> None:
+    runtime: AgentRuntime = tree["runtime"]
+    forge(runtime, "29990101-000000-root", None, notebook_path=path)
+    forge(runtime, "29990101-000000-kid", "29990101-000000-root", name="kid")
+    rows = {r["session_id"]: r for r in AgentsOverviewBuilder(runtime).overview()["agents"]}
+    root = rows["29990101-000000-root"]
+    assert root["problem"] and root["notebook"] is None and not root["can_message"]
+    assert "is refused" in rows["29990101-000000-kid"]["problem"]

@@ -220,7 +220,7 @@ class Family:
 
     def _judge(self) -> None:
         """Apply the tree's rules to every member (under the lock)."""
-        problems = tree_problems(self._members, self._deleted)
+        problems = tree_problems(self._members, self._deleted, self._resident)
         for session_id in self._vanished:
             problems.setdefault(session_id, VANISHED)
         self._judged = {

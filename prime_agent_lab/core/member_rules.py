@@ -4,16 +4,17 @@
 A session folder can come from someone else (a clone, a copied folder), so a header that says
 "I am a sub-agent" is a claim, checked before the tree believes it: a sub-agent's notebook is a
 clean relative path inside the server root, its name is one `rlm()` accepts, its depth is its
-parent's plus one, its parent is a session in the same folder, its parents never loop back to it,
-and no older sibling has its name. A member that breaks a rule is refused: it is listed with the
-reason (the Agents View row, the API's error), and nothing loads it, starts a kernel for it or
-opens its notebook. Children the product writes follow every rule by construction.
+parent's plus one, its parent is a session in the same folder and not refused, its parents never
+loop back to it, and no sibling in memory (or else older) has its name; a root's notebook is a
+clean path too. A member that breaks a rule is refused: it is listed with the reason (the Agents
+View row, the API's error), and nothing loads it, starts a kernel for it or opens its notebook.
+Children the product writes follow every rule by construction.
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .text import shorten
@@ -83,12 +84,22 @@ def outside_parents_folder(path: str, parent_path: str) -> bool:
     return absolute and posixpath.dirname(path) != child_folder(parent_path)
 
 
-def tree_problems(members: Mapping[str, Member], deleted: Collection[str]) -> dict[str, str]:
+def tree_problems(
+    members: Mapping[str, Member],
+    deleted: Collection[str],
+    resident: Callable[[str], bool] = lambda _: False,
+) -> dict[str, str]:
     """The refused members of a tree and why: the problem each header has alone (`problem`,
-    from `child_header_problem`), and what only the whole tree shows (a parent that is not
-    there or refused, a loop, a depth that is not the parent's plus one, a name an older
-    sibling already has)."""
+    from `child_header_problem`; a root's notebook path too), and what only the whole tree
+    shows (a parent that is not there or refused, a loop, a depth that is not the parent's plus
+    one, a name a sibling already has: the agent in memory keeps it, else the oldest), and
+    every member below a refused one."""
     problems = {sid: m.problem for sid, m in members.items() if m.problem}
+    for sid, member in members.items():
+        if member.parent_session_id is None and sid not in problems:
+            why = notebook_problem(member.notebook_path, "notebook_path")
+            if why:
+                problems[sid] = why
     judged: set[str] = set()
 
     def in_loop(session_id: str) -> bool:
@@ -147,9 +158,24 @@ def tree_problems(members: Mapping[str, Member], deleted: Collection[str]) -> di
             continue
         by_name.setdefault((member.parent_session_id, member.name.lower()), []).append(member)
     for twins in by_name.values():
-        twins.sort(key=lambda m: (m.created, m.session_id))
+        twins.sort(key=lambda m: (not resident(m.session_id), m.created, m.session_id))
         for later in twins[1:]:
             problems[later.session_id] = (
-                f"an older sibling {twins[0].session_id} already has the name {later.name!r}"
+                f"its sibling {twins[0].session_id} already has the name {later.name!r}"
             )
+    _refuse_below(members, problems)
     return problems
+
+
+def _refuse_below(members: Mapping[str, Member], problems: dict[str, str]) -> None:
+    """Every member under a refused one is refused too (a tree is believed from its root)."""
+    changed = True
+    while changed:
+        changed = False
+        for sid, member in members.items():
+            parent_id = member.parent_session_id
+            if sid not in problems and parent_id is not None and parent_id in problems:
+                parent = members.get(parent_id)
+                name = parent.display_name if parent is not None else parent_id
+                problems[sid] = f"its parent {name!r} is refused"
+                changed = True
