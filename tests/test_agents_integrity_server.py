@@ -129,3 +129,26 @@ async def test_a_forged_child_is_a_row_with_its_reason_and_every_action_on_it_is
     assert await wait_for(lambda: set(jp_serverapp.kernel_manager.list_kernel_ids()) <= kernels)
     assert not (jp_root_dir / "work" / "survey.agents" / "forged.ipynb.agents").exists()
     assert root.session_id in host.runtime.agents
+
+
+async def test_an_agent_in_memory_whose_folder_went_refuses_messages_with_409_and_still_stops(
+    host: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    use_script(host, agent_script([{"text": "hello"}] * 4))
+    root = await host.attach(make_notebook("work/gone.ipynb"))
+    shutil.rmtree(root.session.directory)  # the user removes the folder while it is open
+
+    async def vanished_row() -> dict[str, Any] | None:
+        _, overview = await api(jp_fetch)
+        row = rows_by_name(overview).get("gone")
+        return row if row is not None and row["problem"] else None
+
+    row = await wait_for(vanished_row)
+    assert "removed from disk" in row["problem"]
+    assert (row["residency"], row["can_message"], row["can_delete"]) == ("resident", False, False)
+    status, refused = await api(
+        jp_fetch, root.session_id, "message", method="POST", body={"text": "hello?"}
+    )
+    assert status == 409 and "removed from disk" in refused["error"]  # was a 500
+    status, stopped = await api(jp_fetch, root.session_id, "stop", method="POST")
+    assert status == 200 and stopped == {"stopped": []}

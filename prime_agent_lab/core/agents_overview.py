@@ -197,7 +197,7 @@ class AgentsOverviewBuilder:
             "name": (
                 member.name or member.session_id
                 if member.parent_session_id
-                else _stem(notebook or "")
+                else _stem(notebook or "") or member.session_id
             ),
             "parent_id": None if member.refused else member.parent_session_id,
             "root_id": root_id,
@@ -213,8 +213,8 @@ class AgentsOverviewBuilder:
             "cost_own": facts.cost if facts is not None else None,
             "cost_total": facts.cost if facts is not None else None,
             "last_activity": (facts.last_activity if facts is not None else "") or member.created,
-            "can_message": depth <= 1 and not member.refused,  # as the root's owner (reach.py)
-            "can_delete": depth >= 1 and state == "idle",  # runtime.delete_member's rule
+            "can_message": depth <= 1 and not member.problem,  # as the root's owner (reach.py)
+            "can_delete": depth >= 1 and state == "idle" and not member.problem,
             "problem": _problem_text(member),
         }
 

@@ -109,8 +109,19 @@ class Member:
         """Why a message for it can never be delivered."""
         return f"the agent tree refuses it ({self.problem})"
 
+    @property
+    def vanished(self) -> bool:
+        """Its session folder was removed from disk while its agent is in memory."""
+        return self.problem == VANISHED
+
     def refusal(self) -> FamilyError:
-        """The error an action on a refused member answers with."""
+        """The error an action on a refused member (or one whose folder is gone) answers with."""
+        if self.vanished:
+            return FamilyError(
+                REFUSED,
+                f"session {self.session_id}: {VANISHED}; it can no longer be messaged or "
+                "deleted (restore the folder, or let it leave memory)",
+            )
         return FamilyError(
             REFUSED,
             f"session {self.session_id} is refused: {self.problem}. Nothing loads it; remove "

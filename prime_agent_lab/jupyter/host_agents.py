@@ -33,13 +33,14 @@ class AgentsDesk:
 
     # ------------------------------------------------------------ reading
 
-    def member(self, session_id: str) -> Member:
+    def member(self, session_id: str, *, stopping: bool = False) -> Member:
         """The member an action names: 404 when unknown, 409 with the reason when its header
-        is refused (core/member_rules.py): no action loads, messages, stops or deletes it."""
+        is refused (core/member_rules.py) or its folder is gone: no action loads, messages,
+        stops or deletes it."""
         member = self.host.runtime.family.member(session_id)
         if member is None:
             raise HostError(404, f"no agent {preview(session_id, 80)}")
-        if member.refused:
+        if member.refused or (member.vanished and not stopping):  # a Stop still stops it
             refusal = member.refusal()
             raise HostError(refusal.status, refusal.message)
         return member
@@ -104,7 +105,7 @@ class AgentsDesk:
     # ------------------------------------------------------------ stop and delete
 
     async def stop(self, session_id: str, subtree: bool) -> AgentsStopped:
-        self.member(session_id)
+        self.member(session_id, stopping=True)
         runtime = self.host.runtime
         if subtree:
             return {"stopped": await runtime.stop_subtree(session_id)}
