@@ -152,3 +152,46 @@ async def test_an_agent_in_memory_whose_folder_went_refuses_messages_with_409_an
     assert status == 409 and "removed from disk" in refused["error"]  # was a 500
     status, stopped = await api(jp_fetch, root.session_id, "stop", method="POST")
     assert status == 200 and stopped == {"stopped": []}
+
+
+async def test_a_message_to_a_sub_agent_that_cannot_come_back_is_refused_with_why_not_left_waiting(
+    host: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    root, child = sessions_of(host, agent_script)  # the child's model is that script's
+    make_notebook("work/survey.ipynb")
+    make_notebook("work/survey.agents/alpha.ipynb")
+    use_script(host, agent_script([{"text": "another server, another script"}] * 4))
+    attached = await host.attach("work/survey.ipynb")
+    assert attached.session_id == root.session_id
+
+    status, refused = await api(
+        jp_fetch, child.session_id, "message", method="POST", body={"text": "still there?"}
+    )
+    assert status == 409 and "cannot come back" in refused["error"]
+    assert "unknown model" in refused["error"]
+    _, overview = await api(jp_fetch)
+    row = rows_by_name(overview)["alpha"]
+    assert (row["state"], row["waiting_for"]) == ("idle", None)  # not waiting for mail for ever
+    assert child.session_id not in host.runtime.agents
+
+
+async def test_mail_queued_for_a_sub_agent_that_cannot_come_back_is_undeliverable_and_told(
+    host: Any, make_notebook: Any, agent_script: Any
+) -> None:
+    _, child = sessions_of(host, agent_script)
+    make_notebook("work/survey.ipynb")
+    make_notebook("work/survey.agents/alpha.ipynb")
+    use_script(host, agent_script([{"text": "another script"}] * 4))
+    parent = await host.attach("work/survey.ipynb")
+    host.runtime.mailbox.send(parent, "the plan", "child", child.session_id, "auto")
+
+    def told() -> list[dict[str, Any]]:
+        return [
+            e
+            for e in parent.session.entries
+            if e.get("type") == "notice" and e.get("kind") == "message_undeliverable"
+        ]
+
+    await wait_for(told)
+    assert "cannot come back" in told()[0]["text"] and "the plan" in told()[0]["text"]
+    await wait_for(lambda: not host.runtime.mailbox._pending.get(child.session_id))

@@ -45,10 +45,11 @@ VANISHED = "its session folder was removed from disk; it is listed while it stay
 class FamilyError(Exception):
     """A request the family rules refuse; `status` is the HTTP-like code for the bridge."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, lasting: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.lasting = lasting  # the same request fails until the server's setup changes
 
 
 def check_name(name: object) -> str:
@@ -126,6 +127,7 @@ class Member:
             REFUSED,
             f"session {self.session_id} is refused: {self.problem}. Nothing loads it; remove "
             f"its folder .prime-agent/sessions/{self.session_id} if it is not yours",
+            lasting=True,
         )
 
 

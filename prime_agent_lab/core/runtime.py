@@ -245,12 +245,14 @@ class AgentRuntime:
             raise FamilyError(SESSION_UNREADABLE, str(exc)) from None
         changed = child_header_problem(session.header)  # the file changed since it was indexed
         if changed:
-            raise FamilyError(REFUSED, f"session {session_id} is refused: {changed}")
+            raise FamilyError(REFUSED, f"session {session_id} is refused: {changed}", lasting=True)
         provider_name, model = session.current_model()
         try:
             provider = self.environment.provider(f"{provider_name}/{model}")
         except ValueError as exc:
-            raise FamilyError(409, f"sub-agent {member.name!r} cannot come back: {exc}") from None
+            raise FamilyError(
+                409, f"sub-agent {member.name!r} cannot come back: {exc}", lasting=True
+            ) from None
         try:
             notebook = await self.environment.open_notebook(session.notebook_path)
             parent_path = str(session.header.get("parent_notebook_path") or "")

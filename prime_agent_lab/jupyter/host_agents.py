@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from .host_errors import HostError
 if TYPE_CHECKING:
     from .host import AgentHost
 
+log = logging.getLogger(__name__)
 WATCH_INTERVAL = 0.25  # seconds: live updates are coalesced to at most four a second
 
 
@@ -74,10 +76,27 @@ class AgentsDesk:
             )
         root = self._resident_root(parent)
         try:
+            await self._comes_back(member.session_id)
             runtime.mailbox.send(root, body, "child", member.session_id, "auto")
         except FamilyError as exc:
             raise HostError(exc.status, exc.message) from None
         return {"delivered": "mail"}
+
+    async def _comes_back(self, session_id: str) -> None:
+        """Load an evicted sub-agent before mail is queued for it: one that can never come back
+        (its model is not offered here, its header is refused) is refused now, not left
+        waiting for mail for ever; a passing failure leaves the mail queued, as it was."""
+        runtime = self.host.runtime
+        if session_id in runtime.agents:
+            return
+        try:
+            await runtime.ensure_loaded(session_id)
+        except FamilyError as exc:
+            if exc.lasting:
+                raise
+            log.info("message for %s is queued: %s", session_id, exc.message)
+        except Exception:
+            log.warning("loading %s for a message failed; it is queued", session_id, exc_info=True)
 
     def _checked_text(self, text: object) -> str:
         if not isinstance(text, str) or not text.strip():
