@@ -193,3 +193,26 @@ def test_a_damaged_log_gives_the_steps_before_the_damage_and_says_why(tmp_path: 
     assert (
         read["broken"] == "session.jsonl: line 15: an array where a record (a JSON object) belongs"
     )
+
+
+async def test_steps_give_lanes_only_to_the_sessions_own_sub_agents(
+    jp_fetch: Any, host: Any
+) -> None:
+    """A log from elsewhere whose `child_spawned` names the session itself (the step-through
+    recursed for ever) or another tree's root gets no lane for it."""
+    repo = host.repository
+    other = repo.create(notebook_path="other.ipynb", provider="scripted", model="demo")
+    log = repo.create(notebook_path="hostile.ipynb", provider="scripted", model="demo")
+    log.append("user_message", text="go", turn=1)
+    log.append("assistant_message", text="", tool_calls=[_call("c1", "x = 1")], turn=1)
+    log.append("cell_started", tool_call_id="c1", cell_id="cell-1", turn=1)
+    for target in (log.session_id, other.session_id):
+        log.append("child_spawned", rlm_child_id=target, name="self", spawn_cell_id="cell-1")
+    log.append("tool_result", tool_call_id="c1", cell_id="cell-1", observation="", turn=1)
+
+    steps = json.loads(
+        (await jp_fetch("prime-agent", "api", "sessions", log.session_id, "steps")).body
+    )["steps"]
+    assert [s["code"] for s in steps] == ["x = 1"]
+    assert steps[0]["children"] == []
+    assert session_steps(log)["steps"][0]["children"] != []  # the log does name them

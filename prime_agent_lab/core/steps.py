@@ -10,6 +10,7 @@ sub-agent's own steps are its session's steps, fetched by its id.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -20,15 +21,21 @@ from .transcript import history_records
 from .wire import SessionStep, SessionSteps, StepChild
 
 
-def session_steps(session: SessionLog) -> SessionSteps:
-    """The steps on the path to the session's leaf, in order."""
+def session_steps(session: SessionLog, children: Collection[str] | None = None) -> SessionSteps:
+    """The steps on the path to the session's leaf, in order. `children`: the sessions the tree
+    of agents knows as this one's sub-agents; a `child_spawned` entry naming any other session
+    (itself, another tree's root: a log from elsewhere) gets no lane."""
     header = session.header
+    steps = _Fold().steps(history_records(session))
+    if children is not None:
+        for step in steps:
+            step["children"] = [c for c in step["children"] if c["session_id"] in children]
     return {
         "session_id": session.session_id,
         "notebook_path": session.notebook_path,
         "name": _text_or_none(header.get("name")),
         "parent_session_id": _text_or_none(header.get("parent_session_id")),
-        "steps": _Fold().steps(history_records(session)),
+        "steps": steps,
         "broken": session.damage,
     }
 

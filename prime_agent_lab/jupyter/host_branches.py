@@ -35,9 +35,13 @@ class HostBranches:
     async def session_steps(self, session_id: str) -> SessionSteps:
         """The step-through of a session, loaded or only on disk (docs/teaching.md)."""
         session, agent = await self._branchable(session_id)
+        family = self.runtime.family
+        children = {
+            m.session_id for m in await asyncio.to_thread(family.children, session_id, True)
+        }
         if agent is not None:  # its log changes on the loop: read it there
-            return session_steps(session)
-        return await asyncio.to_thread(session_steps, session)  # a log only this call holds
+            return session_steps(session, children)
+        return await asyncio.to_thread(session_steps, session, children)  # only this call holds it
 
     async def move_leaf(self, session_id: str, entry_id: object) -> dict[str, Any]:
         """Branch to an earlier point; the notebook's cells of other branches are marked."""
