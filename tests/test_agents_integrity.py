@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -179,6 +180,7 @@ def test_children_the_product_writes_are_never_refused(tmp_path: Path) -> None:
         task="t",
         parent_notebook_path="a b/study.ipynb",
     )
+    time.sleep(0.002)
     gone = repo.create(
         notebook_path="a b/study.agents/part-b.ipynb",
         provider="scripted",
@@ -189,6 +191,7 @@ def test_children_the_product_writes_are_never_refused(tmp_path: Path) -> None:
         task="t",
     )
     runtime.family.mark_deleted(gone.session_id, gone.directory)
+    time.sleep(0.002)  # siblings are listed by creation time (a CI run failed on a tie)
     again = repo.create(  # a deleted sub-agent frees its name
         notebook_path="a b/study.agents/part-b-2.ipynb",
         provider="scripted",

@@ -268,7 +268,7 @@ class Family:
                 and not m.refused
                 and (deleted or m.session_id not in self._deleted)
             ),
-            key=lambda m: m.created,
+            key=lambda m: (m.created, m.session_id),  # one order, also within a millisecond
         )
 
     def members(self, deleted: bool = False) -> list[Member]:
