@@ -349,12 +349,11 @@ class Mailbox:
         return first
 
     async def _load_and_deliver(self, target_id: str) -> None:
-        """Bring a target that is not loaded back, then deliver; one that cannot be loaded now
-        keeps its messages queued (on disk too), one that never can has them undeliverable."""
+        """Load the target, then deliver: mail waits out a passing failure, not a lasting one."""
         try:
             agent = await self._runtime.ensure_loaded(target_id)
         except FamilyError as exc:
-            if exc.status == SESSION_UNREADABLE or exc.lasting:  # the sender is told, no stall
+            if exc.lasting:  # the sender is told, no stall
                 reason = UNREADABLE_REASON if exc.status == SESSION_UNREADABLE else exc.message
                 for mail in self._pending.pop(target_id, []):
                     self._undeliverable(mail, reason)
@@ -362,7 +361,8 @@ class Mailbox:
             log.info("messages for %s stay queued: %s", target_id, exc.message)
             return
         except Exception:
-            return log.warning("loading %s for its messages failed", target_id, exc_info=True)
+            log.warning("loading %s for its messages failed", target_id, exc_info=True)
+            return
         self._start_next_turn(agent)
 
     def inbox_for(self, session_id: str) -> Callable[[], list[InboxMessage]]:

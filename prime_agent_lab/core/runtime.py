@@ -242,7 +242,7 @@ class AgentRuntime:
         try:
             session = await asyncio.to_thread(self.repository.load, session_id)
         except SessionError as exc:  # 410: nothing will ever load it as it is
-            raise FamilyError(SESSION_UNREADABLE, str(exc)) from None
+            raise FamilyError(SESSION_UNREADABLE, str(exc), lasting=True) from None
         changed = child_header_problem(session.header)  # the file changed since it was indexed
         if changed:
             raise FamilyError(REFUSED, f"session {session_id} is refused: {changed}", lasting=True)
