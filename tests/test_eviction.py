@@ -10,6 +10,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from jupyter_ydoc import YNotebook
+from pycrdt import Provider
+from pycrdt.websocket.websocket import HttpxWebsocket
+
 from prime_agent_lab.core.lifecycle import sweep_interval
 from prime_agent_lab.core.snapshots import RESTORED
 
@@ -166,3 +170,26 @@ async def test_a_tab_attaching_while_the_child_is_being_evicted_keeps_it_loaded(
     assert await eviction is False
     assert attached is child and host.agents.get(child.session_id) is child
     assert not process_gone(pid)
+
+
+async def test_a_tab_showing_the_childs_notebook_keeps_it_loaded_before_its_kernel_connects(
+    host: Any, make_notebook: Any, tmp_path: Path, rtc_connect_doc_client: Any
+) -> None:
+    """A tab opening a child's notebook joins the document's room first and connects to the
+    kernel later (seconds later on a busy machine). The eviction used to shut the kernel down in
+    between: the tab then waited on a dead kernel and its chat on an unloaded session."""
+    set_runtime(host, evict_after_minutes=0, snapshot_debounce=0.05)
+    _, child, pid = await spawn_child(host, make_notebook, tmp_path)
+    lifecycle = host.runtime.lifecycle
+    websocket, room = await rtc_connect_doc_client("json", "notebook", child.notebook.path)
+    tab = YNotebook()
+    async with websocket as ws, Provider(tab.ydoc, HttpxWebsocket(ws, room)):
+        await wait_for(lambda: len(tab.ycells) > 0)
+        set_runtime(host, evict_after_minutes=0.01 / 60)
+        assert lifecycle.held(child)
+        assert await lifecycle.sweep() == []
+        assert host.agents.get(child.session_id) is child and not process_gone(pid)
+
+    await wait_for(lambda: not lifecycle.held(child))  # the tab closed: nothing holds it
+    await wait_for(lambda: lifecycle.evictable(child))
+    assert await lifecycle.sweep() == [child.session_id]

@@ -489,13 +489,13 @@ export class ChatPanel extends Widget {
     const command = commandLine(this._input.value) !== null;
     const empty = this._input.value.trim() === '';
     // While a turn runs, Send queues a follow-up and Steer enters the running turn.
-    this._sendButton.disabled = !ready || this._sending || empty;
+    this._sendButton.disabled = !ready || empty;
     const queues = enterAction(running) === 'queue' && !command;
     this._sendButton.textContent = queues ? 'Queue' : 'Send';
     this._sendButton.title = queues
       ? 'Queue a follow-up: it starts when this run ends (Enter)'
       : 'Send (Enter)';
-    this._steerButton.disabled = !ready || !running || this._sending || empty || command;
+    this._steerButton.disabled = !ready || !running || empty || command;
     this._stopButton.disabled = !ready || !running;
     this._newSessionButton.disabled = !ready || running;
     this._harnessButton.disabled = !ready || !this._options.openHarness;
@@ -714,25 +714,33 @@ export class ChatPanel extends Widget {
     this._renderMenu();
   }
 
-  /** Send the input: `auto` sends (or queues while a turn runs), `steer` steers. */
-  private async _send(mode: DeliveryMode = 'auto'): Promise<void> {
+  /**
+   * Send the input: `auto` sends (or queues while a turn runs), `steer` steers. The input is
+   * taken at once; a message typed while the one before is still on its way goes after it
+   * (a quick Enter then Alt+Enter must not lose the second key, nor swap the order).
+   */
+  private _send(mode: DeliveryMode = 'auto'): Promise<void> {
     const agent = this._agent;
     const text = this._input.value.trim();
     if (!agent || !text || this._sendButton.disabled) {
-      return;
+      return Promise.resolve();
     }
     const command = commandLine(text);
     if (command) {
       this._input.value = '';
       this._closeMenu();
       this._updateControls();
-      await this._runCommand(agent, command);
-      return;
+      return this._runCommand(agent, command);
     }
-    this._sending = true;
     this._input.value = '';
     this._following = true;
     this._updateControls();
+    this._sendChain = this._sendChain.then(() => this._deliver(agent, text, mode));
+    return this._sendChain;
+  }
+
+  /** Post one message (`_send`); on failure the text comes back for editing. */
+  private async _deliver(agent: NotebookAgent, text: string, mode: DeliveryMode): Promise<void> {
     try {
       await agent.send(text, mode);
     } catch {
@@ -743,10 +751,8 @@ export class ChatPanel extends Widget {
         }
       } else if (this._input.value === '') {
         this._input.value = text;
+        this._updateControls();
       }
-    } finally {
-      this._sending = false;
-      this._updateControls();
     }
   }
 
@@ -940,7 +946,8 @@ export class ChatPanel extends Widget {
   private _agent: NotebookAgent | null = null;
   private _serverInfo: IServerInfo | null = null;
   private _following = true;
-  private _sending = false;
+  /** Messages go to the server one after another, in the order they were sent (`_send`). */
+  private _sendChain: Promise<void> = Promise.resolve();
   private _completions: ICompletion[] = [];
   private _selected = 0;
   private readonly _menu: HTMLElement;

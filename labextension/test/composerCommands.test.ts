@@ -61,7 +61,7 @@ describe('the send, steer and queue commands', () => {
     });
   });
 
-  it('are off with nothing to send: an empty input, no notebook, or a send under way', async () => {
+  it('are off with nothing to send: an empty input or no notebook', async () => {
     expect(setUp(null).steer.isEnabled()).toBe(false); // no notebook
     const agent = new SendingAgent();
     const { type, steer, queue, send } = setUp(agent);
@@ -75,13 +75,27 @@ describe('the send, steer and queue commands', () => {
     for (const command of [steer, queue, send]) {
       expect(command.isEnabled()).toBe(true);
     }
+  });
+
+  it('take a message typed while the one before is on its way, and send it after that one', async () => {
+    const agent = new SendingAgent();
+    const { input, type, steer, queue } = setUp(agent);
+    agent.transcript.status = 'running';
     agent.hold = true;
-    const sending = steer.execute();
+    type('use the median');
+    const steering = steer.execute();
     type('and then plot it');
-    expect(queue.isEnabled()).toBe(false); // the steer is still being sent
+    expect(queue.isEnabled()).toBe(true); // a quick Alt+Enter is not lost
+    const queueing = queue.execute();
+    expect(input.value).toBe(''); // taken at once
+    await Promise.resolve();
+    expect(agent.send.mock.calls).toEqual([['use the median', 'steer']]); // still on its way
     agent.release();
-    await sending;
-    expect(queue.isEnabled()).toBe(true);
+    await steering;
+    await vi.waitFor(() => expect(agent.send).toHaveBeenCalledTimes(2));
+    expect(agent.send.mock.calls[1]).toEqual(['and then plot it', 'follow_up']);
+    agent.release();
+    await queueing;
   });
 
   it('steer the running turn and queue a follow-up through the input’s send path', async () => {
@@ -149,7 +163,7 @@ describe('the send, steer and queue commands', () => {
     await Promise.resolve();
     type('and log it');
     press({});
-    await Promise.resolve();
+    await vi.waitFor(() => expect(agent.send).toHaveBeenCalledTimes(3));
     expect(agent.send.mock.calls).toEqual([
       ['then plot it', 'follow_up'],
       ['use the median', 'steer'],

@@ -214,19 +214,16 @@ describe('the chat input while a turn runs', () => {
     expect(input.placeholder).toContain('Enter queues a follow-up');
 
     press({});
-    await Promise.resolve();
-    expect(agent.send).toHaveBeenLastCalledWith('look at x', 'auto');
+    await vi.waitFor(() => expect(agent.send).toHaveBeenLastCalledWith('look at x', 'auto'));
     expect(input.value).toBe('');
 
     type('use the median');
     press({ shiftKey: true, altKey: true });
-    await Promise.resolve();
-    expect(agent.send).toHaveBeenLastCalledWith('use the median', 'steer');
+    await vi.waitFor(() => expect(agent.send).toHaveBeenLastCalledWith('use the median', 'steer'));
 
     type('and log it');
     steer.click();
-    await Promise.resolve();
-    expect(agent.send).toHaveBeenLastCalledWith('and log it', 'steer');
+    await vi.waitFor(() => expect(agent.send).toHaveBeenLastCalledWith('and log it', 'steer'));
     press({ shiftKey: true }); // Shift+Enter alone is a new line, never a send
     expect(agent.send).toHaveBeenCalledTimes(3);
   });

@@ -97,6 +97,16 @@ class LiveNotebook:
                 self.on_moved(old, current)
         return self.path
 
+    def viewed(self) -> bool:
+        """A browser tab has the notebook's document open: a client in its room. Joining the
+        room comes before the tab's kernel websocket, so this holds the agent (no eviction)
+        while a tab is still connecting to its kernel."""
+        if self._file_id is None:
+            return False
+        rooms = getattr(getattr(self._ext, "ywebsocket_server", None), "rooms", None) or {}
+        room = rooms.get(f"json:notebook:{self._file_id}")
+        return bool(getattr(room, "clients", None))
+
     async def _check_exists(self) -> None:
         self.follow_move()
         if self._contents is None:

@@ -118,8 +118,12 @@ class ServerNotebooks:
         return self.live(path)
 
     def has_client(self, session_id: str, kernel_id: str) -> bool:
-        """A chat subscribed to the agent's events, or a notebook tab on its kernel."""
+        """A chat subscribed to the agent's events, or a notebook tab showing its notebook or
+        connected to its kernel."""
         agent = self._agents().get(session_id)
         if agent is not None and agent.events.subscribers:
+            return True
+        notebook = agent.notebook if agent is not None else None
+        if isinstance(notebook, LiveNotebook) and notebook.viewed():
             return True
         return self._kernels.connected(kernel_id)
