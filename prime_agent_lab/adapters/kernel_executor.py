@@ -113,7 +113,7 @@ class KernelExecutor:
         self._close_client()
         client = self.km.client_factory(parent=self.km)
         client.load_connection_info(self.km.get_connection_info())
-        client.start_channels()
+        client.start_channels(hb=False)  # see kernel_calls._connect
         try:
             # kernel_info waits behind a cell the user is running; that is the wait we want.
             await client.wait_for_ready(timeout=READY_TIMEOUT)
