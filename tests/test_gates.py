@@ -19,6 +19,7 @@ from prime_agent_lab.core.gates import (
     python_check,
     run_shell_gate,
 )
+from prime_agent_lab.core.whole_writes import replacing
 
 
 def _run(gate: str, cwd: Path, timeout: float = 30.0, limit: int = 6000):  # type: ignore[no-untyped-def]
@@ -208,6 +209,28 @@ def test_the_harness_files_do_not_change_the_fingerprint(tmp_path: Path, in_git:
     (folder / ".ipynb_checkpoints").mkdir()
     (folder / ".ipynb_checkpoints" / "x-checkpoint.ipynb").write_text("{}")
     assert workspace_fingerprint(folder, excluded) == before
+
+
+@pytest.mark.parametrize("in_git", [True, False])
+def test_the_notebook_being_saved_while_the_fingerprint_is_taken_does_not_change_it(
+    tmp_path: Path, in_git: bool
+) -> None:
+    # The CLI saves its notebook on a timer while a gate's fingerprint is taken in a thread: the
+    # temporary file the save writes through was seen as a new file once (a failed gate ran again).
+    folder = _repo(tmp_path) if in_git else tmp_path / "plain"
+    folder.mkdir(exist_ok=True)
+    (folder / "sub").mkdir()
+    excluded = harness_paths("agent.ipynb") + harness_paths("sub/child.ipynb")
+    before = workspace_fingerprint(folder, excluded)
+    with replacing(folder / "agent.ipynb") as saving, replacing(folder / "sub/child.ipynb") as sub:
+        saving.write('{"cells": []}')
+        sub.write("{}")
+        assert len(list(folder.glob(".agent.ipynb.*.tmp"))) == 1
+        assert workspace_fingerprint(folder, excluded) == before
+    # another file's temporary still counts: only the excluded files' are left out
+    with replacing(folder / "data.csv") as data:
+        data.write("a,b\n")
+        assert workspace_fingerprint(folder, excluded) != before
 
 
 def test_in_git_tracked_edits_and_untracked_contents_change_the_fingerprint(

@@ -3,8 +3,9 @@
 In a git work tree it hashes `git status --porcelain`, `git diff HEAD` (binary changes too) and
 the contents of untracked files that are not ignored; outside git, every file's relative path,
 size and content hash. The harness's own files are left out: `.prime-agent/` (the session log
-changes every turn), the run's notebook and its sub-agents' folder (agent cells are the record of
-the work, not the work), `.ipynb_checkpoints` and `.git`. Otherwise a failed gate would always
+changes every turn), the run's notebook (with the temporary file it is rewritten through) and its
+sub-agents' folder (agent cells are the record of the work, not the work), `.ipynb_checkpoints`
+and `.git`. Otherwise a failed gate would always
 count as changed and run again. A CLI run leaves out its own stdout and stderr files too
 (`own_output_files`: `run ... > out.jsonl` in the folder writes it at every event). Hashing stops
 past a size cap (the note says so); the files past
@@ -14,6 +15,7 @@ looked at (the note says so too).
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 import stat
@@ -21,6 +23,8 @@ import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from .whole_writes import temporary_glob
 
 ALWAYS_SKIPPED = (".prime-agent", ".git", ".ipynb_checkpoints")
 HASH_CAP_BYTES = 256 * 2**20
@@ -95,7 +99,17 @@ def _pathspec(skip: tuple[str, ...]) -> list[str]:
     spec = ["--", "."]
     for name in (*ALWAYS_SKIPPED, *skip):
         spec += [f":(exclude){name}", f":(exclude,glob)**/{name}/**"]
-    return spec
+    return spec + [f":(exclude,glob){pattern}" for pattern in _being_rewritten(skip)]
+
+
+def _being_rewritten(skip: tuple[str, ...]) -> list[str]:
+    """Globs of the temporary files the excluded files are rewritten through (the run's
+    notebook, saved while a gate's fingerprint is taken, is one for a moment)."""
+    patterns = []
+    for path in skip:
+        folder, _, name = path.rpartition("/")
+        patterns.append(f"{folder}/{temporary_glob(name)}" if folder else temporary_glob(name))
+    return patterns
 
 
 def _git_fingerprint(folder: Path, skip: tuple[str, ...], cap: int) -> Fingerprint:
@@ -121,6 +135,7 @@ def _walk_fingerprint(folder: Path, skip: tuple[str, ...], cap: int) -> Fingerpr
     digest = hashlib.sha256()
     hasher = _Hasher(cap)
     skipped_names = set(ALWAYS_SKIPPED)
+    rewritten = _being_rewritten(skip)
     for root, dirs, files in os.walk(folder):
         relative_root = Path(root).relative_to(folder).as_posix()
         dirs[:] = sorted(
@@ -131,7 +146,9 @@ def _walk_fingerprint(folder: Path, skip: tuple[str, ...], cap: int) -> Fingerpr
             if hasher.files >= MAX_FILES:
                 hasher.left_out = 1
                 return Fingerprint(digest.hexdigest(), hasher.note())
-            if relative not in skip:
+            if relative not in skip and not any(
+                fnmatch.fnmatchcase(relative, pattern) for pattern in rewritten
+            ):
                 hasher.add(Path(root) / name, relative, digest)
     return Fingerprint(digest.hexdigest(), hasher.note())
 

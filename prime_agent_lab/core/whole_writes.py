@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import os
 import secrets
 import stat
@@ -67,6 +68,11 @@ def _cut_back(fd: int, written: int) -> None:
         ours_end = os.lseek(fd, 0, os.SEEK_CUR)  # O_APPEND: the end of what we wrote
         if os.fstat(fd).st_size == ours_end:
             os.ftruncate(fd, ours_end - written)
+
+
+def temporary_glob(name: str) -> str:
+    """A glob matching the temporary files `replacing` writes beside a file called `name`."""
+    return f".{glob.escape(name)}.*.tmp"
 
 
 @contextlib.contextmanager
