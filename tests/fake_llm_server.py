@@ -243,6 +243,7 @@ class FakeLLMServer:
         self.send_stream_usage = True
         self.requests: list[RecordedRequest] = []
         self.connections = 0  # TCP connections accepted so far
+        self.accepted: list[tuple[float, int]] = []  # (perf_counter, client port) of each
         self._lock = threading.Lock()
         self._state = _State()
         self._httpd: ThreadingHTTPServer | None = None
@@ -343,6 +344,7 @@ class _Handler(BaseHTTPRequestHandler):
         fake: FakeLLMServer = self.server.fake  # type: ignore[attr-defined]
         with fake._lock:
             fake.connections += 1
+            fake.accepted.append((time.perf_counter(), self.client_address[1]))
 
     def do_POST(self) -> None:
         arrived = time.perf_counter()

@@ -170,7 +170,12 @@ async def test_consecutive_calls_reuse_one_kept_alive_connection(server, provide
     for _ in range(3):
         _, response = await collect(provider, request())
         assert len(response.tool_calls) == 1
-    assert server.connections == 1
+    # Seen once in a loaded CI run (2 connections): the timeline says which call reconnected,
+    # and after how long (the SDK's pool drops a connection idle for 5 s).
+    timeline = [("connect", at, port) for at, port in server.accepted] + [
+        ("request", r.arrived, r.finished) for r in server.requests
+    ]
+    assert server.connections == 1, sorted(timeline, key=lambda event: event[1])
 
 
 @pytest.mark.parametrize(("vendor", "stream"), BOTH_MODES)
