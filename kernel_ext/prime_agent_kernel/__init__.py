@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .version import __version__
+
 if TYPE_CHECKING:
     from .bridge import BridgeClient, BridgeError
     from .compact import Compact
@@ -86,6 +88,7 @@ __all__ = [
     "Refine",
     "Subagent",
     "SubagentHandle",
+    "__version__",
     "configure",
     "load_ipython_extension",
     "restore_snapshot",

@@ -14,12 +14,16 @@ docs/bridge.md`).
 An operation is its wire name (a `str`), so it goes wherever a name goes. It is named after
 what it does on the host; the kernel API names (`rlm`, `compact.run`, ...) are the user's and
 do not change with it. Adding one: a line here, its handler on the host (a `core/*_ops.py`
-module), its kernel call; then the docs table. The host and the kernel always ship together, so
-a renamed operation needs no alias.
+module), its kernel call; then the docs table. A renamed operation needs no alias: the host and
+the kernel ship together, and a kernel whose package does not match the host's (a gateway kernel
+image that lags behind the server) is told apart by `WIRE_VERSION`, which the host's setup reads
+and names in the chat and the model's observation when it differs from its own.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -269,6 +273,24 @@ READ_MCP_RESOURCE = _declare(
     "`mcp.read_resource(server, uri)`",
     "the resource's contents: text, or base64 blobs",
 )
+
+
+# ------------------------------------------------------------------ the wire version
+
+PROTOCOL_VERSION = 1
+"""Raised by hand when the bridge changes outside the table above: how a call is signed, framed
+or answered, or what the host's setup hands the package (`configure`)."""
+
+
+def _table_digest() -> str:
+    table = sorted([str(op), *op.arguments] for op in OPERATIONS.values())
+    return hashlib.sha256(json.dumps(table).encode()).hexdigest()[:8]
+
+
+WIRE_VERSION = f"{PROTOCOL_VERSION}.{_table_digest()}"
+"""What the host and the kernel package must share to talk over the bridge: the protocol, and
+the declared operations with their arguments (any change to them makes a new wire version, with
+nothing to remember)."""
 
 
 def check_call(op: str, payload: dict[str, object]) -> Operation:
