@@ -30,6 +30,7 @@ from ..core.ports import (
     OutputEvent,
 )
 from ..core.stop_cause import USER_STOP, StopCause
+from .kernel_package_check import VERSIONS, VERSIONS_EXPRESSION, KernelPackageProblem, problem
 from .nbjson import output_from_msg
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ class KernelExecutor:
         self._activity = _Activity(self._own)
         self.restarts = 0
         self.restarting = False  # our own restart is in progress (not someone else's)
-        self.setup_problem: str | None = None
+        self.setup_problem: KernelPackageProblem | None = None
         self._setup_problem_reported = True
 
     # ------------------------------------------------------------ lifecycle
@@ -132,10 +133,11 @@ class KernelExecutor:
         self._client = None
 
     async def _ensure_setup(self) -> None:
-        """Load the kernel package once per kernel process.
+        """Load the kernel package once per kernel process, and check its version.
 
-        A kernel whose environment lacks the package still runs agent cells; the first cell's
-        observation says what is missing, so the model and the user know `history` is absent.
+        A kernel whose environment lacks the package (or has another version of it) still runs
+        agent cells; the first cell tells what is wrong, in its observation and in the chat
+        (`kernel_package_check`), so the model and the user know `rlm` and `history` are absent.
         """
         if self._setup_code is None or self._setup_generation == self._generation():
             return
@@ -144,23 +146,33 @@ class KernelExecutor:
             self._setup_generation = self._generation()
             return
         client = await self._ensure_client()
-        msg_id = client.execute(code, silent=True, store_history=False, allow_stdin=False)
-        self._own.add(msg_id)
-        try:
-            content = (await self._wait_reply(client, msg_id, READY_TIMEOUT))["content"]
-        finally:
-            self._own.discard(msg_id)
+        content = await self._run_setup(client, code)
         if content.get("status") == "aborted":
             return  # skipped because a user cell failed just before; try again next cell
         self._setup_generation = self._generation()
-        if content.get("status") != "ok":
-            self.setup_problem = (
-                "[note] The Prime Agent kernel package could not be loaded in this kernel "
-                f"({content.get('ename')}: {content.get('evalue')}), so `history` is not "
-                "available here. Install prime-agent-lab in the kernel's environment to get it."
-            )
-            self._setup_problem_reported = False
-            log.warning("kernel %s: %s", self.kernel_id, self.setup_problem)
+        if content.get("status") == "ok":
+            versions = content.get("user_expressions", {}).get(VERSIONS)
+        else:  # a failed execution evaluates no expression: ask on its own
+            versions = (await self._run_setup(client, "")).get("user_expressions", {}).get(VERSIONS)
+        self.setup_problem = problem(content, versions)
+        self._setup_problem_reported = self.setup_problem is None
+        if self.setup_problem is not None:
+            log.warning("kernel %s: %s", self.kernel_id, self.setup_problem.text)
+
+    async def _run_setup(self, client: Any, code: str) -> dict[str, Any]:
+        """The reply content of a silent setup execution, with the kernel package's versions."""
+        msg_id = client.execute(
+            code,
+            silent=True,
+            store_history=False,
+            allow_stdin=False,
+            user_expressions={VERSIONS: VERSIONS_EXPRESSION},
+        )
+        self._own.add(msg_id)
+        try:
+            return dict((await self._wait_reply(client, msg_id, READY_TIMEOUT))["content"])
+        finally:
+            self._own.discard(msg_id)
 
     async def _wait_reply(self, client: Any, msg_id: str, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -290,7 +302,9 @@ class KernelExecutor:
         reaping = False
         try:
             notes: list[str] = []
-            if not await self._until_stopped(ticket, self._ready_to_submit(ticket, notes)):
+            told: list[KernelPackageProblem] = []
+            ready = self._ready_to_submit(ticket, notes, told)
+            if not await self._until_stopped(ticket, ready):
                 return _withdrawn(ticket.stop_cause)
             for attempt in range(1 + RESENDS_AFTER_ABORT):
                 client = self._client
@@ -311,6 +325,8 @@ class KernelExecutor:
                     return _withdrawn(ticket.stop_cause)
             self._last_run_generation = self._generation()
             result.note = "\n".join(n for n in (*notes, result.note) if n)
+            if told:
+                result.notice = told[0].notice
             return result
         except asyncio.CancelledError:
             if hand_off is not None:  # our request is in the kernel: the reaper owns the lock now
@@ -321,8 +337,11 @@ class KernelExecutor:
             if not reaping:
                 self._lock.release()
 
-    async def _ready_to_submit(self, ticket: _Ticket, notes: list[str]) -> bool:
-        """Connected, the kernel idle and the kernel package loaded; False if stopped."""
+    async def _ready_to_submit(
+        self, ticket: _Ticket, notes: list[str], told: list[KernelPackageProblem]
+    ) -> bool:
+        """Connected, the kernel idle and the kernel package loaded; False if stopped. A
+        problem with the package not told yet goes into `notes` (the model's) and `told`."""
         if not await self.km.is_alive():
             await self._recover_dead_kernel()
         if self._last_run_generation not in (None, self._generation()):
@@ -336,7 +355,8 @@ class KernelExecutor:
         await self._ensure_setup()
         if self.setup_problem and not self._setup_problem_reported:
             self._setup_problem_reported = True
-            notes.append(self.setup_problem)
+            notes.append(self.setup_problem.note)
+            told.append(self.setup_problem)
         return not ticket.stop_requested
 
     async def _until_stopped(self, ticket: _Ticket, work: Awaitable[bool]) -> bool:

@@ -716,6 +716,8 @@ class Agent:
             self.notice(RESTART_NOTICE_KINDS[result.restarted], restart_note, turn=turn)
         if restored is not None:
             self.notice(*restored.notice, turn=turn)
+        if result.notice is not None:
+            self.notice(*result.notice, turn=turn)
 
     # ------------------------------------------------------------ permission modes
 
