@@ -353,11 +353,13 @@ class KernelExecutor:
         if not await self._wait_until_idle(client, ticket):
             return False
         await self._ensure_setup()
+        if ticket.stop_requested:
+            return False  # the problem is told with the next cell that runs
         if self.setup_problem and not self._setup_problem_reported:
             self._setup_problem_reported = True
             notes.append(self.setup_problem.note)
             told.append(self.setup_problem)
-        return not ticket.stop_requested
+        return True
 
     async def _until_stopped(self, ticket: _Ticket, work: Awaitable[bool]) -> bool:
         """Await `work` unless the cell is stopped first (then cancel it and return False).
