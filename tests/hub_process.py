@@ -90,8 +90,9 @@ def write_config(
     environment: dict[str, str],
     args: list[str],
     service_token: str,
+    extra_config: str = "",
 ) -> tuple[Path, int]:
-    """The Hub's config file and its public port."""
+    """The Hub's config file (`extra_config` at its end) and its public port."""
     port, hub_port, api_port = free_port(), free_port(), free_port()
     config = base / "jupyterhub_config.py"
     config.write_text(
@@ -122,16 +123,23 @@ c.JupyterHub.load_roles = [{{
     "scopes": ["admin:users", "admin:servers", "tokens", "access:servers", "list:users"],
 }}]
 """
+        + extra_config
     )
     return config, port
 
 
-def start(base: Path, users: tuple[str, ...], environment: dict[str, str], args: list[str]) -> Hub:
+def start(
+    base: Path,
+    users: tuple[str, ...],
+    environment: dict[str, str],
+    args: list[str],
+    extra_config: str = "",
+) -> Hub:
     """Start the Hub (and its proxy) whose spawner gives the users' servers `environment` and
     `args`; wait until its API answers through the proxy."""
     base.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(16)
-    config, port = write_config(base, users, environment, args, token)
+    config, port = write_config(base, users, environment, args, token, extra_config)
     log_path = base / "hub.log"
     with log_path.open("ab") as log:
         process = subprocess.Popen(

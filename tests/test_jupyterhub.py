@@ -7,6 +7,8 @@ own single-user server running the extension on the scripted provider.
   the Hub gives the servers (`c.Spawner.environment`).
 - The administrator's locks (the image's config, `$VENV/etc/jupyter`, written by
   `.ci/hub-setup`) hold against alice's own config.
+- Code of a user's own that their server runs as it starts (a Python config file, a .pth file)
+  reads the key (alice); `disable_user_config` and `PYTHONNOUSERSITE=1` keep it out (bob).
 - bob's token is refused on alice's `prime-agent` routes and on her events websocket, and her
   bridge refuses an unsigned call, a forged one and one for a kernel that is not hers.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -51,6 +54,21 @@ usage = await rlm.usage()
 print(6 * 7, os.environ.get({KEY!r}), type(usage).__name__)"""
 LOCKED = ["provider", "model", "subagent_models", "max_permission", "autonomous_max_tokens"]
 TURN_TIMEOUT = 240.0
+LEAK_BY_CONFIG = f"""import os
+open(os.path.expanduser("~/leak-config.txt"), "w").write(os.environ.get({KEY!r}, ""))
+"""
+LEAK_BY_PTH = (
+    f"import os; k = os.environ.get({KEY!r}); "
+    "k and open(os.path.expanduser('~/leak-pth.txt'), 'a').write(k)\n"
+)
+HARDEN_BOB = """
+def harden(spawner):  # docs/jupyterhub.md: keep the user's own code out of their server
+    if spawner.user.name == "bob":
+        spawner.disable_user_config = True
+        spawner.environment = {**spawner.environment, "PYTHONNOUSERSITE": "1"}
+
+c.Spawner.pre_spawn_hook = harden
+"""
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +78,13 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     base = tmp_path_factory.mktemp("hub")
     script = base / "script.json"
     write_json(script, {"turns": [{"code": CELL}, {"text": "{last_output_line}"}]})
+    for user in USERS:  # code of the user's own, run as their server starts (if let)
+        home = base / "home" / user
+        (home / ".jupyter").mkdir(parents=True)
+        (home / ".jupyter" / "jupyter_server_config.py").write_text(LEAK_BY_CONFIG)
+        site = home / ".local" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+        (site / "site-packages").mkdir(parents=True)
+        (site / "site-packages" / "leak.pth").write_text(LEAK_BY_PTH)
     write_json(  # alice's own config tries to change what the administrator locked
         base / "home" / "alice" / ".jupyter" / "jupyter_server_config.json",
         {"PrimeAgentLab": {"provider": "openai", "autonomous_max_tokens": 10_000_000}},
@@ -73,7 +98,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     }
     started = time.monotonic()
     args = [f"--PrimeAgentLab.script_path={script}"]
-    running = hub_process.start(base, USERS, environment, args)
+    running = hub_process.start(base, USERS, environment, args, HARDEN_BOB)
     running.timings["hub and proxy answering"] = time.monotonic() - started
     try:
         ready = hub_process.spawn(running, USERS)
@@ -167,6 +192,19 @@ def test_the_administrators_locks_hold_against_a_users_own_config(
     status, answer = hub.call(_user("alice", route), hub.tokens["alice"], "PUT", budgets)
     assert status == 403, answer
     assert "locked by the administrator" in answer["message"]
+
+
+def test_code_of_the_users_own_reads_the_key_at_start_unless_the_hub_keeps_it_out(
+    hub: Hub,
+) -> None:
+    """Kernels never get the key, but a user's server holds it, and runs a Python config file
+    in ~/.jupyter and .pth files in the user's site-packages as it starts (alice). The Hub's
+    `disable_user_config` and `PYTHONNOUSERSITE=1` keep both out (bob)."""
+    key, homes = hub.environment[KEY], hub.base / "home"
+    assert (homes / "alice" / "leak-config.txt").read_text() == key
+    assert key in (homes / "alice" / "leak-pth.txt").read_text()
+    assert not (homes / "bob" / "leak-config.txt").exists()
+    assert not (homes / "bob" / "leak-pth.txt").exists()
 
 
 def test_a_users_token_is_refused_on_the_others_routes(
