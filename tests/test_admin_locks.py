@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from prime_agent_lab.jupyter.admin_locks import admin_files
+
 from .lab_process import free_port, server_exit, write_json
 
 ADMIN = {
@@ -264,3 +266,23 @@ def test_a_lock_in_the_users_own_config_locks_nothing(tmp_path: Path) -> None:
         in done.stderr
     )
     assert "the value ['max_permission'] given elsewhere is not used" in done.stderr
+
+
+def test_only_json_files_in_folders_outside_the_users_home_are_the_administrators(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Python config file is not run again; the user's config folder, and any folder in the
+    user's home (a venv of theirs on `JUPYTER_CONFIG_PATH`), are not the administrator's."""
+    admin, home = tmp_path / "admin", tmp_path / "home"
+    user, own_venv = home / ".jupyter", home / "venv" / "etc" / "jupyter"
+    for folder in (admin, user, own_venv):
+        folder.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(user))
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", os.pathsep.join([str(admin), str(own_venv)]))
+    loaded = [
+        str(folder / name)
+        for folder in (admin, user, own_venv)
+        for name in ("jupyter_server_config.py", "jupyter_server_config.json")
+    ]
+    assert admin_files(loaded) == [(admin / "jupyter_server_config.json").resolve()]

@@ -1,9 +1,11 @@
 """Settings the administrator locks (`locked_settings`, docs/jupyterhub.md; design in
 docs/gateway.md 2.6).
 
-The lock and the values it fixes are read only from the config files the server loaded from the
-administrator's config folders: jupyter's config path without the user's config folder and
-without anything inside the user's home. A locked setting takes the value given there (its
+The lock and the values it fixes are read only from the JSON config files the server loaded from
+the administrator's config folders: jupyter's config path without the user's config folder and
+without anything inside the user's home. Python config files are not run a second time (one may
+do more than set values: docker-stacks' makes a certificate), so a locked setting's value must
+be in a JSON file there too. A locked setting takes the value given there (its
 default when none is), whatever the user's config or the command line says; what it replaces is
 logged, naming the setting. The runtime's refusals (a model, a permission mode, a budget past a
 lock) read `Settings.locked_settings` (core/locked.py).
@@ -18,7 +20,7 @@ from typing import Any
 
 from jupyter_core.paths import jupyter_config_dir, jupyter_config_path
 from traitlets.config import Config, Configurable
-from traitlets.config.loader import JSONFileConfigLoader, PyFileConfigLoader
+from traitlets.config.loader import JSONFileConfigLoader
 
 from ..core.settings import DECLARED, SERVER, spell
 
@@ -46,13 +48,13 @@ def admin_folders() -> list[Path]:
 
 
 def admin_files(loaded: Sequence[str]) -> list[Path]:
-    """Of the config files the server loaded (in the order it loaded them), those in an
+    """Of the config files the server loaded (in the order it loaded them), the JSON ones in an
     administrator's folder."""
     folders = admin_folders()
     files: list[Path] = []
     for name in loaded:
         path = Path(name).resolve()
-        if path.parent in folders and path not in files:
+        if path.suffix == ".json" and path.parent in folders and path not in files:
             files.append(path)
     return files
 
@@ -60,10 +62,9 @@ def admin_files(loaded: Sequence[str]) -> list[Path]:
 def _read(files: Sequence[Path]) -> Config:
     merged = Config()
     for path in files:
-        loader = PyFileConfigLoader if path.suffix == ".py" else JSONFileConfigLoader
         try:
-            merged.merge(loader(path.name, path=str(path.parent)).load_config())
-        except Exception as exc:  # the server loaded it a moment ago: it changed, or runs code
+            merged.merge(JSONFileConfigLoader(path.name, path=str(path.parent)).load_config())
+        except Exception as exc:  # the server read it a moment ago: it changed since
             raise LockError(f"cannot read the administrator's config {path}: {exc}") from None
     return merged
 
