@@ -69,7 +69,7 @@ def _read(files: Sequence[Path]) -> Config:
     return merged
 
 
-def _shown(name: str, value: Any) -> str:
+def _shown(value: Any) -> str:
     """A value for the log; a dict (MCP servers, their headers) may hold secrets: not shown."""
     return "(not shown)" if isinstance(value, dict) else repr(value)
 
@@ -114,9 +114,9 @@ def apply_locks(
                 "Prime Agent Lab: %s is locked by the administrator to %s (%s); the value %s "
                 "given by your config or the command line is not used",
                 spell(name, SERVER),
-                _shown(name, value),
+                _shown(value),
                 _where(files),
-                _shown(name, given),
+                _shown(given),
             )
         setattr(app, name, value)
     setattr(app, LOCKS, names)
