@@ -110,6 +110,8 @@ async def test_runtime_choices_past_a_lock_are_refused_naming_it(
         jp_fetch, *session, "model", method="POST", body={"model": "second"}
     )
     assert status == 200 and models["current"] == "scripted/second"
+    with pytest.raises(ValueError, match="locked by the administrator"):  # rlm(..., model=...)
+        host.runtime.environment.provider("openai/gpt-4.1")
 
     too_much = {"enabled": True, "budgets": {"max_tokens": 5001}}
     status, message = await _call(jp_fetch, *session, "autonomy", method="PUT", body=too_much)

@@ -7,6 +7,7 @@ from .settings import Settings
 
 MODEL_SETTINGS = ("provider", "model", "subagent_models")
 """The settings that make the models offered (the model allow-list, adapters/model_choice.py)."""
+MODELS_LOCKED = "the models offered are locked by the administrator"
 
 
 def limit_name(settings: Settings, name: str) -> str:

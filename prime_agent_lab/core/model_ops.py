@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .installed_providers import context_window, installed
-from .locked import models_locked
+from .locked import MODELS_LOCKED, models_locked
 from .text import json_type
 from .wire import ModelInfo, ModelList
 
@@ -82,9 +82,7 @@ async def switch_model(runtime: TreeRuntime, agent: Agent, requested: object) ->
         provider_name, model = choose_model(requested.strip(), offered)
     except ValueError as exc:
         if models_locked(runtime.settings):
-            raise ModelSwitchError(
-                403, f"{exc}; the models offered are locked by the administrator"
-            ) from None
+            raise ModelSwitchError(403, f"{exc}; {MODELS_LOCKED}") from None
         raise ModelSwitchError(400, str(exc)) from None
     chosen = agent.chosen_provider
     if (chosen.name, chosen.model) != (provider_name, model):
