@@ -14,7 +14,7 @@ own single-user server running the extension on the scripted provider.
 
 Set-up: `bash .ci/hub-setup` (skipped with that reason without it). It takes about a minute
 here, most of it the two servers starting:
-`python -m pytest tests/test_jupyterhub.py -m hub` (docs/gateway.md 1.5 has a measured run).
+`python -m pytest tests/test_jupyterhub.py -m hub` (measured runs: docs/gateway.md part 4).
 """
 
 from __future__ import annotations
