@@ -58,6 +58,7 @@ export interface IServerInfo {
   model: string;
   output_cap?: number;
   cell_timeout?: number;
+  locked_settings?: string[];
 }
 
 export interface ISessionInfo {

@@ -460,6 +460,16 @@ class Settings:
         higher choice is refused (403).""",
         hosts=SERVER_ONLY,
     )
+    locked_settings: tuple[str, ...] = setting(
+        (),
+        """Settings the administrator fixes for every user (docs/jupyterhub.md), e.g.
+        provider, model, {subagent_models} (the models offered), {max_permission} and the
+        autonomy budgets. Read only from the administrator's config folders (`jupyter --paths`
+        entries outside the user's home and config folder); each named setting keeps the value
+        given there (else its default) whatever the user's config or the command line says,
+        and runtime choices cannot go past it (403).""",
+        hosts=SERVER_ONLY,
+    )
 
     # Teaching (issue 19, docs/teaching.md): notebooks that read on their own.
     narrate_cells: bool = setting(
