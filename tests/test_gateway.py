@@ -1,0 +1,156 @@
+"""Agent kernels on a Jupyter Kernel Gateway run as another Unix user (issue 20, docs/gateway.md
+part 4): the server has `--gateway-url`, the agent is attached over REST, and its cell runs on
+the gateway, as the gateway's user in its folder, with the bridge answering through a per-kernel
+secret that no log, notebook or session file holds."""
+
+from __future__ import annotations
+
+import json
+import pwd
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+import websocket
+
+from prime_agent_lab.core.sessions import SESSION_FILE
+
+from .gateway_fixtures import (
+    KernelGateway,
+    kernel_gateway,  # noqa: F401 (a fixture)
+    start_gateway_server,
+    user_cannot_read,
+)
+from .lab_process import LabServer, shutdown
+
+pytestmark = pytest.mark.gateway
+
+CELL = (
+    "import os\n"
+    "usage = await rlm.usage()\n"
+    "print('ran', os.getuid(), os.getcwd(), type(usage).__name__)"
+)
+SCRIPT: dict[str, Any] = {"turns": [{"code": CELL}, {"text": "DONE {last_output_line}"}]}
+
+
+def wait_until(predicate: Any, what: str, server: LabServer, timeout: float = 180.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"{what}: not within {timeout} s\n--- server log ---\n{server.log_tail()}")
+
+
+def kernel_probe(gateway: KernelGateway, kernel_id: str, code: str) -> str:
+    """Run `code` on a gateway kernel over the gateway's own websocket (not the server's, not
+    the notebook's: nothing of it is stored anywhere); its printed output."""
+    socket = websocket.create_connection(
+        f"ws://{gateway.url.removeprefix('http://')}/api/kernels/{kernel_id}/channels",
+        header=[f"Authorization: token {gateway.token}"],
+        timeout=60,
+    )
+    try:
+        msg_id = uuid.uuid4().hex
+        header = {"msg_id": msg_id, "msg_type": "execute_request", "session": uuid.uuid4().hex}
+        content = {"code": code, "silent": False, "store_history": False, "allow_stdin": False}
+        request = {"header": {**header, "username": "probe", "version": "5.3"}, "channel": "shell"}
+        socket.send(
+            json.dumps({**request, "parent_header": {}, "metadata": {}, "content": content})
+        )
+        out: list[str] = []
+        while True:
+            msg = json.loads(socket.recv())
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind = msg["msg_type"]
+            if kind == "stream":
+                out.append(msg["content"]["text"])
+            elif kind == "error":
+                out.append("\n".join(msg["content"]["traceback"]))
+            elif kind == "status" and msg["content"]["execution_state"] == "idle":
+                return "".join(out)
+    finally:
+        socket.close()
+
+
+def files_text(folder: Path) -> str:
+    return "\n".join(
+        path.read_text(errors="replace") for path in sorted(folder.rglob("*")) if path.is_file()
+    )
+
+
+def test_an_agent_cell_runs_on_the_gateway_as_its_user_and_the_bridge_answers(
+    tmp_path: Path,
+    kernel_gateway: KernelGateway,  # noqa: F811
+) -> None:
+    base = tmp_path / "server"
+    base.mkdir(mode=0o700)
+    assert user_cannot_read(base), f"{kernel_gateway.user} can read the server's folder {base}"
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    (base / "root").mkdir()
+    nbformat.write(notebook, base / "root" / "analysis.ipynb")
+    server = start_gateway_server(base, kernel_gateway, SCRIPT)
+    try:
+        started = time.monotonic()
+        session = server.api(
+            "POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"}
+        )
+        session_id = session["session_id"]
+        server.api("POST", f"prime-agent/api/sessions/{session_id}/messages", {"text": "go"})
+        log_path = base / "sessions" / session_id / SESSION_FILE
+        wait_until(
+            lambda: log_path.exists() and "DONE" in log_path.read_text(), "the turn ends", server
+        )
+        turn_seconds = time.monotonic() - started
+
+        entries = [json.loads(line) for line in log_path.read_text().splitlines() if line]
+        said = [e["text"] for e in entries if e.get("type") == "assistant_message"]
+        assert said and said[-1].startswith("DONE"), entries
+        user = pwd.getpwnam(kernel_gateway.user)
+        assert said[-1].split() == [
+            "DONE",
+            "ran",
+            str(user.pw_uid),
+            str(kernel_gateway.home / "work"),
+            "AgentUsage",
+        ], (said[-1], server.log_tail())
+
+        (kernel,) = server.api("GET", "api/kernels")
+        assert kernel["id"] in kernel_gateway.kernel_ids()
+
+        # The kernel's bridge key, reversed so this probe's output is not the secret itself.
+        probe = kernel_probe(
+            kernel_gateway,
+            kernel["id"],
+            "import prime_agent_kernel\n"
+            "key = prime_agent_kernel.client()._key\n"
+            "print(key.hex()[::-1], key == get_ipython().kernel.session.key)",
+        )
+        reversed_hex, same_as_connection_key = probe.split()
+        secret = reversed_hex[::-1]
+        assert len(bytes.fromhex(secret)) == 32
+        assert same_as_connection_key == "False"  # not the connection key the gateway made
+
+        notebook_path = base / "root" / "analysis.ipynb"
+        notebook_text = wait_until(  # the live notebook is saved a moment after the cell
+            lambda: "AgentUsage" in (text := notebook_path.read_text()) and text,
+            "the notebook is saved with the agent's cell",
+            server,
+        )
+        for where, text in (
+            ("the gateway's log", kernel_gateway.log()),
+            ("the notebook", notebook_text),
+            ("the session folder", files_text(base / "sessions")),
+            ("the server's log", server.log_path.read_text(errors="replace")),
+        ):
+            assert secret not in text, f"the per-kernel secret is in {where}"
+        assert "No channel specified" not in kernel_gateway.log()
+        print(f"attach + first turn on the gateway: {turn_seconds:.1f} s")
+    finally:
+        shutdown(server)
