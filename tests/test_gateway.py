@@ -5,6 +5,7 @@ secret that no log, notebook or session file holds."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pwd
 import time
@@ -154,3 +155,49 @@ def test_an_agent_cell_runs_on_the_gateway_as_its_user_and_the_bridge_answers(
         print(f"attach + first turn on the gateway: {turn_seconds:.1f} s")
     finally:
         shutdown(server)
+
+
+def test_the_products_gateway_client_has_its_own_session_and_names_each_channel(
+    kernel_gateway: KernelGateway,  # noqa: F811
+) -> None:
+    """In this process, jupyter_server's own gateway manager: `new_client` passes the kernel id,
+    awaits the websocket (with the gateway's token, which it requires), gives every client its
+    own session id, and a control request is answered on the control channel (jupyter_server's
+    client leaves out `channel`, and the gateway sends such a message to the shell)."""
+    from jupyter_server.gateway.gateway_client import GatewayClient
+    from jupyter_server.gateway.managers import GatewayMappingKernelManager
+
+    from prime_agent_lab.adapters.kernel_source import GATEWAY_KERNELS, new_client, traits_of
+
+    async def scenario(kernels: Any) -> None:
+        kernel_id = await kernels.start_kernel(kernel_name="python3")
+        manager = kernels.get_kernel(kernel_id)
+        clients = [await new_client(manager) for _ in range(2)]
+        try:
+            sessions = {client.session.session for client in clients}
+            assert len(sessions) == 2 and manager.session.session not in sessions
+            for client in clients:
+                await client.wait_for_ready(timeout=60)
+            control = clients[0]
+            request = control.session.msg("kernel_info_request")
+            control.control_channel.send(request)
+            deadline = time.monotonic() + 30
+            while True:
+                reply = await control.control_channel.get_msg(timeout=deadline - time.monotonic())
+                if reply["parent_header"].get("msg_id") == request["header"]["msg_id"]:
+                    break
+            assert reply["msg_type"] == "kernel_info_reply"
+        finally:
+            for client in clients:
+                client.stop_channels()
+            await kernels.shutdown_kernel(kernel_id, now=True)
+
+    GatewayClient.clear_instance()
+    GatewayClient.instance(url=kernel_gateway.url, auth_token=kernel_gateway.token)
+    try:
+        kernels = GatewayMappingKernelManager()
+        assert traits_of(kernels) == GATEWAY_KERNELS
+        asyncio.run(scenario(kernels))
+    finally:
+        GatewayClient.clear_instance()  # a singleton: later servers in this process are local
+    assert "No channel specified" not in kernel_gateway.log()
