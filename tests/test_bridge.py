@@ -173,6 +173,7 @@ def key_source(request: pytest.FixtureRequest, host: Any) -> str:
     """What the host's kernels sign bridge calls with: their connection key (local kernels), or
     a per-kernel secret handed over at setup (a gateway's kernels, whose connection key the host
     does not hold: the same path, on local kernels)."""
+    assert host.kernels.traits == LOCAL_KERNELS  # what a server without a gateway has
     if request.param == "per-kernel secret":
         host.kernels.traits = dataclasses.replace(LOCAL_KERNELS, holds_connection_key=False)
     return str(request.param)
