@@ -156,7 +156,6 @@ class KernelFleet:
     def forget(self, kernel_id: str) -> None:
         """Drop the kernel's executor (the kernel itself is left as it is)."""
         executor = self._executors.pop(kernel_id, None)
-        self._secrets.pop(kernel_id, None)
         if executor is not None:
             self._spawn(executor.close())
 
@@ -165,6 +164,7 @@ class KernelFleet:
         gone = [kernel_id for kernel_id in self._executors if not self.backend.managed(kernel_id)]
         for kernel_id in gone:
             self.forget(kernel_id)
+            self._secrets.pop(kernel_id, None)
         return gone
 
     # ------------------------------------------------------------ kernel setup
