@@ -164,7 +164,8 @@ def start_gateway_server(
     base: Path, gateway: KernelGateway, script: dict[str, Any], *extra_args: str
 ) -> LabServer:
     """`jupyter server` with Prime Agent Lab (scripted provider) whose kernels come from
-    `gateway`; its folder `base` must be one the gateway's user cannot read."""
+    `gateway`, in `base`, a folder the gateway's user cannot read (checked)."""
+    assert user_cannot_read(base, gateway.user), f"{gateway.user} can read the server's {base}"
     root = base / "root"
     root.mkdir(parents=True, exist_ok=True)
     config_dir = base / "config"
