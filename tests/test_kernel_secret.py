@@ -5,6 +5,7 @@ On a real local kernel: the gateway path itself is in tests/test_gateway.py."""
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 from typing import Any
 
@@ -23,6 +24,7 @@ from prime_agent_lab.adapters.kernel_secret import (
 from prime_agent_lab.adapters.kernel_source import new_client
 
 BRIDGE = "http://127.0.0.1:9/prime-agent/bridge"  # never called here
+STEP_TIMEOUT = 120.0  # under pytest-timeout's 180 s, so a hang fails with the await it hung in
 
 CHECK = """
 import json as _json, prime_agent_kernel as _pak
@@ -45,8 +47,9 @@ async def test_the_secret_arrives_by_comm_and_signs_the_bridge_and_is_in_no_hist
     setup = KernelSetup(secret_setup_code(BRIDGE, "k"), secret)
     executor = KernelExecutor(kernel, "k", setup_code=lambda: setup)
     try:
-        await executor.execute("x = 1", lambda e: None, 30)  # an agent cell: history has input
-        reply = await executor.run_silently(CHECK, 30, {"seen": "_prime_agent_check"})
+        async with asyncio.timeout(STEP_TIMEOUT):  # a hang says where it waits
+            await executor.execute("x = 1", lambda e: None, 30)  # an agent cell: in history
+            reply = await executor.run_silently(CHECK, 30, {"seen": "_prime_agent_check"})
     finally:
         await executor.close()
     assert executor.setup_problem is None
@@ -70,7 +73,7 @@ async def test_a_kernel_that_does_not_take_the_secret_is_told_without_the_secret
 ) -> None:
     client: Any = await new_client(kernel)
     try:
-        await client.wait_for_ready(timeout=60)
+        await client.wait_for_ready(timeout=STEP_TIMEOUT)
         if setup_code:
             reply = await client.execute_interactive(setup_code, silent=True, timeout=30)
             assert reply["content"]["status"] == "ok"
