@@ -26,7 +26,8 @@ from .gateway_fixtures import (
 )
 from .lab_process import LabServer, shutdown
 
-pytestmark = pytest.mark.gateway
+# The gateway and a server start within the test's time (10 to 34 s measured for the gateway).
+pytestmark = [pytest.mark.gateway, pytest.mark.timeout(360)]
 
 CELL = (
     "import os\n"
@@ -36,7 +37,7 @@ CELL = (
 SCRIPT: dict[str, Any] = {"turns": [{"code": CELL}, {"text": "DONE {last_output_line}"}]}
 
 
-def wait_until(predicate: Any, what: str, server: LabServer, timeout: float = 180.0) -> Any:
+def wait_until(predicate: Any, what: str, server: LabServer, timeout: float = 120.0) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
