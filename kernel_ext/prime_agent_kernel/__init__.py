@@ -183,8 +183,12 @@ def _bind_names(shell: Any) -> None:
     track(shell)  # which cell last set each name (the kernel clean-up spares the user's)
 
 
-def configure(bridge_url: str, kernel_id: str, shell: Any = None) -> None:
-    """Point the bridge at the host and bind the kernel API names (idempotent)."""
+def configure(
+    bridge_url: str, kernel_id: str, shell: Any = None, *, secret: bytes | None = None
+) -> None:
+    """Point the bridge at the host and bind the kernel API names (idempotent). Calls are signed
+    with `secret`, the per-kernel secret a host hands over when it does not hold the kernel's
+    connection key (a gateway's kernel: `prime_agent_kernel.secret`); None: with that key."""
     from .bridge import BridgeClient
     from .harness import install_finder, watch_skill_modules
     from .interrupts import install as install_interrupts
@@ -194,7 +198,8 @@ def configure(bridge_url: str, kernel_id: str, shell: Any = None) -> None:
         from IPython import get_ipython
 
         shell = get_ipython()
-    _client = BridgeClient(bridge_url, kernel_id, _kernel_key(shell))
+    key = secret if secret is not None else _kernel_key(shell)
+    _client = BridgeClient(bridge_url, kernel_id, key)
     install_finder(_sync_call)  # skill modules import from the harness stores
     watch_skill_modules(shell)  # and are reloaded when another writer replaces them
     install_interrupts(shell)  # Stop ends the agent's cells that await and block

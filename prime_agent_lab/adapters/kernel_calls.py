@@ -1,5 +1,5 @@
-"""Short one-off requests to a kernel, over a client of their own (made with `client_factory`,
-so it never shares an identity with the agent's or the browser's client).
+"""Short one-off requests to a kernel, over a client of their own (made with `new_client`, so it
+never shares an identity with the agent's or the browser's client).
 
 Used by the kernel sources behind the kernel pool: wait until a new kernel answers, and point a
 pre-started kernel at the directory of the notebook it is handed to.
@@ -13,6 +13,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .kernel_source import new_client
+
 READY_TIMEOUT = 60.0  # seconds a new kernel may take to answer kernel_info
 CALL_TIMEOUT = 30.0  # seconds a one-off execution on an idle kernel may take
 
@@ -23,7 +25,7 @@ class KernelCallFailed(RuntimeError):
 
 async def wait_until_ready(manager: Any, timeout: float = READY_TIMEOUT) -> None:
     """Return once the kernel answers `kernel_info` (it has booted)."""
-    client = _connect(manager)
+    client = await new_client(manager)
     try:
         await client.wait_for_ready(timeout=timeout)
     finally:
@@ -72,7 +74,7 @@ async def set_working_directory(
 
 
 async def _execute_silently(manager: Any, code: str, timeout: float) -> dict[str, Any]:
-    client = _connect(manager)
+    client = await new_client(manager)
     try:
         msg_id = client.execute(code, silent=True, store_history=False, allow_stdin=False)
         deadline = time.monotonic() + timeout
@@ -90,10 +92,3 @@ async def _execute_silently(manager: Any, code: str, timeout: float) -> dict[str
                 return dict(msg["content"])
     finally:
         client.stop_channels()
-
-
-def _connect(manager: Any) -> Any:
-    client = manager.client_factory(parent=manager)
-    client.load_connection_info(manager.get_connection_info())
-    client.start_channels()
-    return client

@@ -1,6 +1,6 @@
 """The kernel port over a jupyter_client kernel manager (local, server-side or gateway).
 
-One `AsyncKernelClient` per kernel, made with `client_factory` so it has its own session id and
+One `AsyncKernelClient` per kernel, made with `new_client` so it has its own session id and
 never steals replies from the browser or other clients. Executions are serialized. Only messages
 whose parent is our own request are read, so cells the user runs meanwhile are untouched.
 
@@ -31,6 +31,8 @@ from ..core.ports import (
 )
 from ..core.stop_cause import USER_STOP, StopCause
 from .kernel_package_check import VERSIONS, VERSIONS_EXPRESSION, KernelPackageProblem, problem
+from .kernel_secret import KernelSetup, SecretNotTaken, hand_secret
+from .kernel_source import new_client
 from .nbjson import output_from_msg
 
 log = logging.getLogger(__name__)
@@ -78,7 +80,7 @@ class KernelExecutor:
         self,
         kernel_manager: Any,
         kernel_id: str,
-        setup_code: Callable[[], str | None] | None = None,
+        setup_code: Callable[[], KernelSetup | str | None] | None = None,
         is_managed: Callable[[], bool] = lambda: True,
     ) -> None:
         self.km = kernel_manager
@@ -112,9 +114,7 @@ class KernelExecutor:
         if self._client is not None and self._client_generation == generation:
             return self._client
         self._close_client()
-        client = self.km.client_factory(parent=self.km)
-        client.load_connection_info(self.km.get_connection_info())
-        client.start_channels()
+        client = await new_client(self.km)
         try:
             # kernel_info waits behind a cell the user is running; that is the wait we want.
             await client.wait_for_ready(timeout=READY_TIMEOUT)
@@ -141,14 +141,23 @@ class KernelExecutor:
         """
         if self._setup_code is None or self._setup_generation == self._generation():
             return
-        code = self._setup_code()
-        if not code:
+        setup = self._setup_code()
+        if isinstance(setup, str):
+            setup = KernelSetup(setup)
+        if setup is None or not setup.code:
             self._setup_generation = self._generation()
             return
         client = await self._ensure_client()
-        content = await self._run_setup(client, code)
+        content = await self._run_setup(client, setup.code)
         if content.get("status") == "aborted":
             return  # skipped because a user cell failed just before; try again next cell
+        if content.get("status") == "ok" and setup.secret is not None:
+            try:
+                await hand_secret(
+                    client, setup.secret, READY_TIMEOUT, self._own, self._activity.observe
+                )
+            except SecretNotTaken as exc:
+                content = {"status": "error", "ename": "SecretNotTaken", "evalue": str(exc)}
         self._setup_generation = self._generation()
         if content.get("status") == "ok":
             versions = content.get("user_expressions", {}).get(VERSIONS)

@@ -21,6 +21,8 @@ from ..core.ports import KernelPort
 from .kernel_calls import Run, set_working_directory, working_directory_code
 from .kernel_executor import KernelExecutor, bridge_setup_code
 from .kernel_pool import KernelPool
+from .kernel_secret import KernelSetup, draw_secret, secret_setup_code
+from .kernel_source import KernelSourceTraits
 from .kernel_startup import load_package_at_start
 
 if TYPE_CHECKING:
@@ -35,6 +37,8 @@ class HandOutFailed(RuntimeError):
 
 class KernelBackend(Protocol):
     """A host's kernels, each named by an id the host chose."""
+
+    traits: KernelSourceTraits  # what the source of these kernels allows
 
     def manager(self, kernel_id: str) -> Any:
         """The jupyter_client kernel manager of a kernel (KeyError: not one of the host's)."""
@@ -90,6 +94,9 @@ class KernelFleet:
         self._pool_size = pool_size
         self._pool: KernelPool[str] | None = None  # made when first asked for
         self._executors: dict[str, KernelExecutor] = {}
+        # kernel id -> the secret its bridge calls are signed with, when the backend does not
+        # hold the kernels' connection keys (held only here, in memory; adapters/kernel_secret.py)
+        self._secrets: dict[str, bytes] = {}
         # kernel id -> a sub-agent's working directory, set again whenever its kernel restarts
         self.directories: dict[str, str] = {}
         self._children: set[str] = set()  # kernels handed to sub-agents (theirs to shut down)
@@ -114,7 +121,7 @@ class KernelFleet:
             executor = KernelExecutor(
                 self.backend.manager(kernel_id),
                 kernel_id,
-                lambda: self._setup_code(kernel_id),
+                lambda: self._setup(kernel_id),
                 is_managed=lambda: self.backend.managed(kernel_id),
             )
             self._executors[kernel_id] = executor
@@ -122,9 +129,12 @@ class KernelFleet:
         return executor
 
     def key(self, kernel_id: str) -> bytes | None:
-        """The signing key of a kernel of the host's (None: not one)."""
+        """The signing key of a kernel of the host's (None: not one, or not set up yet): its
+        connection key, or the secret handed to it at setup when the host does not hold that."""
         if not self.backend.managed(kernel_id):
             return None
+        if not self.backend.traits.holds_connection_key:
+            return self._secrets.get(kernel_id)
         key = self.backend.manager(kernel_id).session.key
         return bytes(key) if key else None
 
@@ -154,6 +164,7 @@ class KernelFleet:
         gone = [kernel_id for kernel_id in self._executors if not self.backend.managed(kernel_id)]
         for kernel_id in gone:
             self.forget(kernel_id)
+            self._secrets.pop(kernel_id, None)
         return gone
 
     # ------------------------------------------------------------ kernel setup
@@ -164,15 +175,22 @@ class KernelFleet:
         self.directories[kernel_id] = directory
         self._arrange_next_start(kernel_id)
 
-    def _setup_code(self, kernel_id: str) -> str:
-        """The silent cell that sets up this kernel process. Later processes (after any
-        restart) also bind the kernel API as they start, before anyone's first cell."""
+    def _setup(self, kernel_id: str) -> KernelSetup:
+        """The silent cell that sets up this kernel process, and a new secret for it when the
+        host does not hold its connection key. Later processes of a kernel with that key (after
+        any restart) also bind the kernel API as they start, before anyone's first cell."""
         self._arrange_next_start(kernel_id)
         directory = self.directories.get(kernel_id)
         chdir = working_directory_code(directory) if directory else ""
-        return bridge_setup_code(self._bridge_address(), kernel_id) + chdir
+        bridge = self._bridge_address()
+        if self.backend.traits.holds_connection_key:
+            return KernelSetup(bridge_setup_code(bridge, kernel_id) + chdir)
+        secret = self._secrets[kernel_id] = draw_secret()
+        return KernelSetup(secret_setup_code(bridge, kernel_id) + chdir, secret)
 
     def _arrange_next_start(self, kernel_id: str) -> None:
+        if not self.backend.traits.holds_connection_key:
+            return  # a start-time setup could not know the secret: the setup cell binds the API
         directory = self.directories.get(kernel_id)
         with contextlib.suppress(KeyError):  # a kernel shut down meanwhile: no next start
             manager = self.backend.manager(kernel_id)
@@ -252,6 +270,7 @@ class KernelFleet:
     async def _shut_down(self, kernel_id: str) -> None:
         self._children.discard(kernel_id)
         self.directories.pop(kernel_id, None)
+        self._secrets.pop(kernel_id, None)
         executor = self._executors.pop(kernel_id, None)
         with contextlib.suppress(Exception):
             if executor is not None:

@@ -24,6 +24,7 @@ from jupyter_core.paths import jupyter_path
 
 from ..core.redaction import kernel_environment
 from .kernel_calls import READY_TIMEOUT, Run, set_working_directory, wait_until_ready
+from .kernel_source import LOCAL_KERNELS, KernelSourceTraits
 
 
 def kernel_spec_manager() -> KernelSpecManager:
@@ -166,6 +167,7 @@ class LocalBackend:
     def __init__(self, kernels: LocalKernels) -> None:
         self.kernels = kernels
         self._running: dict[str, LocalKernel] = {}
+        self.traits: KernelSourceTraits = LOCAL_KERNELS
 
     def _add(self, kernel: LocalKernel) -> str:
         self._running[kernel.kernel_id] = kernel

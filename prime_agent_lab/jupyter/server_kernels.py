@@ -25,6 +25,7 @@ from ..adapters.kernel_calls import (
     wait_until_ready,
 )
 from ..adapters.kernel_fleet import HandOutFailed
+from ..adapters.kernel_source import KernelSourceTraits, traits_of
 from ..core.redaction import kernel_environment
 from . import notebook_sessions
 
@@ -58,6 +59,8 @@ class ServerKernels:
         self._start_path = start_path  # API path of the directory pooled kernels start in
         self._ready_timeout = ready_timeout
         self.bindings: dict[str, str] = {}  # notebook path -> kernel id, reported by the UI
+        # A gateway's kernels (`--gateway-url`) share no disk and no connection key with us.
+        self.traits: KernelSourceTraits = traits_of(serverapp.kernel_manager)
 
     @property
     def _kernels(self) -> Any:
