@@ -206,6 +206,7 @@ class SkillFinder(importlib.abc.MetaPathFinder):
         self._failed_at = -self.RETRY_AFTER
         self._asking = False
         self.from_host = False  # the host hands modules' source over (its disk is not ours)
+        self._host = skill_source.HostModules(call)
         # module name -> (its file, the file's signature, or the source's sha256, when loaded)
         self.loaded: dict[str, tuple[str, object]] = {}
 
@@ -232,7 +233,7 @@ class SkillFinder(importlib.abc.MetaPathFinder):
             return None
         paths = self.paths()
         if self.from_host and self._paths is not None:
-            found = skill_source.find_spec(self._call, fullname)
+            found = self._host.find_spec(fullname)
             if found is None:
                 return None
             self.loaded[fullname] = (str(found[0].origin), found[1])
@@ -253,12 +254,13 @@ class SkillFinder(importlib.abc.MetaPathFinder):
         that no longer imports is dropped, so the next import raises its error, with a
         warning; a module whose file was deleted keeps running as it is."""
         reloaded: list[str] = []
+        self._host.forget_missing()
         for name, (origin, signature) in list(self.loaded.items()):
             module = sys.modules.get(name)
             if module is None or getattr(module, "__file__", None) != origin:
                 continue
             now: object = (
-                skill_source.current_sha256(self._call, name)
+                self._host.current_sha256(name)
                 if skill_source.from_host(origin)
                 else _signature(origin)
             )
@@ -278,6 +280,9 @@ class SkillFinder(importlib.abc.MetaPathFinder):
                 continue
             reloaded.append(name)
         return reloaded
+
+    def invalidate_caches(self) -> None:
+        self._host.forget_missing()
 
     def owns(self, module: Any) -> bool:
         if skill_source.from_host(getattr(module, "__file__", None)):

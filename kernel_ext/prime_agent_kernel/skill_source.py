@@ -49,31 +49,54 @@ class SourceLoader(importlib.abc.Loader):
         return self.source
 
 
-def _source(call: Callable[[str, dict[str, Any]], Any], name: str) -> dict[str, Any] | None:
-    answer = call(SKILL_SOURCE, {"name": name})
-    return answer if isinstance(answer, dict) else None
+class HostModules:
+    """Skill modules as the host hands them over. A name the host has no module for is not
+    asked again until the next cell or `importlib.invalidate_caches()` (a module that failed to
+    import is often tried more than once in a cell); a lookup made while one is under way (the
+    request itself may import a module lazily) finds nothing, and an unreachable host finds
+    nothing, as a finder without folders would."""
 
+    def __init__(self, call: Callable[[str, dict[str, Any]], Any]) -> None:
+        self._call = call
+        self._missing: set[str] = set()
+        self._asking = False
 
-def find_spec(
-    call: Callable[[str, dict[str, Any]], Any], name: str
-) -> tuple[importlib.machinery.ModuleSpec, str] | None:
-    """The spec of skill module `name` and its sha256, or None (no skill module of that name)."""
-    answer = _source(call, name)
-    if answer is None:
-        return None
-    loader = SourceLoader(name, str(answer["source"]))
-    spec = importlib.util.spec_from_loader(name, loader, origin=origin(name))
-    if spec is None:
-        return None
-    spec.has_location = True  # `__file__` is the readable `<skill:name>`
-    return spec, str(answer["sha256"])
+    def _source(self, name: str) -> dict[str, Any] | None:
+        if self._asking:
+            raise LookupError("a lookup is under way")
+        self._asking = True
+        try:
+            answer = self._call(SKILL_SOURCE, {"name": name})
+        finally:
+            self._asking = False
+        return answer if isinstance(answer, dict) else None
 
+    def find_spec(self, name: str) -> tuple[importlib.machinery.ModuleSpec, str] | None:
+        """The spec of skill module `name` and its sha256, or None."""
+        if name in self._missing:
+            return None
+        try:
+            answer = self._source(name)
+        except Exception:
+            return None
+        if answer is None:
+            self._missing.add(name)
+            return None
+        loader = SourceLoader(name, str(answer["source"]))
+        spec = importlib.util.spec_from_loader(name, loader, origin=origin(name))
+        if spec is None:
+            return None
+        spec.has_location = True  # `__file__` is the readable `<skill:name>`
+        return spec, str(answer["sha256"])
 
-def current_sha256(call: Callable[[str, dict[str, Any]], Any], name: str) -> str | None:
-    """The sha256 of the module the host holds now (None: it is gone, or the host is not
-    reached: the module keeps running as it is)."""
-    try:
-        answer = _source(call, name)
-    except Exception:
-        return None
-    return None if answer is None else str(answer["sha256"])
+    def current_sha256(self, name: str) -> str | None:
+        """The sha256 of the module the host holds now (None: it is gone, or the host is not
+        reached: the module keeps running as it is)."""
+        try:
+            answer = self._source(name)
+        except Exception:
+            return None
+        return None if answer is None else str(answer["sha256"])
+
+    def forget_missing(self) -> None:
+        self._missing.clear()
