@@ -371,3 +371,37 @@ def pull_report(reply: dict[str, Any]) -> dict[str, Any] | None:
         report = json.loads(ast.literal_eval(text))
         return report if isinstance(report, dict) else None
     return None
+
+
+async def pull_through_bridge(
+    run: Callable[..., Any],
+    directory: Path,
+    previous: bool,
+    digest: str,
+    transfers: SnapshotTransfers,
+    **options: bool,
+) -> dict[str, Any] | None:
+    """A restore into a kernel that does not share the host's disk: it reads the manifest the
+    host verified (`digest`), and the files it names, over the bridge; its report (None: it
+    gave none), also written where a local kernel writes it. `run`: the port's `run_silently`;
+    `options`: `snapshot.restore`'s (`overwrite`, `prune`, `only_if_fresh`)."""
+    from .jsonfile import MAX_MANIFEST_BYTES, read_bytes
+    from .snapshots import (
+        MANIFEST,
+        PREVIOUS_MANIFEST,
+        RESTORE_REPORT,
+        SNAPSHOT_TIMEOUT,
+        SnapshotFailed,
+    )
+
+    raw = read_bytes(directory / (PREVIOUS_MANIFEST if previous else MANIFEST), MAX_MANIFEST_BYTES)
+    if hashlib.sha256(raw).hexdigest() != digest:
+        raise SnapshotFailed("the snapshot changed while it was being restored")
+    with transfers.offering(directory, raw):
+        reply = await run(pull_code(digest, previous, **options), SNAPSHOT_TIMEOUT, PULL_REPORT)
+    if reply.get("status") != "ok":
+        raise SnapshotFailed(f"{reply.get('ename', 'error')}: {reply.get('evalue', '')}")
+    report = pull_report(reply)
+    if report is not None:
+        replace_whole(directory / RESTORE_REPORT, json.dumps(report).encode("utf-8"))
+    return report

@@ -48,11 +48,9 @@ from .pending_kernel import PendingKernel
 from .ports import ExecutionResult, KernelCameBack, KernelPort
 from .settings import DEFAULTS
 from .snapshot_transfer import (
-    PULL_REPORT,
     Caps,
     SnapshotTransfers,
-    pull_code,
-    pull_report,
+    pull_through_bridge,
     push_code,
     shares_disk,
 )
@@ -487,7 +485,9 @@ async def restore_snapshot(
         (directory / RESTORE_REPORT).unlink()
     runner = await _runner(kernel)
     if transfers is not None and not shares_disk(runner):
-        await _pull(runner, directory, check, transfers)
+        await pull_through_bridge(
+            runner.run_silently, directory, check.previous, str(check.digest), transfers
+        )
     else:
         await _run(kernel, restore_code(directory, str(check.digest), check.previous))
     try:
@@ -502,26 +502,6 @@ async def restore_snapshot(
         report["previous"] = True
         report["unreadable"] = check.unreadable
     return report
-
-
-async def _pull(
-    runner: SilentRunner, directory: Path, check: SnapshotCheck, transfers: SnapshotTransfers
-) -> None:
-    """The restore into a kernel that does not share the host's disk: it reads the manifest the
-    host verified, and the files it names, over the bridge; its report lands where a local
-    kernel writes it."""
-    raw = read_bytes(directory / (PREVIOUS_MANIFEST if check.previous else MANIFEST),
-                     MAX_MANIFEST_BYTES)  # fmt: skip
-    if trust_sha256(raw) != check.digest:
-        raise SnapshotFailed("the snapshot changed while it was being restored")
-    with transfers.offering(directory, raw):
-        code = pull_code(str(check.digest), check.previous)
-        reply = await runner.run_silently(code, SNAPSHOT_TIMEOUT, PULL_REPORT)
-    if reply.get("status") != "ok":
-        raise SnapshotFailed(f"{reply.get('ename', 'error')}: {reply.get('evalue', '')}")
-    report = pull_report(reply)
-    if report is not None:
-        replace_whole(directory / RESTORE_REPORT, json.dumps(report).encode("utf-8"))
 
 
 UNTRUSTED = "untrusted"
