@@ -264,7 +264,8 @@ async def test_the_host_refuses_uploads_past_its_caps_or_their_declaration_and_k
 
     outside = await cell(agent, "print(attempt(BEGIN_SNAPSHOT, {'manifest': declared(4)}))")
     assert "(409)" in outside and "not taking this kernel's snapshot" in outside
-    with transfers.expecting(directory, Caps(variable=1000, total=1500)):
+    caps = Caps(variable=1000, total=1500)
+    with transfers.expecting(directory, caps):
         too_big = await cell(agent, "print(attempt(BEGIN_SNAPSHOT, {'manifest': declared(1001)}))")
         two = (
             "{'saved': declared(800)['saved'] + declared(800, name='00001-0badc0de.pkl')['saved']}"
@@ -274,9 +275,11 @@ async def test_the_host_refuses_uploads_past_its_caps_or_their_declaration_and_k
         past = await cell(
             agent,
             "up = _sync_call(BEGIN_SNAPSHOT, {'manifest': declared(4)})['upload']\n"
-            "print(put(up, b'abcd' * 2))\nprint(put(up, b'ab'))",
+            "print(put(up, b'abcd' * 2))\nprint(put(up, b'ab'))\n"
+            "print(attempt(BEGIN_SNAPSHOT, {'manifest': declared(4)}))",
         )
         assert transfers.uploads() == 0
+    with transfers.expecting(directory, caps):
         tampered = await cell(
             agent,
             "up = _sync_call(BEGIN_SNAPSHOT, {'manifest': declared(4)})['upload']\n"
@@ -290,6 +293,7 @@ async def test_the_host_refuses_uploads_past_its_caps_or_their_declaration_and_k
     assert "(413)" in too_much and "total cap of 1,500" in too_much
     assert "(400)" in past and "would pass its declared 4 bytes" in past
     assert "no such upload" in past.splitlines()[1]  # the upload was dropped with its bytes
+    assert "not taking this kernel's snapshot" in past.splitlines()[2]  # one upload per save
     assert (
         "{'written': 4}" in tampered and "does not match its declared size and sha256" in tampered
     )
@@ -354,6 +358,30 @@ def test_an_upload_without_a_chunk_for_two_minutes_is_dropped_with_its_bytes(
         with pytest.raises(Exception, match="no such upload"):
             transfers.put(tmp_path, upload, "00000-0badc0de.pkl", 4, "YWJjZA==")
         assert transfers.uploads() == 0 and not list(tmp_path.glob("*.tmp"))
+
+
+def test_overlapping_saves_each_take_one_upload_and_drop_only_their_own(tmp_path: Path) -> None:
+    """A turn's start and a debounced snapshot may both be under way: the kernel runs them in
+    order, and the first one's end must not take the second one's upload with it."""
+    transfers = SnapshotTransfers()
+    manifest = {"saved": [{"file": "00000-0badc0de.pkl", "bytes": 0, "sha256": sha256(b"")}]}
+    first_save = transfers.expecting(tmp_path, Caps(100, 100))
+    second_save = transfers.expecting(tmp_path, Caps(100, 100))
+    first_save.__enter__()
+    second_save.__enter__()
+    first = transfers.begin(tmp_path, manifest)
+    assert transfers.commit(tmp_path, first) == ["00000-0badc0de.pkl"]
+    second = transfers.begin(tmp_path, {"saved": []})
+    with pytest.raises(Exception, match="not taking"):
+        transfers.begin(tmp_path, {"saved": []})
+
+    first_save.__exit__(None, None, None)
+
+    assert transfers.uploads() == 1
+    assert transfers.commit(tmp_path, second) == []
+    second_save.__exit__(None, None, None)
+    with pytest.raises(Exception, match="not taking"):
+        transfers.begin(tmp_path, {"saved": []})
 
 
 # ---------------------------------------------------------------- skills

@@ -66,6 +66,7 @@ class _Upload:
     manifest: dict[str, Any]
     files: dict[str, _File]
     touched: float
+    save: _Save
     ident: str = field(default_factory=lambda: secrets.token_hex(12))
 
     def temp(self, name: str) -> Path:
@@ -85,12 +86,19 @@ class Caps:
     total: int
 
 
+@dataclass(eq=False)
+class _Save:
+    caps: Caps
+    begun: bool = False  # each save sends one upload
+
+
 class SnapshotTransfers:
     """Per runtime: the uploads under way and the restores offered, by `kernel-state/` folder."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._expecting: dict[Path, Caps] = {}
+        # folder -> the saves under way (two may overlap: a turn's start and a debounced one)
+        self._expecting: dict[Path, list[_Save]] = {}
         self._uploads: dict[str, _Upload] = {}
         self._offers: dict[Path, _Offer] = {}
 
@@ -98,14 +106,19 @@ class SnapshotTransfers:
 
     @contextlib.contextmanager
     def expecting(self, directory: Path, caps: Caps) -> Iterator[None]:
-        """A save of this folder's session is under way: its kernel may upload (once)."""
-        self._expecting[directory] = caps
+        """A save of this folder's session is under way: its kernel may upload. What that save's
+        upload left unfinished goes when it ends."""
+        save = _Save(caps)
+        self._expecting.setdefault(directory, []).append(save)
         try:
             yield
         finally:
-            self._expecting.pop(directory, None)
+            saves = self._expecting[directory]
+            saves.remove(save)
+            if not saves:
+                del self._expecting[directory]
             for ident, upload in list(self._uploads.items()):
-                if upload.directory == directory:
+                if upload.save is save:
                     self._drop(ident)
 
     @contextlib.contextmanager
@@ -130,17 +143,17 @@ class SnapshotTransfers:
 
     def begin(self, directory: Path, manifest: object) -> str:
         self._expire()
-        caps = self._expecting.get(directory)
-        if caps is None:
+        # the kernel runs the saves in the order the host asked for them
+        save = next((s for s in self._expecting.get(directory, []) if not s.begun), None)
+        if save is None:
             raise BridgeError(409, "the host is not taking this kernel's snapshot")
-        if any(u.directory == directory for u in self._uploads.values()):
-            raise BridgeError(409, "an upload of this snapshot is already under way")
-        files = _declared_files(manifest, caps)
+        files = _declared_files(manifest, save.caps)
         for name in files:  # a name a kept snapshot uses would be replaced under it
             if os.path.lexists(directory / name):
                 raise BridgeError(409, f"{name} exists already")
         assert isinstance(manifest, dict)
-        upload = _Upload(directory, manifest, files, self._clock())
+        upload = _Upload(directory, manifest, files, self._clock(), save)
+        save.begun = True
         self._uploads[upload.ident] = upload
         return upload.ident
 
