@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
+from prime_agent_lab.adapters.local_kernels import LocalBackend
 from prime_agent_lab.core.pending_kernel import PendingKernel
+from prime_agent_lab.core.settings import Settings
 from prime_agent_lab.core.snapshot_transfer import (
     UPLOAD_IDLE_TIMEOUT,
     Caps,
@@ -29,6 +31,7 @@ from prime_agent_lab.core.snapshots import (
     state_directory,
 )
 from prime_agent_lab.core.trust import sha256
+from prime_agent_lab.headless import HeadlessRun
 
 from .conftest import run_turn, use_script
 from .test_messaging import run_in_kernel
@@ -76,8 +79,12 @@ class Guard:
 @pytest.fixture
 def guard(jp_root_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Guard:
     """Kernels started from now on cannot touch the sessions' folders."""
+    return guard_kernels(jp_root_dir / ".prime-agent", tmp_path, monkeypatch)
+
+
+def guard_kernels(folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Guard:
     log = tmp_path / "guard.log"
-    monkeypatch.setenv("PRIME_AGENT_TEST_GUARD", str(jp_root_dir / ".prime-agent"))
+    monkeypatch.setenv("PRIME_AGENT_TEST_GUARD", str(folder))
     monkeypatch.setenv("PRIME_AGENT_TEST_GUARD_LOG", str(log))
     monkeypatch.setenv(
         "PYTHONPATH", os.pathsep.join([str(GUARD), os.environ.get("PYTHONPATH", "")])
@@ -167,6 +174,53 @@ async def test_variables_reach_the_host_and_come_back_on_resume_with_the_kernel_
     finally:
         await resumed_host.shutdown()
         settings["prime_agent_host"] = host
+    assert guard.hits() == []
+
+
+def headless(work: Path, **options: Any) -> HeadlessRun:
+    script = work / "script.json"
+    turns = [{"code": SETUP}, {"text": "set"}, {"code": CHECK}, {"text": "{last_output_line}"}]
+    script.write_text(json.dumps({"turns": turns}))
+    return HeadlessRun(
+        cwd=work,
+        notebook="analysis.ipynb",
+        provider="scripted",
+        model=None,
+        script_path=str(script),
+        stream=False,
+        kernel_name="python3",
+        settings=Settings(cell_timeout=120),
+        kernel_pool_size=0,
+        **options,
+    )
+
+
+async def test_the_clis_resume_restores_over_its_own_bridge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The headless CLI's kernels (its loopback bridge, its exit snapshot): `run --resume`."""
+    work = tmp_path / "work"
+    work.mkdir()
+    guard = guard_kernels(work / ".prime-agent", tmp_path, monkeypatch)
+    monkeypatch.setattr(LocalBackend, "shares_disk", False, raising=False)
+    first = headless(work)
+    await first.start(lambda event: None)
+    try:
+        await first.settle(await first.agent.run_turn("set"))
+        session_id = first.agent.session_id
+    finally:
+        await first.close()  # the CLI's exit snapshot
+    assert first.snapshot_failures == [] and first.fleet.shares_disk is False
+    assert {e["name"] for e in read_manifest(first.agent.session.directory)["saved"]} >= {"frame"}
+
+    again = headless(work, session_id=session_id, resume=True)
+    await again.start(lambda event: None)
+    try:
+        ended = await again.settle(await again.agent.run_turn("check"))
+    finally:
+        await again.close()
+
+    assert ended.final_text == "all equal"
     assert guard.hits() == []
 
 
