@@ -76,6 +76,7 @@ def push(
         _sync_call(COMMIT_SNAPSHOT, {"upload": upload})
     finally:
         _shutil.rmtree(staging, ignore_errors=True)
+        _snapshot._last_saved.pop(staging, None)  # a folder of one use: nothing to remember
     _last = (count, manifest["time"])
     return {"pushed": True, "time": manifest["time"]}
 
@@ -140,6 +141,7 @@ def pull(
         report = _snapshot.restore(folder, shell, only_if_fresh, overwrite, previous, expect, prune)
     finally:
         _shutil.rmtree(folder, ignore_errors=True)
+        _snapshot._last_saved.pop(folder, None)
     if report.get("refused") is None and not previous and not report["failed"]:
         _last = (_count(shell), manifest.get("time"))
     if prune:
