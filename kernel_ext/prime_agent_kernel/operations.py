@@ -181,6 +181,13 @@ SKILL_PATHS = _declare(
     "`import` of a skill module (the harness finder)",
     "where skill modules are imported from",
 )
+SKILL_SOURCE = _declare(
+    "harness.skill_source",
+    ("name",),
+    "`import` of a skill module on a kernel that does not share the host's disk (the harness "
+    "finder)",
+    "`{source, sha256}` of the skill module `name` from the stores the host offers, or None",
+)
 HARNESS_STATE = _declare(
     "harness.state",
     (),
@@ -192,6 +199,37 @@ WAIT_FOR_HARNESS_CHANGE = _declare(
     ("stamp", "timeout"),
     "the harness panel",
     "the state once it differs from `stamp`, or after `timeout` seconds (25 at most)",
+)
+
+# ------------------------------------------------------------------ snapshots over the bridge
+# For a kernel that does not share the host's disk (a gateway kernel): docs/gateway.md 2.3.
+BEGIN_SNAPSHOT = _declare(
+    "snapshot.begin",
+    ("manifest",),
+    "the host's snapshot of a kernel that does not share its disk",
+    "an upload id, once the host checked the new manifest against its caps (before any byte "
+    "moves); refused unless the host is taking this kernel's snapshot",
+)
+PUT_SNAPSHOT_CHUNK = _declare(
+    "snapshot.put",
+    ("upload", "file", "offset", "data"),
+    "the host's snapshot of a kernel that does not share its disk",
+    "the bytes of `file` written so far; `data` is base64 of at most 1 MiB, written at "
+    "`offset` (the end of what came before), never past the file's declared size",
+)
+COMMIT_SNAPSHOT = _declare(
+    "snapshot.commit",
+    ("upload",),
+    "the host's snapshot of a kernel that does not share its disk",
+    "the files the host placed, once each matched its declared size and sha256 (the host then "
+    "checks, signs and commits the manifest as for a local kernel)",
+)
+GET_SNAPSHOT_CHUNK = _declare(
+    "snapshot.get",
+    ("file", "offset", "size"),
+    "the host's restore into a kernel that does not share its disk",
+    "base64 of at most `size` bytes (1 MiB) of the signed manifest the host chose "
+    "(`file: manifest`) or of a file it names, from `offset`",
 )
 
 # ------------------------------------------------------------------ refinements (`refine`)

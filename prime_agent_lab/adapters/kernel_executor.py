@@ -82,8 +82,10 @@ class KernelExecutor:
         kernel_id: str,
         setup_code: Callable[[], KernelSetup | str | None] | None = None,
         is_managed: Callable[[], bool] = lambda: True,
+        shares_disk: Callable[[], bool] = lambda: True,
     ) -> None:
         self.km = kernel_manager
+        self._shares_disk = shares_disk
         self.kernel_id = kernel_id
         self._setup_code = setup_code
         self._is_managed = is_managed
@@ -233,6 +235,11 @@ class KernelExecutor:
                 return dict((await self._wait_reply(client, msg_id, timeout))["content"])
             finally:
                 self._own.discard(msg_id)
+
+    @property
+    def shares_disk(self) -> bool:
+        """The kernel sees the host's session folders (`KernelFleet.shares_disk`)."""
+        return self._shares_disk()
 
     @property
     def generation(self) -> object:

@@ -105,6 +105,15 @@ class KernelFleet:
         self._background: set[asyncio.Future[Any]] = set()
         backend.follow_restarts(self._restarted)
 
+    @property
+    def shares_disk(self) -> bool:
+        """The one switch between the two ways snapshot bytes and skill modules reach a kernel
+        (docs/gateway.md 2.3, 2.4): True, the kernels see the host's session folders and read
+        and write them directly (local kernels, the fast path); False, they go over the bridge
+        (a gateway kernel). It is the kernel source's `shares_disk` trait, read from the
+        backend; a backend that does not say shares the disk."""
+        return bool(getattr(self.backend, "shares_disk", True))
+
     def serve(self, runtime: AgentRuntime) -> None:
         """Restarts of a kernel are told to the agent `runtime` has on it."""
         self._runtime = runtime
@@ -123,6 +132,7 @@ class KernelFleet:
                 kernel_id,
                 lambda: self._setup(kernel_id),
                 is_managed=lambda: self.backend.managed(kernel_id),
+                shares_disk=lambda: self.shares_disk,
             )
             self._executors[kernel_id] = executor
             self.backend.follow_deaths(kernel_id, lambda: self._auto_restarting.add(kernel_id))

@@ -70,6 +70,7 @@ from .session_trust import describe as describe_untrusted
 from .sessions import SessionError, SessionLog, SessionRepository, now_iso
 from .settings import Settings
 from .shutdown import ShutdownReport, stop_and_snapshot
+from .snapshot_transfer import register_snapshot_operations
 from .snapshots import SnapshotKeeper, SnapshotSettings, forget_skill_paths
 from .stop_cause import USER_STOP, StopCause
 from .text import preview, shorten
@@ -163,6 +164,7 @@ class AgentRuntime:
         self.snapshots = SnapshotKeeper(
             repository.directory, self._snapshot_settings, self.spawn, self.signer
         )
+        register_snapshot_operations(self.operation, self.snapshots.transfers)
         self.lifecycle = Lifecycle(self)
         self.refiners = Refiners(
             lambda session_id: self.harnesses.harness_for(session_id),

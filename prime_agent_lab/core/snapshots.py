@@ -47,6 +47,13 @@ from .jsonfile import (
 from .pending_kernel import PendingKernel
 from .ports import ExecutionResult, KernelCameBack, KernelPort
 from .settings import DEFAULTS
+from .snapshot_transfer import (
+    Caps,
+    SnapshotTransfers,
+    pull_through_bridge,
+    push_code,
+    shares_disk,
+)
 from .text import preview
 from .trust import Signer
 from .trust import sha256 as trust_sha256
@@ -296,17 +303,27 @@ async def take_snapshot(
     settings: SnapshotSettings,
     signer: Signer,
     secrets: SecretScanner | None = None,
+    transfers: SnapshotTransfers | None = None,
 ) -> dict[str, Any]:
     """Snapshot the kernel's variables; the committed manifest (`unchanged`: nothing ran since
-    the last). The kernel writes the files and a new manifest; the host checks every file
-    (a provider key in one drops that variable), signs the manifest and commits it."""
+    the last). The kernel writes the files and a new manifest (a kernel that does not share the
+    host's disk sends them over the bridge: core/snapshot_transfer.py); the host checks every
+    file (a provider key in one drops that variable), signs the manifest and commits it."""
     directory = state_directory(session_dir)
     if _linked(directory):
         raise SnapshotFailed(f"{directory} is a symbolic link: no snapshot is taken through it")
     with contextlib.suppress(OSError):
         (directory / NEW_MANIFEST).unlink()
+    caps = Caps(settings.variable_cap, settings.total_cap)
+    remote = transfers is not None and not shares_disk(await _runner(kernel))
     try:
-        await _run(kernel, save_code(directory, settings.variable_cap, settings.total_cap))
+        if transfers is not None and remote:
+            directory.mkdir(parents=True, exist_ok=True)
+            committed = (read_manifest(session_dir) or {}).get("time")
+            with transfers.expecting(directory, caps):
+                await _run(kernel, push_code(caps, committed))
+        else:
+            await _run(kernel, save_code(directory, caps.variable, caps.total))
     except SnapshotFailed as exc:  # a full disk while the kernel wrote: nothing of it stays
         await asyncio.to_thread(_discard_new, directory)
         raise SnapshotFailed(
@@ -449,7 +466,12 @@ def sign_snapshot(session_dir: Path, signer: Signer) -> bool:
     return False
 
 
-async def restore_snapshot(kernel: KernelPort, session_dir: Path, signer: Signer) -> dict[str, Any]:
+async def restore_snapshot(
+    kernel: KernelPort,
+    session_dir: Path,
+    signer: Signer,
+    transfers: SnapshotTransfers | None = None,
+) -> dict[str, Any]:
     """Restore the session's trusted snapshot (the latest, or the one before it when the latest
     is unreadable) into a kernel without user variables; the kernel's report. An untrusted
     snapshot is refused without the kernel reading a byte of it."""
@@ -461,7 +483,13 @@ async def restore_snapshot(kernel: KernelPort, session_dir: Path, signer: Signer
         return {"refused": UNTRUSTED, "snapshot_time": (check.manifest or {}).get("time")}
     with contextlib.suppress(FileNotFoundError):
         (directory / RESTORE_REPORT).unlink()
-    await _run(kernel, restore_code(directory, str(check.digest), check.previous))
+    runner = await _runner(kernel)
+    if transfers is not None and not shares_disk(runner):
+        await pull_through_bridge(
+            runner.run_silently, directory, check.previous, str(check.digest), transfers
+        )
+    else:
+        await _run(kernel, restore_code(directory, str(check.digest), check.previous))
     try:
         report: dict[str, Any] | None = read_json_object(
             directory / RESTORE_REPORT, MAX_MANIFEST_BYTES
@@ -622,9 +650,11 @@ class SnapshotKeeper:
         settings: Callable[[], SnapshotSettings],
         spawn: Callable[[Any], None],
         signer: Signer,
+        transfers: SnapshotTransfers | None = None,
     ) -> None:
         self._session_dir = session_dir
         self._signer = signer
+        self.transfers = transfers or SnapshotTransfers()
         self._settings = settings
         self._spawn = spawn
         self._due: dict[str, str] = {}  # session id -> why a restore is due
@@ -792,7 +822,7 @@ class SnapshotKeeper:
     async def _restore(self, agent: AgentView) -> tuple[str, str]:
         session_dir = self._session_dir(agent.session_id)
         try:
-            report = await restore_snapshot(agent.kernel, session_dir, self._signer)
+            report = await restore_snapshot(agent.kernel, session_dir, self._signer, self.transfers)
             self._restored_in[agent.session_id] = _generation(agent.kernel)
         except Exception as exc:
             log.warning("restoring the snapshot of %s failed", agent.session_id, exc_info=True)
@@ -862,7 +892,14 @@ class SnapshotKeeper:
         if restoring is not None:  # never save over a snapshot that is still coming back
             await asyncio.shield(restoring)
         task = asyncio.ensure_future(
-            take_snapshot(kernel, session_dir, self._settings(), self._signer, agent.redactor)
+            take_snapshot(
+                kernel,
+                session_dir,
+                self._settings(),
+                self._signer,
+                agent.redactor,
+                self.transfers,
+            )
         )
         self._saving[agent.session_id] = task
         try:
