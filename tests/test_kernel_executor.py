@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 
 import pytest
+from jupyter_client.channels import HBChannel
 from jupyter_client.manager import AsyncKernelManager
 
 from prime_agent_lab.adapters import kernel_executor
@@ -82,6 +84,23 @@ async def test_executions_are_serialized_on_one_client(kernel: AsyncKernelManage
     await executor.close()
     assert [r.outputs[0]["text"] for r in results] == ["0\n", "1\n", "2\n", "3\n"]
     assert [r.execution_count for r in results] == [1, 2, 3, 4]
+
+
+async def test_the_agents_kernel_clients_start_no_heartbeat_thread(
+    kernel: AsyncKernelManager,
+) -> None:
+    """jupyter_client's heartbeat is a thread per client; the product does not use it (the
+    manager tells deaths), and a CLI run whose output was closed printed its traceback."""
+
+    def heartbeats() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if isinstance(t, HBChannel) and t.is_alive()]
+
+    before = heartbeats()
+    executor = KernelExecutor(kernel, "k")
+    result = await executor.execute("print('hi')", lambda e: None, 30)
+    assert result.outputs[0]["text"] == "hi\n"
+    assert heartbeats() == before  # its client stays connected: a heartbeat would be running
+    await executor.close()
 
 
 async def test_timeout_counts_from_when_the_agent_cell_starts_not_while_queued(

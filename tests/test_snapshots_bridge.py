@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from prime_agent_lab.adapters.local_kernels import LocalBackend
+from prime_agent_lab.adapters import local_kernels
+from prime_agent_lab.adapters.kernel_source import LOCAL_KERNELS
 from prime_agent_lab.core.pending_kernel import PendingKernel
 from prime_agent_lab.core.settings import Settings
 from prime_agent_lab.core.snapshot_transfer import (
@@ -92,9 +93,17 @@ def guard_kernels(folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     return Guard(log)
 
 
+OWN_DISK = dataclasses.replace(LOCAL_KERNELS, shares_disk=False)
+"""Local kernels that act as a gateway's do towards the disk."""
+
+
+def on_own_disk(backend: Any) -> None:
+    backend.traits = OWN_DISK
+
+
 def remote(host: Any) -> Any:
     """The host's kernels do not share its disk (a gateway kernel source's trait)."""
-    host.fleet.backend.shares_disk = False
+    on_own_disk(host.fleet.backend)
     assert host.fleet.shares_disk is False
     # no debounced snapshot after a turn: each test takes its own when it means to
     host.runtime.settings = dataclasses.replace(host.runtime.settings, snapshot_debounce=3600)
@@ -202,7 +211,7 @@ async def test_the_clis_resume_restores_over_its_own_bridge(
     work = tmp_path / "work"
     work.mkdir()
     guard = guard_kernels(work / ".prime-agent", tmp_path, monkeypatch)
-    monkeypatch.setattr(LocalBackend, "shares_disk", False, raising=False)
+    monkeypatch.setattr(local_kernels, "LOCAL_KERNELS", OWN_DISK)  # what LocalBackend takes
     first = headless(work)
     await first.start(lambda event: None)
     try:
@@ -260,7 +269,7 @@ async def test_a_swapped_file_of_a_signed_snapshot_is_refused_by_name_and_an_uns
 async def test_reverting_a_turn_brings_the_kernel_back_over_the_bridge(
     host: Any, jp_fetch: Any, make_notebook: Any, agent_script: Any, guard: Guard
 ) -> None:
-    host.fleet.backend.shares_disk = False
+    on_own_disk(host.fleet.backend)
     agent = await two_turns(host, make_notebook, agent_script, "revert-remote.ipynb")
 
     answer = await revert(jp_fetch, agent.session_id, 2)

@@ -110,9 +110,8 @@ class KernelFleet:
         """The one switch between the two ways snapshot bytes and skill modules reach a kernel
         (docs/gateway.md 2.3, 2.4): True, the kernels see the host's session folders and read
         and write them directly (local kernels, the fast path); False, they go over the bridge
-        (a gateway kernel). It is the kernel source's `shares_disk` trait, read from the
-        backend; a backend that does not say shares the disk."""
-        return bool(getattr(self.backend, "shares_disk", True))
+        (a gateway kernel). It is the kernel source's `shares_disk` trait."""
+        return self.backend.traits.shares_disk
 
     def serve(self, runtime: AgentRuntime) -> None:
         """Restarts of a kernel are told to the agent `runtime` has on it."""

@@ -57,5 +57,7 @@ async def new_client(manager: Any) -> Any:
         return await connect(manager)
     client = manager.client_factory(parent=manager)
     client.load_connection_info(manager.get_connection_info())
-    client.start_channels()
+    # No heartbeat: deaths are seen through the manager (`is_alive`), and jupyter_client's
+    # heartbeat is a thread that printed a traceback when the process ended around it.
+    client.start_channels(hb=False)
     return client
