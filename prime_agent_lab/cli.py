@@ -29,6 +29,7 @@ from .core.autonomy import SUCCESS as AUTONOMY_SUCCESS
 from .core.entry_types import TOLD_AS_MESSAGES
 from .core.events import Event
 from .core.gates import parse_gate
+from .core.host_port import host_and_port
 from .core.jsonfile import UnreadableFile
 from .core.mcp.sources import unreadable_cli_files
 from .core.sessions import SessionLog
@@ -777,6 +778,10 @@ def main(argv: list[str] | None = None) -> int:
             parse_gate(gate)
         except (ValueError, SyntaxError) as exc:
             parser.error(f"{settings.spell('autonomous_gates', CLI)} {gate!r}: {exc}")
+    try:
+        host_and_port(args.bridge_listen)
+    except ValueError as exc:
+        parser.error(f"{settings.spell('bridge_listen', CLI)} {exc}")
     for problem in unreadable_cli_files(args.mcp_config_files or ()):  # docs/mcp.md
         parser.error(str(problem))
     if args.resume_session is not None:

@@ -31,6 +31,7 @@ from .core.autonomy_config import Budgets
 from .core.entry_types import autonomy_line, plural
 from .core.events import Event, EventBus
 from .core.fingerprint import own_output_files
+from .core.host_port import host_and_port
 from .core.pending_kernel import PendingKernel
 from .core.ports import KernelPort, ModelProvider
 from .core.runtime import AgentRuntime
@@ -242,7 +243,10 @@ class HeadlessRun:
         return {"source": "gateway", "url": self.backend.url, "kernel_name": name}
 
     def _start_bridge_server(self) -> str:
-        host, port = listen_address(self.settings)
+        try:
+            host, port = host_and_port(self.settings.bridge_listen)
+        except ValueError as exc:
+            raise ValueError(f"{self.settings.spell('bridge_listen')} {exc}") from None
         try:
             sockets = bind_sockets(port, host)
         except OSError as exc:
@@ -285,17 +289,6 @@ def kernel_backend(settings: Settings, cwd: Path) -> LocalBackend | GatewayBacke
             return GatewayBackend(gateway, settings.kernel_name, settings.kernel_env_strip)
     kernels = LocalKernels(settings.kernel_name, cwd, settings.kernel_env_strip)
     return LocalBackend(kernels)
-
-
-def listen_address(settings: Settings) -> tuple[str, int]:
-    """`--bridge-listen` as (host, port); ValueError naming the flag when it is not HOST:PORT."""
-    text = settings.bridge_listen.strip()
-    host, _, port = text.rpartition(":")
-    host = host.strip("[]")
-    if not host or not port.isdigit() or int(port) > 65535:
-        flag = settings.spell("bridge_listen")
-        raise ValueError(f"{flag} must be HOST:PORT (127.0.0.1:0, 0.0.0.0:8765), not {text!r}")
-    return host, int(port)
 
 
 def session_notebook(cwd: Path, notebook_path: Path) -> str:

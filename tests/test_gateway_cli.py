@@ -24,7 +24,7 @@ from .gateway_fixtures import (
     kernel_gateway,  # noqa: F401 (a fixture)
     user_cannot_read,
 )
-from .lab_process import REPO
+from .lab_process import REPO, free_port
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(420)]
 
@@ -106,16 +106,18 @@ def started_on_gateway(gateway: KernelGateway) -> list[str]:
 
 
 def run_cli(
-    cwd: Path, gateway: KernelGateway, *args: str
+    cwd: Path, gateway: KernelGateway, *args: str, gateway_env: bool = True
 ) -> tuple[subprocess.CompletedProcess[str], Watch]:
+    """The CLI's `run` in `cwd`, with the gateway's URL and token in the environment
+    (`gateway_env`), else only what `args` say."""
     env = {
-        **os.environ,
-        "JUPYTER_GATEWAY_URL": gateway.url,
-        "JUPYTER_GATEWAY_AUTH_TOKEN": gateway.token,
-        "PYTHONPATH": os.pathsep.join(
-            p for p in (str(REPO), str(REPO / "kernel_ext"), os.environ.get("PYTHONPATH", "")) if p
-        ),
+        key: value for key, value in os.environ.items() if not key.startswith("JUPYTER_GATEWAY_")
     }
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO), str(REPO / "kernel_ext"), os.environ.get("PYTHONPATH", "")) if p
+    )
+    if gateway_env:
+        env.update(JUPYTER_GATEWAY_URL=gateway.url, JUPYTER_GATEWAY_AUTH_TOKEN=gateway.token)
     command = [sys.executable, "-m", "prime_agent_lab.cli", "run", *args]
     process = subprocess.Popen(
         ["nice", "-n", "19", *command],
@@ -199,3 +201,31 @@ def test_the_fan_out_runs_every_kernel_on_the_gateway_and_none_locally(
         f"gateway fan-out: {seconds:.1f} s, {len(started)} kernels started on the gateway "
         f"({len(kernels)} used), {len(watch.descendants)} processes below the CLI"
     )
+
+
+def test_the_flags_name_the_gateway_and_where_its_kernels_call_the_bridge(
+    kernel_gateway: KernelGateway,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    gateway = kernel_gateway
+    port = free_port()
+    bridge = f"http://localhost:{port}/prime-agent/bridge"  # not the address it listens on
+    cell = WHO + "u = await rlm.usage()\nprint('BRIDGE', _pak._client.url, type(u).__name__)"
+    (tmp_path / "one.json").write_text(json.dumps({"turns": [{"code": cell}, {"text": "done"}]}))
+
+    done, watch = run_cli(
+        tmp_path, gateway, "--script", "one.json", "--kernel-pool-size", "0",
+        "--gateway-url", gateway.url, "--gateway-auth-token", gateway.token,
+        "--bridge-listen", f"127.0.0.1:{port}", "--bridge-url", bridge, "go",
+        gateway_env=False,
+    )  # fmt: skip
+
+    assert done.returncode == 0, f"{done.stderr}\n--- gateway log ---\n{gateway.log()[-4000:]}"
+    assert f"prime-agent-lab: kernels on the gateway {gateway.url} (python3)" in (
+        done.stderr.splitlines()
+    )
+    [(kernel_id, user)] = cell_identities(tmp_path / "agent.ipynb")
+    assert user == gateway.user and kernel_id in watch.listed
+    assert f"BRIDGE {bridge} AgentUsage" in (tmp_path / "agent.ipynb").read_text()
+    assert not [cmd for cmd in watch.descendants.values() if "kernel" in cmd]
+    assert gateway.token not in done.stdout + done.stderr
