@@ -49,6 +49,7 @@ SCRIPT: dict[str, Any] = {
     },
 }
 KID = re.compile(r"KID (\S+) USER (\S+)")
+POOL_REFILLS = 2  # the pool (2 kernels by default) refills once after each of the two spawns
 
 
 class Watch:
@@ -187,7 +188,8 @@ def test_the_fan_out_runs_every_kernel_on_the_gateway_and_none_locally(
     # CLI itself, and the CLI shut them all down as it ended.
     started = started_on_gateway(gateway)[before:]
     assert kernels <= set(started), (kernels, started)
-    assert set(started) == watch.listed
+    assert watch.listed <= set(started)
+    assert len(set(started)) <= len(kernels) + POOL_REFILLS, started
     local = {pid: cmd for pid, cmd in watch.descendants.items() if "kernel" in cmd}
     assert not local, f"the CLI started processes of its own: {local}"
     assert not (gateway.kernel_ids() & set(started))
