@@ -1,7 +1,7 @@
 """`prime-agent-lab`: run the agent headless (`run`) or start JupyterLab on the demo (`lab`).
 
 `run` uses the same agent loop as the server, with a notebook file in the current directory, a
-local kernel, and a small loopback HTTP server for the kernel bridge.
+local kernel (or one on a Jupyter gateway), and a small HTTP server for the kernel bridge.
 
 Size: the flags (made from the declared settings), the checks that refuse bad arguments before
 anything starts (exit 2), the run's printer and `lab`'s launcher are one command line's parts.
@@ -29,6 +29,7 @@ from .core.autonomy import SUCCESS as AUTONOMY_SUCCESS
 from .core.entry_types import TOLD_AS_MESSAGES
 from .core.events import Event
 from .core.gates import parse_gate
+from .core.host_port import host_and_port
 from .core.jsonfile import UnreadableFile
 from .core.mcp.sources import unreadable_cli_files
 from .core.sessions import SessionLog
@@ -388,7 +389,9 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     settled = False
     stopped: str | None = None  # why the turns were stopped (a later signal drops refinements)
     try:
-        await run.start(printer, lambda p, s: _announce(args, printer, p, s, withheld.keys))
+        await run.start(
+            printer, lambda p, s: _announce(args, printer, p, s, withheld.keys, run.kernel_source())
+        )
         for line in run.project_lines:  # trusted now, or untrusted and not used
             print(line, file=sys.stderr)
         if run.recovered_turn is not None:
@@ -470,19 +473,30 @@ def _announce(
     provider: Any,
     session: Any,
     held: Iterable[str],
+    kernels: dict[str, str],
 ) -> None:
-    """Say which provider and model answer, before the agent's first event: a `run_start`
-    record in JSON mode, a line on stderr in text mode; and, on stderr in both, that the
-    scripted demo answers when a provider's key is set but no provider was chosen."""
+    """Say which provider and model answer and where the kernels run, before the agent's first
+    event: a `run_start` record in JSON mode, lines on stderr in text mode; and, on stderr in
+    both, that the scripted demo answers when a provider's key is set but no provider was
+    chosen."""
     name, model = printable(provider.name), printable(provider.model)
     if args.mode == "json":
         record = {"type": "run_start", "provider": provider.name, "model": provider.model}
-        printer.emit({**record, "session_id": session.session_id})
+        printer.emit({**record, "session_id": session.session_id, "kernels": kernels})
     else:
         print(f"prime-agent-lab: provider {name}, model {model}", file=sys.stderr)
+        print(f"prime-agent-lab: {kernels_line(kernels)}", file=sys.stderr)
     warning = _demo_warning(args, held)
     if warning is not None:
         print(f"prime-agent-lab: {warning}", file=sys.stderr)
+
+
+def kernels_line(kernels: dict[str, str]) -> str:
+    """`kernels local (python3)`, `kernels on the gateway http://gw:8888 (python3)`."""
+    spec = printable(kernels["kernel_name"])
+    if kernels["source"] == "gateway":
+        return f"kernels on the gateway {printable(kernels['url'])} ({spec})"
+    return f"kernels local ({spec})"
 
 
 def _demo_warning(args: argparse.Namespace, held: Iterable[str]) -> str | None:
@@ -764,6 +778,10 @@ def main(argv: list[str] | None = None) -> int:
             parse_gate(gate)
         except (ValueError, SyntaxError) as exc:
             parser.error(f"{settings.spell('autonomous_gates', CLI)} {gate!r}: {exc}")
+    try:
+        host_and_port(args.bridge_listen)
+    except ValueError as exc:
+        parser.error(f"{settings.spell('bridge_listen', CLI)} {exc}")
     for problem in unreadable_cli_files(args.mcp_config_files or ()):  # docs/mcp.md
         parser.error(str(problem))
     if args.resume_session is not None:

@@ -244,6 +244,17 @@ def test_missing_script_file_is_a_clear_error(tmp_path: Path) -> None:
     assert "nope.json" in done.stderr
 
 
+def test_a_bridge_address_that_is_not_host_port_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    done = cli(tmp_path, "run", "--bridge-listen", "8765", "hi")
+    assert done.returncode == 2
+    assert "--bridge-listen must be HOST:PORT (127.0.0.1:0, 0.0.0.0:8765), not '8765'" in (
+        done.stderr
+    )
+    assert not (tmp_path / ".prime-agent").exists()
+
+
 def test_api_keys_printed_by_a_cell_never_reach_notebook_session_or_model(tmp_path: Path) -> None:
     secret = "sk-test-4f9c2e7b1d0a8e6f"
     script = tmp_path / "s.json"

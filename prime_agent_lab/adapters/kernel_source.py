@@ -20,6 +20,10 @@ class KernelSourceTraits:
     local_restarts: bool  # a jupyter_client KernelRestarter and a provisioner pid exist
 
 
+class KernelStartFailed(RuntimeError):
+    """A kernel could not be started; the message names the kernel spec, where, and the cause."""
+
+
 LOCAL_KERNELS = KernelSourceTraits(
     shares_disk=True, holds_connection_key=True, can_prestart=True, local_restarts=True
 )
