@@ -31,8 +31,9 @@ import pytest
 
 from .lab_process import REPO, LabServer, ServerDidNotStart, free_port, shutdown, write_json
 
-GATEWAY_USER = "gwtest"
-GATEWAY_VENV = Path("/opt/prime-agent-gw/kg")
+# Another user and venv for a second checkout testing on the same machine (.ci/gateway-setup).
+GATEWAY_USER = os.environ.get("PRIME_AGENT_GW_USER", "gwtest")
+GATEWAY_VENV = Path(os.environ.get("PRIME_AGENT_GW_VENV", "/opt/prime-agent-gw/kg"))
 SETUP_SCRIPT = REPO / ".ci" / "gateway-setup"
 GATEWAY_START_TIMEOUT = 120.0  # 6.5 to 16 s measured on 2 busy cores (docs/gateway.md 1.2)
 SERVER_START_TIMEOUT = 120.0

@@ -123,6 +123,9 @@ class KernelFleet:
                 kernel_id,
                 lambda: self._setup(kernel_id),
                 is_managed=lambda: self.backend.managed(kernel_id),
+                on_new_process=None
+                if self.backend.traits.local_restarts
+                else lambda died: self._new_process_seen(kernel_id, died),
             )
             self._executors[kernel_id] = executor
             self.backend.follow_deaths(kernel_id, lambda: self._auto_restarting.add(kernel_id))
@@ -293,10 +296,25 @@ class KernelFleet:
         if executor is not None:
             # The researcher's own cells use `rlm`, `history`, ... and the Harness view waits
             # for them: load the kernel package into the new process now, not at the next
-            # agent cell (a no-op when that process has it already).
+            # agent cell (a no-op when that process has it already). On a gateway's kernel
+            # this is what reads the new process token, and tells the restart from there.
             self._spawn(self._prepare(executor))
             if executor.executing or executor.knows_current_process():
                 return  # the cell that saw it reports it, or this event came in late
+        self._tell_restart(kernel_id, died)
+
+    def _new_process_seen(self, kernel_id: str, died: bool) -> None:
+        """A gateway's kernel runs a new process that no agent cell reports (its executor read a
+        new process token, or iopub said so): told as the host's restart event is locally."""
+        self._auto_restarting.discard(kernel_id)
+        self._tell_restart(kernel_id, died)
+
+    def _tell_restart(self, kernel_id: str, died: bool) -> None:
+        runtime = self._runtime
+        agent = runtime.agent_on_kernel(kernel_id) if runtime is not None else None
+        if agent is None or runtime is None:
+            return
+        executor = self._executors.get(kernel_id)
         restored = runtime.snapshots.has_snapshot(agent.session_id)
         if executor is not None and executor.restarting:
             agent.notice("kernel_restarted", stopped_restart_notice(restored))

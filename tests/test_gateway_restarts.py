@@ -1,0 +1,137 @@
+"""A restart made on the gateway itself is noticed (issue 20, docs/gateway.md part 3 step 3): the
+gateway's API restarts the agent's kernel behind the server's back (nothing of jupyter_server
+sees it), and the next agent cell still has `rlm`, the chat says the kernel was restarted, and
+the secret of the old process is refused by the bridge."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from prime_agent_lab.core.sessions import SESSION_FILE
+
+from .gateway_fixtures import (
+    KernelGateway,
+    kernel_gateway,  # noqa: F401 (a fixture)
+    start_gateway_server,
+)
+from .lab_process import LabServer, shutdown
+from .test_gateway import kernel_probe, wait_until
+
+pytestmark = [pytest.mark.gateway, pytest.mark.timeout(360)]
+
+USES_RLM = "usage = await rlm.usage()\nprint('{0}', type(usage).__name__)"
+SCRIPT: dict[str, Any] = {
+    "turns": [
+        {"code": "x = 1\n" + USES_RLM.format("one")},
+        {"text": "DONE1 {last_output_line}"},
+        {"code": USES_RLM.format("two")},
+        {"text": "DONE2"},
+    ]
+}
+# Run in the kernel: the bridge key it signs with, reversed (so the probe's output is not the
+# secret itself).
+READ_KEY = "import prime_agent_kernel\nprint(prime_agent_kernel.client()._key.hex()[::-1])"
+
+
+def post_to_gateway(gateway: KernelGateway, path: str) -> int:
+    request = urllib.request.Request(
+        f"{gateway.url}/{path}",
+        data=b"{}",
+        method="POST",
+        headers={"Authorization": f"token {gateway.token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return int(response.status)
+
+
+def entries_of(log_path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log_path.read_text().splitlines() if line]
+
+
+def said(log_path: Path) -> list[str]:
+    return [e["text"] for e in entries_of(log_path) if e.get("type") == "assistant_message"]
+
+
+def send_and_wait(server: LabServer, session_id: str, log_path: Path, marker: str) -> str:
+    server.api("POST", f"prime-agent/api/sessions/{session_id}/messages", {"text": "go"})
+    return str(
+        wait_until(
+            lambda: next((t for t in said(log_path) if t.startswith(marker)), None),
+            f"the turn ending {marker}",
+            server,
+        )
+    )
+
+
+def test_a_restart_through_the_gateways_api_is_noticed_and_the_kernel_set_up_again(
+    tmp_path: Path,
+    kernel_gateway: KernelGateway,  # noqa: F811
+) -> None:
+    base = tmp_path / "server"
+    base.mkdir(mode=0o700)
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    (base / "root").mkdir()
+    nbformat.write(notebook, base / "root" / "analysis.ipynb")
+    server = start_gateway_server(base, kernel_gateway, SCRIPT)
+    try:
+        session = server.api(
+            "POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"}
+        )
+        session_id = session["session_id"]
+        log_path = base / "sessions" / session_id / SESSION_FILE
+        assert send_and_wait(server, session_id, log_path, "DONE1") == "DONE1 one AgentUsage"
+        (kernel_id,) = [
+            model["kernel"]["id"]
+            for model in server.api("GET", "api/sessions")
+            if model["path"] == "analysis.ipynb"
+        ]
+        old_secret = kernel_probe(kernel_gateway, kernel_id, READ_KEY).strip()[::-1]
+        assert len(bytes.fromhex(old_secret)) == 32
+
+        started = time.monotonic()
+        assert post_to_gateway(kernel_gateway, f"api/kernels/{kernel_id}/restart") == 200
+        restart_seconds = time.monotonic() - started
+        # The new process knows nothing of the old one's names.
+        assert "NameError" in kernel_probe(kernel_gateway, kernel_id, "print(x)")
+
+        started = time.monotonic()
+        after = send_and_wait(server, session_id, log_path, "DONE2")
+        turn_seconds = time.monotonic() - started
+        assert after == "DONE2"
+        cells = [e for e in entries_of(log_path) if e.get("type") == "tool_result"]
+        observation = cells[-1]["observation"]
+        assert "two AgentUsage" in observation, (observation, server.log_tail())
+        assert "[kernel restarted]" in observation, observation
+        notices = [e for e in entries_of(log_path) if e.get("type") == "notice"]
+        assert [n["kind"] for n in notices] == ["kernel_restarted_externally"], notices
+
+        new_secret = kernel_probe(kernel_gateway, kernel_id, READ_KEY).strip()[::-1]
+        assert len(bytes.fromhex(new_secret)) == 32 and new_secret != old_secret
+        # The old process's secret, used from the new process: the bridge refuses it.
+        refused = kernel_probe(
+            kernel_gateway,
+            kernel_id,
+            "import prime_agent_kernel as p\n"
+            "old = p.BridgeClient(p.client().url, p.client().kernel_id, "
+            f"bytes.fromhex({old_secret[::-1]!r}[::-1]))\n"
+            "try:\n"
+            "    old.call('subagents.usage')\n"
+            "    print('accepted')\n"
+            "except p.BridgeError as exc:\n"
+            "    print('refused', exc)\n",
+        )
+        assert refused.startswith("refused host refused the call (403)"), refused
+        print(
+            f"gateway restart: {restart_seconds:.1f} s; the next turn (token check, setup, new "
+            f"secret, cell): {turn_seconds:.1f} s"
+        )
+    finally:
+        shutdown(server)
