@@ -184,7 +184,8 @@ class KernelFleet:
         any restart) also bind the kernel API as they start, before anyone's first cell."""
         self._arrange_next_start(kernel_id)
         directory = self.directories.get(kernel_id)
-        chdir = working_directory_code(directory) if directory else ""
+        moves = directory and self.backend.traits.shares_disk  # a gateway's kernel cannot
+        chdir = working_directory_code(directory) if moves else ""
         bridge = self._bridge_address()
         if self.backend.traits.holds_connection_key:
             return KernelSetup(bridge_setup_code(bridge, kernel_id) + chdir)
@@ -205,6 +206,8 @@ class KernelFleet:
     def pool(self) -> KernelPool[str]:
         """Prepared kernels for sub-agents; filled at the first spawn."""
         if self._pool is None:
+            if self._pool_size == 0:
+                log.info("kernel pool disabled: kernel_pool_size is 0")
             self._pool = KernelPool(
                 self._start_prepared,
                 self._shut_down,
@@ -215,7 +218,12 @@ class KernelFleet:
 
     async def _start_prepared(self) -> str:
         """Started, connected and loaded with the kernel package while it waits in the pool."""
-        kernel_id = await self.backend.start()
+        try:
+            kernel_id = await self.backend.start()
+        except Exception as exc:
+            if refuses_more_kernels(exc):
+                self.pool.disable(f"the kernel source refused another kernel ({exc})")
+            raise
         try:
             await self.executor(kernel_id).prepare()
         except BaseException:
@@ -258,7 +266,8 @@ class KernelFleet:
             return None
         self.set_directory(kernel_id, directory)
         try:
-            await set_working_directory(self.backend.manager(kernel_id), directory)
+            if self.backend.traits.shares_disk:
+                await set_working_directory(self.backend.manager(kernel_id), directory)
         except Exception as exc:  # the user's kernel still serves; relative paths differ
             log.warning("could not move the kernel of %s to %s: %s", notebook_path, directory, exc)
         executor = self.executor(kernel_id)
@@ -342,6 +351,17 @@ class KernelFleet:
             await executor.close()
         self._executors.clear()
         await self.backend.close()
+
+
+def refuses_more_kernels(exc: BaseException) -> bool:
+    """A start refused by a gateway at its limit (Kernel Gateway's `max_kernels`: 403; a
+    gateway's failure to place one more: 500), from the HTTP error behind the host's."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if getattr(seen, "status_code", None) in (403, 500):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def stopped_restart_notice(restored: bool) -> str:
