@@ -19,6 +19,7 @@ from .gateway_fixtures import (
     KernelGateway,
     kernel_gateway,  # noqa: F401 (a fixture)
     start_gateway_server,
+    started_kernel_gateway,
 )
 from .lab_process import LabServer, shutdown
 from .test_gateway import wait_until
@@ -123,3 +124,25 @@ def test_the_fan_out_runs_every_kernel_on_the_gateway_and_the_replies_arrive(
         check_fan_out(base, kernel_gateway, server)
     finally:
         shutdown(server)
+
+
+def test_a_gateway_that_refuses_another_kernel_disables_the_pool_in_one_line(
+    tmp_path: Path,
+    kernel_gateway: KernelGateway,  # noqa: F811 (the set-up, and the teardown of the user's kernels)
+) -> None:
+    """Kernel Gateway's `max_kernels` (3: the root, and two the pool starts): the pool's next
+    start is refused (403), the pool says so once and starts nothing more, and both children
+    still get a kernel."""
+    base = tmp_path / "server"
+    base.mkdir(mode=0o700)
+    with started_kernel_gateway(tmp_path, "--KernelGatewayApp.max_kernels=3") as limited:
+        server = run_fan_out(base, limited)
+        try:
+            check_fan_out(base, limited, server)
+            log = server.log_tail(200_000)
+            disabled = [line for line in log.splitlines() if "kernel pool disabled:" in line]
+            assert len(disabled) == 1, log
+            assert "refused another kernel" in disabled[0] and "403" in disabled[0], disabled
+            assert "failed start(s) in a row" not in log  # no backoff loop
+        finally:
+            shutdown(server)

@@ -207,7 +207,7 @@ class KernelFleet:
         """Prepared kernels for sub-agents; filled at the first spawn."""
         if self._pool is None:
             if self._pool_size == 0:
-                log.info("kernel pool disabled: kernel_pool_size is 0")
+                log.warning("kernel pool disabled: kernel_pool_size is 0")
             self._pool = KernelPool(
                 self._start_prepared,
                 self._shut_down,
