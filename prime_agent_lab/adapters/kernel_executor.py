@@ -140,6 +140,7 @@ class KernelExecutor:
         """Read the process token (a kernel without local restarts): a new one is a restart,
         told to the host unless an agent cell reports it."""
         assert self._process is not None
+        await self._drain_activity(client)  # iopub `restarting` first: a death, not a restart
         self._process.seen(token_of(await self._run_setup(client, "", versions=False)))
         self._client_generation = self._generation()  # the websocket outlives the process
 
