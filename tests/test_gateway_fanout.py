@@ -60,13 +60,8 @@ def child_notebook_output(path: Path) -> str:
     )
 
 
-def run_fan_out(base: Path, gateway: KernelGateway, *extra_args: str) -> LabServer:
-    """A root agent on `analysis.ipynb` fans out to two children; the server, after its turn."""
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    (base / "root").mkdir(parents=True)
-    nbformat.write(notebook, base / "root" / "analysis.ipynb")
-    server = start_gateway_server(base, gateway, SCRIPT, *extra_args)
+def run_fan_out(base: Path, server: LabServer) -> None:
+    """A root agent on `analysis.ipynb` fans out to two children, until its turn ends."""
     started = time.monotonic()
     session = server.api("POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"})
     root_id = session["session_id"]
@@ -81,7 +76,14 @@ def run_fan_out(base: Path, gateway: KernelGateway, *extra_args: str) -> LabServ
     seconds = time.monotonic() - started
     print(f"fan-out on the gateway (attach, two spawns, replies): {seconds:.1f} s")
     assert final == "[('alpha', 'replied'), ('beta', 'replied')]", (final, server.log_tail())
-    return server
+
+
+def start_server(base: Path, gateway: KernelGateway) -> LabServer:
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    (base / "root").mkdir(parents=True)
+    nbformat.write(notebook, base / "root" / "analysis.ipynb")
+    return start_gateway_server(base, gateway, SCRIPT)
 
 
 def check_fan_out(base: Path, gateway: KernelGateway, server: LabServer) -> None:
@@ -119,8 +121,9 @@ def test_the_fan_out_runs_every_kernel_on_the_gateway_and_the_replies_arrive(
 ) -> None:
     base = tmp_path / "server"
     base.mkdir(mode=0o700)
-    server = run_fan_out(base, kernel_gateway)
+    server = start_server(base, kernel_gateway)
     try:
+        run_fan_out(base, server)
         check_fan_out(base, kernel_gateway, server)
     finally:
         shutdown(server)
@@ -136,8 +139,9 @@ def test_a_gateway_that_refuses_another_kernel_disables_the_pool_in_one_line(
     base = tmp_path / "server"
     base.mkdir(mode=0o700)
     with started_kernel_gateway(tmp_path, "--KernelGatewayApp.max_kernels=3") as limited:
-        server = run_fan_out(base, limited)
+        server = start_server(base, limited)
         try:
+            run_fan_out(base, server)
             check_fan_out(base, limited, server)
             log = server.log_tail(200_000)
             disabled = [line for line in log.splitlines() if "kernel pool disabled:" in line]

@@ -145,7 +145,8 @@ def test_a_kernel_killed_on_the_gateway_is_told_as_a_death_and_set_up_again(
     kernel_gateway: KernelGateway,  # noqa: F811
 ) -> None:
     """SIGKILL of the kernel process: the gateway's own restarter starts a new one (iopub
-    `restarting`, then `starting`); the next turn says the kernel died and `rlm` works again."""
+    `restarting` and the new kernel's `starting`, in either order, and either may come after
+    the new process answers); the next turn tells it once and `rlm` works again."""
     base = tmp_path / "server"
     base.mkdir(mode=0o700)
     notebook = nbformat.v4.new_notebook()
@@ -183,6 +184,10 @@ def test_a_kernel_killed_on_the_gateway_is_told_as_a_death_and_set_up_again(
         ]
         assert "two AgentUsage" in observation, (observation, server.log_tail())
         kinds = [e["kind"] for e in entries_of(log_path) if e.get("type") == "notice"]
-        assert "kernel_died" in kinds and "kernel_restarted_externally" not in kinds, kinds
+        # One notice. It says "died" when the gateway's `restarting` arrives before the new
+        # process's token is read; KG sometimes sends it later (then: "restarted").
+        told = [k for k in kinds if k in ("kernel_died", "kernel_restarted_externally")]
+        assert len(told) == 1, kinds
+        print(f"the kill was told as {told[0]}")
     finally:
         shutdown(server)

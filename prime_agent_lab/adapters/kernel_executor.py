@@ -101,6 +101,7 @@ class KernelExecutor:
         self._ticket: _Ticket | None = None
         self._own: set[str] = set()  # our requests in the kernel (not "someone else's cell")
         self._process = KernelProcess() if on_new_process is not None else None
+        self._reply_session: str | None = None
         self._on_new_process = on_new_process
         self._activity = self._new_activity()
         self.restarts = 0
@@ -123,10 +124,15 @@ class KernelExecutor:
             return _Activity(self._own)
         return _Activity(self._own, self._process_status)
 
-    def _process_status(self, state: str) -> None:
-        """iopub `starting` / `restarting` of a kernel without local restarts."""
-        if self._process is not None:
-            self._process.replaced(died=state == "restarting")
+    def _process_status(self, msg: dict[str, Any]) -> None:
+        """iopub `starting` (sent by the new kernel) or `restarting` (by the gateway's server,
+        after its restarter replaced a dead kernel) of a kernel without local restarts."""
+        if self._process is None:
+            return
+        if msg["content"].get("execution_state") == "restarting":
+            self._process.restarting()
+        else:
+            self._process.replaced(session=msg["header"].get("session") or None)
 
     async def _alive(self) -> bool:
         """The kernel runs. A gateway's manager answers True once more after the gateway
@@ -141,7 +147,8 @@ class KernelExecutor:
         told to the host unless an agent cell reports it."""
         assert self._process is not None
         await self._drain_activity(client)  # iopub `restarting` first: a death, not a restart
-        self._process.seen(token_of(await self._run_setup(client, "", versions=False)))
+        content = await self._run_setup(client, "", versions=False)
+        self._process.seen(token_of(content), self._reply_session)
         self._client_generation = self._generation()  # the websocket outlives the process
 
     def _tell_new_process(self) -> None:
@@ -207,7 +214,7 @@ class KernelExecutor:
             except SecretNotTaken as exc:
                 content = {"status": "error", "ename": "SecretNotTaken", "evalue": str(exc)}
         if self._process is not None:
-            self._process.seen(token_of(content))
+            self._process.seen(token_of(content), self._reply_session)
         self._setup_generation = self._generation()
         if content.get("status") == "ok":
             versions = content.get("user_expressions", {}).get(VERSIONS)
@@ -233,9 +240,11 @@ class KernelExecutor:
         )
         self._own.add(msg_id)
         try:
-            return dict((await self._wait_reply(client, msg_id, READY_TIMEOUT))["content"])
+            reply = await self._wait_reply(client, msg_id, READY_TIMEOUT)
         finally:
             self._own.discard(msg_id)
+        self._reply_session = reply["header"].get("session") or None  # the kernel process's
+        return dict(reply["content"])
 
     async def _wait_reply(self, client: Any, msg_id: str, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -774,7 +783,9 @@ class _Activity:
     `own` holds the ids of the executor's own requests; everything else is someone else's
     cell (the user's tab, a console, another client)."""
 
-    def __init__(self, own: set[str], on_process: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, own: set[str], on_process: Callable[[dict[str, Any]], None] | None = None
+    ) -> None:
         self.own = own
         self._on_process = on_process  # told `starting` / `restarting` (a gateway's kernel)
         self.busy: set[str] = set()
@@ -794,7 +805,7 @@ class _Activity:
         elif state in ("starting", "restarting"):  # a new kernel process: nothing runs yet
             self.busy.clear()
             if self._on_process is not None:
-                self._on_process(state)
+                self._on_process(msg)
 
     @property
     def foreign_busy(self) -> bool:
