@@ -43,11 +43,11 @@ SCRIPT: dict[str, Any] = {
 READ_KEY = "import prime_agent_kernel\nprint(prime_agent_kernel.client()._key.hex()[::-1])"
 
 
-def post_to_gateway(gateway: KernelGateway, path: str) -> int:
+def post_to_gateway(gateway: KernelGateway, path: str, method: str = "POST") -> int:
     request = urllib.request.Request(
         f"{gateway.url}/{path}",
-        data=b"{}",
-        method="POST",
+        data=b"{}" if method == "POST" else None,
+        method=method,
         headers={"Authorization": f"token {gateway.token}", "Content-Type": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=120) as response:
@@ -189,5 +189,51 @@ def test_a_kernel_killed_on_the_gateway_is_told_as_a_death_and_set_up_again(
         told = [k for k in kinds if k in ("kernel_died", "kernel_restarted_externally")]
         assert len(told) == 1, kinds
         print(f"the kill was told as {told[0]}")
+    finally:
+        shutdown(server)
+
+
+def test_a_kernel_deleted_on_the_gateway_is_gone_and_the_cell_says_so(
+    tmp_path: Path,
+    kernel_gateway: KernelGateway,  # noqa: F811
+) -> None:
+    """`DELETE <gateway>/api/kernels/<id>` behind the server's back: the gateway answers 404
+    for the kernel from then on, and the next agent cell ends `[kernel unavailable]` saying the
+    kernel is gone from the gateway (nothing tries to restart it)."""
+    base = tmp_path / "server"
+    base.mkdir(mode=0o700)
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    (base / "root").mkdir()
+    nbformat.write(notebook, base / "root" / "analysis.ipynb")
+    server = start_gateway_server(base, kernel_gateway, SCRIPT)
+    try:
+        session = server.api(
+            "POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"}
+        )
+        session_id = session["session_id"]
+        log_path = base / "sessions" / session_id / SESSION_FILE
+        assert send_and_wait(server, session_id, log_path, "DONE1") == "DONE1 one AgentUsage"
+        (kernel_id,) = [
+            model["kernel"]["id"]
+            for model in server.api("GET", "api/sessions")
+            if model["path"] == "analysis.ipynb"
+        ]
+        assert post_to_gateway(kernel_gateway, f"api/kernels/{kernel_id}", "DELETE") == 204
+        assert kernel_id not in kernel_gateway.kernel_ids()
+
+        server.api("POST", f"prime-agent/api/sessions/{session_id}/messages", {"text": "go"})
+        ends = wait_until(
+            lambda: [e for e in entries_of(log_path) if e.get("type") == "turn_end"][1:],
+            "the second turn ends",
+            server,
+        )
+        assert ends[0]["stop_reason"] == "error", ends  # the turn cannot go on without a kernel
+        observation = [e for e in entries_of(log_path) if e.get("type") == "tool_result"][-1][
+            "observation"
+        ]
+        assert "[kernel unavailable]" in observation, (observation, server.log_tail())
+        assert "gone from the gateway" in observation, observation
+        assert kernel_id not in kernel_gateway.kernel_ids()  # not started again
     finally:
         shutdown(server)
