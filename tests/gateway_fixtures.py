@@ -31,8 +31,9 @@ import pytest
 
 from .lab_process import REPO, LabServer, ServerDidNotStart, free_port, shutdown, write_json
 
-GATEWAY_USER = "gwtest"
-GATEWAY_VENV = Path("/opt/prime-agent-gw/kg")
+# Another user and venv for a second checkout testing on the same machine (.ci/gateway-setup).
+GATEWAY_USER = os.environ.get("PRIME_AGENT_GW_USER", "gwtest")
+GATEWAY_VENV = Path(os.environ.get("PRIME_AGENT_GW_VENV", "/opt/prime-agent-gw/kg"))
 SETUP_SCRIPT = REPO / ".ci" / "gateway-setup"
 GATEWAY_START_TIMEOUT = 120.0  # 6.5 to 16 s measured on 2 busy cores (docs/gateway.md 1.2)
 SERVER_START_TIMEOUT = 120.0
@@ -114,6 +115,17 @@ def kernel_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelG
     if reason is not None:
         pytest.skip(reason)
     run_setup()
+    try:
+        with started_kernel_gateway(tmp_path_factory.mktemp("gateway")) as gateway:
+            yield gateway
+    finally:
+        end_user_processes(GATEWAY_USER)
+
+
+@contextlib.contextmanager
+def started_kernel_gateway(log_dir: Path, *extra_args: str) -> Iterator[KernelGateway]:
+    """A Kernel Gateway as `GATEWAY_USER` (set up already), its log in `log_dir`; at the end
+    its process group goes (its kernels run in sessions of their own: `end_user_processes`)."""
     home = Path(os.path.expanduser(f"~{GATEWAY_USER}"))
     token = os.urandom(16).hex()
     port = free_port()
@@ -121,9 +133,9 @@ def kernel_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelG
         f"cd {home / 'work'} && exec nice -n 19 {GATEWAY_VENV}/bin/jupyter kernelgateway"
         f" --KernelGatewayApp.ip=127.0.0.1 --KernelGatewayApp.port={port}"
         f" --KernelGatewayApp.port_retries=0 --KernelGatewayApp.auth_token={token}"
-        " --JupyterWebsocketPersonality.list_kernels=True"
+        " --JupyterWebsocketPersonality.list_kernels=True " + " ".join(extra_args)
     )
-    log_path = tmp_path_factory.mktemp("gateway") / "gateway.log"
+    log_path = log_dir / "gateway.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             ["su", "-", GATEWAY_USER, "-c", command],
@@ -145,7 +157,6 @@ def kernel_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelG
             process.wait(timeout=10)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        end_user_processes(GATEWAY_USER)
 
 
 def _wait_until_gateway_answers(gateway: KernelGateway) -> None:

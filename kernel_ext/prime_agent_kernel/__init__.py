@@ -13,9 +13,15 @@ client load when the names are bound, or when one of the package's names below i
 from __future__ import annotations
 
 import importlib
+import secrets
 from typing import TYPE_CHECKING, Any
 
 from .version import __version__
+
+PROCESS_TOKEN = secrets.token_hex(16)
+"""Made once per kernel process, as the package is imported: a host that cannot see the
+process (a kernel on a Jupyter gateway) reads it with each agent cell and knows that a different
+token means a new process, whoever restarted it (prime_agent_lab/adapters/kernel_process.py)."""
 
 if TYPE_CHECKING:
     from .bridge import BridgeClient, BridgeError

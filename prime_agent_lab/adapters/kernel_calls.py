@@ -32,10 +32,13 @@ async def wait_until_ready(manager: Any, timeout: float = READY_TIMEOUT) -> None
         client.stop_channels()
 
 
-def working_directory_code(directory: str, session_name: str | None = None) -> str:
-    """Code that moves the kernel to `directory`; with `session_name`, also what jupyter_server
-    gives a notebook's kernel at start (`JPY_SESSION_NAME`, IPython's `__session__`)."""
-    lines = ["import os as _prime_agent_os", f"_prime_agent_os.chdir({directory!r})"]
+def working_directory_code(directory: str | None, session_name: str | None = None) -> str:
+    """Code that moves the kernel to `directory` (None: it stays where it is); with
+    `session_name`, also what jupyter_server gives a notebook's kernel at start
+    (`JPY_SESSION_NAME`, IPython's `__session__`)."""
+    lines = ["import os as _prime_agent_os"]
+    if directory is not None:
+        lines.append(f"_prime_agent_os.chdir({directory!r})")
     if session_name is not None:
         lines += [
             f"_prime_agent_os.environ['JPY_SESSION_NAME'] = {session_name!r}",
@@ -51,15 +54,16 @@ Run = Callable[[str, float], Awaitable[dict[str, Any]]]
 
 async def set_working_directory(
     manager: Any,
-    directory: str,
+    directory: str | None,
     session_name: str | None = None,
     timeout: float = CALL_TIMEOUT,
     run: Run | None = None,
 ) -> None:
-    """Move a running kernel to `directory` (a silent execution; nothing enters its history).
+    """Move a running kernel to `directory` (a silent execution; nothing enters its history);
+    None: only the session name is set (a gateway's kernel cannot enter the host's folders).
     `run`: through the agent's own client (one already connected would otherwise take this for
     another client's cell and wait out its quiet period before the agent's first cell)."""
-    if not os.path.isabs(directory):
+    if directory is not None and not os.path.isabs(directory):
         raise KernelCallFailed(f"the kernel's working directory must be absolute: {directory!r}")
     code = working_directory_code(directory, session_name)
     if run is not None:
@@ -68,7 +72,8 @@ async def set_working_directory(
         reply = await _execute_silently(manager, code, timeout)
     if reply.get("status") != "ok":
         raise KernelCallFailed(
-            f"cannot move the kernel to {directory}: "
+            f"cannot {'set up' if directory is None else 'move'} the kernel"
+            f"{'' if directory is None else ' to ' + directory}: "
             f"{reply.get('ename', 'error')}: {reply.get('evalue', reply.get('status'))}"
         )
 

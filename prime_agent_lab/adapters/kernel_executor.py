@@ -31,6 +31,7 @@ from ..core.ports import (
 )
 from ..core.stop_cause import USER_STOP, StopCause
 from .kernel_package_check import VERSIONS, VERSIONS_EXPRESSION, KernelPackageProblem, problem
+from .kernel_process import TOKEN, TOKEN_EXPRESSION, KernelProcess, token_of
 from .kernel_secret import KernelSetup, SecretNotTaken, hand_secret
 from .kernel_source import new_client
 from .nbjson import output_from_msg
@@ -83,7 +84,11 @@ class KernelExecutor:
         setup_code: Callable[[], KernelSetup | str | None] | None = None,
         is_managed: Callable[[], bool] = lambda: True,
         shares_disk: Callable[[], bool] = lambda: True,
+        on_new_process: Callable[[bool], None] | None = None,
     ) -> None:
+        """`on_new_process(died)`: given for a kernel without local restarts (a gateway's),
+        whose processes are told apart by the kernel package's process token; called once for
+        each new process no agent cell reports (nobody else tells the host of it)."""
         self.km = kernel_manager
         self._shares_disk = shares_disk
         self.kernel_id = kernel_id
@@ -97,7 +102,10 @@ class KernelExecutor:
         self._reaper: asyncio.Task[None] | None = None
         self._ticket: _Ticket | None = None
         self._own: set[str] = set()  # our requests in the kernel (not "someone else's cell")
-        self._activity = _Activity(self._own)
+        self._process = KernelProcess() if on_new_process is not None else None
+        self._reply_session: str | None = None
+        self._on_new_process = on_new_process
+        self._activity = self._new_activity()
         self.restarts = 0
         self.restarting = False  # our own restart is in progress (not someone else's)
         self.setup_problem: KernelPackageProblem | None = None
@@ -107,9 +115,50 @@ class KernelExecutor:
 
     def _generation(self) -> object:
         """Changes whenever the kernel process is replaced (restart by anyone)."""
+        if self._process is not None:
+            return self._process.current
         provisioner = getattr(self.km, "provisioner", None)
         pid = getattr(provisioner, "pid", None)
         return pid if pid is not None else id(provisioner)
+
+    def _new_activity(self) -> _Activity:
+        if self._process is None:
+            return _Activity(self._own)
+        return _Activity(self._own, self._process_status)
+
+    def _process_status(self, msg: dict[str, Any]) -> None:
+        """iopub `starting` (sent by the new kernel) or `restarting` (by the gateway's server,
+        after its restarter replaced a dead kernel) of a kernel without local restarts."""
+        if self._process is None:
+            return
+        if msg["content"].get("execution_state") == "restarting":
+            self._process.restarting()
+        else:
+            self._process.replaced(session=msg["header"].get("session") or None)
+
+    async def _alive(self) -> bool:
+        """The kernel runs. A gateway's manager answers True once more after the gateway
+        forgot the kernel (404), having dropped its model: that counts as dead."""
+        alive = bool(await self.km.is_alive())
+        if alive and self._process is not None:
+            return getattr(self.km, "kernel", True) is not None
+        return alive
+
+    async def _check_process(self, client: Any) -> None:
+        """Read the process token (a kernel without local restarts): a new one is a restart,
+        told to the host unless an agent cell reports it."""
+        assert self._process is not None
+        await self._drain_activity(client)  # iopub `restarting` first: a death, not a restart
+        content = await self._run_setup(client, "", versions=False)
+        self._process.seen(token_of(content), self._reply_session)
+        self._client_generation = self._generation()  # the websocket outlives the process
+
+    def _tell_new_process(self) -> None:
+        process = self._process
+        if process is None or process.told or self._on_new_process is None:
+            return
+        process.told = True
+        self._on_new_process(process.died)
 
     async def _ensure_client(self) -> Any:
         generation = self._generation()
@@ -141,8 +190,14 @@ class KernelExecutor:
         agent cells; the first cell tells what is wrong, in its observation and in the chat
         (`kernel_package_check`), so the model and the user know `rlm` and `history` are absent.
         """
-        if self._setup_code is None or self._setup_generation == self._generation():
+        if self._setup_code is None:
             return
+        if self._process is not None:
+            await self._check_process(await self._ensure_client())
+        if self._setup_generation == self._generation():
+            return
+        if self._setup_generation is not None:
+            self._tell_new_process()
         setup = self._setup_code()
         if isinstance(setup, str):
             setup = KernelSetup(setup)
@@ -160,6 +215,8 @@ class KernelExecutor:
                 )
             except SecretNotTaken as exc:
                 content = {"status": "error", "ename": "SecretNotTaken", "evalue": str(exc)}
+        if self._process is not None:
+            self._process.seen(token_of(content), self._reply_session)
         self._setup_generation = self._generation()
         if content.get("status") == "ok":
             versions = content.get("user_expressions", {}).get(VERSIONS)
@@ -170,20 +227,26 @@ class KernelExecutor:
         if self.setup_problem is not None:
             log.warning("kernel %s: %s", self.kernel_id, self.setup_problem.text)
 
-    async def _run_setup(self, client: Any, code: str) -> dict[str, Any]:
-        """The reply content of a silent setup execution, with the kernel package's versions."""
+    async def _run_setup(self, client: Any, code: str, versions: bool = True) -> dict[str, Any]:
+        """The reply content of a silent setup execution, with the kernel package's versions
+        and (a kernel without local restarts) its process token."""
+        expressions = {VERSIONS: VERSIONS_EXPRESSION} if versions else {}
+        if self._process is not None:
+            expressions[TOKEN] = TOKEN_EXPRESSION
         msg_id = client.execute(
             code,
             silent=True,
             store_history=False,
             allow_stdin=False,
-            user_expressions={VERSIONS: VERSIONS_EXPRESSION},
+            user_expressions=expressions,
         )
         self._own.add(msg_id)
         try:
-            return dict((await self._wait_reply(client, msg_id, READY_TIMEOUT))["content"])
+            reply = await self._wait_reply(client, msg_id, READY_TIMEOUT)
         finally:
             self._own.discard(msg_id)
+        self._reply_session = reply["header"].get("session") or None  # the kernel process's
+        return dict(reply["content"])
 
     async def _wait_reply(self, client: Any, msg_id: str, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -194,7 +257,7 @@ class KernelExecutor:
             try:
                 msg = await client.get_shell_msg(timeout=min(remaining, 1.0))
             except queue.Empty:
-                if not await self.km.is_alive():
+                if not await self._alive():
                     raise RuntimeError("the kernel died while loading the kernel package") from None
                 continue
             if msg["parent_header"].get("msg_id") == msg_id:
@@ -274,7 +337,7 @@ class KernelExecutor:
         A `kernel_info` round trip comes first: the kernel answers it only between cells, so
         a cell whose busy status has not reached this client yet is waited for all the same."""
         async with self._lock:
-            if not await self.km.is_alive():
+            if not await self._alive():
                 return
             client = await self._ensure_client()
             probe = client.kernel_info()
@@ -358,17 +421,17 @@ class KernelExecutor:
     ) -> bool:
         """Connected, the kernel idle and the kernel package loaded; False if stopped. A
         problem with the package not told yet goes into `notes` (the model's) and `told`."""
-        if not await self.km.is_alive():
+        if not await self._alive():
             await self._recover_dead_kernel()
+        client = await self._ensure_client()
+        if not await self._wait_until_idle(client, ticket):
+            return False
+        await self._ensure_setup()  # reads the process token first (a gateway's kernel)
         if self._last_run_generation not in (None, self._generation()):
             notes.append(
                 "[kernel restarted] The kernel was restarted since the last agent cell: "
                 "variables and imports from before are gone."
             )
-        client = await self._ensure_client()
-        if not await self._wait_until_idle(client, ticket):
-            return False
-        await self._ensure_setup()
         if ticket.stop_requested:
             return False  # the problem is told with the next cell that runs
         if self.setup_problem and not self._setup_problem_reported:
@@ -458,7 +521,7 @@ class KernelExecutor:
                 # Not quiet yet: wake when the quiet period ends, or earlier on a message.
                 wait = min(POLL, activity.quiet_in()) if not quiet else 0.01
                 got = await self._drain_activity(client, wait=wait)
-                if not got and not await self.km.is_alive():
+                if not got and not await self._alive():
                     return True  # the caller's liveness checks report the death
         finally:
             if probe is not None:  # its reply is not waited for: it is no cell of ours any more
@@ -507,7 +570,7 @@ class KernelExecutor:
         """
         try:
             while not run.done and not run.started:
-                if not await self._pump(client, run, POLL) and not await self.km.is_alive():
+                if not await self._pump(client, run, POLL) and not await self._alive():
                     return
             if not run.done and not await self._interrupt_own_cell(client, run):
                 log.warning("kernel %s ignored the interrupt; restarting it", self.kernel_id)
@@ -546,7 +609,7 @@ class KernelExecutor:
         return got
 
     async def _kernel_died(self, generation: object) -> bool:
-        return self._generation() != generation or not await self.km.is_alive()
+        return self._generation() != generation or not await self._alive()
 
     async def _interrupt_own_cell(self, client: Any, run: _Run) -> bool:
         """SIGINT while our own cell is running, until it ends or INTERRUPT_GRACE passes.
@@ -609,7 +672,9 @@ class KernelExecutor:
         return result
 
     async def _on_death(self, run: _Run) -> ExecutionResult:
-        external = await self.km.is_alive()  # a new process already runs: someone restarted it
+        # A new process already runs: someone restarted it (unless a gateway said it restarts
+        # the kernel after a death).
+        external = await self._alive() and not (self._process is not None and self._process.died)
         await self._recover_dead_kernel()
         result = run.result()
         result.status = "died"
@@ -639,17 +704,24 @@ class KernelExecutor:
                 "the notebook's kernel was shut down; start a kernel for the notebook and send "
                 "the message again"
             )
+        if self._process is not None:
+            self._process.told = True  # the cell (or the next one) reports it
+            if not await self._alive():
+                raise KernelGone(
+                    "the kernel is gone from the gateway (shut down or culled there); start a "
+                    "kernel for the notebook and send the message again"
+                )
         restarter = getattr(self.km, "_restarter", None)
         if restarter is not None and getattr(self.km, "autorestart", False):
             deadline = time.monotonic() + RESTART_WAIT
             while time.monotonic() < deadline:
                 if not self._is_managed():
                     raise KernelGone("the notebook's kernel was shut down while a cell ran")
-                if self._generation() != self._client_generation and await self.km.is_alive():
+                if self._generation() != self._client_generation and await self._alive():
                     self.restarts += 1
                     return
                 await asyncio.sleep(0.1)
-        if not await self.km.is_alive() or self._generation() == self._client_generation:
+        if not await self._alive() or self._generation() == self._client_generation:
             await self._restart()
         else:
             self.restarts += 1
@@ -663,8 +735,10 @@ class KernelExecutor:
             await self.km.restart_kernel(now=True)
         finally:
             self.restarting = False
+        if self._process is not None:
+            self._process.replaced(told=True)
         self.restarts += 1
-        self._activity = _Activity(self._own)
+        self._activity = self._new_activity()
 
     @property
     def executing(self) -> bool:
@@ -716,8 +790,11 @@ class _Activity:
     `own` holds the ids of the executor's own requests; everything else is someone else's
     cell (the user's tab, a console, another client)."""
 
-    def __init__(self, own: set[str]) -> None:
+    def __init__(
+        self, own: set[str], on_process: Callable[[dict[str, Any]], None] | None = None
+    ) -> None:
         self.own = own
+        self._on_process = on_process  # told `starting` / `restarting` (a gateway's kernel)
         self.busy: set[str] = set()
         self.last_foreign_idle = 0.0  # wall-clock time the kernel sent it
 
@@ -732,8 +809,10 @@ class _Activity:
             self.busy.discard(parent)
             if parent not in self.own:
                 self.last_foreign_idle = max(self.last_foreign_idle, _sent_at(msg))
-        elif state == "starting":  # a new kernel process: nothing runs yet
+        elif state in ("starting", "restarting"):  # a new kernel process: nothing runs yet
             self.busy.clear()
+            if self._on_process is not None:
+                self._on_process(msg)
 
     @property
     def foreign_busy(self) -> bool:

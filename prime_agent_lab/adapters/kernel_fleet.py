@@ -132,6 +132,9 @@ class KernelFleet:
                 lambda: self._setup(kernel_id),
                 is_managed=lambda: self.backend.managed(kernel_id),
                 shares_disk=lambda: self.shares_disk,
+                on_new_process=None
+                if self.backend.traits.local_restarts
+                else lambda died: self._new_process_seen(kernel_id, died),
             )
             self._executors[kernel_id] = executor
             self.backend.follow_deaths(kernel_id, lambda: self._auto_restarting.add(kernel_id))
@@ -190,7 +193,8 @@ class KernelFleet:
         any restart) also bind the kernel API as they start, before anyone's first cell."""
         self._arrange_next_start(kernel_id)
         directory = self.directories.get(kernel_id)
-        chdir = working_directory_code(directory) if directory else ""
+        moves = directory and self.backend.traits.shares_disk  # a gateway's kernel cannot
+        chdir = working_directory_code(directory) if moves else ""
         bridge = self._bridge_address()
         if self.backend.traits.holds_connection_key:
             return KernelSetup(bridge_setup_code(bridge, kernel_id) + chdir)
@@ -211,6 +215,8 @@ class KernelFleet:
     def pool(self) -> KernelPool[str]:
         """Prepared kernels for sub-agents; filled at the first spawn."""
         if self._pool is None:
+            if self._pool_size == 0:
+                log.warning("kernel pool disabled: kernel_pool_size is 0")
             self._pool = KernelPool(
                 self._start_prepared,
                 self._shut_down,
@@ -221,7 +227,12 @@ class KernelFleet:
 
     async def _start_prepared(self) -> str:
         """Started, connected and loaded with the kernel package while it waits in the pool."""
-        kernel_id = await self.backend.start()
+        try:
+            kernel_id = await self.backend.start()
+        except Exception as exc:
+            if refuses_more_kernels(exc):
+                self.pool.disable(f"the kernel source refused another kernel ({exc})")
+            raise
         try:
             await self.executor(kernel_id).prepare()
         except BaseException:
@@ -264,7 +275,8 @@ class KernelFleet:
             return None
         self.set_directory(kernel_id, directory)
         try:
-            await set_working_directory(self.backend.manager(kernel_id), directory)
+            if self.backend.traits.shares_disk:
+                await set_working_directory(self.backend.manager(kernel_id), directory)
         except Exception as exc:  # the user's kernel still serves; relative paths differ
             log.warning("could not move the kernel of %s to %s: %s", notebook_path, directory, exc)
         executor = self.executor(kernel_id)
@@ -302,10 +314,25 @@ class KernelFleet:
         if executor is not None:
             # The researcher's own cells use `rlm`, `history`, ... and the Harness view waits
             # for them: load the kernel package into the new process now, not at the next
-            # agent cell (a no-op when that process has it already).
+            # agent cell (a no-op when that process has it already). On a gateway's kernel
+            # this is what reads the new process token, and tells the restart from there.
             self._spawn(self._prepare(executor))
             if executor.executing or executor.knows_current_process():
                 return  # the cell that saw it reports it, or this event came in late
+        self._tell_restart(kernel_id, died)
+
+    def _new_process_seen(self, kernel_id: str, died: bool) -> None:
+        """A gateway's kernel runs a new process that no agent cell reports (its executor read a
+        new process token, or iopub said so): told as the host's restart event is locally."""
+        self._auto_restarting.discard(kernel_id)
+        self._tell_restart(kernel_id, died)
+
+    def _tell_restart(self, kernel_id: str, died: bool) -> None:
+        runtime = self._runtime
+        agent = runtime.agent_on_kernel(kernel_id) if runtime is not None else None
+        if agent is None or runtime is None:
+            return
+        executor = self._executors.get(kernel_id)
         restored = runtime.snapshots.has_snapshot(agent.session_id)
         if executor is not None and executor.restarting:
             agent.notice("kernel_restarted", stopped_restart_notice(restored))
@@ -333,6 +360,17 @@ class KernelFleet:
             await executor.close()
         self._executors.clear()
         await self.backend.close()
+
+
+def refuses_more_kernels(exc: BaseException) -> bool:
+    """A start refused by a gateway at its limit (Kernel Gateway's `max_kernels`: 403; a
+    gateway's failure to place one more: 500), from the HTTP error behind the host's."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if getattr(seen, "status_code", None) in (403, 500):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def stopped_restart_notice(restored: bool) -> str:

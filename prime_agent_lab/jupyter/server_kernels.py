@@ -216,7 +216,9 @@ async def hand_to_notebook(
     notebook from now on joins this kernel (a session created after the move would race a tab
     opened meanwhile into a second kernel for the same notebook). Then the kernel moves to
     `directory` (an absolute OS path; default: the notebook's own directory, where
-    jupyter_server would have started it) and gets the notebook's `JPY_SESSION_NAME`.
+    jupyter_server would have started it) and gets the notebook's `JPY_SESSION_NAME`. A
+    gateway's kernel shares no disk with the server (its working folder is the gateway's
+    business): it gets only the session name.
     """
     sessions = serverapp.session_manager
     kernels = serverapp.kernel_manager
@@ -241,7 +243,8 @@ async def hand_to_notebook(
         existing = model["kernel"]["id"]
         raise HandOutFailed(f"{path} already has a Jupyter session (kernel {existing})")
     try:
-        await set_working_directory(kernels.get_kernel(kernel_id), directory, session_name, run=run)
+        moved_to = directory if traits_of(kernels).shares_disk else None
+        await set_working_directory(kernels.get_kernel(kernel_id), moved_to, session_name, run=run)
     except Exception as exc:
         with contextlib.suppress(Exception):
             await sessions.delete_session(model["id"])
