@@ -9,8 +9,11 @@ once, the real bridge over loopback HTTP); the only difference is `gateway_url`.
 interleaved, the order swapped every round, so the machine's noise hits both:
 
 (a) per-cell cost: an agent turn whose one cell is `x = 1` (model call, cell, model call,
-    final text), timed from `run_turn` to its end; and inside it, the cell from its
-    `cell_started` to its `cell_finished` event. Each round opens a fresh run per side, times
+    final text), timed from `run_turn` to its end; inside it, the cell from its `cell_started`
+    to its `cell_finished` event (it waits for the snapshot each turn takes at its start, which
+    crosses the bridge in chunks on the gateway); and after each turn the same cell through the
+    kernel's executor alone (`bare cell`: the kernel's round trip, local ZMQ or the gateway's
+    websocket). Each round opens a fresh run per side, times
     its first turn (which also waits for the kernel to boot and be set up), then alternates
     `--turns` warm turns between the two sides;
 (b) spawn to a child's first cell: a root cell does `await rlm("...", name=...)`, timed from the
@@ -162,12 +165,24 @@ async def per_cell_round(
         for _ in range(sizes.turns):
             for side in order:
                 out["warm turn"].add(side, round_no, await one_turn(runs[side]))
+                out["bare cell"].add(side, round_no, await bare_cell(runs[side]))
         for side in order:
             for seconds in cells[side].cells[1:]:  # the first cell waited for the boot
                 out["cell"].add(side, round_no, seconds)
     finally:
         for run in runs.values():
             await run.close()
+
+
+async def bare_cell(run: HeadlessRun) -> float:
+    """The same cell on the root's kernel through its executor alone, between turns: no model
+    call, no notebook, no session log, no snapshot."""
+    start = now()
+    result = await run.fleet.executor(run.kernel_id).execute("x = 1", lambda event: None, 60)
+    took = now() - start
+    if result.status != "ok":
+        raise RuntimeError(f"the bare cell did not run: {result}")
+    return took
 
 
 def _gw(side: str, gateway: KernelGateway) -> KernelGateway | None:
@@ -226,7 +241,14 @@ async def spawn_round(
 
 # ------------------------------------------------------------------ report
 
-MEASURES = ("first turn", "warm turn", "cell", "spawn, warm pool", "spawn, pool disabled")
+MEASURES = (
+    "first turn",
+    "warm turn",
+    "cell",
+    "bare cell",
+    "spawn, warm pool",
+    "spawn, pool disabled",
+)
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -274,8 +296,9 @@ def report(sizes: Sizes, out: dict[str, Samples], loads: list[float], kernels: i
         "",
         "first turn: run start to the end of the first one-cell turn (kernel start and set-up, "
         "the cell); warm turn: a later one-cell turn, model calls included; cell: its "
-        "cell_started to cell_finished; spawn: rlm() called in the root's kernel to the "
-        "child's first cell finished",
+        "cell_started to cell_finished (after the snapshot the turn takes at its start); "
+        "bare cell: the same cell through the kernel's executor alone; spawn: rlm() called in "
+        "the root's kernel to the child's first cell finished",
     ]
     return "\n".join(lines)
 

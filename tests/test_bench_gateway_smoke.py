@@ -14,10 +14,17 @@ from .gateway_fixtures import cannot_run_reason
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
 
-MEASURES = ("first turn", "warm turn", "cell", "spawn, warm pool", "spawn, pool disabled")
+MEASURES = (
+    "first turn",
+    "warm turn",
+    "cell",
+    "bare cell",
+    "spawn, warm pool",
+    "spawn, pool disabled",
+)
 # --smoke: 2 rounds; per round and side 1 first turn, 2 warm turns (so 2 cells after the
-# first), 1 spawn with the pool and 1 without
-SAMPLES = dict(zip(MEASURES, (2, 4, 4, 2, 2), strict=True))
+# first) and 2 bare cells, 1 spawn with the pool and 1 without
+SAMPLES = dict(zip(MEASURES, (2, 4, 4, 4, 2, 2), strict=True))
 # per round on the gateway: a root (a); a root, the pool of 2 and its refill (b, warm); a root
 # and its child (b, pool disabled)
 KERNELS_PER_ROUND = 1 + 4 + 2
