@@ -29,6 +29,7 @@ from .core.autonomy import SUCCESS as AUTONOMY_SUCCESS
 from .core.entry_types import TOLD_AS_MESSAGES
 from .core.events import Event
 from .core.gates import parse_gate
+from .core.gateway_url import url_problem
 from .core.host_port import host_and_port
 from .core.jsonfile import UnreadableFile
 from .core.mcp.sources import unreadable_cli_files
@@ -782,6 +783,9 @@ def main(argv: list[str] | None = None) -> int:
         host_and_port(args.bridge_listen)
     except ValueError as exc:
         parser.error(f"{settings.spell('bridge_listen', CLI)} {exc}")
+    gateway_url = args.gateway_url or os.environ.get("JUPYTER_GATEWAY_URL")
+    if gateway_url and (problem := url_problem(gateway_url)) is not None:
+        parser.error(f"{settings.spell('gateway_url', CLI)} (or JUPYTER_GATEWAY_URL) {problem}")
     for problem in unreadable_cli_files(args.mcp_config_files or ()):  # docs/mcp.md
         parser.error(str(problem))
     if args.resume_session is not None:

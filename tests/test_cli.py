@@ -255,6 +255,23 @@ def test_a_bridge_address_that_is_not_host_port_is_refused_before_anything_start
     assert not (tmp_path / ".prime-agent").exists()
 
 
+def test_a_malformed_gateway_url_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """A port out of range, a broken IPv6 host or another scheme: one line, exit 2 (it was an
+    uncaught ValueError from deep in the start, with no `run_end` in JSON mode)."""
+    for url, why in (
+        ("http://127.0.0.1:99999", "is not a URL (Port out of range 0-65535)"),
+        ("http://[::1", "is not a URL (Invalid IPv6 URL)"),
+        ("ftp://gateway:8888", "must start with http:// or https://, not ftp"),
+    ):
+        done = cli(tmp_path, "run", "--gateway-url", url, "hi")
+        assert done.returncode == 2, done.stderr
+        assert f"--gateway-url (or JUPYTER_GATEWAY_URL) {why}" in done.stderr
+        assert "Traceback" not in done.stderr
+    from_env = cli_with_env(tmp_path, {"JUPYTER_GATEWAY_URL": "http://[::1"}, "run", "hi")
+    assert from_env.returncode == 2 and "Invalid IPv6 URL" in from_env.stderr
+    assert not (tmp_path / ".prime-agent").exists()
+
+
 def test_api_keys_printed_by_a_cell_never_reach_notebook_session_or_model(tmp_path: Path) -> None:
     secret = "sk-test-4f9c2e7b1d0a8e6f"
     script = tmp_path / "s.json"

@@ -12,7 +12,6 @@ bridge checks a per-kernel secret handed over at setup (adapters/kernel_secret.p
 from __future__ import annotations
 
 import contextlib
-import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ from jupyter_server.gateway.gateway_client import GatewayClient
 from jupyter_server.gateway.managers import GatewayKernelSpecManager, GatewayMappingKernelManager
 from traitlets.config import Config
 
+from ..core.gateway_url import printable_url
 from ..core.redaction import kernel_environment
 from .kernel_calls import READY_TIMEOUT, Run, wait_until_ready
 from .kernel_source import GATEWAY_KERNELS, KernelSourceTraits, KernelStartFailed
@@ -37,16 +37,6 @@ def configure_gateway(url: str | None, auth_token: str | None) -> GatewayClient 
         config.GatewayClient.auth_token = auth_token
     client = GatewayClient.instance(config=config)
     return client if client.gateway_enabled else None
-
-
-def printable_url(url: str) -> str:
-    """The gateway's address without what may be a credential (user info, query, fragment)."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 class GatewayBackend:
