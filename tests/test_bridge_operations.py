@@ -25,6 +25,7 @@ from prime_agent_lab.core.runtime import AgentRuntime
 from prime_agent_lab.core.sessions import SessionRepository
 from prime_agent_lab.core.settings import Settings
 from prime_agent_lab.core.trust import Signer
+from tests.python_source import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_PACKAGE = Path(prime_agent_kernel.__file__).parent
@@ -116,7 +117,7 @@ def payload_keys(
 ) -> set[str]:
     """The keys `function` reads from its `parameter` (`p.get("k")`, `p["k"]`, `"k" in p`), also
     through the helpers it hands `parameter` to (`payload_number(payload, "delay", ...)`)."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    tree = parse(textwrap.dedent(inspect.getsource(function)))
     names = dict(bound or {})  # parameter -> the literal a caller passed for it
     found: set[str] = set()
 
@@ -178,7 +179,7 @@ def _resolve(node: ast.expr, function: Callable[..., Any]) -> Callable[..., Any]
 def kernel_sources() -> Iterator[tuple[Path, ast.Module]]:
     for path in sorted(KERNEL_PACKAGE.glob("*.py")):
         if path.name != "operations.py":
-            yield path, ast.parse(path.read_text(encoding="utf-8"))
+            yield path, parse(path.read_text(encoding="utf-8"))
 
 
 def kernel_names_used() -> set[str]:

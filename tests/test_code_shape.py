@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.python_source import parse
+
 PACKAGE = Path(__file__).resolve().parents[1] / "prime_agent_lab"
 LIMIT = 600
 
@@ -16,7 +18,7 @@ def test_every_module_over_600_lines_says_why_at_its_top() -> None:
         source = path.read_text(encoding="utf-8")
         if source.count("\n") <= LIMIT:
             continue
-        docstring = ast.get_docstring(ast.parse(source)) or ""
+        docstring = ast.get_docstring(parse(source)) or ""
         if not any(part.startswith("Size:") for part in docstring.split("\n\n")):
             unexplained.append(
                 f"{path.relative_to(PACKAGE.parent)} ({source.count(chr(10))} lines)"

@@ -31,6 +31,7 @@ from prime_agent_lab.core.messages import Message
 from prime_agent_lab.core.sessions import SessionLog, SessionRepository, _ContextBuilder
 from prime_agent_lab.core.tokens import entries_tokens, entry_tokens, estimate_tokens
 from prime_agent_lab.core.transcript import chat_transcript, history_records
+from tests.python_source import parse
 
 from .test_wire import _conforms
 
@@ -292,7 +293,7 @@ def _appends() -> list[tuple[str, str, set[str]]]:
     package: (where, type, fields written by name)."""
     found = []
     for path in sorted((REPO / "prime_agent_lab").rglob("*.py")):
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = parse(path.read_text(), str(path))
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue

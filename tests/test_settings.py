@@ -30,6 +30,7 @@ from prime_agent_lab.core.settings import (
 from prime_agent_lab.core.settings_readme import markdown_table, readme_with_table
 from prime_agent_lab.headless import HeadlessRun
 from prime_agent_lab.jupyter.app import PrimeAgentLab
+from tests.python_source import parse
 
 from .lab_process import server_exit
 from .test_cli import cli, json_lines
@@ -200,7 +201,7 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 def _package_sources() -> list[tuple[Path, ast.Module]]:
     return [
-        (path, ast.parse(path.read_text(encoding="utf-8")))
+        (path, parse(path.read_text(encoding="utf-8")))
         for path in sorted(PACKAGE.rglob("*.py"))
         if path != DECLARATION
     ]

@@ -12,6 +12,7 @@ from typing import Any, Literal, Union
 from prime_agent_lab.core import wire
 from prime_agent_lab.core.sessions import SessionRepository
 from prime_agent_lab.core.transcript import chat_transcript
+from tests.python_source import parse
 
 REPO = Path(__file__).resolve().parents[1]
 WIRE_TS = REPO / "labextension" / "src" / "wire.ts"
@@ -76,7 +77,7 @@ def _emitted_events() -> list[tuple[str, str, set[str], bool]]:
     A `**name` of a dict built in the same function counts the keys it holds there."""
     found = []
     for path in sorted((REPO / "prime_agent_lab").rglob("*.py")):
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = parse(path.read_text(), str(path))
         functions = [
             f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
         ]

@@ -102,7 +102,9 @@ class KernelFleet:
         self._children: set[str] = set()  # kernels handed to sub-agents (theirs to shut down)
         self._auto_restarting: set[str] = set()  # kernels the host restarts after a death
         self._runtime: AgentRuntime | None = None
-        self._background: set[asyncio.Future[Any]] = set()
+        # background work: preparations (cancelled at close) and executor closes (awaited)
+        self._preparing: set[asyncio.Future[Any]] = set()
+        self._closing: set[asyncio.Future[Any]] = set()
         backend.follow_restarts(self._restarted)
 
     @property
@@ -153,7 +155,7 @@ class KernelFleet:
     def prepare_soon(self, kernel_id: str) -> None:
         """Connect and load the kernel package in the background (a failure is retried at the
         first cell)."""
-        self._spawn(self._prepare(self.executor(kernel_id)))
+        self._spawn(self._prepare(self.executor(kernel_id)), self._preparing)
 
     async def _prepare(self, executor: KernelExecutor) -> None:
         try:
@@ -169,7 +171,7 @@ class KernelFleet:
         """Drop the kernel's executor (the kernel itself is left as it is)."""
         executor = self._executors.pop(kernel_id, None)
         if executor is not None:
-            self._spawn(executor.close())
+            self._spawn(executor.close(), self._closing)
 
     def forget_gone(self) -> list[str]:
         """Drop the executors of kernels shut down meanwhile; their ids."""
@@ -316,7 +318,7 @@ class KernelFleet:
             # for them: load the kernel package into the new process now, not at the next
             # agent cell (a no-op when that process has it already). On a gateway's kernel
             # this is what reads the new process token, and tells the restart from there.
-            self._spawn(self._prepare(executor))
+            self._spawn(self._prepare(executor), self._preparing)
             if executor.executing or executor.knows_current_process():
                 return  # the cell that saw it reports it, or this event came in late
         self._tell_restart(kernel_id, died)
@@ -347,13 +349,17 @@ class KernelFleet:
 
     # ------------------------------------------------------------ lifetime
 
-    def _spawn(self, awaitable: Awaitable[Any]) -> None:
+    def _spawn(self, awaitable: Awaitable[Any], into: set[asyncio.Future[Any]]) -> None:
         task = asyncio.ensure_future(awaitable)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        into.add(task)
+        task.add_done_callback(into.discard)
 
     async def close(self) -> None:
-        """The pool's kernels and every executor go; then whatever the backend stops."""
+        """Preparations under way stop, the pool's kernels and every executor go; then whatever
+        the backend stops. Nothing of the fleet's is left pending for a closed event loop."""
+        for task in self._preparing:
+            task.cancel()
+        await asyncio.gather(*self._preparing, *self._closing, return_exceptions=True)
         if self._pool is not None:
             await self._pool.close()
         for executor in list(self._executors.values()):
