@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from prime_agent_lab.version import __version__
+from tests.python_source import parse
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_EXT = ROOT / "kernel_ext"
@@ -92,7 +93,7 @@ def test_the_kernel_wheel_holds_the_whole_package_and_nothing_of_the_server(
 def top_level_imports(source: str) -> set[str]:
     """Every module a source imports, by its top-level name (relative imports are its own)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if isinstance(node, ast.Import):
             found.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
