@@ -1,11 +1,15 @@
-"""A real Jupyter Kernel Gateway as another Unix user, and a jupyter server pointed at it (issue 20,
-docs/gateway.md part 4).
+"""A real Jupyter Kernel Gateway or Enterprise Gateway as another Unix user, and a jupyter server
+pointed at it (issue 20, docs/gateway.md part 4).
 
-`kernel_gateway` makes the user `gwtest` and the gateway's venv with `.ci/gateway-setup` (cached:
+`kernel_gateway` makes the user `gwtest` and the gateways' venvs with `.ci/gateway-setup` (cached:
 seconds once done), then starts `jupyter kernelgateway` as that user in its own `~/work`, on a
-free loopback port with an auth token. It skips, saying why, only where it cannot run at all (not
-root, no `useradd`/`su`); a failing set-up is an error. At teardown it ends the gateway's process
-group and every process left to `gwtest` (its kernels run in sessions of their own).
+free loopback port with an auth token (in its environment, not its argv). It skips, saying why,
+only where it cannot run at all (not root, no `useradd`/`su`); a failing set-up is an error. At
+teardown it ends the gateway's process group and every process left to `gwtest` (its kernels run
+in sessions of their own). `enterprise_gateway` does the same with `jupyter enterprisegateway`
+(its own venv, kernels from the Kernel Gateway venv's python through LocalProcessProxy), and
+skips only when no index offers the package (`.ci/enterprise-gateway-setup`); `any_gateway` is
+each of the two in turn.
 `start_gateway_server` starts `jupyter server` with Prime Agent Lab on the scripted provider and
 `--gateway-url`, in a folder the gateway user cannot read.
 """
@@ -34,9 +38,40 @@ from .lab_process import REPO, LabServer, ServerDidNotStart, free_port, shutdown
 # Another user and venv for a second checkout testing on the same machine (.ci/gateway-setup).
 GATEWAY_USER = os.environ.get("PRIME_AGENT_GW_USER", "gwtest")
 GATEWAY_VENV = Path(os.environ.get("PRIME_AGENT_GW_VENV", "/opt/prime-agent-gw/kg"))
+ENTERPRISE_VENV = Path(os.environ.get("PRIME_AGENT_GW_EG_VENV", f"{GATEWAY_VENV}-enterprise"))
 SETUP_SCRIPT = REPO / ".ci" / "gateway-setup"
 GATEWAY_START_TIMEOUT = 120.0  # 6.5 to 16 s measured on 2 busy cores (docs/gateway.md 1.2)
 SERVER_START_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class GatewayKind:
+    """What starting one kind of gateway takes (docs/gateway.md 1.2)."""
+
+    name: str  # the fixture's
+    venv: Path
+    command: str  # `jupyter <command>`
+    app: str  # its configurable for ip, port and port_retries
+    token_variable: str  # where it reads its auth token (argv would show it in `ps`)
+    list_kernels: str  # without it `GET /api/kernels` answers 403
+
+
+KERNEL_GATEWAY = GatewayKind(
+    "kernel_gateway",
+    GATEWAY_VENV,
+    "kernelgateway",
+    "KernelGatewayApp",
+    "KG_AUTH_TOKEN",
+    "--JupyterWebsocketPersonality.list_kernels=True",
+)
+ENTERPRISE_GATEWAY = GatewayKind(
+    "enterprise_gateway",
+    ENTERPRISE_VENV,
+    "enterprisegateway",
+    "EnterpriseGatewayApp",
+    "EG_AUTH_TOKEN",
+    "--EnterpriseGatewayApp.list_kernels=True",
+)
 
 
 @dataclass
@@ -47,6 +82,7 @@ class KernelGateway:
     process: subprocess.Popen[bytes]
     user: str
     home: Path
+    kind: GatewayKind = KERNEL_GATEWAY
 
     def api(self, path: str, timeout: float = 10.0) -> Any:
         request = urllib.request.Request(
@@ -122,30 +158,58 @@ def kernel_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelG
         end_user_processes(GATEWAY_USER)
 
 
+@pytest.fixture(scope="session")
+def enterprise_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelGateway]:
+    reason = cannot_run_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    run_setup()
+    unavailable = Path(f"{ENTERPRISE_VENV}.unavailable")
+    if unavailable.exists():
+        pytest.skip(f"Enterprise Gateway cannot be installed here: {unavailable.read_text()}")
+    try:
+        with started_kernel_gateway(
+            tmp_path_factory.mktemp("enterprise-gateway"), kind=ENTERPRISE_GATEWAY
+        ) as gateway:
+            yield gateway
+    finally:
+        end_user_processes(GATEWAY_USER)
+
+
+@pytest.fixture(params=[KERNEL_GATEWAY.name, ENTERPRISE_GATEWAY.name])
+def any_gateway(request: pytest.FixtureRequest) -> KernelGateway:
+    """Each kind of gateway in turn (a test module imports the two fixtures above with it)."""
+    gateway: KernelGateway = request.getfixturevalue(request.param)
+    return gateway
+
+
 @contextlib.contextmanager
-def started_kernel_gateway(log_dir: Path, *extra_args: str) -> Iterator[KernelGateway]:
-    """A Kernel Gateway as `GATEWAY_USER` (set up already), its log in `log_dir`; at the end
+def started_kernel_gateway(
+    log_dir: Path, *extra_args: str, kind: GatewayKind = KERNEL_GATEWAY
+) -> Iterator[KernelGateway]:
+    """A gateway of `kind` as `GATEWAY_USER` (set up already), its log in `log_dir`; at the end
     its process group goes (its kernels run in sessions of their own: `end_user_processes`)."""
     home = Path(os.path.expanduser(f"~{GATEWAY_USER}"))
     token = os.urandom(16).hex()
     port = free_port()
     command = (
-        f"cd {home / 'work'} && exec nice -n 19 {GATEWAY_VENV}/bin/jupyter kernelgateway"
-        f" --KernelGatewayApp.ip=127.0.0.1 --KernelGatewayApp.port={port}"
-        f" --KernelGatewayApp.port_retries=0 --KernelGatewayApp.auth_token={token}"
-        " --JupyterWebsocketPersonality.list_kernels=True " + " ".join(extra_args)
+        f"cd {home / 'work'} && exec nice -n 19 {kind.venv}/bin/jupyter {kind.command}"
+        f" --{kind.app}.ip=127.0.0.1 --{kind.app}.port={port} --{kind.app}.port_retries=0"
+        f" {kind.list_kernels} " + " ".join(extra_args)
     )
     log_path = log_dir / "gateway.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            ["su", "-", GATEWAY_USER, "-c", command],
+            # `su -` starts from a clean environment but for the variables -w names.
+            ["su", "-w", kind.token_variable, "-", GATEWAY_USER, "-c", command],
+            env={**os.environ, kind.token_variable: token},
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     gateway = KernelGateway(
-        f"http://127.0.0.1:{port}", token, log_path, process, GATEWAY_USER, home
+        f"http://127.0.0.1:{port}", token, log_path, process, GATEWAY_USER, home, kind
     )
     try:
         _wait_until_gateway_answers(gateway)
@@ -163,12 +227,12 @@ def _wait_until_gateway_answers(gateway: KernelGateway) -> None:
     deadline = time.monotonic() + GATEWAY_START_TIMEOUT
     while time.monotonic() < deadline:
         if gateway.process.poll() is not None:
-            raise ServerDidNotStart(f"the kernel gateway exited:\n{gateway.log()[-4000:]}")
+            raise ServerDidNotStart(f"the {gateway.kind.command} exited:\n{gateway.log()[-4000:]}")
         with contextlib.suppress(OSError, urllib.error.URLError):
             gateway.api("api/kernelspecs", timeout=2)
             return
         time.sleep(0.3)
-    raise ServerDidNotStart(f"the kernel gateway did not answer:\n{gateway.log()[-4000:]}")
+    raise ServerDidNotStart(f"the {gateway.kind.command} did not answer:\n{gateway.log()[-4000:]}")
 
 
 def start_gateway_server(

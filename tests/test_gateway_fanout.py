@@ -15,9 +15,11 @@ import pytest
 
 from prime_agent_lab.core.sessions import SESSION_FILE
 
-from .gateway_fixtures import (
+from .gateway_fixtures import (  # noqa: F401 (fixtures)
     KernelGateway,
-    kernel_gateway,  # noqa: F401 (a fixture)
+    any_gateway,
+    enterprise_gateway,
+    kernel_gateway,
     start_gateway_server,
     started_kernel_gateway,
 )
@@ -117,14 +119,14 @@ def check_fan_out(base: Path, gateway: KernelGateway, server: LabServer) -> None
 
 def test_the_fan_out_runs_every_kernel_on_the_gateway_and_the_replies_arrive(
     tmp_path: Path,
-    kernel_gateway: KernelGateway,  # noqa: F811
+    any_gateway: KernelGateway,  # noqa: F811
 ) -> None:
     base = tmp_path / "server"
     base.mkdir(mode=0o700)
-    server = start_server(base, kernel_gateway)
+    server = start_server(base, any_gateway)
     try:
         run_fan_out(base, server)
-        check_fan_out(base, kernel_gateway, server)
+        check_fan_out(base, any_gateway, server)
     finally:
         shutdown(server)
 
