@@ -19,9 +19,11 @@ from typing import Any
 import nbformat
 import pytest
 
-from .gateway_fixtures import (
+from .gateway_fixtures import (  # noqa: F401 (fixtures)
     KernelGateway,
-    kernel_gateway,  # noqa: F401 (a fixture)
+    any_gateway,
+    enterprise_gateway,
+    kernel_gateway,
     user_cannot_read,
 )
 from .lab_process import REPO, free_port
@@ -146,10 +148,10 @@ def cell_identities(notebook: Path) -> list[tuple[str, str]]:
 
 
 def test_the_fan_out_runs_every_kernel_on_the_gateway_and_none_locally(
-    kernel_gateway: KernelGateway,  # noqa: F811
+    any_gateway: KernelGateway,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    gateway = kernel_gateway
+    gateway = any_gateway
     assert user_cannot_read(tmp_path, gateway.user), f"{gateway.user} can read {tmp_path}"
     (tmp_path / "tree.json").write_text(json.dumps(SCRIPT))
     before = len(started_on_gateway(gateway))

@@ -19,9 +19,11 @@ import pytest
 
 from prime_agent_lab.core.sessions import SESSION_FILE
 
-from .gateway_fixtures import (
+from .gateway_fixtures import (  # noqa: F401 (fixtures)
     KernelGateway,
-    kernel_gateway,  # noqa: F401 (a fixture)
+    any_gateway,
+    enterprise_gateway,
+    kernel_gateway,
     start_gateway_server,
 )
 from .lab_process import LabServer, shutdown
@@ -75,7 +77,7 @@ def send_and_wait(server: LabServer, session_id: str, log_path: Path, marker: st
 
 def test_a_restart_through_the_gateways_api_is_noticed_and_the_kernel_set_up_again(
     tmp_path: Path,
-    kernel_gateway: KernelGateway,  # noqa: F811
+    any_gateway: KernelGateway,  # noqa: F811
 ) -> None:
     base = tmp_path / "server"
     base.mkdir(mode=0o700)
@@ -83,7 +85,7 @@ def test_a_restart_through_the_gateways_api_is_noticed_and_the_kernel_set_up_aga
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
     (base / "root").mkdir()
     nbformat.write(notebook, base / "root" / "analysis.ipynb")
-    server = start_gateway_server(base, kernel_gateway, SCRIPT)
+    server = start_gateway_server(base, any_gateway, SCRIPT)
     try:
         session = server.api(
             "POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"}
@@ -96,14 +98,14 @@ def test_a_restart_through_the_gateways_api_is_noticed_and_the_kernel_set_up_aga
             for model in server.api("GET", "api/sessions")
             if model["path"] == "analysis.ipynb"
         ]
-        old_secret = kernel_probe(kernel_gateway, kernel_id, READ_KEY).strip()[::-1]
+        old_secret = kernel_probe(any_gateway, kernel_id, READ_KEY).strip()[::-1]
         assert len(bytes.fromhex(old_secret)) == 32
 
         started = time.monotonic()
-        assert post_to_gateway(kernel_gateway, f"api/kernels/{kernel_id}/restart") == 200
+        assert post_to_gateway(any_gateway, f"api/kernels/{kernel_id}/restart") == 200
         restart_seconds = time.monotonic() - started
         # The new process knows nothing of the old one's names.
-        assert "NameError" in kernel_probe(kernel_gateway, kernel_id, "print(x)")
+        assert "NameError" in kernel_probe(any_gateway, kernel_id, "print(x)")
 
         started = time.monotonic()
         after = send_and_wait(server, session_id, log_path, "DONE2")
@@ -121,11 +123,11 @@ def test_a_restart_through_the_gateways_api_is_noticed_and_the_kernel_set_up_aga
             "kernel_state_not_restored",
         ], notices
 
-        new_secret = kernel_probe(kernel_gateway, kernel_id, READ_KEY).strip()[::-1]
+        new_secret = kernel_probe(any_gateway, kernel_id, READ_KEY).strip()[::-1]
         assert len(bytes.fromhex(new_secret)) == 32 and new_secret != old_secret
         # The old process's secret, used from the new process: the bridge refuses it.
         refused = kernel_probe(
-            kernel_gateway,
+            any_gateway,
             kernel_id,
             "import prime_agent_kernel as p\n"
             "old = p.BridgeClient(p.client().url, p.client().kernel_id, "
