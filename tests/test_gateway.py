@@ -19,9 +19,11 @@ import websocket
 
 from prime_agent_lab.core.sessions import SESSION_FILE
 
-from .gateway_fixtures import (
+from .gateway_fixtures import (  # noqa: F401 (fixtures)
     KernelGateway,
-    kernel_gateway,  # noqa: F401 (a fixture)
+    any_gateway,
+    enterprise_gateway,
+    kernel_gateway,
     start_gateway_server,
 )
 from .lab_process import LabServer, shutdown
@@ -87,7 +89,7 @@ def files_text(folder: Path) -> str:
 
 def test_an_agent_cell_runs_on_the_gateway_as_its_user_and_the_bridge_answers(
     tmp_path: Path,
-    kernel_gateway: KernelGateway,  # noqa: F811
+    any_gateway: KernelGateway,  # noqa: F811
 ) -> None:
     base = tmp_path / "server"
     base.mkdir(mode=0o700)
@@ -95,7 +97,7 @@ def test_an_agent_cell_runs_on_the_gateway_as_its_user_and_the_bridge_answers(
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
     (base / "root").mkdir()
     nbformat.write(notebook, base / "root" / "analysis.ipynb")
-    server = start_gateway_server(base, kernel_gateway, SCRIPT)
+    server = start_gateway_server(base, any_gateway, SCRIPT)
     try:
         started = time.monotonic()
         session = server.api(
@@ -112,12 +114,12 @@ def test_an_agent_cell_runs_on_the_gateway_as_its_user_and_the_bridge_answers(
         entries = [json.loads(line) for line in log_path.read_text().splitlines() if line]
         said = [e["text"] for e in entries if e.get("type") == "assistant_message"]
         assert said and said[-1].startswith("DONE"), entries
-        user = pwd.getpwnam(kernel_gateway.user)
+        user = pwd.getpwnam(any_gateway.user)
         assert said[-1].split() == [
             "DONE",
             "ran",
             str(user.pw_uid),
-            str(kernel_gateway.home / "work"),
+            str(any_gateway.home / "work"),
             "AgentUsage",
         ], (said[-1], server.log_tail())
 
@@ -128,11 +130,11 @@ def test_an_agent_cell_runs_on_the_gateway_as_its_user_and_the_bridge_answers(
         ]
         kernel = notebook_session["kernel"]
         server_kernels = {model["id"] for model in server.api("GET", "api/kernels")}
-        assert kernel["id"] in server_kernels <= kernel_gateway.kernel_ids()
+        assert kernel["id"] in server_kernels <= any_gateway.kernel_ids()
 
         # The kernel's bridge key, reversed so this probe's output is not the secret itself.
         probe = kernel_probe(
-            kernel_gateway,
+            any_gateway,
             kernel["id"],
             "import prime_agent_kernel\n"
             "key = prime_agent_kernel.client()._key\n"
@@ -150,13 +152,13 @@ def test_an_agent_cell_runs_on_the_gateway_as_its_user_and_the_bridge_answers(
             server,
         )
         for where, text in (
-            ("the gateway's log", kernel_gateway.log()),
+            ("the gateway's log", any_gateway.log()),
             ("the notebook", notebook_text),
             ("the session folder", files_text(base / "sessions")),
             ("the server's log", server.log_path.read_text(errors="replace")),
         ):
             assert secret not in text, f"the per-kernel secret is in {where}"
-        assert "No channel specified" not in kernel_gateway.log()
+        assert "No channel specified" not in any_gateway.log()
         print(f"attach + first turn on the gateway: {turn_seconds:.1f} s")
     finally:
         shutdown(server)
