@@ -149,7 +149,7 @@ def test_a_restart_through_the_gateways_api_is_noticed_and_the_kernel_set_up_aga
 
 def test_a_kernel_killed_on_the_gateway_is_told_as_a_death_and_set_up_again(
     tmp_path: Path,
-    kernel_gateway: KernelGateway,  # noqa: F811
+    any_gateway: KernelGateway,  # noqa: F811
 ) -> None:
     """SIGKILL of the kernel process: the gateway's own restarter starts a new one (iopub
     `restarting` and the new kernel's `starting`, in either order, and either may come after
@@ -160,7 +160,7 @@ def test_a_kernel_killed_on_the_gateway_is_told_as_a_death_and_set_up_again(
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
     (base / "root").mkdir()
     nbformat.write(notebook, base / "root" / "analysis.ipynb")
-    server = start_gateway_server(base, kernel_gateway, SCRIPT)
+    server = start_gateway_server(base, any_gateway, SCRIPT)
     try:
         session = server.api(
             "POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"}
@@ -174,7 +174,7 @@ def test_a_kernel_killed_on_the_gateway_is_told_as_a_death_and_set_up_again(
             if model["path"] == "analysis.ipynb"
         ]
         found = subprocess.run(
-            ["pgrep", "-u", kernel_gateway.user, "-f", f"kernel-{kernel_id}"],
+            ["pgrep", "-u", any_gateway.user, "-f", f"kernel-{kernel_id}"],
             capture_output=True,
             text=True,
             check=False,
@@ -182,7 +182,7 @@ def test_a_kernel_killed_on_the_gateway_is_told_as_a_death_and_set_up_again(
         (pid,) = [int(p) for p in found.stdout.split()]
         os.kill(pid, signal.SIGKILL)
         # The gateway restarts it by itself (3 s, then 1.5 s, measured in docs/gateway.md 1.3).
-        assert "NameError" in kernel_probe(kernel_gateway, kernel_id, "print(x)")
+        assert "NameError" in kernel_probe(any_gateway, kernel_id, "print(x)")
 
         after = send_and_wait(server, session_id, log_path, "DONE2")
         assert after == "DONE2"
@@ -202,7 +202,7 @@ def test_a_kernel_killed_on_the_gateway_is_told_as_a_death_and_set_up_again(
 
 def test_a_kernel_deleted_on_the_gateway_is_gone_and_the_cell_says_so(
     tmp_path: Path,
-    kernel_gateway: KernelGateway,  # noqa: F811
+    any_gateway: KernelGateway,  # noqa: F811
 ) -> None:
     """`DELETE <gateway>/api/kernels/<id>` behind the server's back: the gateway answers 404
     for the kernel from then on, and the next agent cell ends `[kernel unavailable]` saying the
@@ -213,7 +213,7 @@ def test_a_kernel_deleted_on_the_gateway_is_gone_and_the_cell_says_so(
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
     (base / "root").mkdir()
     nbformat.write(notebook, base / "root" / "analysis.ipynb")
-    server = start_gateway_server(base, kernel_gateway, SCRIPT)
+    server = start_gateway_server(base, any_gateway, SCRIPT)
     try:
         session = server.api(
             "POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"}
@@ -226,8 +226,8 @@ def test_a_kernel_deleted_on_the_gateway_is_gone_and_the_cell_says_so(
             for model in server.api("GET", "api/sessions")
             if model["path"] == "analysis.ipynb"
         ]
-        assert post_to_gateway(kernel_gateway, f"api/kernels/{kernel_id}", "DELETE") == 204
-        assert kernel_id not in kernel_gateway.kernel_ids()
+        assert post_to_gateway(any_gateway, f"api/kernels/{kernel_id}", "DELETE") == 204
+        assert kernel_id not in any_gateway.kernel_ids()
 
         server.api("POST", f"prime-agent/api/sessions/{session_id}/messages", {"text": "go"})
         ends = wait_until(
@@ -241,6 +241,6 @@ def test_a_kernel_deleted_on_the_gateway_is_gone_and_the_cell_says_so(
         ]
         assert "[kernel unavailable]" in observation, (observation, server.log_tail())
         assert "gone from the gateway" in observation, observation
-        assert kernel_id not in kernel_gateway.kernel_ids()  # not started again
+        assert kernel_id not in any_gateway.kernel_ids()  # not started again
     finally:
         shutdown(server)
