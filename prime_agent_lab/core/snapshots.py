@@ -601,8 +601,8 @@ RESTART_REASONS = {
 
 RESTART_HINT = (
     "A kernel snapshot from before the restart exists; it is not restored over a restart someone "
-    f"chose. To bring it back, run `{manual_restore_call()}` (after the next snapshot, add "
-    "`previous=True`)."
+    f"chose. To bring it back, run `{manual_restore_call()}` (once a snapshot holds names set "
+    "since the restart, add `previous=True`)."
 )
 
 RESTORED_BEFORE_NOTE = (
