@@ -42,9 +42,9 @@ def chosen_snapshot(
     if not choice.trusted:
         return {"refused": UNTRUSTED, "snapshot_time": choice.manifest.get("time")}, None
     directory = state_directory(session_dir)
+    name = PREVIOUS_MANIFEST if choice.previous else MANIFEST
     try:
-        raw = read_bytes(directory / (PREVIOUS_MANIFEST if choice.previous else MANIFEST),
-                         MAX_MANIFEST_BYTES)  # fmt: skip
+        raw = read_bytes(directory / name, MAX_MANIFEST_BYTES)
     except UnreadableFile as exc:
         return {"refused": f"no snapshot ({exc})"}, None
     if hashlib.sha256(raw).hexdigest() != choice.digest:
