@@ -218,11 +218,18 @@ def load_ipython_extension(shell: Any) -> None:
 
 
 def restore_snapshot(
-    directory: str, overwrite: bool = False, previous: bool = False
+    directory: str | None = None, overwrite: bool = False, previous: bool = False
 ) -> dict[str, Any]:
     """Bring a kernel snapshot back by hand (after a restart from the Kernel menu, which the
-    agent never restores over). Names the kernel holds now are kept unless `overwrite`;
-    `previous`: the snapshot before the latest. The report says what came back."""
+    agent never restores over). Without `directory`: this kernel's agent session's own snapshot,
+    which the host offers over the bridge once it checked it was signed here (any kernel, one on
+    a gateway included); with it: the snapshot in that folder, which this kernel must be able to
+    read, unchecked (your choice, docs/trust.md). Names the kernel holds now are kept unless
+    `overwrite`; `previous`: the snapshot before the latest. The report says what came back."""
+    if directory is None:
+        from .snapshot_transfer import restore_from_host
+
+        return restore_from_host(overwrite=overwrite, previous=previous)
     from .snapshot import restore
 
     return restore(directory, overwrite=overwrite, previous=previous)

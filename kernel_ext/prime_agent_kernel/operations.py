@@ -227,9 +227,19 @@ COMMIT_SNAPSHOT = _declare(
 GET_SNAPSHOT_CHUNK = _declare(
     "snapshot.get",
     ("file", "offset", "size"),
-    "the host's restore into a kernel that does not share its disk",
+    "the host's restore into a kernel that does not share its disk; "
+    "`prime_agent_kernel.restore_snapshot()` there",
     "base64 of at most `size` bytes (1 MiB) of the signed manifest the host chose "
     "(`file: manifest`) or of a file it names, from `offset`",
+)
+OFFER_SNAPSHOT = _declare(
+    "snapshot.offer",
+    ("previous",),
+    "`prime_agent_kernel.restore_snapshot()` (no folder)",
+    "the caller's own session's snapshot signed by this host's user (the latest, or with "
+    "`previous` the one before it), offered to restore: `{digest, previous, time, directory}`, "
+    "`directory` only for a kernel that shares the host's disk (any other reads it with "
+    "`snapshot.get`); `{refused}` when there is none or it is not signed here",
 )
 
 # ------------------------------------------------------------------ refinements (`refine`)

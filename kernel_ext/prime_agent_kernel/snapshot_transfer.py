@@ -28,7 +28,13 @@ from typing import Any
 
 from . import snapshot as _snapshot
 from .files import MAX_MANIFEST_BYTES, MiB
-from .operations import BEGIN_SNAPSHOT, COMMIT_SNAPSHOT, GET_SNAPSHOT_CHUNK, PUT_SNAPSHOT_CHUNK
+from .operations import (
+    BEGIN_SNAPSHOT,
+    COMMIT_SNAPSHOT,
+    GET_SNAPSHOT_CHUNK,
+    OFFER_SNAPSHOT,
+    PUT_SNAPSHOT_CHUNK,
+)
 
 CHUNK_BYTES = MiB
 MANIFEST_FILE = "manifest"  # `snapshot.get`'s name for the manifest the host chose
@@ -163,6 +169,25 @@ def _pull_file(folder: str, entry: Any) -> None:
         data = _fetch(name, limit)
         with open(_os.path.join(folder, name), "wb") as file:
             file.write(data)
+
+
+def restore_from_host(
+    overwrite: bool = False, previous: bool = False, shell: Any = None
+) -> dict[str, Any]:
+    """`prime_agent_kernel.restore_snapshot()` without a folder: the host offers this kernel's
+    agent session's own snapshot, once it checked that it signed it (`snapshot.offer`), and it
+    comes back as the host's automatic restore brings it: from the host's folder with the
+    manifest's digest checked (a kernel that shares its disk), else over the bridge (`pull`)."""
+    offer = _sync_call(OFFER_SNAPSHOT, {"previous": previous})
+    if offer.get("refused") is not None:
+        report = {"restored": [], "imports": [], "failed": [], "kept": []}
+        return {**report, "snapshot_time": None, **offer}
+    digest, chosen = str(offer["digest"]), bool(offer["previous"])
+    if offer.get("directory"):
+        return _snapshot.restore(
+            str(offer["directory"]), _shell(shell), False, overwrite, chosen, digest
+        )
+    return pull(digest, chosen, only_if_fresh=False, overwrite=overwrite, shell=shell)
 
 
 def last_report_json() -> str:

@@ -45,6 +45,7 @@ from .family import (
 )
 from .goal_ops import register_goal_operations
 from .goals import Goals
+from .hand_restore import register_hand_restore
 from .harness.auto_refine import settings_of
 from .harness.keeper import HarnessKeeper
 from .harness.refine_ops import register_refine_operations
@@ -165,6 +166,7 @@ class AgentRuntime:
             repository.directory, self._snapshot_settings, self.spawn, self.signer
         )
         register_snapshot_operations(self.operation, self.snapshots.transfers)
+        register_hand_restore(self.operation, self.snapshots.transfers)
         self.lifecycle = Lifecycle(self)
         self.refiners = Refiners(
             lambda session_id: self.harnesses.harness_for(session_id),

@@ -73,11 +73,12 @@ class _Upload:
         return self.directory / f"{name}.{self.ident}.tmp"
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class _Offer:
     directory: Path
     manifest: bytes
     files: frozenset[str]
+    touched: float | None = None  # a standing offer (`offer`): when the kernel last read it
 
 
 @dataclass(frozen=True)
@@ -125,15 +126,18 @@ class SnapshotTransfers:
     def offering(self, directory: Path, manifest: bytes) -> Iterator[None]:
         """A restore of this folder's session is under way: its kernel may read `manifest` (the
         exact bytes the host verified) and the files it names."""
-        saved = json.loads(manifest).get("saved", [])
-        names = {str(e.get("file")) for e in saved if isinstance(e, dict)}
-        self._offers[directory] = _Offer(
-            directory, manifest, frozenset(n for n in names if _FILE_NAME.fullmatch(n))
-        )
+        offer = self._offers[directory] = _offer(directory, manifest)
         try:
             yield
         finally:
-            self._offers.pop(directory, None)
+            if self._offers.get(directory) is offer:
+                del self._offers[directory]
+
+    def offer(self, directory: Path, manifest: bytes) -> None:
+        """A restore the kernel runs itself (`prime_agent_kernel.restore_snapshot()` typed in
+        it, core/hand_restore.py): `manifest` (verified by the host) and its files stay offered
+        until two minutes pass without a read, or another restore of the folder replaces it."""
+        self._offers[directory] = _offer(directory, manifest, self._clock())
 
     def uploads(self) -> int:
         """Uploads under way (tests)."""
@@ -213,6 +217,12 @@ class SnapshotTransfers:
 
     def read(self, directory: Path, name: object, offset: int, size: int) -> bytes:
         offer = self._offers.get(directory)
+        if offer is not None and offer.touched is not None:
+            if self._clock() - offer.touched > UPLOAD_IDLE_TIMEOUT:
+                del self._offers[directory]
+                offer = None
+            else:
+                offer.touched = self._clock()
         if offer is None:
             raise BridgeError(409, "the host is not restoring a snapshot into this kernel")
         if name == MANIFEST_FILE:
@@ -251,6 +261,13 @@ class SnapshotTransfers:
             for name in upload.files:
                 with contextlib.suppress(OSError):
                     upload.temp(name).unlink()
+
+
+def _offer(directory: Path, manifest: bytes, touched: float | None = None) -> _Offer:
+    saved = json.loads(manifest).get("saved", [])
+    names = {str(e.get("file")) for e in saved if isinstance(e, dict)}
+    files = frozenset(n for n in names if _FILE_NAME.fullmatch(n))
+    return _Offer(directory, manifest, files, touched)
 
 
 def _digest(path: Path) -> str | None:

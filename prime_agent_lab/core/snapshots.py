@@ -263,11 +263,11 @@ def restore_code(directory: Path, digest: str, previous: bool) -> str:
     )
 
 
-def manual_restore_call(directory: Path, previous: bool = False) -> str:
-    extra = ", previous=True" if previous else ""
-    return (
-        f"import prime_agent_kernel; prime_agent_kernel.restore_snapshot({str(directory)!r}{extra})"
-    )
+def manual_restore_call(previous: bool = False) -> str:
+    """The line a user types in the kernel to bring the session's snapshot back by hand: no
+    folder, so it works on any kernel (the host offers it over the bridge: core/hand_restore.py)."""
+    extra = "previous=True" if previous else ""
+    return f"import prime_agent_kernel; prime_agent_kernel.restore_snapshot({extra})"
 
 
 async def _runner(kernel: KernelPort) -> SilentRunner:
@@ -304,11 +304,14 @@ async def take_snapshot(
     signer: Signer,
     secrets: SecretScanner | None = None,
     transfers: SnapshotTransfers | None = None,
+    keeps_latest: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """Snapshot the kernel's variables; the committed manifest (`unchanged`: nothing ran since
     the last). The kernel writes the files and a new manifest (a kernel that does not share the
     host's disk sends them over the bridge: core/snapshot_transfer.py); the host checks every
-    file (a provider key in one drops that variable), signs the manifest and commits it."""
+    file (a provider key in one drops that variable), signs the manifest and commits it.
+    `keeps_latest()`, asked once the kernel wrote: a new manifest without a single name does not
+    replace the latest (`SnapshotKeeper`: a process restarted by someone's choice)."""
     directory = state_directory(session_dir)
     if _linked(directory):
         raise SnapshotFailed(f"{directory} is a symbolic link: no snapshot is taken through it")
@@ -329,12 +332,21 @@ async def take_snapshot(
         raise SnapshotFailed(
             f"the snapshot could not be written ({exc}); the previous snapshot is kept"
         ) from None
+    new = directory / NEW_MANIFEST
+    if keeps_latest is not None and new.exists() and _names_nothing(new) and keeps_latest():
+        await asyncio.to_thread(_discard_new, directory)
     if not (directory / NEW_MANIFEST).exists():
         manifest = read_manifest(session_dir)
         if manifest is None:
             raise SnapshotFailed(f"the kernel wrote no manifest into {directory}")
         return {**manifest, "unchanged": True}
     return await asyncio.to_thread(commit_snapshot, directory, signer, secrets)
+
+
+def _names_nothing(path: Path) -> bool:
+    found = _read_manifest(path)
+    manifest = found[1] if found is not None else {}
+    return not any(manifest.get(part) for part in ("saved", "imports", "skipped"))
 
 
 def commit_snapshot(
@@ -522,7 +534,7 @@ def _reasons(entries: list[dict[str, Any]]) -> str:
     return _names([f"{e.get('name')} ({preview(str(e.get('reason', '')), 120)})" for e in entries])
 
 
-def describe_restore(report: dict[str, Any], directory: Path) -> tuple[str, str]:
+def describe_restore(report: dict[str, Any]) -> tuple[str, str]:
     """(notice kind, text) for a restore report."""
     refused = report.get("refused")
     if refused == UNTRUSTED:
@@ -539,7 +551,7 @@ def describe_restore(report: dict[str, Any], directory: Path) -> tuple[str, str]
         return NOT_RESTORED, (
             f"A kernel snapshot ({report.get('snapshot_time') or 'earlier'}) exists but was not "
             f"restored: {refused}. To bring it back (names the kernel holds are kept), run "
-            f"`{manual_restore_call(directory)}`."
+            f"`{manual_restore_call()}`."
         )
     if refused:
         return NOT_RESTORED, f"The kernel snapshot was not restored ({refused}): a clean start."
@@ -586,6 +598,12 @@ RESTART_REASONS = {
     "interrupted": "[stopped] The user stopped the turn.",
     "timeout": "[timeout] The cell ran longer than its time limit ({0:g} s).",
 }
+
+RESTART_HINT = (
+    "A kernel snapshot from before the restart exists; it is not restored over a restart someone "
+    f"chose. To bring it back, run `{manual_restore_call()}` (once a snapshot holds names set "
+    "since the restart, add `previous=True`)."
+)
 
 RESTORED_BEFORE_NOTE = (
     "[kernel restarted] The kernel restarted while you were thinking, before this cell ran; "
@@ -663,6 +681,7 @@ class SnapshotKeeper:
         self._saving: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._turn_start: dict[str, asyncio.Event] = {}  # session id -> its snapshot is queued
         self._restored_in: dict[str, object] = {}  # session id -> kernel process restored into
+        self._saved_from: dict[str, object] = {}  # session id -> kernel process of its snapshot
 
     def directory(self, session_id: str) -> Path:
         return state_directory(self._session_dir(session_id))
@@ -696,6 +715,7 @@ class SnapshotKeeper:
             timer.cancel()
         self._due.pop(session_id, None)
         self._turn_start.pop(session_id, None)
+        self._saved_from.pop(session_id, None)
 
     def kernel_switched(self, agent: AgentView) -> None:
         """The agent moved to another kernel (the notebook got a new one): its snapshot comes
@@ -737,15 +757,7 @@ class SnapshotKeeper:
         elif notice == "kernel_restarted_externally":
             directory = self.directory(agent.session_id)
             if (directory / MANIFEST).exists():
-                agent.notice(NOT_RESTORED, self._restart_hint(directory))
-
-    @staticmethod
-    def _restart_hint(directory: Path) -> str:
-        return (
-            "A kernel snapshot from before the restart exists; it is not restored over a restart "
-            f"someone chose. To bring it back, run `{manual_restore_call(directory)}` (after the "
-            "next snapshot, add `previous=True`)."
-        )
+                agent.notice(NOT_RESTORED, RESTART_HINT)
 
     # ------------------------------------------------------------ restore
 
@@ -785,7 +797,7 @@ class SnapshotKeeper:
         if not (directory / MANIFEST).exists():
             return None
         if result.restarted == "external":
-            return KernelCameBack((NOT_RESTORED, self._restart_hint(directory)))
+            return KernelCameBack((NOT_RESTORED, RESTART_HINT))
         self._due.pop(agent.session_id, None)
         told = await self._restore(agent)
         return KernelCameBack(told, restored_note(result, told[0], agent.config.cell_timeout))
@@ -827,7 +839,7 @@ class SnapshotKeeper:
         except Exception as exc:
             log.warning("restoring the snapshot of %s failed", agent.session_id, exc_info=True)
             return describe_failure(exc)
-        return describe_restore(report, state_directory(session_dir))
+        return describe_restore(report)
 
     # ------------------------------------------------------------ save
 
@@ -899,14 +911,28 @@ class SnapshotKeeper:
                 self._signer,
                 agent.redactor,
                 self.transfers,
+                lambda: self._keeps_latest(agent),
             )
         )
         self._saving[agent.session_id] = task
         try:
-            return await asyncio.shield(task)
+            manifest = await asyncio.shield(task)
         finally:
             if self._saving.get(agent.session_id) is task:
                 del self._saving[agent.session_id]
+        if not manifest.get("unchanged"):
+            self._saved_from[agent.session_id] = _generation(agent.kernel)
+        return manifest
+
+    def _keeps_latest(self, agent: AgentView) -> bool:
+        """The kernel runs a process other than the one the latest snapshot came from, and
+        nothing was restored into it (a restart someone chose, which is not undone): until it
+        holds a name of its own, its empty snapshot does not push the latest one out, so the
+        restore line the notice names (`manual_restore_call`) still brings that one back."""
+        saved_from = self._saved_from.get(agent.session_id)
+        now = _generation(agent.kernel)
+        restored = self._restored_in.get(agent.session_id) == now
+        return saved_from is not None and now is not None and now != saved_from and not restored
 
     def pending_save(self, session_id: str) -> bool:
         """A snapshot is scheduled or running (tests and eviction wait for it)."""
