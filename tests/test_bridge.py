@@ -233,12 +233,23 @@ async def test_awaiting_cell_gets_its_reply_while_a_browser_client_is_attached(
     try:
         code = (
             "import prime_agent_kernel\n"
-            "r = await prime_agent_kernel.client().acall('ping', "
-            "{'delay': 0.3, 'echo': 'hi', 'session_id': 'forged', 'kernel_id': 'forged'})\n"
+            "r = await prime_agent_kernel.client().acall('ping', {'delay': 0.3, 'echo': 'hi'})\n"
             "print(r['echo'], r['session_id'], r['kernel_id'])"
         )
         out = await execute_over_websocket(ws, code)
         assert out.split() == ["hi", agent.session_id, agent.kernel.kernel_id]
+
+        # Identity comes from the signature; a payload naming another one is refused outright.
+        forged = (
+            "try:\n"
+            "    await prime_agent_kernel.client().acall('ping', "
+            "{'echo': 'hi', 'session_id': 'forged', 'kernel_id': 'forged'})\n"
+            "except prime_agent_kernel.bridge.BridgeError as exc:\n"
+            "    print('REFUSED', exc)\n"
+        )
+        out = await execute_over_websocket(ws, forged)
+        assert out.startswith("REFUSED host refused the call (400): bridge operation ping takes")
+        assert "not 'kernel_id', 'session_id'" in out
 
         # A call that outlives one HTTP request becomes a job; the cell still gets its answer.
         host.bridge._sync_wait = 0.1
@@ -438,3 +449,22 @@ async def test_a_users_own_history_variable_is_kept_and_the_record_is_agent_hist
     finally:
         ws.close()
     assert out.strip() == "[0.9, 0.5] History 3"
+
+
+def test_a_payload_key_the_operation_does_not_declare_is_refused_before_its_handler_runs() -> None:
+    ran: list[dict[str, Any]] = []
+    service = BridgeService(
+        lambda kid: KEY, lambda kid: "session-1", declared={"whoami": ("delay",)}, sync_wait=0.2
+    )
+
+    async def whoami(caller: Caller, payload: dict[str, Any]) -> str:
+        ran.append(payload)
+        return "ok"
+
+    service.register("whoami", whoami)
+    status, answer = call(service, "k1", body(payload={"delay": 0, "session_id": "session-2"}))
+    assert status == 400
+    assert answer["error"] == "bridge operation whoami takes delay, not 'session_id'"
+    assert ran == []
+    assert call(service, "k1", body(payload={"delay": 0}))[0] == 200
+    assert ran == [{"delay": 0}]

@@ -114,10 +114,13 @@ async def test_a_kernel_gets_only_its_own_sessions_snapshot(
     assert "REPORT ['m'] None" in mine, mine
     assert "NameError" in await run_in_kernel(other, "print(n)")
     lines = asked.splitlines()
-    assert [line.split(" ", 1)[0] for line in lines] == ["LOCAL", "HOST"] * 2 + ["MANIFEST"]
-    assert all("takes previous, not" in line for line in lines[0:4:2]), asked
-    assert all(json.loads(line.split(" ", 1)[1])["digest"] == own_digest for line in lines[1:4:2])
-    assert json.loads(lines[4].split(" ", 1)[1]) == ["m"], asked  # B's manifest, not A's
+    # The kernel package refuses the extra argument, and so does the host when a call is made
+    # around the package's check.
+    kinds = ["LOCAL", "REFUSED"] * 2 + ["PLAIN", "MANIFEST"]
+    assert [line.split(" ", 1)[0] for line in lines] == kinds, asked
+    assert all("takes previous, not" in line for line in lines[0:4]), asked
+    assert json.loads(lines[4].split(" ", 1)[1])["digest"] == own_digest, asked
+    assert json.loads(lines[5].split(" ", 1)[1]) == ["m"], asked  # B's manifest, not A's
     assert guard.hits() == []
 
 
@@ -125,13 +128,18 @@ ASK_FOR = """
 import base64, json
 from prime_agent_kernel import client, _sync_call
 from prime_agent_kernel.operations import OFFER_SNAPSHOT, GET_SNAPSHOT_CHUNK
+from prime_agent_kernel.bridge import BridgeError
 for payload in ({{'previous': False, 'session': {owner!r}}},
                 {{'previous': False, 'directory': '../{owner}/kernel-state'}}):
     try:
         print('ANSWER', _sync_call(OFFER_SNAPSHOT, payload))
     except ValueError as exc:
         print('LOCAL', exc)
-    print('HOST', json.dumps(client().call(OFFER_SNAPSHOT, payload)))
+    try:
+        print('HOST', json.dumps(client().call(OFFER_SNAPSHOT, payload)))
+    except BridgeError as exc:
+        print('REFUSED', exc)
+print('PLAIN', json.dumps(client().call(OFFER_SNAPSHOT, {{'previous': False}})))
 chunk = client().call(GET_SNAPSHOT_CHUNK, {{'file': 'manifest', 'offset': 0, 'size': 1048576}})
 saved = json.loads(base64.b64decode(chunk['data']))['saved']
 print('MANIFEST', json.dumps([e['name'] for e in saved]))

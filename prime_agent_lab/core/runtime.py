@@ -146,7 +146,9 @@ class AgentRuntime:
         self._kernel_session: dict[str, str] = {}  # kernel id -> session id
         self._background: set[asyncio.Future[Any]] = set()
         self.bridge = BridgeService(
-            environment.kernel_key, self._kernel_session.get, declared=OPERATIONS
+            environment.kernel_key,
+            self._kernel_session.get,
+            declared={name: op.arguments for name, op in OPERATIONS.items()},
         )
         register_session_operations(self.bridge, self.context)
         register_rlm_operations(self.operation)
