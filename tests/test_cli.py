@@ -15,6 +15,8 @@ import nbformat
 
 from prime_agent_lab.core.harness.store import HarnessStore
 
+from .lab_process import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -270,6 +272,31 @@ def test_a_malformed_gateway_url_is_refused_before_anything_starts(tmp_path: Pat
     from_env = cli_with_env(tmp_path, {"JUPYTER_GATEWAY_URL": "http://[::1"}, "run", "hi")
     assert from_env.returncode == 2 and "Invalid IPv6 URL" in from_env.stderr
     assert not (tmp_path / ".prime-agent").exists()
+
+
+def test_a_kernel_that_cannot_start_still_gets_run_start_first_in_json_mode(
+    tmp_path: Path,
+) -> None:
+    """A bad kernel name, a gateway nobody answers at: `run_start` (no session yet, the kernels
+    as configured) comes before `run_end`, as in every JSON run."""
+    closed = free_port()  # nothing listens there
+    for args, where, error in (
+        (["--kernel-name", "no-such-kernel"], {"source": "local"}, "no such kernel spec"),
+        (
+            ["--gateway-url", f"http://127.0.0.1:{closed}"],
+            {"source": "gateway", "url": f"http://127.0.0.1:{closed}"},
+            f"127.0.0.1:{closed}",
+        ),
+    ):
+        done = cli(tmp_path, "run", "--mode", "json", *args, "hi")
+        assert done.returncode == 1, done.stderr
+        records = json_lines(done.stdout)
+        assert [r["type"] for r in records] == ["run_start", "run_end"], records
+        start, end = records
+        assert start["session_id"] is None and start["provider"] == "scripted"
+        assert start["kernels"].items() >= where.items(), start
+        assert error in end["error"] and end["ok"] is False, end
+        assert "Traceback" not in done.stderr
 
 
 def test_api_keys_printed_by_a_cell_never_reach_notebook_session_or_model(tmp_path: Path) -> None:
