@@ -641,8 +641,15 @@ def _error_text(exc: BaseException) -> str:
     from .adapters.model_choice import ProviderUnavailable
     from .core.sessions import SessionWriteError
     from .core.whole_writes import is_disk_full
+    from .headless import KernelStartError
 
-    own = (SessionWriteError, NotebookNotSaved, UnreadableFile, ProviderUnavailable)
+    own = (
+        SessionWriteError,
+        NotebookNotSaved,
+        UnreadableFile,
+        ProviderUnavailable,
+        KernelStartError,
+    )
     if isinstance(exc, own) or str(exc).startswith("cannot"):
         return str(exc)
     if isinstance(exc, OSError) and is_disk_full(exc):
