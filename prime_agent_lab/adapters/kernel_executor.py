@@ -48,6 +48,11 @@ QUIET_AFTER_USER_CELL = 0.03  # a queued run-all starts its next cell within thi
 RESENDS_AFTER_ABORT = 3  # an agent cell the kernel aborted unrun is sent again this often
 RESTART_WAIT = 15.0  # seconds to wait for an automatic restart after the kernel died
 READY_TIMEOUT = 3600.0  # a new client's first reply can wait behind a long cell the user runs
+UNPREPARED_PROCESS_NOTE = (
+    "[kernel restarted] The kernel was restarted before this cell ran: variables and imports "
+    "from before are gone, and this cell ran before the kernel package was set up again "
+    "(`rlm`, `history` were missing in it). They are back for the next cell."
+)
 # Marks the agent's own cells in their execute requests, so the kernel package interrupts them even
 # while they await (must match prime_agent_kernel.interrupts.AGENT_CELL_KEY: the kernel package
 # never imports the host's).
@@ -183,16 +188,18 @@ class KernelExecutor:
                 log.debug("closing kernel client failed", exc_info=True)
         self._client = None
 
-    async def _ensure_setup(self) -> None:
+    async def _ensure_setup(self, check_process: bool = True) -> None:
         """Load the kernel package once per kernel process, and check its version.
 
         A kernel whose environment lacks the package (or has another version of it) still runs
         agent cells; the first cell tells what is wrong, in its observation and in the chat
         (`kernel_package_check`), so the model and the user know `rlm` and `history` are absent.
+        `check_process` false: the process token is not read first (an agent cell reads it in
+        its own request, `_ran_in_new_process`).
         """
         if self._setup_code is None:
             return
-        if self._process is not None:
+        if self._process is not None and check_process:
             await self._check_process(await self._ensure_client())
         if self._setup_generation == self._generation():
             return
@@ -385,10 +392,11 @@ class KernelExecutor:
             ready = self._ready_to_submit(ticket, notes, told)
             if not await self._until_stopped(ticket, ready):
                 return _withdrawn(ticket.stop_cause)
+            expressions = {TOKEN: TOKEN_EXPRESSION} if self._process is not None else {}
             for attempt in range(1 + RESENDS_AFTER_ABORT):
                 client = self._client
                 generation = self._client_generation
-                msg_id = _send_agent_cell(client, code)
+                msg_id = _send_agent_cell(client, code, expressions)
                 self._own.add(msg_id)
                 run = _Run(msg_id, on_event)
                 hand_off = (client, run)
@@ -402,6 +410,8 @@ class KernelExecutor:
                 waited = self._wait_until_idle(client, ticket)
                 if not await self._until_stopped(ticket, waited):
                     return _withdrawn(ticket.stop_cause)
+            if await self._ran_in_new_process(client, run, result):
+                notes.append(UNPREPARED_PROCESS_NOTE)
             self._last_run_generation = self._generation()
             result.note = "\n".join(n for n in (*notes, result.note) if n)
             if told:
@@ -426,7 +436,9 @@ class KernelExecutor:
         client = await self._ensure_client()
         if not await self._wait_until_idle(client, ticket):
             return False
-        await self._ensure_setup()  # reads the process token first (a gateway's kernel)
+        # A gateway's kernel: the cell's own request reads the process token (one round trip
+        # per cell, not two); a process replaced as iopub said is set up here all the same.
+        await self._ensure_setup(check_process=False)
         if self._last_run_generation not in (None, self._generation()):
             notes.append(
                 "[kernel restarted] The kernel was restarted since the last agent cell: "
@@ -438,6 +450,26 @@ class KernelExecutor:
             self._setup_problem_reported = True
             notes.append(self.setup_problem.note)
             told.append(self.setup_problem)
+        return True
+
+    async def _ran_in_new_process(self, client: Any, run: _Run, result: ExecutionResult) -> bool:
+        """Whether the agent's cell ran in a kernel process not seen before it (a kernel without
+        local restarts, replaced with no iopub status reaching us): the token its request read,
+        or a token read now when the cell raised (a failed execution evaluates no expression).
+        Such a process is told to the host and set up now, for the next cell."""
+        if self._process is None or run.reply is None or self._setup_code is None:
+            return False
+        before = self._generation()
+        content = run.reply["content"]
+        token = token_of(content)
+        if token is not None:
+            self._process.seen(token, run.reply["header"].get("session") or None)
+            self._client_generation = self._generation()  # the websocket outlives the process
+        elif result.status == "error" and self.setup_problem is None:
+            await self._check_process(client)
+        if self._generation() == before:
+            return False
+        await self._ensure_setup(check_process=False)
         return True
 
     async def _until_stopped(self, ticket: _Ticket, work: Awaitable[bool]) -> bool:
@@ -746,13 +778,13 @@ class KernelExecutor:
         return self._ticket is not None
 
 
-def _send_agent_cell(client: Any, code: str) -> str:
+def _send_agent_cell(client: Any, code: str, expressions: dict[str, str]) -> str:
     """`client.execute` with the agent-cell mark in the request's metadata; the request's id."""
     content = {
         "code": code,
         "silent": False,
         "store_history": True,
-        "user_expressions": {},
+        "user_expressions": expressions,
         "allow_stdin": False,
         "stop_on_error": False,
     }
