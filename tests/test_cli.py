@@ -16,6 +16,7 @@ import nbformat
 from prime_agent_lab.core.harness.store import HarnessStore
 
 from .lab_process import free_port
+from .test_kernel_package import HIDE_AND_LAUNCH, write_kernelspec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -297,6 +298,34 @@ def test_a_kernel_that_cannot_start_still_gets_run_start_first_in_json_mode(
         assert start["kernels"].items() >= where.items(), start
         assert error in end["error"] and end["ok"] is False, end
         assert "Traceback" not in done.stderr
+
+
+def test_a_kernel_without_the_package_is_told_once_and_its_missing_snapshots_not_warned_of(
+    tmp_path: Path,
+) -> None:
+    """Text mode: the note once per run (not again as a log line), and no warning that a
+    snapshot was not saved, at a turn's start or the run's end: the note said there are none."""
+    data = tmp_path / "data"
+    argv = [sys.executable, "-c", HIDE_AND_LAUNCH, "-f", "{connection_file}"]
+    write_kernelspec(data, "bare", {"argv": argv})
+    work = tmp_path / "work"
+    work.mkdir()
+    turns = [{"code": "print(6 * 7)"}, {"text": "one"}, {"code": "print(7 * 7)"}, {"text": "two"}]
+    (work / "s.json").write_text(json.dumps({"turns": turns}))
+    env = {"JUPYTER_DATA_DIR": str(data)}
+    args = ("run", "--script", "s.json", "--kernel-name", "bare", "--kernel-pool-size", "0")
+
+    runs = [
+        cli_with_env(work, env, *args, "go"),
+        cli_with_env(work, env, *args, "--continue", "again"),
+    ]
+
+    for done, printed in zip(runs, ("42", "49"), strict=True):
+        assert done.returncode == 0, done.stderr
+        everything = done.stdout + done.stderr
+        assert f"ok [1]: {printed}" in done.stdout
+        assert everything.count("This kernel has no `prime_agent_kernel`") == 1, everything
+        assert "snapshot" not in done.stderr, done.stderr
 
 
 def test_api_keys_printed_by_a_cell_never_reach_notebook_session_or_model(tmp_path: Path) -> None:

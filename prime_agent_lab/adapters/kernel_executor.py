@@ -231,8 +231,9 @@ class KernelExecutor:
             versions = (await self._run_setup(client, "")).get("user_expressions", {}).get(VERSIONS)
         self.setup_problem = problem(content, versions)
         self._setup_problem_reported = self.setup_problem is None
-        if self.setup_problem is not None:
-            log.warning("kernel %s: %s", self.kernel_id, self.setup_problem.text)
+        if self.setup_problem is not None:  # told in the chat and the observation (warnings
+            # reach the CLI's stderr: it would be said twice there)
+            log.info("kernel %s: %s", self.kernel_id, self.setup_problem.text)
 
     async def _run_setup(self, client: Any, code: str, versions: bool = True) -> dict[str, Any]:
         """The reply content of a silent setup execution, with the kernel package's versions
@@ -305,6 +306,11 @@ class KernelExecutor:
                 return dict((await self._wait_reply(client, msg_id, timeout))["content"])
             finally:
                 self._own.discard(msg_id)
+
+    @property
+    def lacks_package(self) -> bool:
+        """The kernel has no kernel package (told once already: no snapshots there either)."""
+        return self.setup_problem is not None and self.setup_problem.missing
 
     @property
     def shares_disk(self) -> bool:
