@@ -30,6 +30,7 @@ from ..core.ports import (
     OutputEvent,
 )
 from ..core.stop_cause import USER_STOP, StopCause
+from . import output_rate_limit
 from .kernel_package_check import VERSIONS, VERSIONS_EXPRESSION, KernelPackageProblem, problem
 from .kernel_process import TOKEN, TOKEN_EXPRESSION, KernelProcess, token_of
 from .kernel_secret import KernelSetup, SecretNotTaken, hand_secret
@@ -419,9 +420,13 @@ class KernelExecutor:
             if await self._ran_in_new_process(client, run, result):
                 notes.append(UNPREPARED_PROCESS_NOTE)
             self._last_run_generation = self._generation()
-            result.note = "\n".join(n for n in (*notes, result.note) if n)
+            dropped = output_rate_limit.rate_limited(result.outputs)
+            ending = output_rate_limit.note() if dropped else ""
+            result.note = "\n".join(n for n in (*notes, result.note, ending) if n)
             if told:
                 result.notice = told[0].notice
+            elif dropped:
+                result.notice = output_rate_limit.notice()
             return result
         except asyncio.CancelledError:
             if hand_off is not None:  # our request is in the kernel: the reaper owns the lock now
