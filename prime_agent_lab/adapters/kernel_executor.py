@@ -6,7 +6,8 @@ whose parent is our own request are read, so cells the user runs meanwhile are u
 
 Size: over 600 lines because waiting for other clients' cells, running ours, stopping it and
 recovering the kernel share one client, one lock and one view of the kernel's activity; output
-folding lives in `core/output_fold.py`.
+folding lives in `core/output_fold.py`, the setup of each kernel process (the kernel package, its
+secret, its process token) in `kernel_preparation.py`.
 """
 
 from __future__ import annotations
