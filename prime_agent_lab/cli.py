@@ -389,10 +389,15 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     unsaved: str | None = None  # a notebook that could not be saved at the end
     settled = False
     stopped: str | None = None  # why the turns were stopped (a later signal drops refinements)
+    announced = False
+
+    def announce(provider: Any, session: Any) -> None:
+        nonlocal announced
+        announced = True
+        _announce(args, printer, provider, session, withheld.keys, run.kernel_source())
+
     try:
-        await run.start(
-            printer, lambda p, s: _announce(args, printer, p, s, withheld.keys, run.kernel_source())
-        )
+        await run.start(printer, announce)
         for line in run.project_lines:  # trusted now, or untrusted and not used
             print(line, file=sys.stderr)
         if run.recovered_turn is not None:
@@ -416,6 +421,8 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         except Exception as exc:  # a notebook that cannot be saved (a full disk)
             unsaved = _error_text(exc)
     printer.finish()
+    if args.mode == "json" and not announced:  # the run failed before it knew its session
+        printer.emit(_unstarted_record(run))
     if not settled:
         stopped = stopper.reason
     # A run stopped by a signal is not a success even when the root had already answered:
@@ -490,6 +497,19 @@ def _announce(
     warning = _demo_warning(args, held)
     if warning is not None:
         print(f"prime-agent-lab: {warning}", file=sys.stderr)
+
+
+def _unstarted_record(run: Any) -> dict[str, Any]:
+    """`run_start` of a run that failed before its session opened (the kernel could not
+    start): the provider and model as configured, no session, where the kernels were to run."""
+    settings = run.settings
+    return {
+        "type": "run_start",
+        "provider": settings.provider,
+        "model": settings.model,
+        "session_id": None,
+        "kernels": run.kernel_source(),
+    }
 
 
 def kernels_line(kernels: dict[str, str]) -> str:
@@ -621,8 +641,15 @@ def _error_text(exc: BaseException) -> str:
     from .adapters.model_choice import ProviderUnavailable
     from .core.sessions import SessionWriteError
     from .core.whole_writes import is_disk_full
+    from .headless import KernelStartError
 
-    own = (SessionWriteError, NotebookNotSaved, UnreadableFile, ProviderUnavailable)
+    own = (
+        SessionWriteError,
+        NotebookNotSaved,
+        UnreadableFile,
+        ProviderUnavailable,
+        KernelStartError,
+    )
     if isinstance(exc, own) or str(exc).startswith("cannot"):
         return str(exc)
     if isinstance(exc, OSError) and is_disk_full(exc):

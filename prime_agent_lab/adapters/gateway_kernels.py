@@ -22,8 +22,12 @@ from traitlets.config import Config
 
 from ..core.gateway_url import printable_url
 from ..core.redaction import kernel_environment
+from ..core.settings import CLI, spell
+from .gateway_refusal import refusal_text
 from .kernel_calls import READY_TIMEOUT, Run, wait_until_ready
 from .kernel_source import GATEWAY_KERNELS, KernelSourceTraits, KernelStartFailed
+
+TOKEN_SETTING = f"{spell('gateway_auth_token', CLI)} (or JUPYTER_GATEWAY_AUTH_TOKEN)"
 
 
 def configure_gateway(url: str | None, auth_token: str | None) -> GatewayClient | None:
@@ -76,8 +80,10 @@ class GatewayBackend:
         except KernelStartFailed:
             raise
         except Exception as exc:
+            refused = refusal_text(exc, TOKEN_SETTING)
             raise KernelStartFailed(
-                f"the gateway {self.url} could not start the kernel {self.kernel_name!r}: "
+                refused
+                or f"the gateway {self.url} could not start the kernel {self.kernel_name!r}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
         self.started += 1

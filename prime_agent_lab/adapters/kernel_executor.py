@@ -6,7 +6,8 @@ whose parent is our own request are read, so cells the user runs meanwhile are u
 
 Size: over 600 lines because waiting for other clients' cells, running ours, stopping it and
 recovering the kernel share one client, one lock and one view of the kernel's activity; output
-folding lives in `core/output_fold.py`.
+folding lives in `core/output_fold.py`, the setup of each kernel process (the kernel package, its
+secret, its process token) in `kernel_preparation.py`.
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ from ..core.ports import (
     OutputEvent,
 )
 from ..core.stop_cause import USER_STOP, StopCause
-from .kernel_package_check import VERSIONS, VERSIONS_EXPRESSION, KernelPackageProblem, problem
-from .kernel_process import TOKEN, TOKEN_EXPRESSION, KernelProcess, token_of
-from .kernel_secret import KernelSetup, SecretNotTaken, hand_secret
+from . import output_rate_limit
+from .kernel_package_check import KernelPackageProblem
+from .kernel_preparation import READY_TIMEOUT, UNPREPARED_PROCESS_NOTE, KernelPreparation
+from .kernel_preparation import bridge_setup_code as bridge_setup_code  # where callers find it
+from .kernel_process import TOKEN, TOKEN_EXPRESSION
+from .kernel_secret import KernelSetup
 from .kernel_source import new_client
 from .nbjson import output_from_msg
 
@@ -47,20 +51,10 @@ SLOW_CONNECT = 0.5  # seconds a first connect may take before it counts as waiti
 QUIET_AFTER_USER_CELL = 0.03  # a queued run-all starts its next cell within this time
 RESENDS_AFTER_ABORT = 3  # an agent cell the kernel aborted unrun is sent again this often
 RESTART_WAIT = 15.0  # seconds to wait for an automatic restart after the kernel died
-READY_TIMEOUT = 3600.0  # a new client's first reply can wait behind a long cell the user runs
 # Marks the agent's own cells in their execute requests, so the kernel package interrupts them even
 # while they await (must match prime_agent_kernel.interrupts.AGENT_CELL_KEY: the kernel package
 # never imports the host's).
 AGENT_CELL_METADATA = {"prime_agent_cell": True}
-
-
-def bridge_setup_code(bridge_url: str, kernel_id: str) -> str:
-    """The silent cell that loads the kernel package and points its bridge at the host."""
-    return (
-        "import prime_agent_kernel as _prime_agent_kernel\n"
-        f"_prime_agent_kernel.configure({bridge_url!r}, {kernel_id!r})\n"
-        "del _prime_agent_kernel\n"
-    )
 
 
 class KernelGone(KernelUnavailable):
@@ -92,24 +86,19 @@ class KernelExecutor:
         self.km = kernel_manager
         self._shares_disk = shares_disk
         self.kernel_id = kernel_id
-        self._setup_code = setup_code
         self._is_managed = is_managed
         self._client: Any = None
         self._client_generation: object = None
-        self._setup_generation: object = None
         self._last_run_generation: object = None
         self._lock = asyncio.Lock()
         self._reaper: asyncio.Task[None] | None = None
         self._ticket: _Ticket | None = None
         self._own: set[str] = set()  # our requests in the kernel (not "someone else's cell")
-        self._process = KernelProcess() if on_new_process is not None else None
-        self._reply_session: str | None = None
-        self._on_new_process = on_new_process
+        self._preparation = KernelPreparation(kernel_id, setup_code, on_new_process, self)
+        self._process = self._preparation.process  # None: the kernel has local restarts
         self._activity = self._new_activity()
         self.restarts = 0
         self.restarting = False  # our own restart is in progress (not someone else's)
-        self.setup_problem: KernelPackageProblem | None = None
-        self._setup_problem_reported = True
 
     # ------------------------------------------------------------ lifecycle
 
@@ -144,21 +133,34 @@ class KernelExecutor:
             return getattr(self.km, "kernel", True) is not None
         return alive
 
-    async def _check_process(self, client: Any) -> None:
-        """Read the process token (a kernel without local restarts): a new one is a restart,
-        told to the host unless an agent cell reports it."""
-        assert self._process is not None
-        await self._drain_activity(client)  # iopub `restarting` first: a death, not a restart
-        content = await self._run_setup(client, "", versions=False)
-        self._process.seen(token_of(content), self._reply_session)
+    # ------------------------------------------------------------ for the preparation
+
+    @property
+    def own(self) -> set[str]:
+        return self._own
+
+    def observe(self, msg: dict[str, Any]) -> None:
+        self._activity.observe(msg)
+
+    async def ensure_client(self) -> Any:
+        return await self._ensure_client()
+
+    async def drain_activity(self, client: Any) -> bool:
+        return await self._drain_activity(client)
+
+    async def wait_reply(self, client: Any, msg_id: str, timeout: float) -> dict[str, Any]:
+        return await self._wait_reply(client, msg_id, timeout)
+
+    def process_followed(self) -> None:
         self._client_generation = self._generation()  # the websocket outlives the process
 
-    def _tell_new_process(self) -> None:
-        process = self._process
-        if process is None or process.told or self._on_new_process is None:
-            return
-        process.told = True
-        self._on_new_process(process.died)
+    @property
+    def setup_problem(self) -> KernelPackageProblem | None:
+        """What is wrong with the kernel package in this kernel (None: nothing, or not set up)."""
+        return self._preparation.problem
+
+    async def _ensure_setup(self, check_process: bool = True) -> None:
+        await self._preparation.ensure(check_process)
 
     async def _ensure_client(self) -> Any:
         generation = self._generation()
@@ -182,71 +184,6 @@ class KernelExecutor:
             except Exception:  # a client on a dead kernel may fail to close; it is dropped anyway
                 log.debug("closing kernel client failed", exc_info=True)
         self._client = None
-
-    async def _ensure_setup(self) -> None:
-        """Load the kernel package once per kernel process, and check its version.
-
-        A kernel whose environment lacks the package (or has another version of it) still runs
-        agent cells; the first cell tells what is wrong, in its observation and in the chat
-        (`kernel_package_check`), so the model and the user know `rlm` and `history` are absent.
-        """
-        if self._setup_code is None:
-            return
-        if self._process is not None:
-            await self._check_process(await self._ensure_client())
-        if self._setup_generation == self._generation():
-            return
-        if self._setup_generation is not None:
-            self._tell_new_process()
-        setup = self._setup_code()
-        if isinstance(setup, str):
-            setup = KernelSetup(setup)
-        if setup is None or not setup.code:
-            self._setup_generation = self._generation()
-            return
-        client = await self._ensure_client()
-        content = await self._run_setup(client, setup.code)
-        if content.get("status") == "aborted":
-            return  # skipped because a user cell failed just before; try again next cell
-        if content.get("status") == "ok" and setup.secret is not None:
-            try:
-                await hand_secret(
-                    client, setup.secret, READY_TIMEOUT, self._own, self._activity.observe
-                )
-            except SecretNotTaken as exc:
-                content = {"status": "error", "ename": "SecretNotTaken", "evalue": str(exc)}
-        if self._process is not None:
-            self._process.seen(token_of(content), self._reply_session)
-        self._setup_generation = self._generation()
-        if content.get("status") == "ok":
-            versions = content.get("user_expressions", {}).get(VERSIONS)
-        else:  # a failed execution evaluates no expression: ask on its own
-            versions = (await self._run_setup(client, "")).get("user_expressions", {}).get(VERSIONS)
-        self.setup_problem = problem(content, versions)
-        self._setup_problem_reported = self.setup_problem is None
-        if self.setup_problem is not None:
-            log.warning("kernel %s: %s", self.kernel_id, self.setup_problem.text)
-
-    async def _run_setup(self, client: Any, code: str, versions: bool = True) -> dict[str, Any]:
-        """The reply content of a silent setup execution, with the kernel package's versions
-        and (a kernel without local restarts) its process token."""
-        expressions = {VERSIONS: VERSIONS_EXPRESSION} if versions else {}
-        if self._process is not None:
-            expressions[TOKEN] = TOKEN_EXPRESSION
-        msg_id = client.execute(
-            code,
-            silent=True,
-            store_history=False,
-            allow_stdin=False,
-            user_expressions=expressions,
-        )
-        self._own.add(msg_id)
-        try:
-            reply = await self._wait_reply(client, msg_id, READY_TIMEOUT)
-        finally:
-            self._own.discard(msg_id)
-        self._reply_session = reply["header"].get("session") or None  # the kernel process's
-        return dict(reply["content"])
 
     async def _wait_reply(self, client: Any, msg_id: str, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -298,6 +235,11 @@ class KernelExecutor:
                 return dict((await self._wait_reply(client, msg_id, timeout))["content"])
             finally:
                 self._own.discard(msg_id)
+
+    @property
+    def lacks_package(self) -> bool:
+        """The kernel has no kernel package (told once already: no snapshots there either)."""
+        return self._preparation.lacks_package
 
     @property
     def shares_disk(self) -> bool:
@@ -385,10 +327,11 @@ class KernelExecutor:
             ready = self._ready_to_submit(ticket, notes, told)
             if not await self._until_stopped(ticket, ready):
                 return _withdrawn(ticket.stop_cause)
+            expressions = {TOKEN: TOKEN_EXPRESSION} if self._process is not None else {}
             for attempt in range(1 + RESENDS_AFTER_ABORT):
                 client = self._client
                 generation = self._client_generation
-                msg_id = _send_agent_cell(client, code)
+                msg_id = _send_agent_cell(client, code, expressions)
                 self._own.add(msg_id)
                 run = _Run(msg_id, on_event)
                 hand_off = (client, run)
@@ -402,10 +345,16 @@ class KernelExecutor:
                 waited = self._wait_until_idle(client, ticket)
                 if not await self._until_stopped(ticket, waited):
                     return _withdrawn(ticket.stop_cause)
+            if await self._preparation.ran_in_new_process(client, run.reply, result.status):
+                notes.append(UNPREPARED_PROCESS_NOTE)
             self._last_run_generation = self._generation()
-            result.note = "\n".join(n for n in (*notes, result.note) if n)
+            dropped = output_rate_limit.rate_limited(result.outputs)
+            ending = output_rate_limit.note() if dropped else ""
+            result.note = "\n".join(n for n in (*notes, result.note, ending) if n)
             if told:
                 result.notice = told[0].notice
+            elif dropped:
+                result.notice = output_rate_limit.notice()
             return result
         except asyncio.CancelledError:
             if hand_off is not None:  # our request is in the kernel: the reaper owns the lock now
@@ -426,7 +375,9 @@ class KernelExecutor:
         client = await self._ensure_client()
         if not await self._wait_until_idle(client, ticket):
             return False
-        await self._ensure_setup()  # reads the process token first (a gateway's kernel)
+        # A gateway's kernel: the cell's own request reads the process token (one round trip
+        # per cell, not two); a process replaced as iopub said is set up here all the same.
+        await self._ensure_setup(check_process=False)
         if self._last_run_generation not in (None, self._generation()):
             notes.append(
                 "[kernel restarted] The kernel was restarted since the last agent cell: "
@@ -434,10 +385,10 @@ class KernelExecutor:
             )
         if ticket.stop_requested:
             return False  # the problem is told with the next cell that runs
-        if self.setup_problem and not self._setup_problem_reported:
-            self._setup_problem_reported = True
-            notes.append(self.setup_problem.note)
-            told.append(self.setup_problem)
+        untold = self._preparation.untold_problem()
+        if untold is not None:
+            notes.append(untold.note)
+            told.append(untold)
         return True
 
     async def _until_stopped(self, ticket: _Ticket, work: Awaitable[bool]) -> bool:
@@ -746,13 +697,13 @@ class KernelExecutor:
         return self._ticket is not None
 
 
-def _send_agent_cell(client: Any, code: str) -> str:
+def _send_agent_cell(client: Any, code: str, expressions: dict[str, str]) -> str:
     """`client.execute` with the agent-cell mark in the request's metadata; the request's id."""
     content = {
         "code": code,
         "silent": False,
         "store_history": True,
-        "user_expressions": {},
+        "user_expressions": expressions,
         "allow_stdin": False,
         "stop_on_error": False,
     }

@@ -35,6 +35,7 @@ UNAVAILABLE = "`rlm`, `history`, snapshots and sub-agents"
 @dataclass(frozen=True)
 class KernelPackageProblem:
     text: str
+    missing: bool = False  # no package at all (not another version of it)
 
     @property
     def note(self) -> str:
@@ -57,7 +58,8 @@ def problem(setup: dict[str, Any], versions: dict[str, Any] | None) -> KernelPac
             return KernelPackageProblem(
                 "This kernel has no `prime_agent_kernel`: "
                 f"{UNAVAILABLE} are unavailable; install `prime-agent-kernel` in the kernel's "
-                f"environment ({PAGE}). Cells still run."
+                f"environment ({PAGE}). Cells still run.",
+                missing=True,
             )
         if not failed:
             return None  # set up, and a version it cannot tell is no reason to worry anyone

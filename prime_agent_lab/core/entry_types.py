@@ -100,6 +100,12 @@ NOTICE_KINDS: dict[str, NoticeKindSpec] = {
         "and what to install; docs/gateway.md)",
         warning=True,
     ),
+    "output_rate_limited": NoticeKindSpec(
+        "part of a cell's output was dropped by the IOPub data rate limit of the Jupyter gateway "
+        "or server between the kernel and the agent (the text names the setting that raises it "
+        "and how to print less; adapters/output_rate_limit.py)",
+        warning=True,
+    ),
     "cell_restored": NoticeKindSpec(
         "the notebook was rewritten during the turn; its agent cells were written back"
     ),

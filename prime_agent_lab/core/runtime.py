@@ -72,7 +72,7 @@ from .sessions import SessionError, SessionLog, SessionRepository, now_iso
 from .settings import Settings
 from .shutdown import ShutdownReport, stop_and_snapshot
 from .snapshot_transfer import register_snapshot_operations
-from .snapshots import SnapshotKeeper, SnapshotSettings, forget_skill_paths
+from .snapshots import SnapshotKeeper, SnapshotSettings, SnapshotsUnavailable, forget_skill_paths
 from .stop_cause import USER_STOP, StopCause
 from .text import preview, shorten
 from .trust import Signer
@@ -896,6 +896,8 @@ class AgentRuntime:
                 continue  # busy, or its kernel never came (nothing ran there)
             try:
                 await self.save_snapshot(agent.session_id, "shutdown")
+            except SnapshotsUnavailable:
+                continue  # told when its first cell ran
             except Exception as exc:
                 failed.append(f"the kernel snapshot of {agent.session_id} was not saved: {exc}")
         return failed

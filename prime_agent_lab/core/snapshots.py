@@ -96,6 +96,11 @@ class SnapshotFailed(RuntimeError):
     """A snapshot or restore could not run; the message says why."""
 
 
+class SnapshotsUnavailable(SnapshotFailed):
+    """The kernel has no kernel package, which the user and the model were told once already
+    (adapters/kernel_package_check.py): no warning for each snapshot it cannot take."""
+
+
 class SilentRunner(Protocol):
     async def run_silently(self, code: str, timeout: float) -> dict[str, Any]: ...
 
@@ -329,6 +334,8 @@ async def take_snapshot(
             await _run(kernel, save_code(directory, caps.variable, caps.total))
     except SnapshotFailed as exc:  # a full disk while the kernel wrote: nothing of it stays
         await asyncio.to_thread(_discard_new, directory)
+        if getattr(await _runner(kernel), "lacks_package", False):
+            raise SnapshotsUnavailable("this kernel has no prime_agent_kernel") from None
         raise SnapshotFailed(
             f"the snapshot could not be written ({exc}); the previous snapshot is kept"
         ) from None
@@ -866,6 +873,8 @@ class SnapshotKeeper:
     async def _take_quietly(self, agent: AgentView, kernel: KernelPort | _Queued) -> None:
         try:
             await self._take(agent, kernel)
+        except SnapshotsUnavailable as exc:
+            log.debug("no kernel snapshot of %s: %s", agent.session_id, exc)
         except Exception as exc:
             log.warning("the kernel snapshot of %s failed: %s", agent.session_id, exc)
 
@@ -886,6 +895,8 @@ class SnapshotKeeper:
     async def _save_quietly(self, agent: AgentView) -> None:
         try:
             await self.save(agent)
+        except SnapshotsUnavailable as exc:
+            log.debug("no kernel snapshot of %s: %s", agent.session_id, exc)
         except Exception as exc:
             log.warning("the kernel snapshot of %s failed: %s", agent.session_id, exc)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from jupyter_core.utils import ensure_async
 
+from ..adapters.gateway_refusal import refusal_text
 from ..adapters.kernel_calls import (
     READY_TIMEOUT,
     Run,
@@ -28,9 +29,11 @@ from ..adapters.kernel_fleet import HandOutFailed
 from ..adapters.kernel_source import KernelSourceTraits, traits_of
 from ..core.redaction import kernel_environment
 from . import notebook_sessions
+from .host_errors import HostError
 
 log = logging.getLogger(__name__)
 
+GATEWAY_TOKEN_SETTING = "--GatewayClient.auth_token (or JUPYTER_GATEWAY_AUTH_TOKEN)"
 KERNEL_ACTIONS_SCHEMA = "https://events.jupyter.org/jupyter_server/kernel_actions/v1"
 
 __all__ = ["HandOutFailed", "ServerKernelStartFailed", "ServerKernels", "hand_to_notebook"]
@@ -91,7 +94,17 @@ class ServerKernels:
         return str(model["kernel"]["id"])
 
     async def resolve(self, path: str, hint: str | None = None) -> str:
-        """The notebook's kernel: the UI's report first, then the sessions API, else a new one."""
+        """The notebook's kernel: the UI's report first, then the sessions API, else a new one.
+        A gateway that refuses the server's credentials is a 502 that says so."""
+        try:
+            return await self._resolve(path, hint)
+        except Exception as exc:
+            refused = refusal_text(exc, GATEWAY_TOKEN_SETTING)
+            if refused is None:
+                raise
+            raise HostError(502, refused) from None
+
+    async def _resolve(self, path: str, hint: str | None) -> str:
         for candidate in (hint, self.bindings.get(path)):
             if candidate and candidate in self._kernels:
                 self.bindings[path] = candidate
@@ -142,7 +155,8 @@ class ServerKernels:
             )
         except Exception as exc:
             raise ServerKernelStartFailed(
-                f"the kernel {self.kernel_name!r} could not start: {type(exc).__name__}: {exc}"
+                refusal_text(exc, GATEWAY_TOKEN_SETTING)
+                or f"the kernel {self.kernel_name!r} could not start: {type(exc).__name__}: {exc}"
             ) from exc
         try:
             await wait_until_ready(self._kernels.get_kernel(kernel_id), self._ready_timeout)
