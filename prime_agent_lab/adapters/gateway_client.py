@@ -7,7 +7,8 @@ with the gaps measured in docs/gateway.md 1.3 filled (each small enough to offer
 - the websocket is opened with the gateway's headers (its auth token, cookies), as jupyter_server
   sends on its HTTP requests: without them a gateway with a token refuses the connection;
 - the websocket is opened in a thread, so the server's event loop does not stop for the
-  handshake, and waiting for a message sleeps between looks instead of spinning the loop.
+  handshake, and waiting for a message sleeps between looks instead of spinning the loop;
+- the connect timeout bounds the handshake only, not every read (`open_channels`).
 
 Imported only when a kernel manager is a gateway's (adapters/kernel_source.py).
 """
@@ -42,6 +43,18 @@ async def connect(manager: Any) -> GatewayKernelClient:
     client = NamedChannelGatewayClient(kernel_id=manager.kernel_id, parent=manager, session=session)
     await client.start_channels()
     return client
+
+
+def open_channels(url: str, connect_timeout: float, **options: Any) -> websocket.WebSocket:
+    """The kernel's channels websocket, connected within `connect_timeout`, then read without a
+    timeout. websocket-client keeps the connect timeout for every read, so a kernel that said
+    nothing for that long (40 s by default) ended the reader thread as if the gateway had closed
+    the socket, and the next cell found its client dead; gateways that ping every 30 s hid it."""
+    socket = websocket.create_connection(
+        url, timeout=connect_timeout, enable_multithread=True, **options
+    )
+    socket.settimeout(None)
+    return socket
 
 
 class _NamedChannelQueue(ChannelQueue):
@@ -83,10 +96,9 @@ class NamedChannelGatewayClient(GatewayKernelClient):
         )
         headers = gateway.load_connection_args().get("headers") or {}
         self.channel_socket = await asyncio.to_thread(
-            websocket.create_connection,
+            open_channels,
             url,
-            timeout=gateway.KERNEL_LAUNCH_TIMEOUT,
-            enable_multithread=True,
+            gateway.KERNEL_LAUNCH_TIMEOUT,
             sslopt={
                 "ca_certs": gateway.ca_certs,
                 "certfile": gateway.client_cert,
