@@ -178,7 +178,7 @@ def enterprise_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ker
 
 @pytest.fixture(params=[KERNEL_GATEWAY.name, ENTERPRISE_GATEWAY.name])
 def any_gateway(request: pytest.FixtureRequest) -> KernelGateway:
-    """Each kind of gateway in turn (a test module imports the two fixtures above with it)."""
+    """Each kind of gateway in turn (tests/conftest.py makes the three fixtures the session's)."""
     gateway: KernelGateway = request.getfixturevalue(request.param)
     return gateway
 
@@ -193,7 +193,7 @@ def started_kernel_gateway(
     token = os.urandom(16).hex()
     port = free_port()
     command = (
-        f"cd {home / 'work'} && exec nice -n 19 {kind.venv}/bin/jupyter {kind.command}"
+        f"cd {home / 'work'} && exec {kind.venv}/bin/jupyter {kind.command}"
         f" --{kind.app}.ip=127.0.0.1 --{kind.app}.port={port} --{kind.app}.port_retries=0"
         f" {kind.list_kernels} " + " ".join(extra_args)
     )

@@ -19,13 +19,7 @@ import websocket
 
 from prime_agent_lab.core.sessions import SESSION_FILE
 
-from .gateway_fixtures import (  # noqa: F401 (fixtures)
-    KernelGateway,
-    any_gateway,
-    enterprise_gateway,
-    kernel_gateway,
-    start_gateway_server,
-)
+from .gateway_fixtures import KernelGateway, start_gateway_server
 from .lab_process import LabServer, shutdown
 
 # The gateway and a server start within the test's time (10 to 34 s measured for the gateway).
@@ -89,7 +83,7 @@ def files_text(folder: Path) -> str:
 
 def test_an_agent_cell_runs_on_the_gateway_as_its_user_and_the_bridge_answers(
     tmp_path: Path,
-    any_gateway: KernelGateway,  # noqa: F811
+    any_gateway: KernelGateway,
 ) -> None:
     base = tmp_path / "server"
     base.mkdir(mode=0o700)
@@ -165,7 +159,7 @@ def test_an_agent_cell_runs_on_the_gateway_as_its_user_and_the_bridge_answers(
 
 
 def test_the_products_gateway_client_has_its_own_session_and_names_each_channel(
-    kernel_gateway: KernelGateway,  # noqa: F811
+    kernel_gateway: KernelGateway,
 ) -> None:
     """In this process, jupyter_server's own gateway manager: `new_client` passes the kernel id,
     awaits the websocket (with the gateway's token, which it requires), gives every client its

@@ -19,13 +19,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from .gateway_fixtures import (  # noqa: F401 (fixtures)
-    KernelGateway,
-    any_gateway,
-    enterprise_gateway,
-    kernel_gateway,
-    user_cannot_read,
-)
+from .gateway_fixtures import KernelGateway, user_cannot_read
 from .lab_process import REPO, free_port
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(420)]
@@ -148,7 +142,7 @@ def cell_identities(notebook: Path) -> list[tuple[str, str]]:
 
 
 def test_the_fan_out_runs_every_kernel_on_the_gateway_and_none_locally(
-    any_gateway: KernelGateway,  # noqa: F811
+    any_gateway: KernelGateway,
     tmp_path: Path,
 ) -> None:
     gateway = any_gateway
@@ -208,7 +202,7 @@ def test_the_fan_out_runs_every_kernel_on_the_gateway_and_none_locally(
 
 
 def test_the_flags_name_the_gateway_and_where_its_kernels_call_the_bridge(
-    kernel_gateway: KernelGateway,  # noqa: F811
+    kernel_gateway: KernelGateway,
     tmp_path: Path,
 ) -> None:
     gateway = kernel_gateway

@@ -15,14 +15,7 @@ import pytest
 
 from prime_agent_lab.core.sessions import SESSION_FILE
 
-from .gateway_fixtures import (  # noqa: F401 (fixtures)
-    KernelGateway,
-    any_gateway,
-    enterprise_gateway,
-    kernel_gateway,
-    start_gateway_server,
-    started_kernel_gateway,
-)
+from .gateway_fixtures import KernelGateway, start_gateway_server, started_kernel_gateway
 from .lab_process import LabServer, shutdown
 from .test_gateway import wait_until
 from .test_subagents import WAIT_FOR_CHILDREN
@@ -119,7 +112,7 @@ def check_fan_out(base: Path, gateway: KernelGateway, server: LabServer) -> None
 
 def test_the_fan_out_runs_every_kernel_on_the_gateway_and_the_replies_arrive(
     tmp_path: Path,
-    any_gateway: KernelGateway,  # noqa: F811
+    any_gateway: KernelGateway,
 ) -> None:
     base = tmp_path / "server"
     base.mkdir(mode=0o700)
@@ -133,7 +126,7 @@ def test_the_fan_out_runs_every_kernel_on_the_gateway_and_the_replies_arrive(
 
 def test_a_gateway_that_refuses_another_kernel_disables_the_pool_in_one_line(
     tmp_path: Path,
-    kernel_gateway: KernelGateway,  # noqa: F811 (the set-up, and the teardown of the user's kernels)
+    kernel_gateway: KernelGateway,
 ) -> None:
     """Kernel Gateway's `max_kernels` (3: the root, and two the pool starts): the pool's next
     start is refused (403), the pool says so once and starts nothing more, and both children

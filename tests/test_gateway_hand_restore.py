@@ -16,12 +16,7 @@ import pytest
 
 from prime_agent_lab.core.sessions import SESSION_FILE
 
-from .gateway_fixtures import (
-    KernelGateway,
-    kernel_gateway,  # noqa: F401 (a fixture)
-    start_gateway_server,
-    user_cannot_read,
-)
+from .gateway_fixtures import KernelGateway, start_gateway_server, user_cannot_read
 from .lab_process import shutdown
 from .test_gateway import kernel_probe, wait_until
 from .test_gateway_restarts import entries_of, post_to_gateway, send_and_wait
@@ -51,7 +46,7 @@ def saved_names(state: Path) -> set[str] | None:
 
 def test_the_call_the_notice_names_restores_the_variables_on_the_gateway_kernel(
     tmp_path: Path,
-    kernel_gateway: KernelGateway,  # noqa: F811
+    kernel_gateway: KernelGateway,
 ) -> None:
     base = tmp_path / "server"
     base.mkdir(mode=0o700)

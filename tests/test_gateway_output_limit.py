@@ -14,11 +14,7 @@ import pytest
 from prime_agent_lab.adapters.output_rate_limit import SETTING
 from prime_agent_lab.core.sessions import SESSION_FILE
 
-from .gateway_fixtures import (
-    KernelGateway,
-    kernel_gateway,  # noqa: F401 (a fixture)
-    started_kernel_gateway,
-)
+from .gateway_fixtures import KernelGateway, started_kernel_gateway
 from .test_gateway_refusals import run_cli
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(360)]
@@ -51,7 +47,7 @@ def flood_on(gateway: KernelGateway, folder: Path) -> dict[str, Any]:
 
 
 def test_output_dropped_by_the_gateways_rate_limit_is_told_with_the_setting_and_a_remedy(
-    kernel_gateway: KernelGateway,  # noqa: F811
+    kernel_gateway: KernelGateway,
     tmp_path: Path,
 ) -> None:
     seen = flood_on(kernel_gateway, tmp_path / "run")
@@ -67,7 +63,7 @@ def test_output_dropped_by_the_gateways_rate_limit_is_told_with_the_setting_and_
 
 
 def test_the_setting_named_raises_the_limit_and_then_nothing_is_dropped_or_told(
-    kernel_gateway: KernelGateway,  # noqa: F811
+    kernel_gateway: KernelGateway,
     tmp_path: Path,
 ) -> None:
     raised = f"--{SETTING}=1e12"

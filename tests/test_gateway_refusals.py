@@ -16,11 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from .gateway_fixtures import (
-    KernelGateway,
-    kernel_gateway,  # noqa: F401 (a fixture)
-    start_gateway_server,
-)
+from .gateway_fixtures import KernelGateway, start_gateway_server
 from .lab_process import REPO, shutdown
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(360)]
@@ -46,7 +42,7 @@ def run_cli(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedP
 
 
 def test_the_servers_attach_answers_a_refused_token_as_a_gateway_error_naming_the_setting(
-    kernel_gateway: KernelGateway,  # noqa: F811
+    kernel_gateway: KernelGateway,
     tmp_path: Path,
 ) -> None:
     gateway = kernel_gateway
@@ -70,7 +66,7 @@ def test_the_servers_attach_answers_a_refused_token_as_a_gateway_error_naming_th
 
 
 def test_the_cli_says_the_gateway_refused_its_token_in_one_line(
-    kernel_gateway: KernelGateway,  # noqa: F811
+    kernel_gateway: KernelGateway,
     tmp_path: Path,
 ) -> None:
     gateway = kernel_gateway

@@ -19,13 +19,7 @@ import pytest
 
 from prime_agent_lab.core.sessions import SESSION_FILE
 
-from .gateway_fixtures import (  # noqa: F401 (fixtures)
-    KernelGateway,
-    any_gateway,
-    enterprise_gateway,
-    kernel_gateway,
-    start_gateway_server,
-)
+from .gateway_fixtures import KernelGateway, start_gateway_server
 from .lab_process import LabServer, shutdown
 from .test_gateway import kernel_probe, wait_until
 
@@ -77,7 +71,7 @@ def send_and_wait(server: LabServer, session_id: str, log_path: Path, marker: st
 
 def test_a_restart_through_the_gateways_api_is_noticed_and_the_kernel_set_up_again(
     tmp_path: Path,
-    any_gateway: KernelGateway,  # noqa: F811
+    any_gateway: KernelGateway,
 ) -> None:
     base = tmp_path / "server"
     base.mkdir(mode=0o700)
@@ -149,7 +143,7 @@ def test_a_restart_through_the_gateways_api_is_noticed_and_the_kernel_set_up_aga
 
 def test_a_kernel_killed_on_the_gateway_is_told_as_a_death_and_set_up_again(
     tmp_path: Path,
-    any_gateway: KernelGateway,  # noqa: F811
+    any_gateway: KernelGateway,
 ) -> None:
     """SIGKILL of the kernel process: the gateway's own restarter starts a new one (iopub
     `restarting` and the new kernel's `starting`, in either order, and either may come after
@@ -202,7 +196,7 @@ def test_a_kernel_killed_on_the_gateway_is_told_as_a_death_and_set_up_again(
 
 def test_a_kernel_deleted_on_the_gateway_is_gone_and_the_cell_says_so(
     tmp_path: Path,
-    any_gateway: KernelGateway,  # noqa: F811
+    any_gateway: KernelGateway,
 ) -> None:
     """`DELETE <gateway>/api/kernels/<id>` behind the server's back: the gateway answers 404
     for the kernel from then on, and the next agent cell ends `[kernel unavailable]` saying the

@@ -11,11 +11,7 @@ from typing import Any
 
 import pytest
 
-from .gateway_fixtures import (
-    KernelGateway,
-    kernel_gateway,  # noqa: F401 (a fixture)
-    user_cannot_read,
-)
+from .gateway_fixtures import KernelGateway, user_cannot_read
 from .test_gateway_cli import WHO, cell_identities, run_cli, started_on_gateway
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(420)]
@@ -37,7 +33,7 @@ def records_of(stdout: str) -> list[dict[str, Any]]:
 
 
 def test_resume_on_a_gateway_restores_the_variables_into_a_fresh_gateway_kernel(
-    kernel_gateway: KernelGateway,  # noqa: F811
+    kernel_gateway: KernelGateway,
     tmp_path: Path,
 ) -> None:
     gateway = kernel_gateway
