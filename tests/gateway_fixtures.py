@@ -31,7 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
+
+from prime_agent_lab.core.sessions import SESSION_FILE
 
 from .lab_process import REPO, LabServer, ServerDidNotStart, free_port, shutdown, write_json
 
@@ -307,3 +310,37 @@ def start_gateway_server(
         time.sleep(0.3)
     shutdown(server)
     raise ServerDidNotStart(f"jupyter server did not answer:\n{server.log_tail()}")
+
+
+NOTEBOOK = "analysis.ipynb"
+
+
+def server_on_a_notebook(
+    tmp_path: Path, gateway: KernelGateway, script: dict[str, Any], *extra_args: str
+) -> tuple[Path, LabServer]:
+    """`start_gateway_server` in `tmp_path/server` (only its user can read it), with an empty
+    Python notebook `analysis.ipynb` in its root: the folder and the server."""
+    base = tmp_path / "server"
+    base.mkdir(mode=0o700)
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    (base / "root").mkdir()
+    nbformat.write(notebook, base / "root" / NOTEBOOK)
+    return base, start_gateway_server(base, gateway, script, *extra_args)
+
+
+def attach_agent(server: LabServer, base: Path) -> tuple[str, Path]:
+    """An agent attached to `analysis.ipynb` over REST: its session id and session log."""
+    session = server.api("POST", "prime-agent/api/sessions", {"notebook_path": NOTEBOOK})
+    session_id: str = session["session_id"]
+    return session_id, base / "sessions" / session_id / SESSION_FILE
+
+
+def notebook_kernel(server: LabServer, path: str = NOTEBOOK) -> str:
+    """The id of the kernel the server's Jupyter session of `path` runs on."""
+    (kernel_id,) = [
+        model["kernel"]["id"]
+        for model in server.api("GET", "api/sessions")
+        if model["path"] == path
+    ]
+    return kernel_id

@@ -13,13 +13,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 import websocket
 
 from prime_agent_lab.core.sessions import SESSION_FILE
 
-from .gateway_fixtures import KernelGateway, start_gateway_server
+from .gateway_fixtures import (
+    KernelGateway,
+    server_on_a_notebook,
+)
 from .lab_process import LabServer, shutdown
 
 # The gateway and a server start within the test's time (10 to 34 s measured for the gateway).
@@ -85,13 +87,7 @@ def test_an_agent_cell_runs_on_the_gateway_as_its_user_and_the_bridge_answers(
     tmp_path: Path,
     any_gateway: KernelGateway,
 ) -> None:
-    base = tmp_path / "server"
-    base.mkdir(mode=0o700)
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    (base / "root").mkdir()
-    nbformat.write(notebook, base / "root" / "analysis.ipynb")
-    server = start_gateway_server(base, any_gateway, SCRIPT)
+    base, server = server_on_a_notebook(tmp_path, any_gateway, SCRIPT)
     try:
         started = time.monotonic()
         session = server.api(

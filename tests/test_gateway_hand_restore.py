@@ -11,12 +11,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
-from prime_agent_lab.core.sessions import SESSION_FILE
-
-from .gateway_fixtures import KernelGateway, start_gateway_server, user_cannot_read
+from .gateway_fixtures import (
+    KernelGateway,
+    attach_agent,
+    notebook_kernel,
+    server_on_a_notebook,
+    user_cannot_read,
+)
 from .lab_process import shutdown
 from .test_gateway import kernel_probe, wait_until
 from .test_gateway_restarts import entries_of, post_to_gateway, send_and_wait
@@ -48,28 +51,14 @@ def test_the_call_the_notice_names_restores_the_variables_on_the_gateway_kernel(
     tmp_path: Path,
     kernel_gateway: KernelGateway,
 ) -> None:
-    base = tmp_path / "server"
-    base.mkdir(mode=0o700)
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    (base / "root").mkdir()
-    nbformat.write(notebook, base / "root" / "analysis.ipynb")
-    server = start_gateway_server(base, kernel_gateway, SCRIPT)
+    base, server = server_on_a_notebook(tmp_path, kernel_gateway, SCRIPT)
     try:
-        session = server.api(
-            "POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"}
-        )
-        session_id = session["session_id"]
-        log_path = base / "sessions" / session_id / SESSION_FILE
+        session_id, log_path = attach_agent(server, base)
         state = log_path.parent / "kernel-state"
         assert send_and_wait(server, session_id, log_path, "DONE1") == "DONE1"
         wait_until(lambda: saved_names(state) == {"n", "d", "twice"}, "the snapshot", server)
         assert user_cannot_read(state, kernel_gateway.user)
-        (kernel_id,) = [
-            model["kernel"]["id"]
-            for model in server.api("GET", "api/sessions")
-            if model["path"] == "analysis.ipynb"
-        ]
+        kernel_id = notebook_kernel(server)
         assert post_to_gateway(kernel_gateway, f"api/kernels/{kernel_id}/restart") == 200
         assert send_and_wait(server, session_id, log_path, "DONE2") == "DONE2"
         notices = [e for e in entries_of(log_path) if e.get("type") == "notice"]

@@ -14,12 +14,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
-from prime_agent_lab.core.sessions import SESSION_FILE
-
-from .gateway_fixtures import KernelGateway, start_gateway_server
+from .gateway_fixtures import (
+    KernelGateway,
+    attach_agent,
+    notebook_kernel,
+    server_on_a_notebook,
+)
 from .lab_process import LabServer, shutdown
 from .test_gateway import kernel_probe, wait_until
 
@@ -73,25 +75,11 @@ def test_a_restart_through_the_gateways_api_is_noticed_and_the_kernel_set_up_aga
     tmp_path: Path,
     any_gateway: KernelGateway,
 ) -> None:
-    base = tmp_path / "server"
-    base.mkdir(mode=0o700)
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    (base / "root").mkdir()
-    nbformat.write(notebook, base / "root" / "analysis.ipynb")
-    server = start_gateway_server(base, any_gateway, SCRIPT)
+    base, server = server_on_a_notebook(tmp_path, any_gateway, SCRIPT)
     try:
-        session = server.api(
-            "POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"}
-        )
-        session_id = session["session_id"]
-        log_path = base / "sessions" / session_id / SESSION_FILE
+        session_id, log_path = attach_agent(server, base)
         assert send_and_wait(server, session_id, log_path, "DONE1") == "DONE1 one AgentUsage"
-        (kernel_id,) = [
-            model["kernel"]["id"]
-            for model in server.api("GET", "api/sessions")
-            if model["path"] == "analysis.ipynb"
-        ]
+        kernel_id = notebook_kernel(server)
         old_secret = kernel_probe(any_gateway, kernel_id, READ_KEY).strip()[::-1]
         assert len(bytes.fromhex(old_secret)) == 32
 
@@ -148,25 +136,11 @@ def test_a_kernel_killed_on_the_gateway_is_told_as_a_death_and_set_up_again(
     """SIGKILL of the kernel process: the gateway's own restarter starts a new one (iopub
     `restarting` and the new kernel's `starting`, in either order, and either may come after
     the new process answers); the next turn tells it once and `rlm` works again."""
-    base = tmp_path / "server"
-    base.mkdir(mode=0o700)
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    (base / "root").mkdir()
-    nbformat.write(notebook, base / "root" / "analysis.ipynb")
-    server = start_gateway_server(base, any_gateway, SCRIPT)
+    base, server = server_on_a_notebook(tmp_path, any_gateway, SCRIPT)
     try:
-        session = server.api(
-            "POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"}
-        )
-        session_id = session["session_id"]
-        log_path = base / "sessions" / session_id / SESSION_FILE
+        session_id, log_path = attach_agent(server, base)
         assert send_and_wait(server, session_id, log_path, "DONE1") == "DONE1 one AgentUsage"
-        (kernel_id,) = [
-            model["kernel"]["id"]
-            for model in server.api("GET", "api/sessions")
-            if model["path"] == "analysis.ipynb"
-        ]
+        kernel_id = notebook_kernel(server)
         found = subprocess.run(
             ["pgrep", "-u", any_gateway.user, "-f", f"kernel-{kernel_id}"],
             capture_output=True,
@@ -201,25 +175,11 @@ def test_a_kernel_deleted_on_the_gateway_is_gone_and_the_cell_says_so(
     """`DELETE <gateway>/api/kernels/<id>` behind the server's back: the gateway answers 404
     for the kernel from then on, and the next agent cell ends `[kernel unavailable]` saying the
     kernel is gone from the gateway (nothing tries to restart it)."""
-    base = tmp_path / "server"
-    base.mkdir(mode=0o700)
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    (base / "root").mkdir()
-    nbformat.write(notebook, base / "root" / "analysis.ipynb")
-    server = start_gateway_server(base, any_gateway, SCRIPT)
+    base, server = server_on_a_notebook(tmp_path, any_gateway, SCRIPT)
     try:
-        session = server.api(
-            "POST", "prime-agent/api/sessions", {"notebook_path": "analysis.ipynb"}
-        )
-        session_id = session["session_id"]
-        log_path = base / "sessions" / session_id / SESSION_FILE
+        session_id, log_path = attach_agent(server, base)
         assert send_and_wait(server, session_id, log_path, "DONE1") == "DONE1 one AgentUsage"
-        (kernel_id,) = [
-            model["kernel"]["id"]
-            for model in server.api("GET", "api/sessions")
-            if model["path"] == "analysis.ipynb"
-        ]
+        kernel_id = notebook_kernel(server)
         assert post_to_gateway(any_gateway, f"api/kernels/{kernel_id}", "DELETE") == 204
         assert kernel_id not in any_gateway.kernel_ids()
 
