@@ -291,7 +291,7 @@ def start_gateway_server(
     log_path = base / "server.log"
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            ["nice", "-n", "19", *command],
+            command,
             cwd=root,
             env=env,
             stdin=subprocess.DEVNULL,

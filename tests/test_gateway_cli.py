@@ -117,7 +117,7 @@ def run_cli(
         env.update(JUPYTER_GATEWAY_URL=gateway.url, JUPYTER_GATEWAY_AUTH_TOKEN=gateway.token)
     command = [sys.executable, "-m", "prime_agent_lab.cli", "run", *args]
     process = subprocess.Popen(
-        ["nice", "-n", "19", *command],
+        command,
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,

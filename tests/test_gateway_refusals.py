@@ -31,7 +31,7 @@ def run_cli(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedP
     )
     command = [sys.executable, "-m", "prime_agent_lab.cli", "run", *args]
     return subprocess.run(
-        ["nice", "-n", "19", *command],
+        command,
         cwd=cwd,
         env={**environment, **env},
         capture_output=True,
