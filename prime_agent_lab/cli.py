@@ -1,7 +1,7 @@
 """`prime-agent-lab`: run the agent headless (`run`) or start JupyterLab on the demo (`lab`).
 
 `run` uses the same agent loop as the server, with a notebook file in the current directory, a
-local kernel, and a small loopback HTTP server for the kernel bridge.
+local kernel (or one on a Jupyter gateway), and a small HTTP server for the kernel bridge.
 
 Size: the flags (made from the declared settings), the checks that refuse bad arguments before
 anything starts (exit 2), the run's printer and `lab`'s launcher are one command line's parts.
@@ -29,6 +29,8 @@ from .core.autonomy import SUCCESS as AUTONOMY_SUCCESS
 from .core.entry_types import TOLD_AS_MESSAGES
 from .core.events import Event
 from .core.gates import parse_gate
+from .core.gateway_url import url_problem
+from .core.host_port import host_and_port
 from .core.jsonfile import UnreadableFile
 from .core.mcp.sources import unreadable_cli_files
 from .core.sessions import SessionLog
@@ -387,8 +389,15 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     unsaved: str | None = None  # a notebook that could not be saved at the end
     settled = False
     stopped: str | None = None  # why the turns were stopped (a later signal drops refinements)
+    announced = False
+
+    def announce(provider: Any, session: Any) -> None:
+        nonlocal announced
+        announced = True
+        _announce(args, printer, provider, session, withheld.keys, run.kernel_source())
+
     try:
-        await run.start(printer, lambda p, s: _announce(args, printer, p, s, withheld.keys))
+        await run.start(printer, announce)
         for line in run.project_lines:  # trusted now, or untrusted and not used
             print(line, file=sys.stderr)
         if run.recovered_turn is not None:
@@ -412,6 +421,8 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         except Exception as exc:  # a notebook that cannot be saved (a full disk)
             unsaved = _error_text(exc)
     printer.finish()
+    if args.mode == "json" and not announced:  # the run failed before it knew its session
+        printer.emit(_unstarted_record(run))
     if not settled:
         stopped = stopper.reason
     # A run stopped by a signal is not a success even when the root had already answered:
@@ -470,19 +481,43 @@ def _announce(
     provider: Any,
     session: Any,
     held: Iterable[str],
+    kernels: dict[str, str],
 ) -> None:
-    """Say which provider and model answer, before the agent's first event: a `run_start`
-    record in JSON mode, a line on stderr in text mode; and, on stderr in both, that the
-    scripted demo answers when a provider's key is set but no provider was chosen."""
+    """Say which provider and model answer and where the kernels run, before the agent's first
+    event: a `run_start` record in JSON mode, lines on stderr in text mode; and, on stderr in
+    both, that the scripted demo answers when a provider's key is set but no provider was
+    chosen."""
     name, model = printable(provider.name), printable(provider.model)
     if args.mode == "json":
         record = {"type": "run_start", "provider": provider.name, "model": provider.model}
-        printer.emit({**record, "session_id": session.session_id})
+        printer.emit({**record, "session_id": session.session_id, "kernels": kernels})
     else:
         print(f"prime-agent-lab: provider {name}, model {model}", file=sys.stderr)
+        print(f"prime-agent-lab: {kernels_line(kernels)}", file=sys.stderr)
     warning = _demo_warning(args, held)
     if warning is not None:
         print(f"prime-agent-lab: {warning}", file=sys.stderr)
+
+
+def _unstarted_record(run: Any) -> dict[str, Any]:
+    """`run_start` of a run that failed before its session opened (the kernel could not
+    start): the provider and model as configured, no session, where the kernels were to run."""
+    settings = run.settings
+    return {
+        "type": "run_start",
+        "provider": settings.provider,
+        "model": settings.model,
+        "session_id": None,
+        "kernels": run.kernel_source(),
+    }
+
+
+def kernels_line(kernels: dict[str, str]) -> str:
+    """`kernels local (python3)`, `kernels on the gateway http://gw:8888 (python3)`."""
+    spec = printable(kernels["kernel_name"])
+    if kernels["source"] == "gateway":
+        return f"kernels on the gateway {printable(kernels['url'])} ({spec})"
+    return f"kernels local ({spec})"
 
 
 def _demo_warning(args: argparse.Namespace, held: Iterable[str]) -> str | None:
@@ -606,8 +641,15 @@ def _error_text(exc: BaseException) -> str:
     from .adapters.model_choice import ProviderUnavailable
     from .core.sessions import SessionWriteError
     from .core.whole_writes import is_disk_full
+    from .headless import KernelStartError
 
-    own = (SessionWriteError, NotebookNotSaved, UnreadableFile, ProviderUnavailable)
+    own = (
+        SessionWriteError,
+        NotebookNotSaved,
+        UnreadableFile,
+        ProviderUnavailable,
+        KernelStartError,
+    )
     if isinstance(exc, own) or str(exc).startswith("cannot"):
         return str(exc)
     if isinstance(exc, OSError) and is_disk_full(exc):
@@ -764,6 +806,13 @@ def main(argv: list[str] | None = None) -> int:
             parse_gate(gate)
         except (ValueError, SyntaxError) as exc:
             parser.error(f"{settings.spell('autonomous_gates', CLI)} {gate!r}: {exc}")
+    try:
+        host_and_port(args.bridge_listen)
+    except ValueError as exc:
+        parser.error(f"{settings.spell('bridge_listen', CLI)} {exc}")
+    gateway_url = args.gateway_url or os.environ.get("JUPYTER_GATEWAY_URL")
+    if gateway_url and (problem := url_problem(gateway_url)) is not None:
+        parser.error(f"{settings.spell('gateway_url', CLI)} (or JUPYTER_GATEWAY_URL) {problem}")
     for problem in unreadable_cli_files(args.mcp_config_files or ()):  # docs/mcp.md
         parser.error(str(problem))
     if args.resume_session is not None:

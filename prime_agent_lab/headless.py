@@ -1,16 +1,18 @@
-"""Everything a headless run needs around the agent loop: notebook files, a local kernel started
-while the model is thinking, a loopback bridge server, and the session store in `.prime-agent/`.
-Kernels are the fleet's (adapters/kernel_fleet.py, over the CLI's `LocalBackend`)."""
+"""Everything a headless run needs around the agent loop: notebook files, a kernel started while
+the model is thinking, a bridge server (loopback unless `--bridge-listen` says otherwise), and the
+session store in `.prime-agent/`. Kernels are the fleet's (adapters/kernel_fleet.py), over the
+CLI's `LocalBackend`, or a `GatewayBackend` when a gateway URL is set (`--gateway-url`,
+`JUPYTER_GATEWAY_URL`)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import logging
-import socket
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tornado.httpserver import HTTPServer
 from tornado.log import access_log
@@ -21,19 +23,24 @@ from .adapters.bridge_http import standalone_routes
 from .adapters.file_notebook import FileNotebook, FileNotebooks
 from .adapters.host_environment import HostEnvironment
 from .adapters.kernel_fleet import KernelFleet
-from .adapters.local_kernels import LocalBackend, LocalKernels, LocalKernelStartFailed
+from .adapters.kernel_source import KernelStartFailed
+from .adapters.local_kernels import LocalBackend, LocalKernels
 from .adapters.model_choice import ModelChoice
 from .core.agent import Agent, TurnOutcome
 from .core.autonomy_config import Budgets
 from .core.entry_types import autonomy_line, plural
 from .core.events import Event, EventBus
 from .core.fingerprint import own_output_files
+from .core.host_port import host_and_port
 from .core.pending_kernel import PendingKernel
 from .core.ports import KernelPort, ModelProvider
 from .core.runtime import AgentRuntime
 from .core.session_trust import sign_session
 from .core.sessions import SessionLog, SessionRepository
 from .core.settings import CLI, DECLARED, Settings
+
+if TYPE_CHECKING:
+    from .adapters.gateway_kernels import GatewayBackend
 
 
 class KernelStartError(RuntimeError):
@@ -80,8 +87,7 @@ class HeadlessRun:
         self._agent: Agent | None = None
         self.recovered_turn: int | None = None  # a turn cut by a crash, closed on start
         self.bridge_url = ""
-        kernels = LocalKernels(self.settings.kernel_name, cwd, self.settings.kernel_env_strip)
-        self.backend = LocalBackend(kernels)
+        self.backend = kernel_backend(self.settings, cwd)
         self.fleet = KernelFleet(
             self.backend, lambda: self.bridge_url, self.settings.kernel_pool_size
         )
@@ -112,7 +118,7 @@ class HeadlessRun:
         # and the model writes its first answer.
         try:
             self.kernel_id = await self.backend.launch()
-        except LocalKernelStartFailed as exc:
+        except KernelStartFailed as exc:
             raise KernelStartError(str(exc)) from exc.__cause__
         provider = self.choice.default()
         notebook = await self.notebooks.open(self._notebook_name)
@@ -208,7 +214,7 @@ class HeadlessRun:
         return {"reason": ended.reason, "used": used, "line": line[0].lower() + line[1:]}
 
     def _file_notebook(self, file: Path) -> FileNotebook:
-        spec = self.backend.kernels.spec()
+        spec = self.backend.spec()
         return FileNotebook(
             file,
             self.settings.notebook_output_cap,
@@ -228,13 +234,34 @@ class HeadlessRun:
             return self.repository.load(session_id)
         return self.runtime.create_session(notebook, provider)
 
+    def kernel_source(self) -> dict[str, str]:
+        """Where the run's kernels come from: `{"source": "local"}`, or `"gateway"` and its
+        `url` (without user info or query, which may hold a credential)."""
+        name = self.settings.kernel_name
+        if isinstance(self.backend, LocalBackend):
+            return {"source": "local", "kernel_name": name}
+        return {"source": "gateway", "url": self.backend.url, "kernel_name": name}
+
     def _start_bridge_server(self) -> str:
-        sockets = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
-        port = sockets[0].getsockname()[1]
+        try:
+            host, port = host_and_port(self.settings.bridge_listen)
+        except ValueError as exc:
+            raise ValueError(f"{self.settings.spell('bridge_listen')} {exc}") from None
+        try:
+            sockets = bind_sockets(port, host)
+        except OSError as exc:
+            listen = self.settings.spell("bridge_listen")
+            raise OSError(f"the bridge cannot listen on {host}:{port} ({listen}): {exc}") from exc
+        bound_port = sockets[0].getsockname()[1]
         app = Application(standalone_routes(self.runtime.bridge), log_function=_log_request)
         self._server = HTTPServer(app)
         self._server.add_sockets(sockets)
-        return f"http://127.0.0.1:{port}/prime-agent/bridge"
+        if self.settings.bridge_url:
+            return self.settings.bridge_url.rstrip("/")
+        reached = "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
+        if ":" in reached:
+            reached = f"[{reached}]"
+        return f"http://{reached}:{bound_port}/prime-agent/bridge"
 
     async def close(self) -> None:
         """Everything is closed even when a notebook cannot be saved (a full disk); the first
@@ -248,6 +275,20 @@ class HeadlessRun:
             self._server.stop()
         if unsaved:
             raise unsaved[0]
+
+
+def kernel_backend(settings: Settings, cwd: Path) -> LocalBackend | GatewayBackend:
+    """The run's kernels: on the gateway when a URL is set (the flag, else
+    JUPYTER_GATEWAY_URL), else local processes started in `cwd`."""
+    if settings.gateway_url or os.environ.get("JUPYTER_GATEWAY_URL"):
+        # jupyter_server's gateway code is imported only for a gateway run
+        from .adapters.gateway_kernels import GatewayBackend, configure_gateway
+
+        gateway = configure_gateway(settings.gateway_url, settings.gateway_auth_token)
+        if gateway is not None:
+            return GatewayBackend(gateway, settings.kernel_name, settings.kernel_env_strip)
+    kernels = LocalKernels(settings.kernel_name, cwd, settings.kernel_env_strip)
+    return LocalBackend(kernels)
 
 
 def session_notebook(cwd: Path, notebook_path: Path) -> str:

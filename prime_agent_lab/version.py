@@ -1,3 +1,5 @@
-"""The package version, in one place (pyproject.toml carries the same number)."""
+"""The package version: the kernel package declares it for both (they ship together)."""
 
-__version__ = "0.1.0"
+from prime_agent_kernel.version import __version__
+
+__all__ = ["__version__"]

@@ -218,9 +218,12 @@ def shutdown(server: LabServer) -> None:
             process.wait(timeout=grace)
 
 
-def server_exit(root: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    """Run `jupyter server` in `root` with `options` until it exits (a server that refuses to
-    start); its return code and output. One that starts runs into the timeout."""
+def server_exit(
+    root: Path, *options: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `jupyter server` in `root` with `options` (in `env`, else this environment) until it
+    exits (a server that refuses to start); its return code and output. One that starts runs
+    into the timeout."""
     return subprocess.run(
         [
             sys.executable,
@@ -237,5 +240,5 @@ def server_exit(root: Path, *options: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "JUPYTER_RUNTIME_DIR": str(root / "runtime")},
+        env={**(os.environ if env is None else env), "JUPYTER_RUNTIME_DIR": str(root / "runtime")},
     )

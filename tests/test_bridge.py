@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 import uuid
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from prime_agent_lab.adapters.bridge_http import SIGNATURE_HEADER
+from prime_agent_lab.adapters.kernel_source import LOCAL_KERNELS
 from prime_agent_lab.core.bridge import MAX_BODY_BYTES, BridgeService, Caller, sign
 
 from .conftest import run_turn
@@ -166,6 +168,17 @@ def jp_server_config(jp_server_config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+@pytest.fixture(params=["connection key", "per-kernel secret"])
+def key_source(request: pytest.FixtureRequest, host: Any) -> str:
+    """What the host's kernels sign bridge calls with: their connection key (local kernels), or
+    a per-kernel secret handed over at setup (a gateway's kernels, whose connection key the host
+    does not hold: the same path, on local kernels)."""
+    assert host.kernels.traits == LOCAL_KERNELS  # what a server without a gateway has
+    if request.param == "per-kernel secret":
+        host.kernels.traits = dataclasses.replace(LOCAL_KERNELS, holds_connection_key=False)
+    return str(request.param)
+
+
 async def execute_over_websocket(ws: Any, code: str, timeout: float = 30) -> str:
     """Run a cell the way a JupyterLab tab does, over the kernel's websocket."""
     msg_id = uuid.uuid4().hex
@@ -212,7 +225,7 @@ async def execute_over_websocket(ws: Any, code: str, timeout: float = 30) -> str
 
 
 async def test_awaiting_cell_gets_its_reply_while_a_browser_client_is_attached(
-    host: Any, jp_ws_fetch: Any, make_notebook: Any
+    host: Any, jp_ws_fetch: Any, make_notebook: Any, key_source: str
 ) -> None:
     agent = await host.attach(make_notebook())
     await run_turn(host, agent.session_id, "warm up")  # loads prime_agent_kernel via the agent
@@ -220,12 +233,23 @@ async def test_awaiting_cell_gets_its_reply_while_a_browser_client_is_attached(
     try:
         code = (
             "import prime_agent_kernel\n"
-            "r = await prime_agent_kernel.client().acall('ping', "
-            "{'delay': 0.3, 'echo': 'hi', 'session_id': 'forged', 'kernel_id': 'forged'})\n"
+            "r = await prime_agent_kernel.client().acall('ping', {'delay': 0.3, 'echo': 'hi'})\n"
             "print(r['echo'], r['session_id'], r['kernel_id'])"
         )
         out = await execute_over_websocket(ws, code)
         assert out.split() == ["hi", agent.session_id, agent.kernel.kernel_id]
+
+        # Identity comes from the signature; a payload naming another one is refused outright.
+        forged = (
+            "try:\n"
+            "    await prime_agent_kernel.client().acall('ping', "
+            "{'echo': 'hi', 'session_id': 'forged', 'kernel_id': 'forged'})\n"
+            "except prime_agent_kernel.bridge.BridgeError as exc:\n"
+            "    print('REFUSED', exc)\n"
+        )
+        out = await execute_over_websocket(ws, forged)
+        assert out.startswith("REFUSED host refused the call (400): bridge operation ping takes")
+        assert "not 'kernel_id', 'session_id'" in out
 
         # A call that outlives one HTTP request becomes a job; the cell still gets its answer.
         host.bridge._sync_wait = 0.1
@@ -249,7 +273,7 @@ async def test_awaiting_cell_gets_its_reply_while_a_browser_client_is_attached(
 
 
 async def test_kernel_holds_no_jupyter_token(
-    host: Any, jp_ws_fetch: Any, make_notebook: Any
+    host: Any, jp_ws_fetch: Any, make_notebook: Any, key_source: str
 ) -> None:
     agent = await host.attach(make_notebook())
     await run_turn(host, agent.session_id, "warm up")
@@ -268,7 +292,7 @@ async def test_kernel_holds_no_jupyter_token(
 
 
 async def test_bridge_http_refuses_unsigned_and_forged_requests(
-    host: Any, jp_fetch: Any, make_notebook: Any
+    host: Any, jp_fetch: Any, make_notebook: Any, key_source: str
 ) -> None:
     agent = await host.attach(make_notebook())
     kernel_id = agent.kernel.kernel_id
@@ -294,6 +318,47 @@ async def test_bridge_http_refuses_unsigned_and_forged_requests(
             raise_error=False,
         )
         assert response.code == 403
+
+
+async def test_each_kernels_key_source_signs_and_forgery_replay_and_others_keys_fail(
+    host: Any, jp_fetch: Any, make_notebook: Any, key_source: str
+) -> None:
+    one = await host.attach(make_notebook("one.ipynb"))
+    two = await host.attach(make_notebook("two.ipynb"))
+    for agent in (one, two):
+        await run_turn(host, agent.session_id, "warm up")  # sets the kernel up (its secret)
+    ids = [agent.kernel.kernel_id for agent in (one, two)]
+    keys = [host.fleet.key(kernel_id) for kernel_id in ids]
+    connection_keys = [bytes(host.fleet.manager(kernel_id).session.key) for kernel_id in ids]
+    if key_source == "per-kernel secret":
+        assert all(len(key) == 32 for key in keys)
+        assert not set(keys) & set(connection_keys)
+    else:
+        assert keys == connection_keys
+    assert keys[0] != keys[1]
+
+    async def post(kernel_id: str, raw: bytes, key: bytes) -> tuple[int, Any]:
+        response = await jp_fetch(
+            *("prime-agent", "bridge", "kernels", kernel_id, "call"),
+            method="POST",
+            body=raw,
+            headers={SIGNATURE_HEADER: sign(key, raw)},
+            raise_error=False,
+        )
+        return response.code, json.loads(response.body or b"{}")
+
+    def ping(kernel_id: str) -> bytes:
+        fields = {"op": "ping", "payload": {"echo": "hi"}, "call_id": uuid.uuid4().hex}
+        return body(kernel_id=kernel_id, **fields)
+
+    raw = ping(ids[0])
+    status, answer = await post(ids[0], raw, keys[0])
+    assert (status, answer["result"]["session_id"]) == (200, one.session_id)
+    assert (await post(ids[0], raw, keys[0]))[0] == 403  # replayed
+    assert (await post(ids[0], ping(ids[0]), keys[1]))[0] == 403  # the other kernel's key
+    assert (await post(ids[1], ping(ids[1]), keys[0]))[0] == 403
+    if key_source == "per-kernel secret":  # the connection key signs nothing any more
+        assert (await post(ids[0], ping(ids[0]), connection_keys[0]))[0] == 403
 
 
 async def test_oversized_bridge_bodies_are_refused_before_they_are_read(
@@ -384,3 +449,22 @@ async def test_a_users_own_history_variable_is_kept_and_the_record_is_agent_hist
     finally:
         ws.close()
     assert out.strip() == "[0.9, 0.5] History 3"
+
+
+def test_a_payload_key_the_operation_does_not_declare_is_refused_before_its_handler_runs() -> None:
+    ran: list[dict[str, Any]] = []
+    service = BridgeService(
+        lambda kid: KEY, lambda kid: "session-1", declared={"whoami": ("delay",)}, sync_wait=0.2
+    )
+
+    async def whoami(caller: Caller, payload: dict[str, Any]) -> str:
+        ran.append(payload)
+        return "ok"
+
+    service.register("whoami", whoami)
+    status, answer = call(service, "k1", body(payload={"delay": 0, "session_id": "session-2"}))
+    assert status == 400
+    assert answer["error"] == "bridge operation whoami takes delay, not 'session_id'"
+    assert ran == []
+    assert call(service, "k1", body(payload={"delay": 0}))[0] == 200
+    assert ran == [{"delay": 0}]

@@ -15,6 +15,9 @@ import nbformat
 
 from prime_agent_lab.core.harness.store import HarnessStore
 
+from .lab_process import free_port
+from .test_kernel_package import HIDE_AND_LAUNCH, write_kernelspec
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -242,6 +245,87 @@ def test_missing_script_file_is_a_clear_error(tmp_path: Path) -> None:
     done = cli(tmp_path, "run", "--script", "nope.json", "hi")
     assert done.returncode == 1
     assert "nope.json" in done.stderr
+
+
+def test_a_bridge_address_that_is_not_host_port_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    done = cli(tmp_path, "run", "--bridge-listen", "8765", "hi")
+    assert done.returncode == 2
+    assert "--bridge-listen must be HOST:PORT (127.0.0.1:0, 0.0.0.0:8765), not '8765'" in (
+        done.stderr
+    )
+    assert not (tmp_path / ".prime-agent").exists()
+
+
+def test_a_malformed_gateway_url_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """A port out of range, a broken IPv6 host or another scheme: one line, exit 2 (it was an
+    uncaught ValueError from deep in the start, with no `run_end` in JSON mode)."""
+    for url, why in (
+        ("http://127.0.0.1:99999", "is not a URL (Port out of range 0-65535)"),
+        ("http://[::1", "is not a URL (Invalid IPv6 URL)"),
+        ("ftp://gateway:8888", "must start with http:// or https://, not ftp"),
+    ):
+        done = cli(tmp_path, "run", "--gateway-url", url, "hi")
+        assert done.returncode == 2, done.stderr
+        assert f"--gateway-url (or JUPYTER_GATEWAY_URL) {why}" in done.stderr
+        assert "Traceback" not in done.stderr
+    from_env = cli_with_env(tmp_path, {"JUPYTER_GATEWAY_URL": "http://[::1"}, "run", "hi")
+    assert from_env.returncode == 2 and "Invalid IPv6 URL" in from_env.stderr
+    assert not (tmp_path / ".prime-agent").exists()
+
+
+def test_a_kernel_that_cannot_start_still_gets_run_start_first_in_json_mode(
+    tmp_path: Path,
+) -> None:
+    """A bad kernel name, a gateway nobody answers at: `run_start` (no session yet, the kernels
+    as configured) comes before `run_end`, as in every JSON run."""
+    closed = free_port()  # nothing listens there
+    for args, where, error in (
+        (["--kernel-name", "no-such-kernel"], {"source": "local"}, "no such kernel spec"),
+        (
+            ["--gateway-url", f"http://127.0.0.1:{closed}"],
+            {"source": "gateway", "url": f"http://127.0.0.1:{closed}"},
+            f"127.0.0.1:{closed}",
+        ),
+    ):
+        done = cli(tmp_path, "run", "--mode", "json", *args, "hi")
+        assert done.returncode == 1, done.stderr
+        records = json_lines(done.stdout)
+        assert [r["type"] for r in records] == ["run_start", "run_end"], records
+        start, end = records
+        assert start["session_id"] is None and start["provider"] == "scripted"
+        assert start["kernels"].items() >= where.items(), start
+        assert error in end["error"] and end["ok"] is False, end
+        assert "Traceback" not in done.stderr
+
+
+def test_a_kernel_without_the_package_is_told_once_and_its_missing_snapshots_not_warned_of(
+    tmp_path: Path,
+) -> None:
+    """Text mode: the note once per run (not again as a log line), and no warning that a
+    snapshot was not saved, at a turn's start or the run's end: the note said there are none."""
+    data = tmp_path / "data"
+    argv = [sys.executable, "-c", HIDE_AND_LAUNCH, "-f", "{connection_file}"]
+    write_kernelspec(data, "bare", {"argv": argv})
+    work = tmp_path / "work"
+    work.mkdir()
+    turns = [{"code": "print(6 * 7)"}, {"text": "one"}, {"code": "print(7 * 7)"}, {"text": "two"}]
+    (work / "s.json").write_text(json.dumps({"turns": turns}))
+    env = {"JUPYTER_DATA_DIR": str(data)}
+    args = ("run", "--script", "s.json", "--kernel-name", "bare", "--kernel-pool-size", "0")
+
+    runs = [
+        cli_with_env(work, env, *args, "go"),
+        cli_with_env(work, env, *args, "--continue", "again"),
+    ]
+
+    for done, printed in zip(runs, ("42", "49"), strict=True):
+        assert done.returncode == 0, done.stderr
+        everything = done.stdout + done.stderr
+        assert f"ok [1]: {printed}" in done.stdout
+        assert everything.count("This kernel has no `prime_agent_kernel`") == 1, everything
+        assert "snapshot" not in done.stderr, done.stderr
 
 
 def test_api_keys_printed_by_a_cell_never_reach_notebook_session_or_model(tmp_path: Path) -> None:

@@ -68,6 +68,7 @@ def test_a_run_names_its_provider_and_model_in_run_start_and_on_stderr(tmp_path:
         "provider": "scripted",
         "model": "demo",
         "session_id": session_id,
+        "kernels": {"source": "local", "kernel_name": "python3"},
     }
     assert DEMO_WARNING not in done.stderr  # no key in the environment: nothing to warn of
 
@@ -80,6 +81,7 @@ def test_a_key_in_the_environment_without_provider_says_the_demo_answers_never_t
 
     assert text.returncode == 0 and as_json.returncode == 0, (text.stderr, as_json.stderr)
     assert "prime-agent-lab: provider scripted, model demo" in text.stderr.splitlines()
+    assert "prime-agent-lab: kernels local (python3)" in text.stderr.splitlines()
     for done in (text, as_json):
         (line,) = [ln for ln in done.stderr.splitlines() if DEMO_WARNING in ln]
         assert "ANTHROPIC_API_KEY, OPENAI_API_KEY are set" in line

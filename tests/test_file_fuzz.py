@@ -583,7 +583,7 @@ def test_a_hostile_manifest_is_refused_by_name_and_a_new_snapshot_replaces_it(
     report = kernel_snapshot.restore(str(folder), shell=Shell())
 
     assert report["refused"] == "no snapshot" and str(manifest) in report["unreadable"], report
-    kind, text = describe_restore(report, folder)
+    kind, text = describe_restore(report)
     assert kind == NOT_RESTORED and str(manifest) in text
     if case not in MANIFEST_SHAPES:  # the host reads the file, the kernel its contents
         assert read_manifest(tmp_path) is None

@@ -258,6 +258,43 @@ async def test_size_zero_starts_every_kernel_for_its_taker_and_keeps_none() -> N
     assert started == [0, 1]
 
 
+async def test_a_disabled_pool_says_so_once_and_neither_refills_nor_backs_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """As the fleet does when a gateway refuses another kernel: the start that was refused
+    disables the pool; the ready kernel is still handed out, later takers get a start of their
+    own, and no retry follows."""
+    attempts: list[int] = []
+
+    async def start() -> int:
+        attempts.append(len(attempts) + 1)
+        if len(attempts) > 1:
+            pool.disable("the kernel source refused another kernel (HTTP 403: Resource Limit)")
+            raise RuntimeError("HTTP 403: Resource Limit")
+        return attempts[-1]
+
+    async def discard(kernel: int) -> None:
+        return None
+
+    pool: KernelPool[int] = KernelPool(start, discard, size=2, retry_delay=0.01)
+    with caplog.at_level(logging.INFO, logger="prime_agent_lab.adapters.kernel_pool"):
+        pool.fill()
+        await wait_for(lambda: pool.stats().starting == 0)
+        await asyncio.sleep(0.2)  # twenty retry delays: no retry may come
+        assert attempts == [1, 2] and pool.size == 0
+        assert await pool.take() == 1
+        with pytest.raises(KernelStartFailed):
+            await pool.take()  # its own start, refused
+        await asyncio.sleep(0.1)
+    await pool.close()
+    assert attempts == [1, 2, 3]
+    lines = [r.getMessage() for r in caplog.records]
+    assert [line for line in lines if line.startswith("kernel pool disabled:")] == [
+        "kernel pool disabled: the kernel source refused another kernel (HTTP 403: Resource Limit)"
+    ]
+    assert not [line for line in lines if "next try in" in line]
+
+
 # ------------------------------------------------------------ the server's kernels
 
 

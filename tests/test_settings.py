@@ -452,3 +452,9 @@ def test_a_server_with_a_subagent_model_of_no_installed_provider_stops_at_start_
         "has an unknown model provider 'nosuch'" in done.stderr
     )
     assert "Traceback" not in done.stderr
+
+
+def test_the_gateways_token_is_no_part_of_how_settings_are_shown() -> None:
+    shown = repr(Settings(host=CLI, gateway_auth_token="tok-4f2a9c"))
+    assert "tok-4f2a9c" not in shown and "gateway_auth_token" not in shown
+    assert "gateway_url=None" in shown  # the other settings are shown as before

@@ -16,6 +16,7 @@ import pytest
 from jupyter_client.manager import AsyncKernelManager
 
 from prime_agent_lab.adapters.kernel_executor import KernelExecutor
+from prime_agent_lab.core.pending_kernel import PendingKernel
 from prime_agent_lab.core.snapshots import (
     NOT_RESTORED,
     RESTORED,
@@ -32,6 +33,7 @@ from prime_agent_lab.providers import make_provider
 
 from .bench_runs import run_bench
 from .conftest import local_kernel, next_event, run_turn, use_script, wait_for
+from .test_messaging import run_in_kernel
 from .test_session_resume import restarted_host
 
 SIGNER = Signer(b"the secret of the user running these tests")
@@ -138,7 +140,7 @@ async def test_a_snapshot_round_trip_brings_every_picklable_variable_back_equal(
 
     assert report["refused"] is None and report["failed"] == []
     assert await run_cell(second, CHECK) == "all equal\n"
-    kind, text = describe_restore(report, state_directory(tmp_path))
+    kind, text = describe_restore(report)
     assert kind == RESTORED
     assert "frame" in text and "pd (import pandas)" in text
     assert "gen (a generator" in text and "handle (an open file" in text
@@ -222,21 +224,24 @@ async def test_nothing_is_written_when_no_cell_ran_since_the_last_snapshot(
 
 
 async def test_a_kernel_that_holds_variables_is_not_restored_over_and_is_told_how(
-    executors: tuple[KernelExecutor, KernelExecutor], tmp_path: Path
+    host: Any, make_notebook: Any, agent_script: Any
 ) -> None:
-    first, second = executors
-    await run_cell(first, "a = 1\nb = 2")
-    await take_snapshot(first, tmp_path, SnapshotSettings(), SIGNER)
-    await run_cell(second, "a = 'mine'")
+    """The line the notice names asks the agent's host over the bridge (no folder: any kernel,
+    a gateway's too, docs/snapshots.md "By hand"), so it runs in an agent's kernel."""
+    script = agent_script([{"code": "a = 1\nb = 2"}, {"text": "set"}])
+    agent = await snapshotted_agent(host, make_notebook("holds.ipynb"), script, {"a", "b"})
+    await run_in_kernel(agent, "del b\na = 'mine'")
+    kernel = agent.kernel
+    kernel = await kernel.ready() if isinstance(kernel, PendingKernel) else kernel
 
-    report = await restore_snapshot(second, tmp_path, SIGNER)
-    kind, text = describe_restore(report, state_directory(tmp_path))
+    report = await restore_snapshot(kernel, agent.session.directory, host.runtime.signer)
+    kind, text = describe_restore(report)
 
     assert report["restored"] == [] and "already holds variables: a" in report["refused"]
     assert kind == NOT_RESTORED and "prime_agent_kernel.restore_snapshot(" in text
     call = text.split("`")[1]
-    await run_cell(second, call)
-    assert await run_cell(second, "print(a, b)") == "mine 2\n"
+    assert "Error" not in await run_in_kernel(agent, call)
+    assert await run_in_kernel(agent, "print(a, b)") == "mine 2\n"
 
 
 async def test_a_corrupt_variable_file_fails_alone_and_a_corrupt_manifest_is_a_clean_start(
@@ -253,14 +258,14 @@ async def test_a_corrupt_variable_file_fails_alone_and_a_corrupt_manifest_is_a_c
 
     assert [e["name"] for e in report["restored"]] == ["b"]
     assert [e["name"] for e in report["failed"]] == ["a"]
-    assert "Could not be restored: a (" in describe_restore(report, directory)[1]
+    assert "Could not be restored: a (" in describe_restore(report)[1]
 
     (directory / "manifest.json").write_text("{not json")
     assert read_manifest(tmp_path) is None
     await run_cell(second, "del b")
     report = await restore_snapshot(second, tmp_path, SIGNER)
     assert report["refused"] == "no snapshot"
-    assert "clean start" in describe_restore(report, directory)[1]
+    assert "clean start" in describe_restore(report)[1]
 
 
 async def test_a_corrupt_manifest_falls_back_to_the_previous_snapshot_and_says_so(
@@ -275,7 +280,7 @@ async def test_a_corrupt_manifest_falls_back_to_the_previous_snapshot_and_says_s
     (directory / "manifest.json").write_text('{"version": 2, "sav')  # truncated
 
     report = await restore_snapshot(second, tmp_path, SIGNER)
-    kind, text = describe_restore(report, directory)
+    kind, text = describe_restore(report)
 
     assert kind == RESTORED and "the snapshot before the latest" in text
     assert await run_cell(second, "print(a)") == "1\n"  # the snapshot before the corrupt one
@@ -289,7 +294,7 @@ async def test_a_snapshot_that_held_no_variables_says_so_plainly(
     await take_snapshot(first, tmp_path, SnapshotSettings(), SIGNER)
 
     report = await restore_snapshot(second, tmp_path, SIGNER)
-    kind, text = describe_restore(report, state_directory(tmp_path))
+    kind, text = describe_restore(report)
 
     assert report["refused"] is None and report["restored"] == []
     assert kind == RESTORED

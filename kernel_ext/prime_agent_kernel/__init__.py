@@ -13,7 +13,15 @@ client load when the names are bound, or when one of the package's names below i
 from __future__ import annotations
 
 import importlib
+import secrets
 from typing import TYPE_CHECKING, Any
+
+from .version import __version__
+
+PROCESS_TOKEN = secrets.token_hex(16)
+"""Made once per kernel process, as the package is imported: a host that cannot see the
+process (a kernel on a Jupyter gateway) reads it with each agent cell and knows that a different
+token means a new process, whoever restarted it (prime_agent_lab/adapters/kernel_process.py)."""
 
 if TYPE_CHECKING:
     from .bridge import BridgeClient, BridgeError
@@ -86,6 +94,7 @@ __all__ = [
     "Refine",
     "Subagent",
     "SubagentHandle",
+    "__version__",
     "configure",
     "load_ipython_extension",
     "restore_snapshot",
@@ -180,8 +189,12 @@ def _bind_names(shell: Any) -> None:
     track(shell)  # which cell last set each name (the kernel clean-up spares the user's)
 
 
-def configure(bridge_url: str, kernel_id: str, shell: Any = None) -> None:
-    """Point the bridge at the host and bind the kernel API names (idempotent)."""
+def configure(
+    bridge_url: str, kernel_id: str, shell: Any = None, *, secret: bytes | None = None
+) -> None:
+    """Point the bridge at the host and bind the kernel API names (idempotent). Calls are signed
+    with `secret`, the per-kernel secret a host hands over when it does not hold the kernel's
+    connection key (a gateway's kernel: `prime_agent_kernel.secret`); None: with that key."""
     from .bridge import BridgeClient
     from .harness import install_finder, watch_skill_modules
     from .interrupts import install as install_interrupts
@@ -191,7 +204,8 @@ def configure(bridge_url: str, kernel_id: str, shell: Any = None) -> None:
         from IPython import get_ipython
 
         shell = get_ipython()
-    _client = BridgeClient(bridge_url, kernel_id, _kernel_key(shell))
+    key = secret if secret is not None else _kernel_key(shell)
+    _client = BridgeClient(bridge_url, kernel_id, key)
     install_finder(_sync_call)  # skill modules import from the harness stores
     watch_skill_modules(shell)  # and are reloaded when another writer replaces them
     install_interrupts(shell)  # Stop ends the agent's cells that await and block
@@ -204,11 +218,18 @@ def load_ipython_extension(shell: Any) -> None:
 
 
 def restore_snapshot(
-    directory: str, overwrite: bool = False, previous: bool = False
+    directory: str | None = None, overwrite: bool = False, previous: bool = False
 ) -> dict[str, Any]:
     """Bring a kernel snapshot back by hand (after a restart from the Kernel menu, which the
-    agent never restores over). Names the kernel holds now are kept unless `overwrite`;
-    `previous`: the snapshot before the latest. The report says what came back."""
+    agent never restores over). Without `directory`: this kernel's agent session's own snapshot,
+    which the host offers over the bridge once it checked it was signed here (any kernel, one on
+    a gateway included); with it: the snapshot in that folder, which this kernel must be able to
+    read, unchecked (your choice, docs/trust.md). Names the kernel holds now are kept unless
+    `overwrite`; `previous`: the snapshot before the latest. The report says what came back."""
+    if directory is None:
+        from .snapshot_transfer import restore_from_host
+
+        return restore_from_host(overwrite=overwrite, previous=previous)
     from .snapshot import restore
 
     return restore(directory, overwrite=overwrite, previous=previous)

@@ -27,6 +27,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import skill_source
 from .bridge import BridgeError
 from .files import MiB, UnreadableFile, read_bytes
 from .operations import (
@@ -118,7 +119,12 @@ def _check_module_name_free(module: object) -> None:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):
         return
-    if spec is None or spec.origin is None or _finder is None:
+    if (
+        spec is None
+        or spec.origin is None
+        or _finder is None
+        or skill_source.from_host(spec.origin)
+    ):
         return
     where = os.path.dirname(os.path.abspath(spec.origin))
     if any(os.path.abspath(p) == where for p in _finder.paths()):
@@ -199,8 +205,10 @@ class SkillFinder(importlib.abc.MetaPathFinder):
         self._paths: list[str] | None = None
         self._failed_at = -self.RETRY_AFTER
         self._asking = False
-        # module name -> (its file, the file's signature when it was loaded)
-        self.loaded: dict[str, tuple[str, tuple[int, int, int] | None]] = {}
+        self.from_host = False  # the host hands modules' source over (its disk is not ours)
+        self._host = skill_source.HostModules(call)
+        # module name -> (its file, the file's signature, or the source's sha256, when loaded)
+        self.loaded: dict[str, tuple[str, object]] = {}
 
     def paths(self) -> list[str]:
         due = time.monotonic() - self._failed_at > self.RETRY_AFTER
@@ -209,7 +217,9 @@ class SkillFinder(importlib.abc.MetaPathFinder):
             # back here and must not ask again.
             self._asking = True
             try:
-                self._paths = list(self._call(SKILL_PATHS, {})["skill_paths"])
+                answer = self._call(SKILL_PATHS, {})
+                self.from_host = bool(answer.get("from_host"))
+                self._paths = list(answer["skill_paths"])
             except Exception:  # no host yet: imports go on as if the finder were not there
                 self._failed_at = time.monotonic()
             finally:
@@ -221,7 +231,14 @@ class SkillFinder(importlib.abc.MetaPathFinder):
     ) -> importlib.machinery.ModuleSpec | None:
         if path is not None or "." in fullname:
             return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, self.paths())
+        paths = self.paths()
+        if self.from_host and self._paths is not None:
+            found = self._host.find_spec(fullname)
+            if found is None:
+                return None
+            self.loaded[fullname] = (str(found[0].origin), found[1])
+            return found[0]
+        spec = importlib.machinery.PathFinder.find_spec(fullname, paths)
         if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
             return None  # a skill module is one .py file: never a package, .so or .pyc
         if spec.submodule_search_locations is not None:
@@ -237,11 +254,16 @@ class SkillFinder(importlib.abc.MetaPathFinder):
         that no longer imports is dropped, so the next import raises its error, with a
         warning; a module whose file was deleted keeps running as it is."""
         reloaded: list[str] = []
+        self._host.forget_missing()
         for name, (origin, signature) in list(self.loaded.items()):
             module = sys.modules.get(name)
             if module is None or getattr(module, "__file__", None) != origin:
                 continue
-            now = _signature(origin)
+            now: object = (
+                self._host.current_sha256(name)
+                if skill_source.from_host(origin)
+                else _signature(origin)
+            )
             if now is None or now == signature:
                 continue
             try:
@@ -259,7 +281,12 @@ class SkillFinder(importlib.abc.MetaPathFinder):
             reloaded.append(name)
         return reloaded
 
+    def invalidate_caches(self) -> None:
+        self._host.forget_missing()
+
     def owns(self, module: Any) -> bool:
+        if skill_source.from_host(getattr(module, "__file__", None)):
+            return True
         where = os.path.dirname(os.path.abspath(getattr(module, "__file__", "") or ""))
         return any(os.path.abspath(p) == where for p in self.paths())
 

@@ -14,12 +14,16 @@ docs/bridge.md`).
 An operation is its wire name (a `str`), so it goes wherever a name goes. It is named after
 what it does on the host; the kernel API names (`rlm`, `compact.run`, ...) are the user's and
 do not change with it. Adding one: a line here, its handler on the host (a `core/*_ops.py`
-module), its kernel call; then the docs table. The host and the kernel always ship together, so
-a renamed operation needs no alias.
+module), its kernel call; then the docs table. A renamed operation needs no alias: the host and
+the kernel ship together, and a kernel whose package does not match the host's (a gateway kernel
+image that lags behind the server) is told apart by `WIRE_VERSION`, which the host's setup reads
+and names in the chat and the model's observation when it differs from its own.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -177,6 +181,13 @@ SKILL_PATHS = _declare(
     "`import` of a skill module (the harness finder)",
     "where skill modules are imported from",
 )
+SKILL_SOURCE = _declare(
+    "harness.skill_source",
+    ("name",),
+    "`import` of a skill module on a kernel that does not share the host's disk (the harness "
+    "finder)",
+    "`{source, sha256}` of the skill module `name` from the stores the host offers, or None",
+)
 HARNESS_STATE = _declare(
     "harness.state",
     (),
@@ -188,6 +199,47 @@ WAIT_FOR_HARNESS_CHANGE = _declare(
     ("stamp", "timeout"),
     "the harness panel",
     "the state once it differs from `stamp`, or after `timeout` seconds (25 at most)",
+)
+
+# ------------------------------------------------------------------ snapshots over the bridge
+# For a kernel that does not share the host's disk (a gateway kernel): docs/gateway.md 2.3.
+BEGIN_SNAPSHOT = _declare(
+    "snapshot.begin",
+    ("manifest",),
+    "the host's snapshot of a kernel that does not share its disk",
+    "an upload id, once the host checked the new manifest against its caps (before any byte "
+    "moves); refused unless the host is taking this kernel's snapshot",
+)
+PUT_SNAPSHOT_CHUNK = _declare(
+    "snapshot.put",
+    ("upload", "file", "offset", "data"),
+    "the host's snapshot of a kernel that does not share its disk",
+    "the bytes of `file` written so far; `data` is base64 of at most 1 MiB, written at "
+    "`offset` (the end of what came before), never past the file's declared size",
+)
+COMMIT_SNAPSHOT = _declare(
+    "snapshot.commit",
+    ("upload",),
+    "the host's snapshot of a kernel that does not share its disk",
+    "the files the host placed, once each matched its declared size and sha256 (the host then "
+    "checks, signs and commits the manifest as for a local kernel)",
+)
+GET_SNAPSHOT_CHUNK = _declare(
+    "snapshot.get",
+    ("file", "offset", "size"),
+    "the host's restore into a kernel that does not share its disk; "
+    "`prime_agent_kernel.restore_snapshot()` there",
+    "base64 of at most `size` bytes (1 MiB) of the signed manifest the host chose "
+    "(`file: manifest`) or of a file it names, from `offset`",
+)
+OFFER_SNAPSHOT = _declare(
+    "snapshot.offer",
+    ("previous",),
+    "`prime_agent_kernel.restore_snapshot()` (no folder)",
+    "the caller's own session's snapshot signed by this host's user (the latest, or with "
+    "`previous` the one before it), offered to restore: `{digest, previous, time, directory}`, "
+    "`directory` only for a kernel that shares the host's disk (any other reads it with "
+    "`snapshot.get`); `{refused}` when there is none or it is not signed here",
 )
 
 # ------------------------------------------------------------------ refinements (`refine`)
@@ -269,6 +321,24 @@ READ_MCP_RESOURCE = _declare(
     "`mcp.read_resource(server, uri)`",
     "the resource's contents: text, or base64 blobs",
 )
+
+
+# ------------------------------------------------------------------ the wire version
+
+PROTOCOL_VERSION = 1
+"""Raised by hand when the bridge changes outside the table above: how a call is signed, framed
+or answered, or what the host's setup hands the package (`configure`)."""
+
+
+def _table_digest() -> str:
+    table = sorted([str(op), *op.arguments] for op in OPERATIONS.values())
+    return hashlib.sha256(json.dumps(table).encode()).hexdigest()[:8]
+
+
+WIRE_VERSION = f"{PROTOCOL_VERSION}.{_table_digest()}"
+"""What the host and the kernel package must share to talk over the bridge: the protocol, and
+the declared operations with their arguments (any change to them makes a new wire version, with
+nothing to remember)."""
 
 
 def check_call(op: str, payload: dict[str, object]) -> Operation:

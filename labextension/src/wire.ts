@@ -14,7 +14,7 @@ export type CellDecision = 'skip' | 'edit';
 
 export type StopReason = 'end_turn' | 'stopped' | 'shutdown' | 'error' | 'max_iterations' | 'interrupted';
 
-export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'cell_restored' | 'child_completed' | 'child_error' | 'child_stopped' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'project_untrusted' | 'continuation' | 'gate_passed' | 'gate_failed' | 'autonomy' | 'goal' | 'session_unreadable' | 'mcp_call' | 'mcp_call_failed' | 'turn_reverted' | 'plan_not_run';
+export type NoticeKind = 'kernel_restarted' | 'kernel_restarted_externally' | 'kernel_died' | 'kernel_package_problem' | 'output_rate_limited' | 'cell_restored' | 'child_completed' | 'child_error' | 'child_stopped' | 'message_undeliverable' | 'forked' | 'compacted' | 'compaction_failed' | 'kernel_gc' | 'kernel_state_restored' | 'kernel_state_not_restored' | 'session_untrusted' | 'session_trusted' | 'project_untrusted' | 'continuation' | 'gate_passed' | 'gate_failed' | 'autonomy' | 'goal' | 'session_unreadable' | 'mcp_call' | 'mcp_call_failed' | 'turn_reverted' | 'plan_not_run';
 
 export type ErrorKind = 'provider' | 'kernel' | 'notebook' | 'tool_arguments' | 'internal' | 'disk';
 
@@ -58,6 +58,7 @@ export interface IServerInfo {
   model: string;
   output_cap?: number;
   cell_timeout?: number;
+  locked_settings?: string[];
 }
 
 export interface ISessionInfo {
@@ -960,7 +961,7 @@ export const STOP_NOTICES: Partial<Record<StopReason, string>> = {
 };
 
 /** Notice kinds the chat shows as warnings (the user lost state, something failed). */
-export const WARNING_NOTICES: ReadonlySet<NoticeKind> = new Set<NoticeKind>(['child_error', 'compaction_failed', 'gate_failed', 'kernel_died', 'kernel_restarted', 'kernel_restarted_externally', 'kernel_state_not_restored', 'mcp_call_failed', 'message_undeliverable', 'project_untrusted', 'session_unreadable', 'session_untrusted']);
+export const WARNING_NOTICES: ReadonlySet<NoticeKind> = new Set<NoticeKind>(['child_error', 'compaction_failed', 'gate_failed', 'kernel_died', 'kernel_package_problem', 'kernel_restarted', 'kernel_restarted_externally', 'kernel_state_not_restored', 'mcp_call_failed', 'message_undeliverable', 'output_rate_limited', 'project_untrusted', 'session_unreadable', 'session_untrusted']);
 
 export type AgentEventType = AgentEvent['type'];
 

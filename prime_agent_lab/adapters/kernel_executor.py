@@ -1,12 +1,13 @@
 """The kernel port over a jupyter_client kernel manager (local, server-side or gateway).
 
-One `AsyncKernelClient` per kernel, made with `client_factory` so it has its own session id and
+One `AsyncKernelClient` per kernel, made with `new_client` so it has its own session id and
 never steals replies from the browser or other clients. Executions are serialized. Only messages
 whose parent is our own request are read, so cells the user runs meanwhile are untouched.
 
 Size: over 600 lines because waiting for other clients' cells, running ours, stopping it and
 recovering the kernel share one client, one lock and one view of the kernel's activity; output
-folding lives in `core/output_fold.py`.
+folding lives in `core/output_fold.py`, the setup of each kernel process (the kernel package, its
+secret, its process token) in `kernel_preparation.py`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ from ..core.ports import (
     OutputEvent,
 )
 from ..core.stop_cause import USER_STOP, StopCause
+from . import output_rate_limit
+from .kernel_package_check import KernelPackageProblem
+from .kernel_preparation import READY_TIMEOUT, UNPREPARED_PROCESS_NOTE, KernelPreparation
+from .kernel_preparation import bridge_setup_code as bridge_setup_code  # where callers find it
+from .kernel_process import TOKEN, TOKEN_EXPRESSION
+from .kernel_secret import KernelSetup
+from .kernel_source import new_client
 from .nbjson import output_from_msg
 
 log = logging.getLogger(__name__)
@@ -43,20 +51,10 @@ SLOW_CONNECT = 0.5  # seconds a first connect may take before it counts as waiti
 QUIET_AFTER_USER_CELL = 0.03  # a queued run-all starts its next cell within this time
 RESENDS_AFTER_ABORT = 3  # an agent cell the kernel aborted unrun is sent again this often
 RESTART_WAIT = 15.0  # seconds to wait for an automatic restart after the kernel died
-READY_TIMEOUT = 3600.0  # a new client's first reply can wait behind a long cell the user runs
 # Marks the agent's own cells in their execute requests, so the kernel package interrupts them even
 # while they await (must match prime_agent_kernel.interrupts.AGENT_CELL_KEY: the kernel package
 # never imports the host's).
 AGENT_CELL_METADATA = {"prime_agent_cell": True}
-
-
-def bridge_setup_code(bridge_url: str, kernel_id: str) -> str:
-    """The silent cell that loads the kernel package and points its bridge at the host."""
-    return (
-        "import prime_agent_kernel as _prime_agent_kernel\n"
-        f"_prime_agent_kernel.configure({bridge_url!r}, {kernel_id!r})\n"
-        "del _prime_agent_kernel\n"
-    )
 
 
 class KernelGone(KernelUnavailable):
@@ -77,43 +75,99 @@ class KernelExecutor:
         self,
         kernel_manager: Any,
         kernel_id: str,
-        setup_code: Callable[[], str | None] | None = None,
+        setup_code: Callable[[], KernelSetup | str | None] | None = None,
         is_managed: Callable[[], bool] = lambda: True,
+        shares_disk: Callable[[], bool] = lambda: True,
+        on_new_process: Callable[[bool], None] | None = None,
     ) -> None:
+        """`on_new_process(died)`: given for a kernel without local restarts (a gateway's),
+        whose processes are told apart by the kernel package's process token; called once for
+        each new process no agent cell reports (nobody else tells the host of it)."""
         self.km = kernel_manager
+        self._shares_disk = shares_disk
         self.kernel_id = kernel_id
-        self._setup_code = setup_code
         self._is_managed = is_managed
         self._client: Any = None
         self._client_generation: object = None
-        self._setup_generation: object = None
         self._last_run_generation: object = None
         self._lock = asyncio.Lock()
         self._reaper: asyncio.Task[None] | None = None
         self._ticket: _Ticket | None = None
         self._own: set[str] = set()  # our requests in the kernel (not "someone else's cell")
-        self._activity = _Activity(self._own)
+        self._preparation = KernelPreparation(kernel_id, setup_code, on_new_process, self)
+        self._process = self._preparation.process  # None: the kernel has local restarts
+        self._activity = self._new_activity()
         self.restarts = 0
         self.restarting = False  # our own restart is in progress (not someone else's)
-        self.setup_problem: str | None = None
-        self._setup_problem_reported = True
 
     # ------------------------------------------------------------ lifecycle
 
     def _generation(self) -> object:
         """Changes whenever the kernel process is replaced (restart by anyone)."""
+        if self._process is not None:
+            return self._process.current
         provisioner = getattr(self.km, "provisioner", None)
         pid = getattr(provisioner, "pid", None)
         return pid if pid is not None else id(provisioner)
+
+    def _new_activity(self) -> _Activity:
+        if self._process is None:
+            return _Activity(self._own)
+        return _Activity(self._own, self._process_status)
+
+    def _process_status(self, msg: dict[str, Any]) -> None:
+        """iopub `starting` (sent by the new kernel) or `restarting` (by the gateway's server,
+        after its restarter replaced a dead kernel) of a kernel without local restarts."""
+        if self._process is None:
+            return
+        if msg["content"].get("execution_state") == "restarting":
+            self._process.restarting()
+        else:
+            self._process.replaced(session=msg["header"].get("session") or None)
+
+    async def _alive(self) -> bool:
+        """The kernel runs. A gateway's manager answers True once more after the gateway
+        forgot the kernel (404), having dropped its model: that counts as dead."""
+        alive = bool(await self.km.is_alive())
+        if alive and self._process is not None:
+            return getattr(self.km, "kernel", True) is not None
+        return alive
+
+    # ------------------------------------------------------------ for the preparation
+
+    @property
+    def own(self) -> set[str]:
+        return self._own
+
+    def observe(self, msg: dict[str, Any]) -> None:
+        self._activity.observe(msg)
+
+    async def ensure_client(self) -> Any:
+        return await self._ensure_client()
+
+    async def drain_activity(self, client: Any) -> bool:
+        return await self._drain_activity(client)
+
+    async def wait_reply(self, client: Any, msg_id: str, timeout: float) -> dict[str, Any]:
+        return await self._wait_reply(client, msg_id, timeout)
+
+    def process_followed(self) -> None:
+        self._client_generation = self._generation()  # the websocket outlives the process
+
+    @property
+    def setup_problem(self) -> KernelPackageProblem | None:
+        """What is wrong with the kernel package in this kernel (None: nothing, or not set up)."""
+        return self._preparation.problem
+
+    async def _ensure_setup(self, check_process: bool = True) -> None:
+        await self._preparation.ensure(check_process)
 
     async def _ensure_client(self) -> Any:
         generation = self._generation()
         if self._client is not None and self._client_generation == generation:
             return self._client
         self._close_client()
-        client = self.km.client_factory(parent=self.km)
-        client.load_connection_info(self.km.get_connection_info())
-        client.start_channels(hb=False)  # see kernel_calls._connect
+        client = await new_client(self.km)
         try:
             # kernel_info waits behind a cell the user is running; that is the wait we want.
             await client.wait_for_ready(timeout=READY_TIMEOUT)
@@ -131,37 +185,6 @@ class KernelExecutor:
                 log.debug("closing kernel client failed", exc_info=True)
         self._client = None
 
-    async def _ensure_setup(self) -> None:
-        """Load the kernel package once per kernel process.
-
-        A kernel whose environment lacks the package still runs agent cells; the first cell's
-        observation says what is missing, so the model and the user know `history` is absent.
-        """
-        if self._setup_code is None or self._setup_generation == self._generation():
-            return
-        code = self._setup_code()
-        if not code:
-            self._setup_generation = self._generation()
-            return
-        client = await self._ensure_client()
-        msg_id = client.execute(code, silent=True, store_history=False, allow_stdin=False)
-        self._own.add(msg_id)
-        try:
-            content = (await self._wait_reply(client, msg_id, READY_TIMEOUT))["content"]
-        finally:
-            self._own.discard(msg_id)
-        if content.get("status") == "aborted":
-            return  # skipped because a user cell failed just before; try again next cell
-        self._setup_generation = self._generation()
-        if content.get("status") != "ok":
-            self.setup_problem = (
-                "[note] The Prime Agent kernel package could not be loaded in this kernel "
-                f"({content.get('ename')}: {content.get('evalue')}), so `history` is not "
-                "available here. Install prime-agent-lab in the kernel's environment to get it."
-            )
-            self._setup_problem_reported = False
-            log.warning("kernel %s: %s", self.kernel_id, self.setup_problem)
-
     async def _wait_reply(self, client: Any, msg_id: str, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
@@ -171,7 +194,7 @@ class KernelExecutor:
             try:
                 msg = await client.get_shell_msg(timeout=min(remaining, 1.0))
             except queue.Empty:
-                if not await self.km.is_alive():
+                if not await self._alive():
                     raise RuntimeError("the kernel died while loading the kernel package") from None
                 continue
             if msg["parent_header"].get("msg_id") == msg_id:
@@ -214,6 +237,16 @@ class KernelExecutor:
                 self._own.discard(msg_id)
 
     @property
+    def lacks_package(self) -> bool:
+        """The kernel has no kernel package (told once already: no snapshots there either)."""
+        return self._preparation.lacks_package
+
+    @property
+    def shares_disk(self) -> bool:
+        """The kernel sees the host's session folders (`KernelFleet.shares_disk`)."""
+        return self._shares_disk()
+
+    @property
     def generation(self) -> object:
         """Which kernel process this is (changes with every restart)."""
         return self._generation()
@@ -246,7 +279,7 @@ class KernelExecutor:
         A `kernel_info` round trip comes first: the kernel answers it only between cells, so
         a cell whose busy status has not reached this client yet is waited for all the same."""
         async with self._lock:
-            if not await self.km.is_alive():
+            if not await self._alive():
                 return
             client = await self._ensure_client()
             probe = client.kernel_info()
@@ -290,12 +323,15 @@ class KernelExecutor:
         reaping = False
         try:
             notes: list[str] = []
-            if not await self._until_stopped(ticket, self._ready_to_submit(ticket, notes)):
+            told: list[KernelPackageProblem] = []
+            ready = self._ready_to_submit(ticket, notes, told)
+            if not await self._until_stopped(ticket, ready):
                 return _withdrawn(ticket.stop_cause)
+            expressions = {TOKEN: TOKEN_EXPRESSION} if self._process is not None else {}
             for attempt in range(1 + RESENDS_AFTER_ABORT):
                 client = self._client
                 generation = self._client_generation
-                msg_id = _send_agent_cell(client, code)
+                msg_id = _send_agent_cell(client, code, expressions)
                 self._own.add(msg_id)
                 run = _Run(msg_id, on_event)
                 hand_off = (client, run)
@@ -309,8 +345,16 @@ class KernelExecutor:
                 waited = self._wait_until_idle(client, ticket)
                 if not await self._until_stopped(ticket, waited):
                     return _withdrawn(ticket.stop_cause)
+            if await self._preparation.ran_in_new_process(client, run.reply, result.status):
+                notes.append(UNPREPARED_PROCESS_NOTE)
             self._last_run_generation = self._generation()
-            result.note = "\n".join(n for n in (*notes, result.note) if n)
+            dropped = output_rate_limit.rate_limited(result.outputs)
+            ending = output_rate_limit.note() if dropped else ""
+            result.note = "\n".join(n for n in (*notes, result.note, ending) if n)
+            if told:
+                result.notice = told[0].notice
+            elif dropped:
+                result.notice = output_rate_limit.notice()
             return result
         except asyncio.CancelledError:
             if hand_off is not None:  # our request is in the kernel: the reaper owns the lock now
@@ -321,23 +365,31 @@ class KernelExecutor:
             if not reaping:
                 self._lock.release()
 
-    async def _ready_to_submit(self, ticket: _Ticket, notes: list[str]) -> bool:
-        """Connected, the kernel idle and the kernel package loaded; False if stopped."""
-        if not await self.km.is_alive():
+    async def _ready_to_submit(
+        self, ticket: _Ticket, notes: list[str], told: list[KernelPackageProblem]
+    ) -> bool:
+        """Connected, the kernel idle and the kernel package loaded; False if stopped. A
+        problem with the package not told yet goes into `notes` (the model's) and `told`."""
+        if not await self._alive():
             await self._recover_dead_kernel()
+        client = await self._ensure_client()
+        if not await self._wait_until_idle(client, ticket):
+            return False
+        # A gateway's kernel: the cell's own request reads the process token (one round trip
+        # per cell, not two); a process replaced as iopub said is set up here all the same.
+        await self._ensure_setup(check_process=False)
         if self._last_run_generation not in (None, self._generation()):
             notes.append(
                 "[kernel restarted] The kernel was restarted since the last agent cell: "
                 "variables and imports from before are gone."
             )
-        client = await self._ensure_client()
-        if not await self._wait_until_idle(client, ticket):
-            return False
-        await self._ensure_setup()
-        if self.setup_problem and not self._setup_problem_reported:
-            self._setup_problem_reported = True
-            notes.append(self.setup_problem)
-        return not ticket.stop_requested
+        if ticket.stop_requested:
+            return False  # the problem is told with the next cell that runs
+        untold = self._preparation.untold_problem()
+        if untold is not None:
+            notes.append(untold.note)
+            told.append(untold)
+        return True
 
     async def _until_stopped(self, ticket: _Ticket, work: Awaitable[bool]) -> bool:
         """Await `work` unless the cell is stopped first (then cancel it and return False).
@@ -420,7 +472,7 @@ class KernelExecutor:
                 # Not quiet yet: wake when the quiet period ends, or earlier on a message.
                 wait = min(POLL, activity.quiet_in()) if not quiet else 0.01
                 got = await self._drain_activity(client, wait=wait)
-                if not got and not await self.km.is_alive():
+                if not got and not await self._alive():
                     return True  # the caller's liveness checks report the death
         finally:
             if probe is not None:  # its reply is not waited for: it is no cell of ours any more
@@ -469,7 +521,7 @@ class KernelExecutor:
         """
         try:
             while not run.done and not run.started:
-                if not await self._pump(client, run, POLL) and not await self.km.is_alive():
+                if not await self._pump(client, run, POLL) and not await self._alive():
                     return
             if not run.done and not await self._interrupt_own_cell(client, run):
                 log.warning("kernel %s ignored the interrupt; restarting it", self.kernel_id)
@@ -508,7 +560,7 @@ class KernelExecutor:
         return got
 
     async def _kernel_died(self, generation: object) -> bool:
-        return self._generation() != generation or not await self.km.is_alive()
+        return self._generation() != generation or not await self._alive()
 
     async def _interrupt_own_cell(self, client: Any, run: _Run) -> bool:
         """SIGINT while our own cell is running, until it ends or INTERRUPT_GRACE passes.
@@ -571,7 +623,9 @@ class KernelExecutor:
         return result
 
     async def _on_death(self, run: _Run) -> ExecutionResult:
-        external = await self.km.is_alive()  # a new process already runs: someone restarted it
+        # A new process already runs: someone restarted it (unless a gateway said it restarts
+        # the kernel after a death).
+        external = await self._alive() and not (self._process is not None and self._process.died)
         await self._recover_dead_kernel()
         result = run.result()
         result.status = "died"
@@ -601,17 +655,24 @@ class KernelExecutor:
                 "the notebook's kernel was shut down; start a kernel for the notebook and send "
                 "the message again"
             )
+        if self._process is not None:
+            self._process.told = True  # the cell (or the next one) reports it
+            if not await self._alive():
+                raise KernelGone(
+                    "the kernel is gone from the gateway (shut down or culled there); start a "
+                    "kernel for the notebook and send the message again"
+                )
         restarter = getattr(self.km, "_restarter", None)
         if restarter is not None and getattr(self.km, "autorestart", False):
             deadline = time.monotonic() + RESTART_WAIT
             while time.monotonic() < deadline:
                 if not self._is_managed():
                     raise KernelGone("the notebook's kernel was shut down while a cell ran")
-                if self._generation() != self._client_generation and await self.km.is_alive():
+                if self._generation() != self._client_generation and await self._alive():
                     self.restarts += 1
                     return
                 await asyncio.sleep(0.1)
-        if not await self.km.is_alive() or self._generation() == self._client_generation:
+        if not await self._alive() or self._generation() == self._client_generation:
             await self._restart()
         else:
             self.restarts += 1
@@ -625,8 +686,10 @@ class KernelExecutor:
             await self.km.restart_kernel(now=True)
         finally:
             self.restarting = False
+        if self._process is not None:
+            self._process.replaced(told=True)
         self.restarts += 1
-        self._activity = _Activity(self._own)
+        self._activity = self._new_activity()
 
     @property
     def executing(self) -> bool:
@@ -634,13 +697,13 @@ class KernelExecutor:
         return self._ticket is not None
 
 
-def _send_agent_cell(client: Any, code: str) -> str:
+def _send_agent_cell(client: Any, code: str, expressions: dict[str, str]) -> str:
     """`client.execute` with the agent-cell mark in the request's metadata; the request's id."""
     content = {
         "code": code,
         "silent": False,
         "store_history": True,
-        "user_expressions": {},
+        "user_expressions": expressions,
         "allow_stdin": False,
         "stop_on_error": False,
     }
@@ -678,8 +741,11 @@ class _Activity:
     `own` holds the ids of the executor's own requests; everything else is someone else's
     cell (the user's tab, a console, another client)."""
 
-    def __init__(self, own: set[str]) -> None:
+    def __init__(
+        self, own: set[str], on_process: Callable[[dict[str, Any]], None] | None = None
+    ) -> None:
         self.own = own
+        self._on_process = on_process  # told `starting` / `restarting` (a gateway's kernel)
         self.busy: set[str] = set()
         self.last_foreign_idle = 0.0  # wall-clock time the kernel sent it
 
@@ -694,8 +760,10 @@ class _Activity:
             self.busy.discard(parent)
             if parent not in self.own:
                 self.last_foreign_idle = max(self.last_foreign_idle, _sent_at(msg))
-        elif state == "starting":  # a new kernel process: nothing runs yet
+        elif state in ("starting", "restarting"):  # a new kernel process: nothing runs yet
             self.busy.clear()
+            if self._on_process is not None:
+                self._on_process(msg)
 
     @property
     def foreign_busy(self) -> bool:

@@ -21,6 +21,8 @@ from ..core.ports import KernelPort
 from .kernel_calls import Run, set_working_directory, working_directory_code
 from .kernel_executor import KernelExecutor, bridge_setup_code
 from .kernel_pool import KernelPool
+from .kernel_secret import KernelSetup, draw_secret, secret_setup_code
+from .kernel_source import KernelSourceTraits
 from .kernel_startup import load_package_at_start
 
 if TYPE_CHECKING:
@@ -35,6 +37,8 @@ class HandOutFailed(RuntimeError):
 
 class KernelBackend(Protocol):
     """A host's kernels, each named by an id the host chose."""
+
+    traits: KernelSourceTraits  # what the source of these kernels allows
 
     def manager(self, kernel_id: str) -> Any:
         """The jupyter_client kernel manager of a kernel (KeyError: not one of the host's)."""
@@ -90,6 +94,9 @@ class KernelFleet:
         self._pool_size = pool_size
         self._pool: KernelPool[str] | None = None  # made when first asked for
         self._executors: dict[str, KernelExecutor] = {}
+        # kernel id -> the secret its bridge calls are signed with, when the backend does not
+        # hold the kernels' connection keys (held only here, in memory; adapters/kernel_secret.py)
+        self._secrets: dict[str, bytes] = {}
         # kernel id -> a sub-agent's working directory, set again whenever its kernel restarts
         self.directories: dict[str, str] = {}
         self._children: set[str] = set()  # kernels handed to sub-agents (theirs to shut down)
@@ -99,6 +106,14 @@ class KernelFleet:
         self._preparing: set[asyncio.Future[Any]] = set()
         self._closing: set[asyncio.Future[Any]] = set()
         backend.follow_restarts(self._restarted)
+
+    @property
+    def shares_disk(self) -> bool:
+        """The one switch between the two ways snapshot bytes and skill modules reach a kernel
+        (docs/gateway.md 2.3, 2.4): True, the kernels see the host's session folders and read
+        and write them directly (local kernels, the fast path); False, they go over the bridge
+        (a gateway kernel). It is the kernel source's `shares_disk` trait."""
+        return self.backend.traits.shares_disk
 
     def serve(self, runtime: AgentRuntime) -> None:
         """Restarts of a kernel are told to the agent `runtime` has on it."""
@@ -116,17 +131,24 @@ class KernelFleet:
             executor = KernelExecutor(
                 self.backend.manager(kernel_id),
                 kernel_id,
-                lambda: self._setup_code(kernel_id),
+                lambda: self._setup(kernel_id),
                 is_managed=lambda: self.backend.managed(kernel_id),
+                shares_disk=lambda: self.shares_disk,
+                on_new_process=None
+                if self.backend.traits.local_restarts
+                else lambda died: self._new_process_seen(kernel_id, died),
             )
             self._executors[kernel_id] = executor
             self.backend.follow_deaths(kernel_id, lambda: self._auto_restarting.add(kernel_id))
         return executor
 
     def key(self, kernel_id: str) -> bytes | None:
-        """The signing key of a kernel of the host's (None: not one)."""
+        """The signing key of a kernel of the host's (None: not one, or not set up yet): its
+        connection key, or the secret handed to it at setup when the host does not hold that."""
         if not self.backend.managed(kernel_id):
             return None
+        if not self.backend.traits.holds_connection_key:
+            return self._secrets.get(kernel_id)
         key = self.backend.manager(kernel_id).session.key
         return bytes(key) if key else None
 
@@ -156,6 +178,7 @@ class KernelFleet:
         gone = [kernel_id for kernel_id in self._executors if not self.backend.managed(kernel_id)]
         for kernel_id in gone:
             self.forget(kernel_id)
+            self._secrets.pop(kernel_id, None)
         return gone
 
     # ------------------------------------------------------------ kernel setup
@@ -166,15 +189,23 @@ class KernelFleet:
         self.directories[kernel_id] = directory
         self._arrange_next_start(kernel_id)
 
-    def _setup_code(self, kernel_id: str) -> str:
-        """The silent cell that sets up this kernel process. Later processes (after any
-        restart) also bind the kernel API as they start, before anyone's first cell."""
+    def _setup(self, kernel_id: str) -> KernelSetup:
+        """The silent cell that sets up this kernel process, and a new secret for it when the
+        host does not hold its connection key. Later processes of a kernel with that key (after
+        any restart) also bind the kernel API as they start, before anyone's first cell."""
         self._arrange_next_start(kernel_id)
         directory = self.directories.get(kernel_id)
-        chdir = working_directory_code(directory) if directory else ""
-        return bridge_setup_code(self._bridge_address(), kernel_id) + chdir
+        moves = directory and self.backend.traits.shares_disk  # a gateway's kernel cannot
+        chdir = working_directory_code(directory) if moves else ""
+        bridge = self._bridge_address()
+        if self.backend.traits.holds_connection_key:
+            return KernelSetup(bridge_setup_code(bridge, kernel_id) + chdir)
+        secret = self._secrets[kernel_id] = draw_secret()
+        return KernelSetup(secret_setup_code(bridge, kernel_id) + chdir, secret)
 
     def _arrange_next_start(self, kernel_id: str) -> None:
+        if not self.backend.traits.holds_connection_key:
+            return  # a start-time setup could not know the secret: the setup cell binds the API
         directory = self.directories.get(kernel_id)
         with contextlib.suppress(KeyError):  # a kernel shut down meanwhile: no next start
             manager = self.backend.manager(kernel_id)
@@ -186,6 +217,8 @@ class KernelFleet:
     def pool(self) -> KernelPool[str]:
         """Prepared kernels for sub-agents; filled at the first spawn."""
         if self._pool is None:
+            if self._pool_size == 0:
+                log.warning("kernel pool disabled: kernel_pool_size is 0")
             self._pool = KernelPool(
                 self._start_prepared,
                 self._shut_down,
@@ -196,7 +229,12 @@ class KernelFleet:
 
     async def _start_prepared(self) -> str:
         """Started, connected and loaded with the kernel package while it waits in the pool."""
-        kernel_id = await self.backend.start()
+        try:
+            kernel_id = await self.backend.start()
+        except Exception as exc:
+            if refuses_more_kernels(exc):
+                self.pool.disable(f"the kernel source refused another kernel ({exc})")
+            raise
         try:
             await self.executor(kernel_id).prepare()
         except BaseException:
@@ -239,7 +277,8 @@ class KernelFleet:
             return None
         self.set_directory(kernel_id, directory)
         try:
-            await set_working_directory(self.backend.manager(kernel_id), directory)
+            if self.backend.traits.shares_disk:
+                await set_working_directory(self.backend.manager(kernel_id), directory)
         except Exception as exc:  # the user's kernel still serves; relative paths differ
             log.warning("could not move the kernel of %s to %s: %s", notebook_path, directory, exc)
         executor = self.executor(kernel_id)
@@ -254,6 +293,7 @@ class KernelFleet:
     async def _shut_down(self, kernel_id: str) -> None:
         self._children.discard(kernel_id)
         self.directories.pop(kernel_id, None)
+        self._secrets.pop(kernel_id, None)
         executor = self._executors.pop(kernel_id, None)
         with contextlib.suppress(Exception):
             if executor is not None:
@@ -276,10 +316,25 @@ class KernelFleet:
         if executor is not None:
             # The researcher's own cells use `rlm`, `history`, ... and the Harness view waits
             # for them: load the kernel package into the new process now, not at the next
-            # agent cell (a no-op when that process has it already).
+            # agent cell (a no-op when that process has it already). On a gateway's kernel
+            # this is what reads the new process token, and tells the restart from there.
             self._spawn(self._prepare(executor), self._preparing)
             if executor.executing or executor.knows_current_process():
                 return  # the cell that saw it reports it, or this event came in late
+        self._tell_restart(kernel_id, died)
+
+    def _new_process_seen(self, kernel_id: str, died: bool) -> None:
+        """A gateway's kernel runs a new process that no agent cell reports (its executor read a
+        new process token, or iopub said so): told as the host's restart event is locally."""
+        self._auto_restarting.discard(kernel_id)
+        self._tell_restart(kernel_id, died)
+
+    def _tell_restart(self, kernel_id: str, died: bool) -> None:
+        runtime = self._runtime
+        agent = runtime.agent_on_kernel(kernel_id) if runtime is not None else None
+        if agent is None or runtime is None:
+            return
+        executor = self._executors.get(kernel_id)
         restored = runtime.snapshots.has_snapshot(agent.session_id)
         if executor is not None and executor.restarting:
             agent.notice("kernel_restarted", stopped_restart_notice(restored))
@@ -311,6 +366,17 @@ class KernelFleet:
             await executor.close()
         self._executors.clear()
         await self.backend.close()
+
+
+def refuses_more_kernels(exc: BaseException) -> bool:
+    """A start refused by a gateway at its limit (Kernel Gateway's `max_kernels`: 403; a
+    gateway's failure to place one more: 500), from the HTTP error behind the host's."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if getattr(seen, "status_code", None) in (403, 500):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def stopped_restart_notice(restored: bool) -> str:

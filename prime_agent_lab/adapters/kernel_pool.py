@@ -101,6 +101,15 @@ class KernelPool(Generic[K]):
             retry_in=self._retry_in,
         )
 
+    def disable(self, reason: str) -> None:
+        """Start no more kernels ahead of time (a taker still gets one started for it), said in
+        one log line; no retries follow."""
+        if self._size == 0:
+            return
+        self._size = 0
+        self._cancel_retry()
+        log.warning("kernel pool disabled: %s", reason)
+
     def fill(self) -> None:
         """Start pre-starting kernels in the background (call from a running event loop)."""
         self._refill()
@@ -171,8 +180,8 @@ class KernelPool(Generic[K]):
     # ------------------------------------------------------------ refilling
 
     def _refill(self) -> None:
-        if self._closed or self._retry is not None:
-            return
+        if self._closed or self._retry is not None or self._size == 0:
+            return  # (size 0: nothing is started ahead of time, so nothing backs off)
         if self._failures:  # never start again right after a failure: back off
             self._schedule_retry()
             return

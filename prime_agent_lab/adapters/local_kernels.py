@@ -24,6 +24,7 @@ from jupyter_core.paths import jupyter_path
 
 from ..core.redaction import kernel_environment
 from .kernel_calls import READY_TIMEOUT, Run, set_working_directory, wait_until_ready
+from .kernel_source import LOCAL_KERNELS, KernelSourceTraits, KernelStartFailed
 
 
 def kernel_spec_manager() -> KernelSpecManager:
@@ -74,7 +75,7 @@ def remove_ipc_directory(manager: AsyncKernelManager) -> None:
         _ipc_directories.discard(directory)
 
 
-class LocalKernelStartFailed(RuntimeError):
+class LocalKernelStartFailed(KernelStartFailed):
     """A local kernel could not be started; the message names the kernel spec and the cause."""
 
 
@@ -166,6 +167,10 @@ class LocalBackend:
     def __init__(self, kernels: LocalKernels) -> None:
         self.kernels = kernels
         self._running: dict[str, LocalKernel] = {}
+        self.traits: KernelSourceTraits = LOCAL_KERNELS
+
+    def spec(self) -> KernelSpec:
+        return self.kernels.spec()
 
     def _add(self, kernel: LocalKernel) -> str:
         self._running[kernel.kernel_id] = kernel

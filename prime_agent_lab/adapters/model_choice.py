@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ..core.installed_providers import provider_problem
+from ..core.locked import MODELS_LOCKED, models_locked
 from ..core.ports import ModelProvider
 from ..core.runtime import choose_model
 from ..core.settings import SettingError, Settings
@@ -84,10 +85,16 @@ class ModelChoice:
 
     def provider(self, model: str | None) -> ModelProvider:
         """A provider for `model` (`provider/model`, a bare model name, or None: the default);
-        ValueError naming the models there are when it is not one of them."""
+        ValueError naming the models there are when it is not one of them (and that the
+        administrator locked them, when so)."""
         if model is None:
             return self.default()
-        name, chosen = choose_model(model, self.models())
+        try:
+            name, chosen = choose_model(model, self.models())
+        except ValueError as exc:
+            if models_locked(self._settings()):
+                raise ValueError(f"{exc}; {MODELS_LOCKED}") from None
+            raise
         if (name, chosen) == self._default_model():
             return self.default()
         return self.make(name, chosen)

@@ -21,6 +21,7 @@ from .answer_cost import answer_cost
 from .compaction import Compactor
 from .events import EventBus
 from .jsonfile import BadJson, parse_json
+from .locked import limit_name
 from .messages import PYTHON_TOOL, Message, ModelRequest, ModelResponse, ToolCall
 from .narration import ANSWER, USER, narration
 from .observation import build_observation
@@ -716,6 +717,8 @@ class Agent:
             self.notice(RESTART_NOTICE_KINDS[result.restarted], restart_note, turn=turn)
         if restored is not None:
             self.notice(*restored.notice, turn=turn)
+        if result.notice is not None:
+            self.notice(*result.notice, turn=turn)
 
     # ------------------------------------------------------------ permission modes
 
@@ -738,7 +741,7 @@ class Agent:
             raise PermissionRefused(
                 403,
                 f"permission mode {mode!r} is above this server's limit {cap!r} "
-                f"({self.config.spell('max_permission')}); choose {cap!r} or lower",
+                f"({limit_name(self.config, 'max_permission')}); choose {cap!r} or lower",
             )
         if mode != self.permission.mode:
             self.session.append("permission_change", mode=mode)

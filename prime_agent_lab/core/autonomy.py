@@ -172,7 +172,7 @@ class Autonomy:
 
     def _recorded(self, entry: dict[str, Any], default: AutonomyConfig) -> AutonomyConfig:
         try:
-            budgets = Budgets.from_wire(entry.get("budgets", {}), self.settings)
+            budgets = Budgets.from_wire(entry.get("budgets", {}), self.settings, hold_to_locks=True)
             gates = tuple(parse_gate(str(g)) for g in entry.get("gates") or [])
         except (ValueError, SyntaxError):
             return default  # a record this build cannot read: the settings' mode

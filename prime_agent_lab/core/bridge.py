@@ -21,7 +21,7 @@ import re
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,7 +92,7 @@ class BridgeService:
         key_for_kernel: Callable[[str], bytes | None],
         session_for_kernel: Callable[[str], str | None],
         *,
-        declared: Collection[str] | None = None,
+        declared: Mapping[str, Collection[str]] | None = None,
         sync_wait: float = 20.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -169,6 +169,20 @@ class BridgeService:
 
     # ------------------------------------------------------------ dispatch
 
+    def _check_arguments(self, op: str, payload: dict[str, Any]) -> None:
+        """A payload carries only the operation's declared arguments (a handler never sees a
+        key it was not written for, whatever a kernel sends)."""
+        if self._declared is None:
+            return
+        takes = self._declared[op]
+        unknown = sorted(key for key in payload if key not in takes)
+        if unknown:
+            named = ", ".join(shorten(key, 40) for key in unknown[:5])
+            raise BridgeError(
+                400,
+                f"bridge operation {op} takes {', '.join(takes) or 'no arguments'}, not {named}",
+            )
+
     def _caller(self, kernel_id: str) -> Caller:
         session_id = self._session_for_kernel(kernel_id)
         if session_id is None:
@@ -190,6 +204,7 @@ class BridgeService:
             payload = request.get("payload") or {}
             if not isinstance(payload, dict):
                 raise BridgeError(400, "payload must be a JSON object")
+            self._check_arguments(op, payload)
             caller = self._caller(url_kernel_id)
             job_id = self._new_job_id(url_kernel_id, request.get("call_id"))
         except BridgeError as exc:

@@ -93,6 +93,19 @@ NOTICE_KINDS: dict[str, NoticeKindSpec] = {
         "the kernel was restarted from the Kernel menu or by another client", warning=True
     ),
     "kernel_died": NoticeKindSpec("the kernel died", warning=True),
+    "kernel_package_problem": NoticeKindSpec(
+        "the kernel has no `prime_agent_kernel` package, one of another version than the "
+        "server's, or one that could not be loaded, so `rlm`, `history`, snapshots and "
+        "sub-agents are unavailable or may fail; cells still run (the text names the versions "
+        "and what to install; docs/gateway.md)",
+        warning=True,
+    ),
+    "output_rate_limited": NoticeKindSpec(
+        "part of a cell's output was dropped by the IOPub data rate limit of the Jupyter gateway "
+        "or server between the kernel and the agent (the text names the setting that raises it "
+        "and how to print less; adapters/output_rate_limit.py)",
+        warning=True,
+    ),
     "cell_restored": NoticeKindSpec(
         "the notebook was rewritten during the turn; its agent cells were written back"
     ),

@@ -16,6 +16,7 @@ from prime_agent_kernel.operations import (
     HARNESS_STATE,
     LIST_ENTRIES,
     SKILL_PATHS,
+    SKILL_SOURCE,
     UPDATE_ENTRY,
     WAIT_FOR_HARNESS_CHANGE,
 )
@@ -24,6 +25,8 @@ from .bridge import BridgeError
 from .caller import CallerContext, Register
 from .harness.store import Harness, HarnessError, check_kind
 from .ports import RequestOwner
+from .skill_modules import skill_source
+from .snapshot_transfer import shares_disk
 
 WATCH_POLL_SECONDS = 0.2
 WATCH_MAX_SECONDS = 25.0
@@ -139,7 +142,15 @@ def register_harness_operations(register: Register) -> None:
         return {"entries": [e.to_dict() for e in entries], "unavailable": unavailable}
 
     async def paths(ctx: CallerContext, payload: dict[str, Any]) -> dict[str, Any]:
-        return {"skill_paths": harness(ctx).skill_paths()}
+        """Where a kernel that shares the host's disk imports skill modules from; any other
+        asks for each module's source (`SKILL_SOURCE`)."""
+        if not shares_disk(ctx.agent.kernel):
+            return {"skill_paths": [], "from_host": True}
+        return {"skill_paths": harness(ctx).skill_paths(), "from_host": False}
+
+    async def source(ctx: CallerContext, payload: dict[str, Any]) -> dict[str, Any] | None:
+        paths = harness(ctx).skill_paths()
+        return await asyncio.to_thread(skill_source, paths, payload.get("name"))
 
     async def state(ctx: CallerContext, payload: dict[str, Any]) -> dict[str, Any]:
         return await asyncio.to_thread(harness_state, harness(ctx))
@@ -163,6 +174,7 @@ def register_harness_operations(register: Register) -> None:
     register(GET_ENTRY, get)
     register(LIST_ENTRIES, list_entries)
     register(SKILL_PATHS, paths)
+    register(SKILL_SOURCE, source)
     register(HARNESS_STATE, state)
     register(WAIT_FOR_HARNESS_CHANGE, watch)
 

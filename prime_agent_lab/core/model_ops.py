@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .installed_providers import context_window, installed
+from .locked import MODELS_LOCKED, models_locked
 from .text import json_type
 from .wire import ModelInfo, ModelList
 
@@ -64,8 +65,9 @@ def model_list(runtime: TreeRuntime, agent: Agent | None = None) -> ModelList:
 
 async def switch_model(runtime: TreeRuntime, agent: Agent, requested: object) -> ModelList:
     """Switch `agent` to `requested` (`provider/model` or a bare model name among the offered
-    ones) from its next model call; a 400 naming the offered models otherwise. Choosing the
-    model it is on already changes nothing."""
+    ones) from its next model call; a 400 naming the offered models otherwise (403 when the
+    administrator locked them, core/locked.py). Choosing the model it is on already changes
+    nothing."""
     from .runtime import choose_model  # the runtime imports the agent, which imports this
 
     offered = runtime.environment.models()
@@ -79,6 +81,8 @@ async def switch_model(runtime: TreeRuntime, agent: Agent, requested: object) ->
     try:
         provider_name, model = choose_model(requested.strip(), offered)
     except ValueError as exc:
+        if models_locked(runtime.settings):
+            raise ModelSwitchError(403, f"{exc}; {MODELS_LOCKED}") from None
         raise ModelSwitchError(400, str(exc)) from None
     chosen = agent.chosen_provider
     if (chosen.name, chosen.model) != (provider_name, model):

@@ -201,6 +201,9 @@ class ExecutionResult:
     outputs: list[Output] = field(default_factory=list)
     note: str = ""  # what the harness did (interrupted, restarted the kernel, ...)
     restarted: KernelRestart | None = None  # set when the kernel's variables were lost
+    # (kind, text) the chat must show: what the kernel met that the user must know (the kernel
+    # package missing from the kernel's environment, or of another version than the server's)
+    notice: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

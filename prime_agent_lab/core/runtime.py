@@ -45,6 +45,7 @@ from .family import (
 )
 from .goal_ops import register_goal_operations
 from .goals import Goals
+from .hand_restore import register_hand_restore
 from .harness.auto_refine import settings_of
 from .harness.keeper import HarnessKeeper
 from .harness.refine_ops import register_refine_operations
@@ -70,7 +71,8 @@ from .session_trust import describe as describe_untrusted
 from .sessions import SessionError, SessionLog, SessionRepository, now_iso
 from .settings import Settings
 from .shutdown import ShutdownReport, stop_and_snapshot
-from .snapshots import SnapshotKeeper, SnapshotSettings, forget_skill_paths
+from .snapshot_transfer import register_snapshot_operations
+from .snapshots import SnapshotKeeper, SnapshotSettings, SnapshotsUnavailable, forget_skill_paths
 from .stop_cause import USER_STOP, StopCause
 from .text import preview, shorten
 from .trust import Signer
@@ -144,7 +146,9 @@ class AgentRuntime:
         self._kernel_session: dict[str, str] = {}  # kernel id -> session id
         self._background: set[asyncio.Future[Any]] = set()
         self.bridge = BridgeService(
-            environment.kernel_key, self._kernel_session.get, declared=OPERATIONS
+            environment.kernel_key,
+            self._kernel_session.get,
+            declared={name: op.arguments for name, op in OPERATIONS.items()},
         )
         register_session_operations(self.bridge, self.context)
         register_rlm_operations(self.operation)
@@ -163,6 +167,8 @@ class AgentRuntime:
         self.snapshots = SnapshotKeeper(
             repository.directory, self._snapshot_settings, self.spawn, self.signer
         )
+        register_snapshot_operations(self.operation, self.snapshots.transfers)
+        register_hand_restore(self.operation, self.snapshots.transfers)
         self.lifecycle = Lifecycle(self)
         self.refiners = Refiners(
             lambda session_id: self.harnesses.harness_for(session_id),
@@ -890,6 +896,8 @@ class AgentRuntime:
                 continue  # busy, or its kernel never came (nothing ran there)
             try:
                 await self.save_snapshot(agent.session_id, "shutdown")
+            except SnapshotsUnavailable:
+                continue  # told when its first cell ran
             except Exception as exc:
                 failed.append(f"the kernel snapshot of {agent.session_id} was not saved: {exc}")
         return failed

@@ -71,6 +71,7 @@ def setting(
     cli_constants: dict[str, Any] | None = None,
     shown_default: str | None = None,
     cli_flag: str | None = None,
+    secret: bool = False,
 ) -> Any:
     """Declare one setting (a field of `Settings`). `help` may name other settings as `{name}`;
     each host renders them its own way."""
@@ -85,7 +86,8 @@ def setting(
         shown_default=shown_default,
         cli_flag=cli_flag,
     )
-    return field(default=default, metadata={_SPEC: spec})
+    # a secret stays out of `repr(settings)`, so out of any log or error that shows settings
+    return field(default=default, repr=not secret, metadata={_SPEC: spec})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,9 +247,33 @@ class Settings:
     bridge_url: str = setting(
         "",
         """URL kernels use to call the host (…/prime-agent/bridge). Default: loopback to this
-        server. Set it when kernels run elsewhere (Kernel or Enterprise Gateway).""",
-        hosts=SERVER_ONLY,
-        shown_default="loopback to this server",
+        server (the CLI: to the address of {bridge_listen}). Set it when kernels run elsewhere
+        (Kernel or Enterprise Gateway).""",
+        shown_default="loopback to this host",
+    )
+    bridge_listen: str = setting(
+        "127.0.0.1:0",
+        """HOST:PORT the CLI's bridge server listens on (port 0: any free one). Kernels on
+        another machine (a gateway's) need an address they reach, and {bridge_url} the URL
+        they reach it by; each call is signed with its kernel's own secret.""",
+        hosts=CLI_ONLY,
+    )
+    gateway_url: str | None = setting(
+        None,
+        """Start every kernel of the run (root, sub-agents, pool) on this Jupyter Kernel or
+        Enterprise Gateway, as `jupyter server --gateway-url` does; also read from
+        JUPYTER_GATEWAY_URL, and the gateway's other settings from jupyter_server's
+        `JUPYTER_GATEWAY_*` variables. Default: local kernels.""",
+        hosts=CLI_ONLY,
+        shown_default="JUPYTER_GATEWAY_URL, else local kernels",
+    )
+    gateway_auth_token: str | None = setting(
+        None,
+        """The gateway's auth token. Prefer JUPYTER_GATEWAY_AUTH_TOKEN, which other users
+        cannot see in the process list.""",
+        hosts=CLI_ONLY,
+        shown_default="JUPYTER_GATEWAY_AUTH_TOKEN",
+        secret=True,
     )
 
     # ------------------------------------------------------------ sub-agents and their messages
@@ -458,6 +484,16 @@ class Settings:
         "auto",
         """The highest permission mode a session may choose ('plan' < 'ask' < 'auto'); a
         higher choice is refused (403).""",
+        hosts=SERVER_ONLY,
+    )
+    locked_settings: tuple[str, ...] = setting(
+        (),
+        """Settings the administrator fixes for every user (docs/jupyterhub.md), e.g.
+        provider, model, {subagent_models} (the models offered), {max_permission} and the
+        autonomy budgets. Read only from the administrator's config folders (`jupyter --paths`
+        entries outside the user's home and config folder); each named setting keeps the value
+        given there (else its default) whatever the user's config or the command line says,
+        and runtime choices cannot go past it (403).""",
         hosts=SERVER_ONLY,
     )
 

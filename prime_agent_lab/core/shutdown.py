@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from .agent import Agent
 from .pending_kernel import kernel_arrived
+from .snapshots import SnapshotsUnavailable
 from .stop_cause import StopCause
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,9 @@ async def _finish(
         return  # nothing ever ran there
     try:
         await save(agent.session_id)
+    except SnapshotsUnavailable as exc:  # the user was told so when its first cell ran
+        report.skipped[agent.session_id] = str(exc)
+        return
     except Exception as exc:
         report.skipped[agent.session_id] = f"{type(exc).__name__}: {exc}"
         report.failed[agent.session_id] = str(exc)

@@ -47,6 +47,13 @@ from .jsonfile import (
 from .pending_kernel import PendingKernel
 from .ports import ExecutionResult, KernelCameBack, KernelPort
 from .settings import DEFAULTS
+from .snapshot_transfer import (
+    Caps,
+    SnapshotTransfers,
+    pull_through_bridge,
+    push_code,
+    shares_disk,
+)
 from .text import preview
 from .trust import Signer
 from .trust import sha256 as trust_sha256
@@ -87,6 +94,11 @@ harness restarted the kernel for a cell that ignored an interrupt)."""
 
 class SnapshotFailed(RuntimeError):
     """A snapshot or restore could not run; the message says why."""
+
+
+class SnapshotsUnavailable(SnapshotFailed):
+    """The kernel has no kernel package, which the user and the model were told once already
+    (adapters/kernel_package_check.py): no warning for each snapshot it cannot take."""
 
 
 class SilentRunner(Protocol):
@@ -256,11 +268,11 @@ def restore_code(directory: Path, digest: str, previous: bool) -> str:
     )
 
 
-def manual_restore_call(directory: Path, previous: bool = False) -> str:
-    extra = ", previous=True" if previous else ""
-    return (
-        f"import prime_agent_kernel; prime_agent_kernel.restore_snapshot({str(directory)!r}{extra})"
-    )
+def manual_restore_call(previous: bool = False) -> str:
+    """The line a user types in the kernel to bring the session's snapshot back by hand: no
+    folder, so it works on any kernel (the host offers it over the bridge: core/hand_restore.py)."""
+    extra = "previous=True" if previous else ""
+    return f"import prime_agent_kernel; prime_agent_kernel.restore_snapshot({extra})"
 
 
 async def _runner(kernel: KernelPort) -> SilentRunner:
@@ -296,28 +308,52 @@ async def take_snapshot(
     settings: SnapshotSettings,
     signer: Signer,
     secrets: SecretScanner | None = None,
+    transfers: SnapshotTransfers | None = None,
+    keeps_latest: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """Snapshot the kernel's variables; the committed manifest (`unchanged`: nothing ran since
-    the last). The kernel writes the files and a new manifest; the host checks every file
-    (a provider key in one drops that variable), signs the manifest and commits it."""
+    the last). The kernel writes the files and a new manifest (a kernel that does not share the
+    host's disk sends them over the bridge: core/snapshot_transfer.py); the host checks every
+    file (a provider key in one drops that variable), signs the manifest and commits it.
+    `keeps_latest()`, asked once the kernel wrote: a new manifest without a single name does not
+    replace the latest (`SnapshotKeeper`: a process restarted by someone's choice)."""
     directory = state_directory(session_dir)
     if _linked(directory):
         raise SnapshotFailed(f"{directory} is a symbolic link: no snapshot is taken through it")
     with contextlib.suppress(OSError):
         (directory / NEW_MANIFEST).unlink()
+    caps = Caps(settings.variable_cap, settings.total_cap)
+    remote = transfers is not None and not shares_disk(await _runner(kernel))
     try:
-        await _run(kernel, save_code(directory, settings.variable_cap, settings.total_cap))
+        if transfers is not None and remote:
+            directory.mkdir(parents=True, exist_ok=True)
+            committed = (read_manifest(session_dir) or {}).get("time")
+            with transfers.expecting(directory, caps):
+                await _run(kernel, push_code(caps, committed))
+        else:
+            await _run(kernel, save_code(directory, caps.variable, caps.total))
     except SnapshotFailed as exc:  # a full disk while the kernel wrote: nothing of it stays
         await asyncio.to_thread(_discard_new, directory)
+        if getattr(await _runner(kernel), "lacks_package", False):
+            raise SnapshotsUnavailable("this kernel has no prime_agent_kernel") from None
         raise SnapshotFailed(
             f"the snapshot could not be written ({exc}); the previous snapshot is kept"
         ) from None
+    new = directory / NEW_MANIFEST
+    if keeps_latest is not None and new.exists() and _names_nothing(new) and keeps_latest():
+        await asyncio.to_thread(_discard_new, directory)
     if not (directory / NEW_MANIFEST).exists():
         manifest = read_manifest(session_dir)
         if manifest is None:
             raise SnapshotFailed(f"the kernel wrote no manifest into {directory}")
         return {**manifest, "unchanged": True}
     return await asyncio.to_thread(commit_snapshot, directory, signer, secrets)
+
+
+def _names_nothing(path: Path) -> bool:
+    found = _read_manifest(path)
+    manifest = found[1] if found is not None else {}
+    return not any(manifest.get(part) for part in ("saved", "imports", "skipped"))
 
 
 def commit_snapshot(
@@ -449,7 +485,12 @@ def sign_snapshot(session_dir: Path, signer: Signer) -> bool:
     return False
 
 
-async def restore_snapshot(kernel: KernelPort, session_dir: Path, signer: Signer) -> dict[str, Any]:
+async def restore_snapshot(
+    kernel: KernelPort,
+    session_dir: Path,
+    signer: Signer,
+    transfers: SnapshotTransfers | None = None,
+) -> dict[str, Any]:
     """Restore the session's trusted snapshot (the latest, or the one before it when the latest
     is unreadable) into a kernel without user variables; the kernel's report. An untrusted
     snapshot is refused without the kernel reading a byte of it."""
@@ -461,7 +502,13 @@ async def restore_snapshot(kernel: KernelPort, session_dir: Path, signer: Signer
         return {"refused": UNTRUSTED, "snapshot_time": (check.manifest or {}).get("time")}
     with contextlib.suppress(FileNotFoundError):
         (directory / RESTORE_REPORT).unlink()
-    await _run(kernel, restore_code(directory, str(check.digest), check.previous))
+    runner = await _runner(kernel)
+    if transfers is not None and not shares_disk(runner):
+        await pull_through_bridge(
+            runner.run_silently, directory, check.previous, str(check.digest), transfers
+        )
+    else:
+        await _run(kernel, restore_code(directory, str(check.digest), check.previous))
     try:
         report: dict[str, Any] | None = read_json_object(
             directory / RESTORE_REPORT, MAX_MANIFEST_BYTES
@@ -494,7 +541,7 @@ def _reasons(entries: list[dict[str, Any]]) -> str:
     return _names([f"{e.get('name')} ({preview(str(e.get('reason', '')), 120)})" for e in entries])
 
 
-def describe_restore(report: dict[str, Any], directory: Path) -> tuple[str, str]:
+def describe_restore(report: dict[str, Any]) -> tuple[str, str]:
     """(notice kind, text) for a restore report."""
     refused = report.get("refused")
     if refused == UNTRUSTED:
@@ -511,7 +558,7 @@ def describe_restore(report: dict[str, Any], directory: Path) -> tuple[str, str]
         return NOT_RESTORED, (
             f"A kernel snapshot ({report.get('snapshot_time') or 'earlier'}) exists but was not "
             f"restored: {refused}. To bring it back (names the kernel holds are kept), run "
-            f"`{manual_restore_call(directory)}`."
+            f"`{manual_restore_call()}`."
         )
     if refused:
         return NOT_RESTORED, f"The kernel snapshot was not restored ({refused}): a clean start."
@@ -558,6 +605,12 @@ RESTART_REASONS = {
     "interrupted": "[stopped] The user stopped the turn.",
     "timeout": "[timeout] The cell ran longer than its time limit ({0:g} s).",
 }
+
+RESTART_HINT = (
+    "A kernel snapshot from before the restart exists; it is not restored over a restart someone "
+    f"chose. To bring it back, run `{manual_restore_call()}` (once a snapshot holds names set "
+    "since the restart, add `previous=True`)."
+)
 
 RESTORED_BEFORE_NOTE = (
     "[kernel restarted] The kernel restarted while you were thinking, before this cell ran; "
@@ -622,9 +675,11 @@ class SnapshotKeeper:
         settings: Callable[[], SnapshotSettings],
         spawn: Callable[[Any], None],
         signer: Signer,
+        transfers: SnapshotTransfers | None = None,
     ) -> None:
         self._session_dir = session_dir
         self._signer = signer
+        self.transfers = transfers or SnapshotTransfers()
         self._settings = settings
         self._spawn = spawn
         self._due: dict[str, str] = {}  # session id -> why a restore is due
@@ -633,6 +688,7 @@ class SnapshotKeeper:
         self._saving: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._turn_start: dict[str, asyncio.Event] = {}  # session id -> its snapshot is queued
         self._restored_in: dict[str, object] = {}  # session id -> kernel process restored into
+        self._saved_from: dict[str, object] = {}  # session id -> kernel process of its snapshot
 
     def directory(self, session_id: str) -> Path:
         return state_directory(self._session_dir(session_id))
@@ -666,6 +722,7 @@ class SnapshotKeeper:
             timer.cancel()
         self._due.pop(session_id, None)
         self._turn_start.pop(session_id, None)
+        self._saved_from.pop(session_id, None)
 
     def kernel_switched(self, agent: AgentView) -> None:
         """The agent moved to another kernel (the notebook got a new one): its snapshot comes
@@ -707,15 +764,7 @@ class SnapshotKeeper:
         elif notice == "kernel_restarted_externally":
             directory = self.directory(agent.session_id)
             if (directory / MANIFEST).exists():
-                agent.notice(NOT_RESTORED, self._restart_hint(directory))
-
-    @staticmethod
-    def _restart_hint(directory: Path) -> str:
-        return (
-            "A kernel snapshot from before the restart exists; it is not restored over a restart "
-            f"someone chose. To bring it back, run `{manual_restore_call(directory)}` (after the "
-            "next snapshot, add `previous=True`)."
-        )
+                agent.notice(NOT_RESTORED, RESTART_HINT)
 
     # ------------------------------------------------------------ restore
 
@@ -755,7 +804,7 @@ class SnapshotKeeper:
         if not (directory / MANIFEST).exists():
             return None
         if result.restarted == "external":
-            return KernelCameBack((NOT_RESTORED, self._restart_hint(directory)))
+            return KernelCameBack((NOT_RESTORED, RESTART_HINT))
         self._due.pop(agent.session_id, None)
         told = await self._restore(agent)
         return KernelCameBack(told, restored_note(result, told[0], agent.config.cell_timeout))
@@ -792,12 +841,12 @@ class SnapshotKeeper:
     async def _restore(self, agent: AgentView) -> tuple[str, str]:
         session_dir = self._session_dir(agent.session_id)
         try:
-            report = await restore_snapshot(agent.kernel, session_dir, self._signer)
+            report = await restore_snapshot(agent.kernel, session_dir, self._signer, self.transfers)
             self._restored_in[agent.session_id] = _generation(agent.kernel)
         except Exception as exc:
             log.warning("restoring the snapshot of %s failed", agent.session_id, exc_info=True)
             return describe_failure(exc)
-        return describe_restore(report, state_directory(session_dir))
+        return describe_restore(report)
 
     # ------------------------------------------------------------ save
 
@@ -824,6 +873,8 @@ class SnapshotKeeper:
     async def _take_quietly(self, agent: AgentView, kernel: KernelPort | _Queued) -> None:
         try:
             await self._take(agent, kernel)
+        except SnapshotsUnavailable as exc:
+            log.debug("no kernel snapshot of %s: %s", agent.session_id, exc)
         except Exception as exc:
             log.warning("the kernel snapshot of %s failed: %s", agent.session_id, exc)
 
@@ -844,6 +895,8 @@ class SnapshotKeeper:
     async def _save_quietly(self, agent: AgentView) -> None:
         try:
             await self.save(agent)
+        except SnapshotsUnavailable as exc:
+            log.debug("no kernel snapshot of %s: %s", agent.session_id, exc)
         except Exception as exc:
             log.warning("the kernel snapshot of %s failed: %s", agent.session_id, exc)
 
@@ -862,14 +915,35 @@ class SnapshotKeeper:
         if restoring is not None:  # never save over a snapshot that is still coming back
             await asyncio.shield(restoring)
         task = asyncio.ensure_future(
-            take_snapshot(kernel, session_dir, self._settings(), self._signer, agent.redactor)
+            take_snapshot(
+                kernel,
+                session_dir,
+                self._settings(),
+                self._signer,
+                agent.redactor,
+                self.transfers,
+                lambda: self._keeps_latest(agent),
+            )
         )
         self._saving[agent.session_id] = task
         try:
-            return await asyncio.shield(task)
+            manifest = await asyncio.shield(task)
         finally:
             if self._saving.get(agent.session_id) is task:
                 del self._saving[agent.session_id]
+        if not manifest.get("unchanged"):
+            self._saved_from[agent.session_id] = _generation(agent.kernel)
+        return manifest
+
+    def _keeps_latest(self, agent: AgentView) -> bool:
+        """The kernel runs a process other than the one the latest snapshot came from, and
+        nothing was restored into it (a restart someone chose, which is not undone): until it
+        holds a name of its own, its empty snapshot does not push the latest one out, so the
+        restore line the notice names (`manual_restore_call`) still brings that one back."""
+        saved_from = self._saved_from.get(agent.session_id)
+        now = _generation(agent.kernel)
+        restored = self._restored_in.get(agent.session_id) == now
+        return saved_from is not None and now is not None and now != saved_from and not restored
 
     def pending_save(self, session_id: str) -> bool:
         """A snapshot is scheduled or running (tests and eviction wait for it)."""

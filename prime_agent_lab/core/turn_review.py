@@ -27,6 +27,7 @@ from .entry_schema import code_of
 from .jsonfile import MAX_MANIFEST_BYTES, UnreadableFile, read_json_object
 from .kernel_gc import evaluate, silent_runner
 from .sessions import SessionLog
+from .snapshot_transfer import SnapshotTransfers, pull_through_bridge, shares_disk
 from .snapshots import (
     RESTORE_REPORT,
     SNAPSHOT_TIMEOUT,
@@ -292,12 +293,25 @@ async def kernel_count(kernel: Any, timeout: float = COUNT_TIMEOUT) -> int | Non
 
 
 async def restore_before_turn(
-    kernel: Any, session_dir: Path, snapshot: KeptSnapshot
+    kernel: Any,
+    session_dir: Path,
+    snapshot: KeptSnapshot,
+    transfers: SnapshotTransfers | None = None,
 ) -> dict[str, Any]:
-    """Run the revert in the kernel; its report (`refused` says why nothing was loaded)."""
+    """Run the revert in the kernel; its report (`refused` says why nothing was loaded). A
+    kernel that does not share the host's disk reads the snapshot over the bridge."""
     run = silent_runner(kernel)
     if run is None:
         raise SnapshotFailed("this agent has no kernel yet")
+    if transfers is not None and not shares_disk(kernel):
+        directory = state_directory(session_dir)
+        pulled = await pull_through_bridge(
+            run, directory, snapshot.previous, snapshot.digest, transfers,
+            only_if_fresh=False, overwrite=True, prune=True,
+        )  # fmt: skip
+        if pulled is None:
+            raise SnapshotFailed("the kernel gave no restore report")
+        return pulled
     report_file = state_directory(session_dir) / RESTORE_REPORT
     report_file.unlink(missing_ok=True)
     reply = await run(revert_code(session_dir, snapshot), SNAPSHOT_TIMEOUT)

@@ -77,6 +77,8 @@ class ServerInfo(TypedDict):
     model: str
     output_cap: NotRequired[int]
     cell_timeout: NotRequired[float]
+    locked_settings: NotRequired[list[str]]
+    """Settings the administrator locked (docs/jupyterhub.md): what a user cannot change."""
 
 
 class SessionInfo(TypedDict):

@@ -13,6 +13,7 @@ from typing import Any
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Dict, Float, Integer, List, TraitError, TraitType, Unicode
+from traitlets.config import Configurable
 
 from ..adapters.model_choice import ModelChoice
 from ..adapters.withhold_keys import withhold_keys
@@ -20,8 +21,9 @@ from ..core.harness.keeper import ENV_GLOBAL_DIR, default_global_dir
 from ..core.held_keys import HeldKeys
 from ..core.project_trust import SaveKeepsTrust
 from ..core.sessions import SessionRepository
-from ..core.settings import SERVER, Declared, declared, help_text
+from ..core.settings import CONFIG_SECTION, SERVER, Declared, declared, help_text
 from . import atomic_contents, kernel_websocket, notebook_sessions
+from .admin_locks import LockError, apply_locks
 from .handlers import handlers
 from .host import AgentHost, HostSettings
 
@@ -80,6 +82,12 @@ SettingTraits = types.new_class(
     (ExtensionApp,),
     exec_body=lambda body: body.update({s.name: _trait(s) for s in declared(SERVER)}),
 )
+# The same traits, read from the administrator's config files alone (jupyter/admin_locks.py).
+AdminValues = types.new_class(
+    CONFIG_SECTION,
+    (Configurable,),
+    exec_body=lambda body: body.update({s.name: _trait(s) for s in declared(SERVER)}),
+)
 
 
 def _trait_value(value: Any) -> Any:
@@ -126,7 +134,17 @@ class PrimeAgentLab(SettingTraits):  # type: ignore[misc, valid-type]
         self._held_keys = withheld.keys
         self.log.info("Prime Agent Lab: %s", withheld.summary())
 
+    def _apply_admin_locks(self) -> None:
+        """Before any setting is used: the administrator's locked values replace the user's."""
+        loaded = [*self.serverapp.loaded_config_files, *self.loaded_config_files]
+        try:
+            apply_locks(self, AdminValues, loaded, self.log)
+        except LockError as exc:
+            self.log.critical("Prime Agent Lab cannot start: %s", exc)
+            sys.exit(1)
+
     def initialize_settings(self) -> None:
+        self._apply_admin_locks()
         self._withhold_keys()
         try:
             settings = HostSettings(  # the bounds are checked here (a SettingError names one)

@@ -44,6 +44,7 @@ class InfoHandler(ApiBase):
                 "model": settings.model,
                 "output_cap": settings.output_cap,
                 "cell_timeout": settings.cell_timeout,
+                "locked_settings": list(settings.locked_settings),
             }
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.autonomy_config import Budgets, SubAgentRefused
+from ..core.autonomy_config import BudgetAboveLock, Budgets, SubAgentRefused
 from ..core.runtime import AgentRuntime
 from ..core.sessions import SessionRepository
 from ..core.text import json_type, shorten
@@ -25,7 +25,8 @@ class HostAutonomy:
 
     def set_autonomy(self, session_id: str, data: dict[str, Any]) -> AutonomyState:
         """Turn the mode on or off with `budgets` and `gates` (`AutonomyUpdate`); recorded in
-        the session, so a restart keeps it. The next message runs autonomously."""
+        the session, so a restart keeps it. The next message runs autonomously. 403 for a
+        budget above one the administrator locked."""
         agent = attached(self.runtime.agents, session_id)
         enabled = data.get("enabled")
         if not isinstance(enabled, bool):
@@ -47,6 +48,8 @@ class HostAutonomy:
             self.runtime.autonomy.configure(agent, enabled, budgets, gates)
         except SubAgentRefused as exc:
             raise HostError(409, str(exc)) from None
+        except BudgetAboveLock as exc:
+            raise HostError(403, str(exc)) from None
         except SyntaxError as exc:
             raise HostError(400, f"a py: gate does not compile: {exc.msg}") from None
         except ValueError as exc:

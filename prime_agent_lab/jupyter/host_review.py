@@ -175,7 +175,9 @@ class HostReview:
         if plan.snapshot is None:
             return "not_restored", plan.reason, {}
         try:
-            report = await restore_before_turn(agent.kernel, agent.session.directory, plan.snapshot)
+            report = await restore_before_turn(
+                agent.kernel, agent.session.directory, plan.snapshot, keeper.transfers
+            )
         except Exception as exc:  # the kernel died or timed out meanwhile, a disk error, ...
             log.warning("reverting %s: the restore failed", agent.session_id, exc_info=True)
             why = exc if isinstance(exc, SnapshotFailed) else f"{type(exc).__name__}: {exc}"

@@ -30,6 +30,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from jupyter_server_ydoc.utils import encode_file_path
 from pycrdt import Map
 
 from ..adapters.output_cap import NotebookOutputCap
@@ -103,8 +104,7 @@ class LiveNotebook:
         while a tab is still connecting to its kernel."""
         if self._file_id is None:
             return False
-        rooms = getattr(getattr(self._ext, "ywebsocket_server", None), "rooms", None) or {}
-        room = rooms.get(f"json:notebook:{self._file_id}")
+        room = _rooms(self._ext).get(encode_file_path("json", "notebook", self._file_id))
         return bool(getattr(room, "clients", None))
 
     async def _check_exists(self) -> None:
@@ -349,8 +349,13 @@ def _try_insert(doc: Any, ycell: Map) -> bool:
     return True
 
 
+def _rooms(ext: Any) -> dict[str, Any]:
+    """jupyter-collaboration's open rooms by room id (`json:notebook:<file id>`)."""
+    return getattr(getattr(ext, "ywebsocket_server", None), "rooms", None) or {}
+
+
 def _room_of(ext: Any, doc: Any) -> Any:
-    rooms = getattr(getattr(ext, "ywebsocket_server", None), "rooms", None) or {}
+    rooms = _rooms(ext)
     return next((r for r in rooms.values() if getattr(r, "_document", None) is doc), None)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from jupyter_core.utils import ensure_async
 
+from ..adapters.gateway_refusal import refusal_text
 from ..adapters.kernel_calls import (
     READY_TIMEOUT,
     Run,
@@ -25,11 +26,14 @@ from ..adapters.kernel_calls import (
     wait_until_ready,
 )
 from ..adapters.kernel_fleet import HandOutFailed
+from ..adapters.kernel_source import KernelSourceTraits, traits_of
 from ..core.redaction import kernel_environment
 from . import notebook_sessions
+from .host_errors import HostError
 
 log = logging.getLogger(__name__)
 
+GATEWAY_TOKEN_SETTING = "--GatewayClient.auth_token (or JUPYTER_GATEWAY_AUTH_TOKEN)"
 KERNEL_ACTIONS_SCHEMA = "https://events.jupyter.org/jupyter_server/kernel_actions/v1"
 
 __all__ = ["HandOutFailed", "ServerKernelStartFailed", "ServerKernels", "hand_to_notebook"]
@@ -58,6 +62,8 @@ class ServerKernels:
         self._start_path = start_path  # API path of the directory pooled kernels start in
         self._ready_timeout = ready_timeout
         self.bindings: dict[str, str] = {}  # notebook path -> kernel id, reported by the UI
+        # A gateway's kernels (`--gateway-url`) share no disk and no connection key with us.
+        self.traits: KernelSourceTraits = traits_of(serverapp.kernel_manager)
 
     @property
     def _kernels(self) -> Any:
@@ -88,7 +94,17 @@ class ServerKernels:
         return str(model["kernel"]["id"])
 
     async def resolve(self, path: str, hint: str | None = None) -> str:
-        """The notebook's kernel: the UI's report first, then the sessions API, else a new one."""
+        """The notebook's kernel: the UI's report first, then the sessions API, else a new one.
+        A gateway that refuses the server's credentials is a 502 that says so."""
+        try:
+            return await self._resolve(path, hint)
+        except Exception as exc:
+            refused = refusal_text(exc, GATEWAY_TOKEN_SETTING)
+            if refused is None:
+                raise
+            raise HostError(502, refused) from None
+
+    async def _resolve(self, path: str, hint: str | None) -> str:
         for candidate in (hint, self.bindings.get(path)):
             if candidate and candidate in self._kernels:
                 self.bindings[path] = candidate
@@ -139,7 +155,8 @@ class ServerKernels:
             )
         except Exception as exc:
             raise ServerKernelStartFailed(
-                f"the kernel {self.kernel_name!r} could not start: {type(exc).__name__}: {exc}"
+                refusal_text(exc, GATEWAY_TOKEN_SETTING)
+                or f"the kernel {self.kernel_name!r} could not start: {type(exc).__name__}: {exc}"
             ) from exc
         try:
             await wait_until_ready(self._kernels.get_kernel(kernel_id), self._ready_timeout)
@@ -213,7 +230,9 @@ async def hand_to_notebook(
     notebook from now on joins this kernel (a session created after the move would race a tab
     opened meanwhile into a second kernel for the same notebook). Then the kernel moves to
     `directory` (an absolute OS path; default: the notebook's own directory, where
-    jupyter_server would have started it) and gets the notebook's `JPY_SESSION_NAME`.
+    jupyter_server would have started it) and gets the notebook's `JPY_SESSION_NAME`. A
+    gateway's kernel shares no disk with the server (its working folder is the gateway's
+    business): it gets only the session name.
     """
     sessions = serverapp.session_manager
     kernels = serverapp.kernel_manager
@@ -238,7 +257,8 @@ async def hand_to_notebook(
         existing = model["kernel"]["id"]
         raise HandOutFailed(f"{path} already has a Jupyter session (kernel {existing})")
     try:
-        await set_working_directory(kernels.get_kernel(kernel_id), directory, session_name, run=run)
+        moved_to = directory if traits_of(kernels).shares_disk else None
+        await set_working_directory(kernels.get_kernel(kernel_id), moved_to, session_name, run=run)
     except Exception as exc:
         with contextlib.suppress(Exception):
             await sessions.delete_session(model["id"])

@@ -1,0 +1,41 @@
+"""The per-kernel secret, taken from a one-shot comm the host opens at setup.
+
+A host that does not hold this kernel's connection key (the kernel runs on a Jupyter gateway,
+which made that key) draws a secret of its own for the kernel and signs nothing with anything
+else. It hands the secret over on the kernel's own channel, as the data of a comm opened to
+`KEY_COMM_TARGET` right after its silent setup cell: not as code, so it is in no execute request,
+no `In`, no history and no notebook. The target takes one secret, binds the kernel API with it,
+closes the comm with `{"ok": true}` (or the error) as the host's acknowledgement, and is gone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+KEY_COMM_TARGET = "prime_agent.key"  # must match prime_agent_lab.adapters.kernel_secret
+SECRET_BYTES = 32
+
+
+def expect_secret(bridge_url: str, kernel_id: str, shell: Any = None) -> None:
+    """Wait for the host's secret on a comm, then `configure` the bridge with it."""
+    if shell is None:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    manager = shell.kernel.comm_manager
+
+    def take(comm: Any, msg: dict[str, Any]) -> None:
+        manager.unregister_target(KEY_COMM_TARGET, take)  # one secret per setup
+        try:
+            secret = bytes.fromhex(str(msg["content"]["data"]["secret"]))
+            if len(secret) != SECRET_BYTES:
+                raise ValueError(f"the secret must be {SECRET_BYTES} bytes, not {len(secret)}")
+            from . import configure
+
+            configure(bridge_url, kernel_id, shell, secret=secret)
+        except Exception as exc:  # told to the host; the secret itself is never in the answer
+            comm.close(data={"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+            return
+        comm.close(data={"ok": True})
+
+    manager.register_target(KEY_COMM_TARGET, take)
