@@ -267,7 +267,6 @@ def start_gateway_server(
         f"--IdentityProvider.token={token}",
         "--ServerApp.allow_root=True",
         f"--gateway-url={gateway.url}",
-        f"--GatewayClient.auth_token={gateway.token}",
         f"--PrimeAgentLab.bridge_url=http://127.0.0.1:{port}/prime-agent/bridge",
         "--PrimeAgentLab.provider=scripted",
         f"--PrimeAgentLab.script_path={script_path}",
@@ -287,6 +286,7 @@ def start_gateway_server(
             p for p in (str(REPO), str(REPO / "kernel_ext"), os.environ.get("PYTHONPATH", "")) if p
         ),
         "PYTHONUNBUFFERED": "1",
+        "JUPYTER_GATEWAY_AUTH_TOKEN": gateway.token,  # as the README says: not on the command line
     }
     log_path = base / "server.log"
     with log_path.open("ab") as log:

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 import websocket
 
@@ -141,13 +142,24 @@ def test_an_agent_cell_runs_on_the_gateway_as_its_user_and_the_bridge_answers(
             "the notebook is saved with the agent's cell",
             server,
         )
+        # A notebook the user opens starts its kernel through jupyter_server's own sessions API.
+        nbformat.write(nbformat.v4.new_notebook(), base / "root" / "mine.ipynb")
+        opened = server.api(
+            "POST",
+            "api/sessions",
+            {"path": "mine.ipynb", "type": "notebook", "kernel": {"name": "python3"}},
+        )
+        assert opened["kernel"]["id"] in any_gateway.kernel_ids()
+        server_log = server.log_path.read_text(errors="replace")
+        assert "GatewayKernelManager started kernel:" in server_log  # the line is still there
         for where, text in (
             ("the gateway's log", any_gateway.log()),
             ("the notebook", notebook_text),
             ("the session folder", files_text(base / "sessions")),
-            ("the server's log", server.log_path.read_text(errors="replace")),
+            ("the server's log", server_log),
         ):
             assert secret not in text, f"the per-kernel secret is in {where}"
+            assert any_gateway.token not in text, f"the gateway's auth token is in {where}"
         assert "No channel specified" not in any_gateway.log()
         print(f"attach + first turn on the gateway: {turn_seconds:.1f} s")
     finally:

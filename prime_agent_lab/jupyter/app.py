@@ -24,6 +24,7 @@ from ..core.sessions import SessionRepository
 from ..core.settings import CONFIG_SECTION, SERVER, Declared, declared, help_text
 from . import atomic_contents, kernel_websocket, notebook_sessions
 from .admin_locks import LockError, apply_locks
+from .gateway_log import leave_out_kernel_arguments
 from .handlers import handlers
 from .host import AgentHost, HostSettings
 
@@ -105,6 +106,7 @@ class PrimeAgentLab(SettingTraits):  # type: ignore[misc, valid-type]
         """A value of the wrong type (`c.PrimeAgentLab.cell_timeout = "abc"`) stops the server
         with one line naming the setting, like a value out of bounds does; jupyter_server would
         log the error and go on with this extension half-configured."""
+        leave_out_kernel_arguments(serverapp.log)  # before any kernel starts on a gateway
         try:
             super()._link_jupyter_server_extension(serverapp)
         except TraitError as exc:
