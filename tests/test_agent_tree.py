@@ -701,13 +701,21 @@ async def test_in_a_tree_every_send_outside_the_nuclear_family_is_refused_and_fo
         "from_name": "a",
         "relationship": "parent",
     }
-    # g may not reach its uncle, whoever the payload claims to be...
-    to_uncle = {"message": "hi", "receiver_role": "sibling", "receiver_name": "b", **forged}
+    # A payload that claims a sender is refused before any handler reads it (the host checks
+    # the keys against the operation's declaration), whatever it sends and to whom...
+    to_uncle = {"message": "hi", "receiver_role": "sibling", "receiver_name": "b"}
+    to_parent = {"message": "from g", "receiver_role": "parent"}
+    for payload in ({**to_uncle, **forged}, {**to_parent, **forged, "from": root.session_id}):
+        out = await run_in_kernel(g, forged_send(payload))
+        refused = json.loads(out.split("RESULT", 1)[1])
+        assert "host refused the call (400): bridge operation messages.send takes" in (
+            refused.get("error") or ""
+        ), refused
+    # ...g may not reach its uncle through the bridge itself...
     out = await run_in_kernel(g, forged_send(to_uncle))
     refused = json.loads(out.split("RESULT", 1)[1])
     assert REACH in (refused.get("error") or ""), refused
     # ...and what it may send arrives as from g.
-    to_parent = {"message": "from g", "receiver_role": "parent", **forged, "from": root.session_id}
     out = await run_in_kernel(g, forged_send(to_parent))
     receipt = json.loads(out.split("RESULT", 1)[1])
     (arrived,) = await wait_for(lambda: with_id(a, receipt["message_id"]))

@@ -389,8 +389,10 @@ def test_a_cli_run_in_text_mode_whose_cell_fills_the_disk_says_so_in_one_line(
     assert done.returncode == 1
     shown = [line for line in done.stdout.splitlines() if line.startswith("  error: ")]
     assert len(shown) == 1 and "(the disk is full: " in shown[0], done.stdout[-2000:]
-    provider, *lines = done.stderr.strip().splitlines()  # the run's first line names the model
+    # the run's first lines name the model and where the kernels run
+    provider, kernels, *lines = done.stderr.strip().splitlines()
     assert provider == "prime-agent-lab: provider scripted, model script.json", done.stderr
+    assert kernels == "prime-agent-lab: kernels local (python3)", done.stderr
     # ... then one line says everything the disk cost
     assert len(lines) == 1 and lines[0].startswith("prime-agent-lab:"), done.stderr
     assert "the disk is full" in lines[0]
