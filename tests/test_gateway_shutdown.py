@@ -1,8 +1,9 @@
-"""SIGTERM of a server whose kernels are on a real Kernel Gateway (review 2, F2): the shutdown
-snapshot of a gateway kernel goes to the server over the bridge, so it must be taken while the
-server still listens. The agent sets `x`, the user sets `y` in a cell of their own over the
-kernel's websocket (as a notebook tab does, after the agent's last snapshot), the server gets
-SIGTERM, a new server on the same folder and gateway reopens the notebook: both are back."""
+"""SIGTERM of a server whose kernels are on a real gateway, Kernel Gateway and Enterprise Gateway
+(review 2, F2): the shutdown snapshot of a gateway kernel goes to the server over the bridge, so
+it must be taken while the server still listens. The agent sets `x`, the user sets `y` in a cell
+of their own over the kernel's websocket (as a notebook tab does, after the agent's last
+snapshot), the server gets SIGTERM, a new server on the same folder and gateway reopens the
+notebook: both are back."""
 
 from __future__ import annotations
 
@@ -59,9 +60,10 @@ def users_cell(server: LabServer, kernel_id: str, code: str) -> str:
 
 def test_sigterm_saves_the_variables_of_a_gateway_kernel_set_since_the_last_turn(
     tmp_path: Path,
-    kernel_gateway: KernelGateway,
+    any_gateway: KernelGateway,
 ) -> None:
-    base, server = server_on_a_notebook(tmp_path, kernel_gateway, SCRIPT, *NO_KERNEL_POOL)
+    gateway = any_gateway
+    base, server = server_on_a_notebook(tmp_path, gateway, SCRIPT, *NO_KERNEL_POOL)
     again: LabServer | None = None
     try:
         session_id, session_log = attach_agent(server, base)
@@ -82,14 +84,14 @@ def test_sigterm_saves_the_variables_of_a_gateway_kernel_set_since_the_last_turn
             server.log_tail()
         )
         assert saved_names(session_log) == {"x", "y"}
-        assert kernel_id not in kernel_gateway.kernel_ids()  # the server shut it down
+        assert kernel_id not in gateway.kernel_ids()  # the server shut it down
 
-        again = start_gateway_server(base, kernel_gateway, SCRIPT, *NO_KERNEL_POOL)
+        again = start_gateway_server(base, gateway, SCRIPT, *NO_KERNEL_POOL)
         assert attach_agent(again, base)[0] == session_id
         assert send_and_wait(again, session_id, session_log, "DONE2") == "DONE2 x 42 y 7"
         print(
             f"shutdown snapshot of the gateway kernel: {summary.group(2)} s; "
-            f"SIGTERM to exit {exited_after:.2f} s"
+            f"SIGTERM to exit {exited_after:.2f} s ({gateway.kind.name})"
         )
     finally:
         shutdown(server)
