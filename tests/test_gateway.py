@@ -49,15 +49,26 @@ def wait_until(predicate: Any, what: str, server: LabServer, timeout: float = 12
 def kernel_probe(gateway: KernelGateway, kernel_id: str, code: str) -> str:
     """Run `code` on a gateway kernel over the gateway's own websocket (not the server's, not
     the notebook's: nothing of it is stored anywhere); its printed output."""
-    socket = websocket.create_connection(
+    return run_over_channels(
         f"ws://{gateway.url.removeprefix('http://')}/api/kernels/{kernel_id}/channels",
-        header=[f"Authorization: token {gateway.token}"],
-        timeout=60,
+        gateway.token,
+        code,
     )
+
+
+def run_over_channels(url: str, token: str, code: str, store_history: bool = False) -> str:
+    """Run `code` through a kernel's channels websocket at `url` (the gateway's, or a server's
+    as a notebook tab uses it; a tab's cells are `store_history`); its printed output."""
+    socket = websocket.create_connection(url, header=[f"Authorization: token {token}"], timeout=60)
     try:
         msg_id = uuid.uuid4().hex
         header = {"msg_id": msg_id, "msg_type": "execute_request", "session": uuid.uuid4().hex}
-        content = {"code": code, "silent": False, "store_history": False, "allow_stdin": False}
+        content = {
+            "code": code,
+            "silent": False,
+            "store_history": store_history,
+            "allow_stdin": False,
+        }
         request = {"header": {**header, "username": "probe", "version": "5.3"}, "channel": "shell"}
         socket.send(
             json.dumps({**request, "parent_header": {}, "metadata": {}, "content": content})

@@ -27,6 +27,7 @@ from .admin_locks import LockError, apply_locks
 from .gateway_log import leave_out_kernel_arguments
 from .handlers import handlers
 from .host import AgentHost, HostSettings
+from .stop_order import StopAfter
 
 LOOPBACK_HOSTS = {"", "localhost", "127.0.0.1", "0.0.0.0", "::", "::1"}
 _TRAITS: dict[Any, type[TraitType[Any, Any]]] = {
@@ -172,6 +173,7 @@ class PrimeAgentLab(SettingTraits):  # type: ignore[misc, valid-type]
             self.serverapp, SessionRepository(sessions_dir), settings, keys=self._held_keys
         )
         self.settings["prime_agent_host"] = self.host
+        StopAfter(self.serverapp, self.host.shutdown).install()  # snapshots while listening
         self.host.runtime.start()  # messages queued before a restart wait again
         self._configure_server_created_rooms()
         kernel_websocket.install(self.serverapp, self.settings)  # a busy kernel never stalls a tab

@@ -81,6 +81,7 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue, HostPermissi
         `keys`: provider keys held outside the environment (core/held_keys.py)."""
         self.serverapp = serverapp
         self.repository = repository
+        self._shutting_down: asyncio.Future[None] | None = None
         self._settings = settings
         self.choice = ModelChoice(
             lambda: self.settings, keys if keys is not None else {}, lambda: self._provider()
@@ -478,7 +479,13 @@ class AgentHost(HostBranches, HostHarness, HostAutonomy, HostQueue, HostPermissi
 
     async def shutdown(self) -> None:
         """The server stops: running turns end as `shutdown` and every loaded agent's kernel is
-        snapshotted (within `shutdown_timeout`), then the agents and their kernels go."""
+        snapshotted (within `shutdown_timeout`), then the agents and their kernels go. Once: a
+        second call (`stop_extension` after jupyter/stop_order.py ran it) waits for the first."""
+        if self._shutting_down is None:
+            self._shutting_down = asyncio.ensure_future(self._shut_down())
+        await self._shutting_down
+
+    async def _shut_down(self) -> None:
         report = await self.runtime.close(SERVER_SHUTDOWN, self.settings.shutdown_timeout)
         if report.stopped or report.snapshotted or report.skipped:
             logger = getattr(self.serverapp, "log", log)  # the server's log, shown at INFO
