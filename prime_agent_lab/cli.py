@@ -811,7 +811,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(f"{settings.spell('bridge_listen', CLI)} {exc}")
     gateway_url = args.gateway_url or os.environ.get("JUPYTER_GATEWAY_URL")
-    if gateway_url and (problem := url_problem(gateway_url)) is not None:
+    token_setting = f"{settings.spell('gateway_auth_token', CLI)} (or JUPYTER_GATEWAY_AUTH_TOKEN)"
+    if gateway_url and (problem := url_problem(gateway_url, token_setting)) is not None:
         parser.error(f"{settings.spell('gateway_url', CLI)} (or JUPYTER_GATEWAY_URL) {problem}")
     for problem in unreadable_cli_files(args.mcp_config_files or ()):  # docs/mcp.md
         parser.error(str(problem))

@@ -95,9 +95,12 @@ def test_the_cli_says_the_gateway_refused_its_token_in_one_line(
     assert [r["type"] for r in records] == ["run_start", "run_end"], records
     assert records[1]["error"] == line.removeprefix("prime-agent-lab: "), records[1]
 
-    assert with_userinfo.returncode == 1, with_userinfo.stderr
-    end = json.loads(with_userinfo.stdout.splitlines()[-1])
-    assert "refused" in end["error"] and "user info" in end["error"], end
+    # A credential in the URL is refused before the gateway is asked (review 2, F7): it would
+    # reach the gateway's access log.
+    assert with_userinfo.returncode == 2, with_userinfo.stderr
+    assert "carries user info (user:token@)" in with_userinfo.stderr, with_userinfo.stderr
+    assert "--gateway-auth-token" in with_userinfo.stderr, with_userinfo.stderr
+    assert "Traceback" not in with_userinfo.stderr
     for done in (text, as_json, with_userinfo):
         everything = done.stdout + done.stderr
         assert WRONG_TOKEN not in everything and gateway.token not in everything

@@ -30,6 +30,8 @@ from jupyter_server.gateway.managers import ChannelQueue, GatewayKernelClient, H
 from jupyter_server.utils import url_path_join
 from tornado.escape import url_escape
 
+from .gateway_gone import GatewayChannelsClosed
+
 LOOK_EVERY = 0.005  # seconds between looks at an empty channel queue while a reader waits
 
 
@@ -68,7 +70,7 @@ class _NamedChannelQueue(ChannelQueue):
                 return self.get(block=False)
             except Empty:
                 if self.response_router_finished:
-                    raise RuntimeError("the gateway's websocket is closed") from None
+                    raise GatewayChannelsClosed(GatewayClient.instance().url or "") from None
                 if deadline is not None and time.monotonic() >= deadline:
                     raise
                 await asyncio.sleep(LOOK_EVERY)

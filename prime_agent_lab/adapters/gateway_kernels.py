@@ -45,7 +45,10 @@ def configure_gateway(url: str | None, auth_token: str | None) -> GatewayClient 
 
 class GatewayBackend:
     """The CLI's kernels on a gateway, by the gateway's kernel ids; all shut down when the
-    fleet closes. Restarts and deaths are not followed yet (docs/gateway.md part 3, step 3)."""
+    fleet closes. It follows nothing itself (`follow_restarts`, `follow_deaths`): a restart or a
+    death on the gateway is seen by the kernel's executor, as a new process on its channels
+    (the kernel is set up again, docs/gateway.md part 3, step 3), and a gateway that went away
+    ends the turn (adapters/gateway_gone.py)."""
 
     traits: KernelSourceTraits = GATEWAY_KERNELS
 

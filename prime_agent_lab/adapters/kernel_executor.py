@@ -32,6 +32,7 @@ from ..core.ports import (
 )
 from ..core.stop_cause import USER_STOP, StopCause
 from . import output_rate_limit
+from .gateway_gone import gateway_gone
 from .kernel_package_check import KernelPackageProblem
 from .kernel_preparation import READY_TIMEOUT, UNPREPARED_PROCESS_NOTE, KernelPreparation
 from .kernel_preparation import bridge_setup_code as bridge_setup_code  # where callers find it
@@ -310,6 +311,10 @@ class KernelExecutor:
         self._ticket = ticket
         try:
             return await self._execute(code, on_event, timeout, ticket)
+        except Exception as exc:
+            if (gone := gateway_gone(exc)) is not None:
+                raise gone from exc
+            raise
         finally:
             if self._ticket is ticket:
                 self._ticket = None

@@ -33,7 +33,7 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 NONCE_MEMORY = 4096
 JOB_ABANDONED_AFTER = 120.0  # a kernel polls every `sync_wait` seconds while it waits
 MAX_JOBS_PER_KERNEL = 256
-_JOB_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+_JOB_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
 
 
 @dataclass(frozen=True)
@@ -234,7 +234,7 @@ class BridgeService:
             raise BridgeError(
                 429, f"too many calls in flight from this kernel ({MAX_JOBS_PER_KERNEL})"
             )
-        if isinstance(proposed, str) and _JOB_ID.match(proposed):
+        if isinstance(proposed, str) and _JOB_ID.fullmatch(proposed):
             if (kernel_id, proposed) in self._jobs:
                 raise BridgeError(409, "call_id already in use")
             return proposed

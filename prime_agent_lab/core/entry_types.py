@@ -225,7 +225,7 @@ notice of its own."""
 
 WARNING_NOTICES = frozenset(k for k, n in NOTICE_KINDS.items() if n.warning)
 
-_BLOB_NAME = re.compile(r"^[0-9a-f]{64}\.[a-z0-9]{1,8}$")
+_BLOB_NAME = re.compile(r"[0-9a-f]{64}\.[a-z0-9]{1,8}")
 _ORIGIN_FIELDS = ("from_session_id", "from_name", "relationship", "composed")
 TICK_FIELDS = ("schedule_id", "schedule_label", "schedule_owner", "schedule_kind", "scheduled_for")
 """The fields of a message a scheduled job's tick made (core/scheduler.py), not another agent."""
@@ -561,7 +561,9 @@ def _is_image(image: Any) -> bool:
     """Inline (version 1) or a blob named by its hash (version 2; never a path)."""
     if has_text_fields(image, ("media_type", "data_base64")):
         return True
-    return has_text_fields(image, ("media_type", "blob")) and bool(_BLOB_NAME.match(image["blob"]))
+    return has_text_fields(image, ("media_type", "blob")) and bool(
+        _BLOB_NAME.fullmatch(image["blob"])
+    )
 
 
 def _images_shape(entry: Entry) -> str | None:

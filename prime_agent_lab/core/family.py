@@ -34,7 +34,7 @@ Relationship = Literal["parent", "child", "sibling"]
 DELETED_MARKER = "deleted.json"
 RESERVED_NAMES = frozenset({"all", "parent", "child", "children", "sibling", "siblings", "self"})
 MAX_NAME = 64
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 SESSION_UNREADABLE = 410  # FamilyError status: the agent's session file cannot be read
@@ -60,7 +60,7 @@ def check_name(name: object) -> str:
         raise FamilyError(400, f"a sub-agent name may not hold a path: {shorten(name, 80)}")
     if name.lower() in RESERVED_NAMES:
         raise FamilyError(400, f"{name!r} is reserved (it names a group of agents); pick another")
-    if len(name) > MAX_NAME or not _NAME.match(name) or name.endswith("."):
+    if len(name) > MAX_NAME or not _NAME.fullmatch(name) or name.endswith("."):
         raise FamilyError(
             400,
             f"invalid sub-agent name {shorten(name, 80)}: use up to {MAX_NAME} letters, digits, "

@@ -50,7 +50,7 @@ instead of inline base64. A version-1 log is migrated in memory on load (`_MIGRA
 is never rewritten, and its inline images still load."""
 BLOBS = "blobs"
 _EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/svg+xml": "svg"}
-_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 
 class SessionError(Exception):
@@ -106,11 +106,11 @@ def new_session_id() -> str:
 
 
 def is_session_id(name: object) -> bool:
-    return isinstance(name, str) and _SESSION_ID.match(name) is not None
+    return isinstance(name, str) and _SESSION_ID.fullmatch(name) is not None
 
 
 def check_session_id(session_id: str) -> str:
-    if not isinstance(session_id, str) or not _SESSION_ID.match(session_id):
+    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
         raise SessionError(f"invalid session id {shorten(session_id)}")
     return session_id
 
@@ -751,7 +751,7 @@ class SessionRepository:
         """Directories named like a session; the name is the id (a header never names a path).
         A link is none: it is never followed."""
         for child in self.root.iterdir():
-            if _SESSION_ID.match(child.name) and child.is_dir() and not child.is_symlink():
+            if _SESSION_ID.fullmatch(child.name) and child.is_dir() and not child.is_symlink():
                 yield child
 
     def summaries(self, notebook_path: str | None = None) -> list[SessionSummary]:

@@ -17,6 +17,7 @@ from traitlets.config import Configurable
 
 from ..adapters.model_choice import ModelChoice
 from ..adapters.withhold_keys import withhold_keys
+from ..core.gateway_url import url_problem
 from ..core.harness.keeper import ENV_GLOBAL_DIR, default_global_dir
 from ..core.held_keys import HeldKeys
 from ..core.project_trust import SaveKeepsTrust
@@ -146,7 +147,21 @@ class PrimeAgentLab(SettingTraits):  # type: ignore[misc, valid-type]
             self.log.critical("Prime Agent Lab cannot start: %s", exc)
             sys.exit(1)
 
+    def _check_gateway_url(self) -> None:
+        """jupyter_server takes `JUPYTER_GATEWAY_URL` unchecked (a pasted leading space fails
+        at the first kernel start) and a token in its query (then in the gateway's log)."""
+        gateway = self.serverapp.gateway_config
+        token_setting = "c.GatewayClient.auth_token (or JUPYTER_GATEWAY_AUTH_TOKEN)"
+        if gateway.gateway_enabled and (problem := url_problem(gateway.url, token_setting)):
+            self.log.critical(
+                "Prime Agent Lab cannot start: the gateway URL (--gateway-url, "
+                "c.GatewayClient.url or JUPYTER_GATEWAY_URL) %s",
+                problem,
+            )
+            sys.exit(1)
+
     def initialize_settings(self) -> None:
+        self._check_gateway_url()
         self._apply_admin_locks()
         self._withhold_keys()
         try:
