@@ -234,6 +234,9 @@ def test_the_agents_view_follows_a_tree_live_and_acts_on_its_agents(
     expect(panel.get_by_test_id("pal-assistant").last).to_contain_text(
         MESSAGE, timeout=TURN_TIMEOUT_MS
     )
+    # The root's mail was a task (from its parent) that ended without a reply: `completed`, live.
+    # (The row may still show `idle` from before that turn, so idle alone says nothing yet.)
+    expect(part_a).to_have_attribute("data-outcome", "completed", timeout=TURN_TIMEOUT_MS)
     expect(part_a).to_have_attribute("data-state", "idle", timeout=TURN_TIMEOUT_MS)
     part_a_outcome = part_a.get_attribute("data-outcome")
 
