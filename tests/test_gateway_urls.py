@@ -67,8 +67,8 @@ def test_the_server_refuses_an_odd_gateway_url_at_start_in_one_line(
     done = server_exit(tmp_path, env=env)
     assert done.returncode == 1, done.stderr[-2000:]
     assert (
-        "Prime Agent Lab cannot start: the gateway URL (--gateway-url, c.GatewayClient.url or "
-        "JUPYTER_GATEWAY_URL) " in done.stderr
+        "Prime Agent Lab cannot start: the gateway URL (c.GatewayClient.url, JUPYTER_GATEWAY_URL "
+        "or jupyter_server's gateway-url option) " in done.stderr
     )
     assert why in done.stderr and "Traceback" not in done.stderr and SECRET not in done.stderr
     if why == CREDENTIAL:

@@ -22,7 +22,7 @@ from typing import Any
 from .agent_view import AgentView
 from .jsonfile import parse_json
 from .messages import Message, ModelRequest
-from .snapshots import DEFAULT_SNAPSHOT_VARIABLE_CAP
+from .settings import DEFAULTS
 
 NAMESPACE_EXPRESSION = "__import__('prime_agent_kernel.compact').compact.namespace_json()"
 
@@ -88,7 +88,7 @@ class KernelGC:
     """Plans a clean-up in the background after a compaction (one short model call) and applies
     it at the next step boundary (before a model call), when no agent cell runs."""
 
-    def __init__(self, agent: AgentView, cap: int = DEFAULT_SNAPSHOT_VARIABLE_CAP) -> None:
+    def __init__(self, agent: AgentView, cap: int = DEFAULTS.snapshot_variable_cap) -> None:
         # Variables over `cap` are reported: snapshots skip them (the runtime sets its cap).
         self.agent = agent
         self.cap = cap

@@ -39,6 +39,14 @@ from prime_agent_kernel.operations import (
 )
 
 from .bridge import BridgeError, payload_number
+from .snapshot_files import (
+    MANIFEST,
+    PREVIOUS_MANIFEST,
+    RESTORE_REPORT,
+    SNAPSHOT_TIMEOUT,
+    SnapshotFailed,
+    state_directory,
+)
 from .whole_writes import replace_whole
 
 if TYPE_CHECKING:
@@ -309,8 +317,6 @@ def _declared_files(manifest: object, caps: Caps) -> dict[str, _File]:
 
 
 def _state_directory(ctx: CallerContext) -> Path:
-    from .snapshots import state_directory
-
     return state_directory(ctx.session.directory)
 
 
@@ -416,13 +422,6 @@ async def pull_through_bridge(
     gave none), also written where a local kernel writes it. `run`: the port's `run_silently`;
     `options`: `snapshot.restore`'s (`overwrite`, `prune`, `only_if_fresh`)."""
     from .jsonfile import MAX_MANIFEST_BYTES, read_bytes
-    from .snapshots import (
-        MANIFEST,
-        PREVIOUS_MANIFEST,
-        RESTORE_REPORT,
-        SNAPSHOT_TIMEOUT,
-        SnapshotFailed,
-    )
 
     raw = read_bytes(directory / (PREVIOUS_MANIFEST if previous else MANIFEST), MAX_MANIFEST_BYTES)
     if hashlib.sha256(raw).hexdigest() != digest:

@@ -47,6 +47,14 @@ from .jsonfile import (
 from .pending_kernel import PendingKernel
 from .ports import ExecutionResult, KernelCameBack, KernelPort
 from .settings import DEFAULTS
+from .snapshot_files import (
+    MANIFEST,
+    PREVIOUS_MANIFEST,
+    RESTORE_REPORT,
+    SNAPSHOT_TIMEOUT,
+    SnapshotFailed,
+    state_directory,
+)
 from .snapshot_transfer import (
     Caps,
     SnapshotTransfers,
@@ -64,19 +72,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STATE_DIRECTORY = "kernel-state"
-MANIFEST = "manifest.json"
-PREVIOUS_MANIFEST = "manifest.previous.json"
 NEW_MANIFEST = "manifest.new.json"  # what the kernel wrote, before the host commits it
 UNTRUSTED_MANIFEST = "manifest.untrusted.json"
 """An untrusted snapshot a newer one of this user's replaced: kept (with its files) until the
 user trusts it or a later untrusted one takes its place, so the Trust action still has it."""
-RESTORE_REPORT = "restore-report.json"
 FORMAT_VERSION = 2
 DEFAULT_SNAPSHOT_VARIABLE_CAP = DEFAULTS.snapshot_variable_cap
 DEFAULT_SNAPSHOT_TOTAL_CAP = DEFAULTS.snapshot_total_cap
 DEFAULT_SNAPSHOT_DEBOUNCE = DEFAULTS.snapshot_debounce
-SNAPSHOT_TIMEOUT = 600.0  # a snapshot waits behind a cell the user runs; it never interrupts it
 NAMES_SHOWN = 30
 SIGNED_FOR = "snapshot"  # the signature purpose (core/trust.py)
 HOLDS_A_KEY = (
@@ -90,10 +93,6 @@ NOT_RESTORED = "kernel_state_not_restored"
 RESTORE_AFTER_NOTICE: dict[str, str] = {"kernel_died": "died", "kernel_restarted": "agent"}
 """Between-turn kernel notices after which the snapshot is restored (`kernel_restarted`: the
 harness restarted the kernel for a cell that ignored an interrupt)."""
-
-
-class SnapshotFailed(RuntimeError):
-    """A snapshot or restore could not run; the message says why."""
 
 
 class SnapshotsUnavailable(SnapshotFailed):
@@ -114,10 +113,6 @@ class SnapshotSettings:
     variable_cap: int = DEFAULT_SNAPSHOT_VARIABLE_CAP
     total_cap: int = DEFAULT_SNAPSHOT_TOTAL_CAP
     debounce: float = DEFAULT_SNAPSHOT_DEBOUNCE
-
-
-def state_directory(session_dir: Path) -> Path:
-    return session_dir / STATE_DIRECTORY
 
 
 def _linked(directory: Path) -> bool:

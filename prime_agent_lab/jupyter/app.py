@@ -154,8 +154,8 @@ class PrimeAgentLab(SettingTraits):  # type: ignore[misc, valid-type]
         token_setting = "c.GatewayClient.auth_token (or JUPYTER_GATEWAY_AUTH_TOKEN)"
         if gateway.gateway_enabled and (problem := url_problem(gateway.url, token_setting)):
             self.log.critical(
-                "Prime Agent Lab cannot start: the gateway URL (--gateway-url, "
-                "c.GatewayClient.url or JUPYTER_GATEWAY_URL) %s",
+                "Prime Agent Lab cannot start: the gateway URL (c.GatewayClient.url, "
+                "JUPYTER_GATEWAY_URL or jupyter_server's gateway-url option) %s",
                 problem,
             )
             sys.exit(1)
