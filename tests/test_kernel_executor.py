@@ -6,6 +6,7 @@ import asyncio
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from jupyter_client.channels import HBChannel
@@ -232,3 +233,32 @@ async def test_a_kernel_shut_down_mid_cell_is_not_started_again(
         await cell
     await executor.close()
     assert not await kernel.is_alive()
+
+
+async def test_a_cell_whose_iopub_status_was_lost_still_ends_with_its_reply_and_output(
+    kernel: AsyncKernelManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # After a restart the client's iopub subscription reconnects to the new process, and what
+    # was published before it is back is lost (ZeroMQ's slow joiner): a cell whose busy and idle
+    # never arrived waited as long as the kernel lived, its reply unread on the shell channel.
+    executor = KernelExecutor(kernel, "k")
+    assert (await executor.execute("x = 1", lambda event: None, 30)).status == "ok"
+    lose = {"on": True}
+    on_iopub = kernel_executor._Run.on_iopub
+
+    def losing_statuses(run: Any, msg: dict[str, Any]) -> None:
+        ours = msg["parent_header"].get("msg_id") == run.msg_id
+        if lose["on"] and ours and msg["header"]["msg_type"] in ("status", "execute_input"):
+            return
+        on_iopub(run, msg)
+
+    monkeypatch.setattr(kernel_executor._Run, "on_iopub", losing_statuses)
+    result = await asyncio.wait_for(
+        executor.execute("print(x + 41)", lambda event: None, 30), timeout=60
+    )
+    lose["on"] = False
+    after = await executor.execute("print('next')", lambda event: None, 30)
+    await executor.close()
+    assert result.status == "ok", result
+    assert [o.get("text") for o in result.outputs] == ["42\n"]
+    assert [o.get("text") for o in after.outputs] == ["next\n"]

@@ -47,6 +47,8 @@ OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
 INTERRUPT_GRACE = 5.0  # seconds to wait for a reply after SIGINT before restarting the kernel
 RESIGNAL_EVERY = 1.0  # seconds between interrupts while the agent's own cell keeps running
 POLL = 0.1  # seconds between checks for a Stop while waiting on the kernel
+IDLE_AFTER_REPLY = 1.0  # seconds a reply may precede its iopub `idle` before iopub is probed
+IOPUB_LOST = 30.0  # seconds after a reply when a cell counts as over although iopub said nothing
 PROBE_AFTER = 1.0  # seconds of waiting on another client's cell before asking the shell
 SLOW_CONNECT = 0.5  # seconds a first connect may take before it counts as waiting
 QUIET_AFTER_USER_CELL = 0.03  # a queued run-all starts its next cell within this time
@@ -512,7 +514,9 @@ class KernelExecutor:
             if remaining <= 0:
                 return await self._on_timeout(client, run, timeout)
             got = await self._pump(client, run, min(remaining, POLL))
-            if not got and await self._kernel_died(generation):
+            if run.reply is not None and not run.idle:
+                self._confirm_over(client, run)
+            elif not got and await self._kernel_died(generation):
                 return await self._on_death(run)
         if run.started and deadline is None:
             ticket.set_state("running")  # it ran between two reads (a busy machine): say so
@@ -539,6 +543,24 @@ class KernelExecutor:
             self._own.discard(run.msg_id)
             self._lock.release()
 
+    def _confirm_over(self, client: Any, run: _Run) -> None:
+        """The cell's reply came but not its iopub `idle`: a moment later ask the kernel for
+        `kernel_info`, whose own iopub status follows everything the cell published (iopub is
+        ordered), so seeing it means nothing of the cell's is still on its way. When iopub says
+        nothing at all (its subscription lost what the kernel published, as after a restart),
+        the reply alone ends the cell after IOPUB_LOST."""
+        now = time.monotonic()
+        if run.reply_at is None:
+            run.reply_at = now
+        elif run.probe_id is None and now - run.reply_at >= IDLE_AFTER_REPLY:
+            run.probe_id = client.kernel_info()
+            self._own.add(run.probe_id)
+        elif now - run.reply_at >= IOPUB_LOST:
+            log.warning(
+                "kernel %s: no iopub status for the agent's cell; its reply ends it", self.kernel_id
+            )
+            run.idle = True
+
     async def _pump(self, client: Any, run: _Run, wait: float) -> bool:
         """Read what is available on iopub and shell; True if anything arrived."""
         got = False
@@ -554,14 +576,18 @@ class KernelExecutor:
                 run.on_iopub(msg)
         except queue.Empty:
             pass
-        if run.idle and run.reply is None:
+        if run.reply is None:
+            # Also before `idle`, without waiting: a reply whose iopub status was lost still
+            # ends the cell (`_confirm_over`).
             try:
-                msg = await client.get_shell_msg(timeout=0.05 if got else wait)
+                msg = await client.get_shell_msg(timeout=(0.05 if got else wait) if run.idle else 0)
                 if msg["parent_header"].get("msg_id") == run.msg_id:
                     run.reply = msg
+                    run.started = run.executed = True
                 got = True
             except queue.Empty:
-                run.idle_without_reply += 1
+                if run.idle:
+                    run.idle_without_reply += 1
         return got
 
     async def _kernel_died(self, generation: object) -> bool:
@@ -803,6 +829,8 @@ class _Run:
         self.executed = False  # the kernel ran it (an aborted request never does)
         self.reply: dict[str, Any] | None = None
         self.idle_without_reply = 0
+        self.reply_at: float | None = None  # when the reply came while `idle` had not
+        self.probe_id: str | None = None  # a kernel_info asked for to see iopub caught up
 
     @property
     def done(self) -> bool:
@@ -816,7 +844,12 @@ class _Run:
         return self.done or (self.idle and self.idle_without_reply >= 3)
 
     def on_iopub(self, msg: dict[str, Any]) -> None:
-        if msg["parent_header"].get("msg_id") != self.msg_id:
+        parent = msg["parent_header"].get("msg_id")
+        if parent is not None and parent == self.probe_id:
+            if msg["header"]["msg_type"] == "status":
+                self.idle = True  # iopub has caught up past the cell: nothing more of it comes
+            return
+        if parent != self.msg_id:
             return
         msg_type = msg["header"]["msg_type"]
         content = msg["content"]
