@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 import time
 from pathlib import Path
@@ -235,30 +236,75 @@ async def test_a_kernel_shut_down_mid_cell_is_not_started_again(
     assert not await kernel.is_alive()
 
 
-async def test_a_cell_whose_iopub_status_was_lost_still_ends_with_its_reply_and_output(
-    kernel: AsyncKernelManager, monkeypatch: pytest.MonkeyPatch
+# After a restart the client's iopub subscription reconnects to the new process, and what was
+# published before it is back is lost (ZeroMQ's slow joiner): a cell whose busy and idle never
+# arrived waited as long as the kernel lived, its reply unread on the shell channel.
+STATUSES = ("status", "execute_input")
+EVERYTHING = ("status", "execute_input", "stream")
+
+
+@pytest.mark.parametrize(
+    ("lost", "printed"), [(STATUSES, ["42\n"]), (EVERYTHING, [])], ids=["statuses", "everything"]
+)
+async def test_a_cell_whose_iopub_missed_its_messages_ends_with_its_reply_and_says_so(
+    kernel: AsyncKernelManager,
+    monkeypatch: pytest.MonkeyPatch,
+    lost: tuple[str, ...],
+    printed: list[str],
 ) -> None:
-    # After a restart the client's iopub subscription reconnects to the new process, and what
-    # was published before it is back is lost (ZeroMQ's slow joiner): a cell whose busy and idle
-    # never arrived waited as long as the kernel lived, its reply unread on the shell channel.
     executor = KernelExecutor(kernel, "k")
     assert (await executor.execute("x = 1", lambda event: None, 30)).status == "ok"
-    lose = {"on": True}
+    losing = {"on": True}
     on_iopub = kernel_executor._Run.on_iopub
 
-    def losing_statuses(run: Any, msg: dict[str, Any]) -> None:
+    def losing_the_cells_messages(run: Any, msg: dict[str, Any]) -> None:
         ours = msg["parent_header"].get("msg_id") == run.msg_id
-        if lose["on"] and ours and msg["header"]["msg_type"] in ("status", "execute_input"):
-            return
-        on_iopub(run, msg)
+        if not (losing["on"] and ours and msg["header"]["msg_type"] in lost):
+            on_iopub(run, msg)
 
-    monkeypatch.setattr(kernel_executor._Run, "on_iopub", losing_statuses)
+    monkeypatch.setattr(kernel_executor._Run, "on_iopub", losing_the_cells_messages)
     result = await asyncio.wait_for(
         executor.execute("print(x + 41)", lambda event: None, 30), timeout=60
     )
-    lose["on"] = False
-    after = await executor.execute("print('next')", lambda event: None, 30)
+    losing["on"] = False
+    after = await executor.execute("print(x)", lambda event: None, 30)
     await executor.close()
     assert result.status == "ok", result
-    assert [o.get("text") for o in result.outputs] == ["42\n"]
-    assert [o.get("text") for o in after.outputs] == ["next\n"]
+    assert [o.get("text") for o in result.outputs] == printed
+    assert result.note == kernel_executor.OUTPUT_LOST_NOTE  # what it printed may be cut short
+    assert [o.get("text") for o in after.outputs] == ["1\n"] and after.note == ""
+
+
+class _QueuedClient:
+    """Hands out prepared iopub and shell messages in the order a kernel may deliver them."""
+
+    def __init__(self, iopub: list[dict[str, Any]], shell: list[dict[str, Any]]) -> None:
+        self.iopub, self.shell = iopub, shell
+
+    async def get_iopub_msg(self, timeout: float) -> dict[str, Any]:
+        if not self.iopub:
+            raise queue.Empty
+        return self.iopub.pop(0)
+
+    async def get_shell_msg(self, timeout: float) -> dict[str, Any]:
+        if not self.shell:
+            raise queue.Empty
+        return self.shell.pop(0)
+
+
+async def test_an_aborted_reply_read_before_its_idle_does_not_count_as_run() -> None:
+    # A reply may be read before its iopub `idle` (the loop reads the shell channel early so a
+    # lost status cannot hang a cell); an `aborted` one must still leave the cell unrun, or the
+    # executor gives up instead of sending it again after another client's failed cell.
+    def reply(status: str) -> dict[str, Any]:
+        return {
+            "parent_header": {"msg_id": "m1"},
+            "header": {"msg_type": "execute_reply"},
+            "content": {"status": status, "execution_count": None},
+        }
+
+    executor = KernelExecutor(object(), "k")
+    for status, ran in (("aborted", False), ("ok", True)):
+        run = kernel_executor._Run("m1", lambda event: None)
+        await executor._pump(_QueuedClient([], [reply(status)]), run, 0)
+        assert run.reply is not None and run.executed is ran, status

@@ -54,6 +54,11 @@ SLOW_CONNECT = 0.5  # seconds a first connect may take before it counts as waiti
 QUIET_AFTER_USER_CELL = 0.03  # a queued run-all starts its next cell within this time
 RESENDS_AFTER_ABORT = 3  # an agent cell the kernel aborted unrun is sent again this often
 RESTART_WAIT = 15.0  # seconds to wait for an automatic restart after the kernel died
+OUTPUT_LOST_NOTE = (
+    "[output lost] The kernel ran this cell, but the host's output channel missed its messages "
+    "(as right after a kernel restart): the outputs shown may be incomplete or missing. Run what "
+    "you need to see again."
+)
 # Marks the agent's own cells in their execute requests, so the kernel package interrupts them even
 # while they await (must match prime_agent_kernel.interrupts.AGENT_CELL_KEY: the kernel package
 # never imports the host's).
@@ -559,7 +564,7 @@ class KernelExecutor:
             log.warning(
                 "kernel %s: no iopub status for the agent's cell; its reply ends it", self.kernel_id
             )
-            run.idle = True
+            run.idle = run.iopub_lost = True
 
     async def _pump(self, client: Any, run: _Run, wait: float) -> bool:
         """Read what is available on iopub and shell; True if anything arrived."""
@@ -583,7 +588,8 @@ class KernelExecutor:
                 msg = await client.get_shell_msg(timeout=(0.05 if got else wait) if run.idle else 0)
                 if msg["parent_header"].get("msg_id") == run.msg_id:
                     run.reply = msg
-                    run.started = run.executed = True
+                    if msg["content"].get("status") != "aborted":  # an aborted one never ran
+                        run.started = run.executed = True
                 got = True
             except queue.Empty:
                 if run.idle:
@@ -831,6 +837,7 @@ class _Run:
         self.idle_without_reply = 0
         self.reply_at: float | None = None  # when the reply came while `idle` had not
         self.probe_id: str | None = None  # a kernel_info asked for to see iopub caught up
+        self.iopub_lost = False  # the cell's own `idle` never came: iopub missed its messages
 
     @property
     def done(self) -> bool:
@@ -846,8 +853,9 @@ class _Run:
     def on_iopub(self, msg: dict[str, Any]) -> None:
         parent = msg["parent_header"].get("msg_id")
         if parent is not None and parent == self.probe_id:
-            if msg["header"]["msg_type"] == "status":
-                self.idle = True  # iopub has caught up past the cell: nothing more of it comes
+            if msg["header"]["msg_type"] == "status" and not self.idle:
+                # iopub has caught up past the cell: nothing more of it comes
+                self.idle = self.iopub_lost = True
             return
         if parent != self.msg_id:
             return
@@ -898,6 +906,8 @@ class _Run:
                 "[not run] The kernel skipped this cell because a cell queued before it (run by "
                 "the user) raised an error. Nothing in it ran; run it again if it is still needed."
             )
+        if self.iopub_lost and status != "aborted":
+            note = OUTPUT_LOST_NOTE
         return ExecutionResult(
             status=status,
             execution_count=self.execution_count,
