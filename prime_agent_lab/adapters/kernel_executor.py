@@ -319,7 +319,7 @@ class KernelExecutor:
         try:
             return await self._execute(code, on_event, timeout, ticket)
         except Exception as exc:
-            if (gone := gateway_gone(exc)) is not None:
+            if (gone := gateway_gone(exc, getattr(self.km, "kernel_url", None))) is not None:
                 raise gone from exc
             raise
         finally:
