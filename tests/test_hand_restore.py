@@ -6,12 +6,14 @@ folders out of its reach (tests/kernel_guard), as a gateway kernel is."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from prime_agent_lab.core import snapshots
 from prime_agent_lab.core.snapshots import (
     MANIFEST,
     manual_restore_call,
@@ -215,3 +217,27 @@ async def test_after_a_restart_from_the_menu_an_empty_process_keeps_the_snapshot
     replaced = await host.runtime.save_snapshot(agent.session_id, "names of its own")
     assert {e["name"] for e in replaced["saved"]} == {"n", "d", "twice", "m"}
     assert replaced["time"] != kept["time"]
+
+
+async def test_a_snapshot_asked_for_while_another_is_written_holds_the_kernel_of_now(
+    host: Any, make_notebook: Any, agent_script: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under load a turn's first snapshot was still being written when the turn had ended, and a
+    # snapshot asked for then was handed that one: taken before the turn's cells, it held none
+    # of their names (CI: `saved` empty).
+    agent = await with_snapshot(host, make_notebook, agent_script, "now.ipynb")
+    take = snapshots.take_snapshot
+
+    async def slowly_written(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        manifest = await take(*args, **kwargs)
+        await asyncio.sleep(1.0)  # the kernel was read; the files are still being written
+        return manifest
+
+    monkeypatch.setattr(snapshots, "take_snapshot", slowly_written)
+    earlier = asyncio.ensure_future(host.runtime.save_snapshot(agent.session_id, "earlier"))
+    await asyncio.sleep(0.5)
+    await run_in_kernel(agent, "later = 'after the earlier snapshot read the kernel'")
+    now = await host.runtime.save_snapshot(agent.session_id, "now")
+
+    assert "later" not in {e["name"] for e in (await earlier)["saved"]}
+    assert "later" in {e["name"] for e in now["saved"]}, now

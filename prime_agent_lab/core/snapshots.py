@@ -896,10 +896,12 @@ class SnapshotKeeper:
             log.warning("the kernel snapshot of %s failed: %s", agent.session_id, exc)
 
     async def save(self, agent: AgentView) -> dict[str, Any]:
-        """Snapshot now (one at a time per agent: a second caller shares the running one)."""
-        running = self._saving.get(agent.session_id)
-        if running is not None and not running.done():
-            return await asyncio.shield(running)
+        """Snapshot now, one at a time per agent. A save already running read the kernel before
+        this call (a turn's first snapshot is still being written when the turn's cells have
+        changed the kernel): it is waited for, and a new one taken, never handed out as now's."""
+        while (running := self._saving.get(agent.session_id)) is not None and not running.done():
+            with contextlib.suppress(Exception):  # its caller hears of its failure
+                await asyncio.shield(running)
         return await self._take(agent, agent.kernel)
 
     async def _take(self, agent: AgentView, kernel: KernelPort | _Queued) -> dict[str, Any]:
