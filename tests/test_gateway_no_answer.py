@@ -43,6 +43,9 @@ async def test_a_gateway_that_never_answers_is_told_as_gone_naming_the_timeout_s
 ) -> None:
     # The request timeout is at least KERNEL_LAUNCH_TIMEOUT plus a pad (42 s by default).
     monkeypatch.setattr(GatewayClient, "KERNEL_LAUNCH_TIMEOUT", 0)
+    # jupyter_server writes it into os.environ too: undone after the test, or every later test's
+    # server and CLI would start gateway kernels with a launch timeout of 0.
+    monkeypatch.setenv("KERNEL_LAUNCH_TIMEOUT", "0")
     monkeypatch.setattr(RetryableHTTPClient, "max_retries", 0)
     GatewayClient.clear_instance()
     GatewayClient.instance(url=silent_gateway, request_timeout=1.0, launch_timeout_pad=0.0)
