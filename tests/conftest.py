@@ -20,6 +20,9 @@ from prime_agent_lab.providers import make_provider
 # One gateway of each kind for the whole test session (each starts in 3 to 30 s).
 from .gateway_fixtures import any_gateway, enterprise_gateway, kernel_gateway  # noqa: F401
 
+# Under pytest-xdist: which tests must share a worker (docs/ci.md).
+from .worker_groups import pytest_collection_modifyitems  # noqa: F401
+
 pytest_plugins = [
     "jupyter_server.pytest_plugin",
     "jupyter_server_fileid.pytest_plugin",
