@@ -6,6 +6,7 @@ read), the child notebooks fill, and the children's replies reach the parent."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -129,8 +130,13 @@ def test_a_gateway_that_refuses_another_kernel_disables_the_pool_in_one_line(
     kernel_gateway: KernelGateway,
 ) -> None:
     """Kernel Gateway's `max_kernels` (3: the root, and two the pool starts): the pool's next
-    start is refused (403), the pool says so once and starts nothing more, and both children
-    still get a kernel."""
+    start is refused, the pool says so once and starts nothing more, and both children still
+    get a kernel.
+
+    Kernel Gateway 3.0.1 refuses with 403 "Resource Limit", or with 500 when the start arrives
+    while another is in flight: its `max_kernels` check lists the kernels, and a kernel still
+    starting has no `last_activity` yet (AttributeError in jupyter_server's `kernel_model`; seen
+    under load, the gateway's log in docs/gateway.md 4)."""
     base = tmp_path / "server"
     base.mkdir(mode=0o700)
     with started_kernel_gateway(tmp_path, "--KernelGatewayApp.max_kernels=3") as limited:
@@ -141,7 +147,8 @@ def test_a_gateway_that_refuses_another_kernel_disables_the_pool_in_one_line(
             log = server.log_tail(200_000)
             disabled = [line for line in log.splitlines() if "kernel pool disabled:" in line]
             assert len(disabled) == 1, log
-            assert "refused another kernel" in disabled[0] and "403" in disabled[0], disabled
+            assert "refused another kernel" in disabled[0], disabled
+            assert re.search(r"HTTP (403|500): ", disabled[0]), (disabled, limited.log()[-5_000:])
             assert "failed start(s) in a row" not in log  # no backoff loop
         finally:
             shutdown(server)

@@ -25,7 +25,12 @@ from ..lab_process import ServerDidNotStart, shutdown, start_lab
 from .conftest import LabServer, save_screenshot
 from .test_agent_tree import CHILD_REPLY, CHILD_WAIT, _ask_in_a_new_notebook, _release
 from .test_branch_badge import _switch_theme
-from .test_chat_panel import TURN_TIMEOUT_MS, UI_TIMEOUT_MS, _open_panel
+from .test_chat_panel import (
+    TURN_TIMEOUT_MS,
+    UI_TIMEOUT_MS,
+    _open_panel,
+    _wait_for_the_urls_file,
+)
 from .test_pairing_keyboard import _palette, _unreadable
 
 pytestmark = pytest.mark.browser
@@ -301,7 +306,8 @@ def test_the_agents_view_follows_a_tree_live_and_acts_on_its_agents(
     page.reload()
     view = page.get_by_test_id("pal-agents-view")
     expect(view).to_be_attached(timeout=UI_TIMEOUT_MS)
-    # The page's URL opens the root's notebook too, which may be the tab in front.
+    # The page's URL opens the root's notebook too, and brings it to the front when done.
+    _wait_for_the_urls_file(page)
     page.locator('.lm-TabBar-tab[data-id="prime-agent-lab-agents-view"]').click()
     expect(view).to_be_visible(timeout=UI_TIMEOUT_MS)
     expect(view.get_by_test_id("pal-agent-row")).to_have_count(2, timeout=UI_TIMEOUT_MS)

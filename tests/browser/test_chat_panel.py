@@ -50,13 +50,14 @@ def lab_script() -> dict[str, Any]:
 
 
 def _open_panel(page: Any) -> Any:
-    """Open the sidebar from its tab, as a user would.
+    """Open the sidebar from its tab, as a user would, once JupyterLab has opened the page's file.
 
     The tab toggles, and JupyterLab may still be restoring its layout, so click only while
     the tab is not current and check again until the panel shows (bounded).
     """
     from playwright.sync_api import expect
 
+    _wait_for_the_urls_file(page)
     tab = page.locator('.jp-SideBar.jp-mod-right .lm-TabBar-tab[data-id="prime-agent-lab-chat"]')
     panel = page.get_by_test_id("pal-chat-panel")
     deadline = time.monotonic() + UI_TIMEOUT_MS / 1000
@@ -69,6 +70,19 @@ def _open_panel(page: Any) -> Any:
         except AssertionError:
             if time.monotonic() > deadline:
                 raise
+
+
+def _wait_for_the_urls_file(page: Any) -> None:
+    """Wait until JupyterLab has opened the file in the page's URL (`.../tree/<path>`).
+
+    It does that after restoring the layout, and brings the file's tab to the front: a tab the
+    test opened meanwhile goes to the back (a child opened right after a reload lost its tab to
+    the parent 1.5 s later, tests/browser/test_tree_notices.py). The default file browser holds
+    `jp-mod-restoring` until that open has finished, also when the URL names no file.
+    """
+    page.locator("#filebrowser:not(.jp-mod-restoring)").wait_for(
+        state="attached", timeout=UI_TIMEOUT_MS
+    )
 
 
 def _open_notebook(page: Any, server: LabServer, name: str) -> None:
