@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from jupyter_client.manager import AsyncKernelManager
 
-from prime_agent_lab.adapters.kernel_executor import KernelExecutor
+from prime_agent_lab.adapters.kernel_executor import OUTPUT_LOST_NOTE, KernelExecutor
 
 # Set up silently once per kernel process; a cell can see that it ran.
 SETUP = "import prime_agent_kernel\n_prime_setup_runs = globals().get('_prime_setup_runs', 0) + 1"
@@ -65,7 +65,10 @@ async def test_a_restart_no_status_announced_is_found_by_the_cells_own_token(
     following = await executor.execute("print(_prime_setup_runs, 'x' in dir())", quiet, 30)
     await executor.close()
 
-    assert ran.status == "ok" and ran.outputs[0]["text"] == "42\n"
+    # What the new process printed before the client's iopub subscription came back to it is
+    # lost (ZeroMQ's slow joiner; under load in CI run 1 on c7be163): the cell then says so.
+    printed = [output.get("text") for output in ran.outputs]
+    assert ran.status == "ok" and (printed == ["42\n"] or OUTPUT_LOST_NOTE in ran.note), ran
     assert "[kernel restarted]" in ran.note and "gone" in ran.note, ran.note
     assert told == [False]  # one new process, not a death
     assert following.outputs[0]["text"] == "1 False\n"  # set up again, the old names gone

@@ -832,12 +832,13 @@ class _Run:
         self.execution_count: int | None = None
         self.idle = False
         self.started = False
+        self.began = False  # iopub showed the cell's beginning (its `busy`, or its input)
         self.executed = False  # the kernel ran it (an aborted request never does)
         self.reply: dict[str, Any] | None = None
         self.idle_without_reply = 0
         self.reply_at: float | None = None  # when the reply came while `idle` had not
         self.probe_id: str | None = None  # a kernel_info asked for to see iopub caught up
-        self.iopub_lost = False  # the cell's own `idle` never came: iopub missed its messages
+        self.iopub_lost = False  # iopub missed the cell's messages: its `busy` or its `idle`
 
     @property
     def done(self) -> bool:
@@ -864,11 +865,14 @@ class _Run:
         if msg_type == "status":
             state = content.get("execution_state")
             if state == "busy":
-                self.started = True
+                self.started = self.began = True
             elif state == "idle":
                 self.idle = True
+                # Its `idle` without its `busy`: iopub missed the cell's beginning (a
+                # subscription that came back while the cell ran), and with it what it printed.
+                self.iopub_lost = self.iopub_lost or not self.began
         elif msg_type == "execute_input":
-            self.started = self.executed = True
+            self.started = self.executed = self.began = True
             self.execution_count = content.get("execution_count")
         elif msg_type in OUTPUT_TYPES:
             display_id = (content.get("transient") or {}).get("display_id")
