@@ -1,4 +1,4 @@
-"""A gateway that refuses the server's or the CLI's credentials (401/403: a wrong
+"""A gateway that refuses the server's or the CLI's credentials (401: a wrong
 `GatewayClient.auth_token`, user info in the gateway URL) is a gateway error that names the
 gateway and the setting to fix: 502 from the server's attach (a 401 there reads as "your Jupyter
 login expired" in the browser), one line and exit status 1 from the CLI (review D8)."""

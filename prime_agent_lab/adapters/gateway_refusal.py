@@ -1,6 +1,10 @@
-"""A gateway that refuses the host's credentials (HTTP 401/403: a wrong auth token, user info in
-the gateway URL), told as what it is: jupyter_server passes the gateway's status through, and a
-401 from a Jupyter server's own API means "log in again" to its browser client (review D8)."""
+"""A gateway that refuses the host's credentials (HTTP 401: a wrong auth token, user info in the
+gateway URL), told as what it is: jupyter_server passes the gateway's status through, and a 401
+from a Jupyter server's own API means "log in again" to its browser client (review D8).
+
+A 403 is not one: Kernel Gateway and Enterprise Gateway answer a wrong token with 401, and 403
+when they refuse the request itself (`max_kernels` "Resource Limit", a per-user limit); that is
+told with the gateway's own words by the caller."""
 
 from __future__ import annotations
 
@@ -12,11 +16,11 @@ from tornado.web import HTTPError
 
 from ..core.gateway_url import printable_url
 
-REFUSED = {401: "Unauthorized", 403: "Forbidden"}
+REFUSED = {401: "Unauthorized"}
 
 
 def refusal_text(exc: BaseException, token_setting: str) -> str | None:
-    """The gateway refused this host's credentials (HTTP 401/403 anywhere in `exc`'s causes):
+    """The gateway refused this host's credentials (HTTP 401 anywhere in `exc`'s causes):
     a sentence naming the gateway and what to fix (`token_setting`: how this host spells the
     gateway's token), never the token. None for any other error, or without a gateway."""
     gateway = GatewayClient.instance()
