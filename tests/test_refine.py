@@ -429,3 +429,45 @@ async def test_closing_while_an_apply_writes_the_store_still_records_the_refinem
                 await asyncio.sleep(0.02)
         records = store.refinements()
         assert [e["id"] for r in records for e in r["edits"] if e["applied"]] == ["kept"]
+
+
+@pytest.mark.parametrize("asked", ["rollback", "delete"])
+async def test_an_operation_asked_while_another_apply_runs_answers_with_its_own_record(
+    tmp_path: Path, asked: str
+) -> None:
+    """A rollback or delete asked for while an apply holds the lock can be applied by that
+    apply (it takes every queued operation): the answer must still be this operation's record
+    (CI on b13f01d: the rollback answered 500, its record having gone to the other apply)."""
+    proposal = {"edits": [{"action": "create", "kind": "memory", "title": "kept", "content": "c"}]}
+    side = {"refine": [{"text": json.dumps(proposal)}]}
+    async with started(tmp_path, [{"text": "ok"}], side) as (run, events):
+        store = local_store(run)
+        refiner = run.runtime.refiners.get(run.agent.session_id)
+        store.create("memory", {"title": "fact", "content": "keep me"})
+        deleted = (await refiner.delete("memory", "fact"))["refinement"]
+        store.create("memory", {"title": "other", "content": "delete me"})
+        with open(store.directory / ".lock", "a+b") as held:
+            fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # the planned apply's write waits here
+            refiner.schedule(None)
+            async with asyncio.timeout(30):
+                while not refiner._apply_lock.locked():
+                    await asyncio.sleep(0.02)
+            if asked == "rollback":
+                asking = asyncio.ensure_future(refiner.rollback(deleted["id"]))
+            else:
+                asking = asyncio.ensure_future(refiner.delete("memory", "other"))
+            async with asyncio.timeout(30):
+                while not refiner._rollbacks:
+                    await asyncio.sleep(0.02)
+            fcntl.flock(held.fileno(), fcntl.LOCK_UN)
+        async with asyncio.timeout(30):
+            answer = await asking
+        mine = answer["refinement"]
+        assert answer["applied"] is True and mine["trigger"] == asked
+        if asked == "rollback":
+            assert mine["rollback_of"] == deleted["id"]
+            assert store.get("memory", "fact") is not None
+        else:
+            assert mine["edits"][0]["id"] == "other" and store.get("memory", "other") is None
+        triggers = [e["refinement"]["trigger"] for e in refinements(events)]
+        assert triggers == ["delete", "user", asked]

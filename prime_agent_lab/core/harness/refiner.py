@@ -71,10 +71,17 @@ class Planned:
     error: str | None = None
 
 
+def _pending() -> asyncio.Future[dict[str, Any]]:
+    return asyncio.get_running_loop().create_future()
+
+
 @dataclass(frozen=True)
 class Rollback:
     record: dict[str, Any]
     store: HarnessStore
+    # Its record once applied: whichever apply takes the queue applies it (not always the
+    # apply its asker started), so the asker reads its answer here.
+    applied: asyncio.Future[dict[str, Any]] = field(default_factory=_pending, compare=False)
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,7 @@ class Removal:
     entry_id: str
     store: HarnessStore
     baseline: Baseline
+    applied: asyncio.Future[dict[str, Any]] = field(default_factory=_pending, compare=False)
 
 
 class Refiner:
@@ -167,12 +175,7 @@ class Refiner:
             raise RefineError(409, f"{record['id']} was already rolled back by {later[-1]['id']}")
         if any(isinstance(r, Rollback) and r.record["id"] == record["id"] for r in self._rollbacks):
             raise RefineError(409, f"a rollback of {record['id']} is already queued")
-        self._rollbacks.append(Rollback(record, store))
-        if self.agent.running:
-            return {"queued": True, "applied": False, "note": QUEUED}
-        done = await self.apply_ready()
-        mine = next(r for r in done if r.get("rollback_of") == record["id"])
-        return {"queued": False, "applied": True, "note": "applied", "refinement": mine}
+        return await self._ask(Rollback(record, store))
 
     async def delete(self, kind: str, entry_id: str, global_: bool = False) -> dict[str, Any]:
         """Delete an entry for the user (the panel): like a rollback, at once when the agent is
@@ -185,11 +188,18 @@ class Refiner:
             raise RefineError(exc.status, str(exc)) from None
         if (kind, entry_id) not in baseline:
             raise RefineError(404, f"no {kind} {entry_id!r} in the {store.scope} store")
-        self._rollbacks.append(Removal(kind, entry_id, store, baseline))
+        return await self._ask(Removal(kind, entry_id, store, baseline))
+
+    async def _ask(self, operation: Rollback | Removal) -> dict[str, Any]:
+        """Queue a rollback or delete; apply it at once when the agent is idle."""
+        self._rollbacks.append(operation)
         if self.agent.running:
             return {"queued": True, "applied": False, "note": QUEUED}
-        done = await self.apply_ready()
-        return {"queued": False, "applied": True, "note": "applied", "refinement": done[-1]}
+        await self.apply_ready()  # applies it, or finds an apply under way already did
+        if not operation.applied.done() or operation.applied.cancelled():
+            raise RefineError(500, "the change failed while it was applied (see the server log)")
+        record = operation.applied.result()
+        return {"queued": False, "applied": True, "note": "applied", "refinement": record}
 
     def _find(self, refinement_id: object) -> tuple[dict[str, Any], HarnessStore]:
         if not isinstance(refinement_id, str) or not refinement_id:
@@ -283,10 +293,16 @@ class Refiner:
             self._applied.set()
         while self._rollbacks:
             operation = self._rollbacks.pop(0)
-            if isinstance(operation, Rollback):
-                done.append(await self._apply_rollback(operation))
-            else:
-                done.append(await self._apply_removal(operation))
+            try:
+                if isinstance(operation, Rollback):
+                    record = await self._apply_rollback(operation)
+                else:
+                    record = await self._apply_removal(operation)
+            except BaseException:
+                operation.applied.cancel()
+                raise
+            operation.applied.set_result(record)
+            done.append(record)
         return done
 
     async def _apply_planned(self, planned: Planned) -> dict[str, Any]:
