@@ -8,7 +8,8 @@ with the gaps measured in docs/gateway.md 1.3 filled (each small enough to offer
   sends on its HTTP requests: without them a gateway with a token refuses the connection;
 - the websocket is opened in a thread, so the server's event loop does not stop for the
   handshake, and waiting for a message sleeps between looks instead of spinning the loop;
-- the connect timeout bounds the handshake only, not every read (`open_channels`).
+- the connect timeout bounds the handshake only, not every read (`open_channels`); a readiness
+  check may give the handshake longer than `KERNEL_LAUNCH_TIMEOUT` (`connect`).
 
 Imported only when a kernel manager is a gateway's (adapters/kernel_source.py).
 """
@@ -35,14 +36,20 @@ from .gateway_gone import GatewayChannelsClosed
 LOOK_EVERY = 0.005  # seconds between looks at an empty channel queue while a reader waits
 
 
-async def connect(manager: Any) -> GatewayKernelClient:
+async def connect(manager: Any, connect_timeout: float | None = None) -> GatewayKernelClient:
     """A started client of the gateway kernel `manager` holds, with its own session identity
-    (`manager.client()` would share the manager's session id with every other client)."""
+    (`manager.client()` would share the manager's session id with every other client).
+
+    `connect_timeout` bounds the websocket handshake (at least jupyter_server's
+    `KERNEL_LAUNCH_TIMEOUT`, 40 s). A gateway holds the handshake until the kernel answers a
+    `kernel_info_request` (its `kernel_info_timeout`, 60 s), so for a kernel just started the
+    handshake is the wait for it to boot, and a readiness check gives it its own timeout."""
     if not manager.kernel_id:
         raise RuntimeError("the gateway kernel manager has no kernel yet")
     session = manager.session.clone()
     session.session = new_id()
     client = NamedChannelGatewayClient(kernel_id=manager.kernel_id, parent=manager, session=session)
+    client.connect_timeout = connect_timeout
     await client.start_channels()
     return client
 
@@ -84,6 +91,8 @@ class NamedChannelGatewayClient(GatewayKernelClient):
     """`GatewayKernelClient` that names each message's channel, authenticates its websocket and
     connects without blocking the event loop."""
 
+    connect_timeout: float | None = None  # at least jupyter_server's KERNEL_LAUNCH_TIMEOUT
+
     async def start_channels(
         self,
         shell: bool = True,
@@ -97,10 +106,12 @@ class NamedChannelGatewayClient(GatewayKernelClient):
             gateway.ws_url or "", gateway.kernels_endpoint, url_escape(self.kernel_id), "channels"
         )
         headers = gateway.load_connection_args().get("headers") or {}
+        # Read after load_connection_args, which may change it (from the request timeout).
+        timeout = max(gateway.KERNEL_LAUNCH_TIMEOUT, self.connect_timeout or 0)
         self.channel_socket = await asyncio.to_thread(
             open_channels,
             url,
-            gateway.KERNEL_LAUNCH_TIMEOUT,
+            timeout,
             sslopt={
                 "ca_certs": gateway.ca_certs,
                 "certfile": gateway.client_cert,

@@ -24,8 +24,10 @@ class KernelCallFailed(RuntimeError):
 
 
 async def wait_until_ready(manager: Any, timeout: float = READY_TIMEOUT) -> None:
-    """Return once the kernel answers `kernel_info` (it has booted)."""
-    client = await new_client(manager)
+    """Return once the kernel answers `kernel_info` (it has booted). A gateway answers the
+    websocket handshake only once the kernel answered its own `kernel_info`, so the handshake
+    gets the same time."""
+    client = await new_client(manager, connect_timeout=timeout)
     try:
         await client.wait_for_ready(timeout=timeout)
     finally:

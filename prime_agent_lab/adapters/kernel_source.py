@@ -52,13 +52,14 @@ def is_gateway_kernel(manager: Any) -> bool:
     return gateway is not None and isinstance(manager, gateway.GatewayKernelManager)
 
 
-async def new_client(manager: Any) -> Any:
+async def new_client(manager: Any, connect_timeout: float | None = None) -> Any:
     """A client of the manager's kernel with channels started, and a session identity of its own
-    (never sharing replies with the browser or another client)."""
+    (never sharing replies with the browser or another client). `connect_timeout` bounds a
+    gateway's websocket handshake (`gateway_client.connect`); local channels connect at once."""
     if is_gateway_kernel(manager):
         from .gateway_client import connect
 
-        return await connect(manager)
+        return await connect(manager, connect_timeout)
     client = manager.client_factory(parent=manager)
     client.load_connection_info(manager.get_connection_info())
     # No heartbeat: deaths are seen through the manager (`is_alive`), and jupyter_client's
