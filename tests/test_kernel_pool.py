@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -404,6 +405,82 @@ async def test_a_tab_whose_kernel_is_still_starting_keeps_the_notebook_to_one_se
         for other in list(jp_serverapp.kernel_manager.list_kernel_ids()):
             await jp_serverapp.kernel_manager.shutdown_kernel(other, now=True)
     assert [(s["path"], s["kernel"]["id"]) for s in listed] == [(path, opened["kernel"]["id"])]
+
+
+async def test_a_tab_that_opened_before_the_hand_out_joins_the_agents_kernel_at_its_real_path(
+    jp_serverapp: Any, jp_fetch: Any, make_notebook: Any
+) -> None:
+    """JupyterLab starts a tab's session at a placeholder path (a UUID in the notebook's folder)
+    and PATCHes the real path once its kernel runs. A sub-agent's kernel handed to the notebook
+    in between made a second session: the tab on a kernel of its own, the agent on another, and
+    at the tab's attach the running child was moved to the tab's kernel (the Agents View browser
+    test, opening a child's notebook while its kernel came from the pool). The PATCH must give
+    the tab the agent's kernel, and the placeholder's kernel must go."""
+    path = make_notebook("analysis.agents/part-a.ipynb")
+    source = ServerKernels(jp_serverapp, "python3")
+    pool = KernelPool(source.start, source.discard, size=1, alive=source.alive)
+    kernel_id = await pool.take()
+    placeholder = f"analysis.agents/{uuid.uuid4()}"
+    body = {
+        "path": placeholder,
+        "type": "notebook",
+        "name": "part-a.ipynb",
+        "kernel": {"name": "python3"},
+    }
+    try:
+        started = json.loads(
+            (await jp_fetch("api", "sessions", method="POST", body=json.dumps(body))).body
+        )
+        await hand_to_notebook(jp_serverapp, kernel_id, path)
+        moved = json.loads(
+            (
+                await jp_fetch(
+                    "api",
+                    "sessions",
+                    started["id"],
+                    method="PATCH",
+                    body=json.dumps({"path": path}),
+                )
+            ).body
+        )
+        await wait_for(lambda: started["kernel"]["id"] not in jp_serverapp.kernel_manager)
+        listed = json.loads((await jp_fetch("api", "sessions")).body)
+    finally:
+        await pool.close()
+        for other in list(jp_serverapp.kernel_manager.list_kernel_ids()):
+            await jp_serverapp.kernel_manager.shutdown_kernel(other, now=True)
+    assert started["kernel"]["id"] != kernel_id
+    assert (moved["path"], moved["kernel"]["id"]) == (path, kernel_id)
+    assert {(s["path"], s["kernel"]["id"]) for s in listed} == {(path, kernel_id)}
+
+
+async def test_renaming_a_notebook_onto_a_path_with_a_session_keeps_each_kernel(
+    jp_serverapp: Any, jp_fetch: Any, make_notebook: Any
+) -> None:
+    """Only JupyterLab's placeholder joins the notebook's kernel: a session whose path is a real
+    notebook keeps its own kernel whatever path it moves to."""
+    first, second = make_notebook("one.ipynb"), make_notebook("two.ipynb")
+    opened = []
+    try:
+        for path in (first, second):
+            body = {"path": path, "type": "notebook", "name": path, "kernel": {"name": "python3"}}
+            answer = await jp_fetch("api", "sessions", method="POST", body=json.dumps(body))
+            opened.append(json.loads(answer.body))
+        moved = json.loads(
+            (
+                await jp_fetch(
+                    "api",
+                    "sessions",
+                    opened[1]["id"],
+                    method="PATCH",
+                    body=json.dumps({"path": first}),
+                )
+            ).body
+        )
+    finally:
+        for other in list(jp_serverapp.kernel_manager.list_kernel_ids()):
+            await jp_serverapp.kernel_manager.shutdown_kernel(other, now=True)
+    assert moved["kernel"]["id"] == opened[1]["kernel"]["id"] != opened[0]["kernel"]["id"]
 
 
 async def test_a_handed_out_kernel_keeps_its_notebooks_name_after_a_restart(
