@@ -192,6 +192,25 @@ def test_the_agents_view_follows_a_tree_live_and_acts_on_its_agents(
     expect(view).to_be_visible(timeout=UI_TIMEOUT_MS)
     expect(page.locator(".pal-AgentsView")).to_have_count(1)
 
+    # Open part-a's notebook, then its chat, while it runs: an idle child with neither open
+    # is evicted after 0.6 s here, so a click after its reply could come just too late.
+    child_path = "fleet.agents/part-a.ipynb"
+    part_a.get_by_test_id("pal-agent-open-notebook").click()
+    expect(_current_main_tab(page)).to_contain_text("part-a.ipynb", timeout=UI_TIMEOUT_MS)
+    _agents_tab(page).click()  # back to the tab (the palette is tested above)
+    expect(view).to_be_visible(timeout=UI_TIMEOUT_MS)
+    part_a.get_by_test_id("pal-agent-open-chat").click()
+    # Chat opens the notebook too (docmanager:open, after a contents request) and brings it to
+    # the front: until then a click on another tab is undone when that request comes back.
+    expect(_current_main_tab(page)).to_contain_text("part-a.ipynb", timeout=UI_TIMEOUT_MS)
+    panel = _open_panel(page)
+    expect(panel.get_by_test_id("pal-notebook-path")).to_have_text(
+        child_path, timeout=UI_TIMEOUT_MS
+    )
+
+    _agents_tab(page).click()
+    expect(view).to_be_visible(timeout=UI_TIMEOUT_MS)
+
     # A draft to part-b keeps its focus and text while part-a's row changes live.
     part_b.get_by_test_id("pal-agent-message").click()
     draft = part_b.get_by_test_id("pal-agent-input")
@@ -207,18 +226,6 @@ def test_the_agents_view_follows_a_tree_live_and_acts_on_its_agents(
     page.keyboard.press("Escape")
     expect(draft).to_be_hidden()
     expect(part_b.get_by_test_id("pal-agent-message")).to_be_focused()
-
-    # Open part-a's notebook, then its chat.
-    child_path = "fleet.agents/part-a.ipynb"
-    part_a.get_by_test_id("pal-agent-open-notebook").click()
-    expect(_current_main_tab(page)).to_contain_text("part-a.ipynb", timeout=UI_TIMEOUT_MS)
-    _agents_tab(page).click()  # back to the tab (the palette is tested above)
-    expect(view).to_be_visible(timeout=UI_TIMEOUT_MS)
-    part_a.get_by_test_id("pal-agent-open-chat").click()
-    panel = _open_panel(page)
-    expect(panel.get_by_test_id("pal-notebook-path")).to_have_text(
-        child_path, timeout=UI_TIMEOUT_MS
-    )
 
     # Message part-a from the view: mail from the root, which the child reads in a turn.
     _agents_tab(page).click()  # back to the tab (the palette is tested above)
@@ -244,6 +251,10 @@ def test_the_agents_view_follows_a_tree_live_and_acts_on_its_agents(
     expect(part_a).to_have_attribute("data-outcome", "completed", timeout=TURN_TIMEOUT_MS)
     expect(part_a).to_have_attribute("data-state", "idle", timeout=TURN_TIMEOUT_MS)
     part_a_outcome = part_a.get_attribute("data-outcome")
+    # The tab opened while part-a's kernel may still have been on its way from the pool: the
+    # notebook and the agent run on one kernel all the same (jupyter/notebook_sessions.py).
+    sessions = lab_server.api("GET", "api/sessions")
+    assert len({s["kernel"]["id"] for s in sessions if s["path"] == child_path}) == 1, sessions
 
     # Stop the root's subtree: part-b (still waiting for its file) ends `stopped`.
     stop_subtree = root.get_by_test_id("pal-agent-stop-subtree")
@@ -263,6 +274,7 @@ def test_the_agents_view_follows_a_tree_live_and_acts_on_its_agents(
     expect(part_b).to_have_attribute("data-residency", "evicted", timeout=TURN_TIMEOUT_MS)
     expect(part_b.get_by_test_id("pal-agent-residency")).to_have_text("evicted")
     expect(part_b.get_by_test_id("pal-agent-outcome")).to_have_text("stopped")
+    expect(part_a).to_have_attribute("data-residency", "resident")  # its tab and chat are open
     save_screenshot(page, "agents_view.png")
 
     # Readable: every text at least 4.5:1 in light and dark.
