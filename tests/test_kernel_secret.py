@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import json
+import queue
 from typing import Any
 
 import pytest
@@ -60,6 +62,51 @@ async def test_the_secret_arrives_by_comm_and_signs_the_bridge_and_is_in_no_hist
     assert seen["rlm"] and not seen["target_left"]  # the API is bound; the target is gone
 
 
+class IopubLost:
+    """A real client whose iopub subscription loses everything, as a gateway's can right after
+    the kernel process was replaced: only the shell channel's replies reach the host."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def get_iopub_msg(self, timeout: float | None = None) -> dict[str, Any]:
+        with contextlib.suppress(queue.Empty):
+            while True:
+                await self._client.get_iopub_msg(timeout=0)
+        await asyncio.sleep(timeout or 0)
+        raise queue.Empty
+
+
+def as_subscribed(client: Any) -> Any:
+    return client
+
+
+async def test_the_kernels_answer_is_read_on_the_shell_channel_when_iopub_loses_it(
+    kernel: AsyncKernelManager,
+) -> None:
+    secret = draw_secret()
+    client: Any = await new_client(kernel)
+    try:
+        await client.wait_for_ready(timeout=STEP_TIMEOUT)
+        setup = await client.execute_interactive(secret_setup_code(BRIDGE, "k"), silent=True)
+        assert setup["content"]["status"] == "ok"
+        async with asyncio.timeout(20):  # without the shell read it waits out its hour
+            await hand_secret(IopubLost(client), secret, 3600, set(), lambda msg: None)
+        bound = await client.execute_interactive(
+            "",
+            silent=True,
+            user_expressions={"key": "__import__('prime_agent_kernel').client()._key.hex()"},
+        )
+    finally:
+        client.stop_channels()
+    key = bound["content"]["user_expressions"]["key"]["data"]["text/plain"]
+    assert ast.literal_eval(key) == secret.hex()
+
+
+@pytest.mark.parametrize("iopub", [as_subscribed, IopubLost], ids=["iopub read", "iopub lost"])
 @pytest.mark.parametrize(
     ("setup_code", "secret", "said"),
     [
@@ -69,7 +116,7 @@ async def test_the_secret_arrives_by_comm_and_signs_the_bridge_and_is_in_no_hist
     ids=["a secret of the wrong size", "no target"],
 )
 async def test_a_kernel_that_does_not_take_the_secret_is_told_without_the_secret(
-    kernel: AsyncKernelManager, setup_code: str, secret: bytes, said: str
+    kernel: AsyncKernelManager, setup_code: str, secret: bytes, said: str, iopub: Any
 ) -> None:
     client: Any = await new_client(kernel)
     try:
@@ -78,7 +125,7 @@ async def test_a_kernel_that_does_not_take_the_secret_is_told_without_the_secret
             reply = await client.execute_interactive(setup_code, silent=True, timeout=30)
             assert reply["content"]["status"] == "ok"
         with pytest.raises(SecretNotTaken) as refused:
-            await hand_secret(client, secret, 30, set(), lambda msg: None)
+            await hand_secret(iopub(client), secret, 30, set(), lambda msg: None)
     finally:
         client.stop_channels()
     assert said in str(refused.value)

@@ -6,14 +6,24 @@ else. It hands the secret over on the kernel's own channel, as the data of a com
 `KEY_COMM_TARGET` right after its silent setup cell: not as code, so it is in no execute request,
 no `In`, no history and no notebook. The target takes one secret, binds the kernel API with it,
 closes the comm with `{"ok": true}` (or the error) as the host's acknowledgement, and is gone.
+The same answer is kept for `answer(comm_id)`, which the host reads on the shell channel right
+after: its iopub subscription can miss the `comm_close` of a kernel process that has just started.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 KEY_COMM_TARGET = "prime_agent.key"  # must match prime_agent_lab.adapters.kernel_secret
 SECRET_BYTES = 32
+_answers: dict[str, dict[str, Any]] = {}  # comm id -> the answer its comm_close carried
+
+
+def answer(comm_id: str) -> str | None:
+    """The answer given to the host's comm `comm_id`, as JSON, once (None: no such comm taken)."""
+    found = _answers.pop(comm_id, None)
+    return None if found is None else json.dumps(found)
 
 
 def expect_secret(bridge_url: str, kernel_id: str, shell: Any = None) -> None:
@@ -33,9 +43,10 @@ def expect_secret(bridge_url: str, kernel_id: str, shell: Any = None) -> None:
             from . import configure
 
             configure(bridge_url, kernel_id, shell, secret=secret)
+            said: dict[str, Any] = {"ok": True}
         except Exception as exc:  # told to the host; the secret itself is never in the answer
-            comm.close(data={"ok": False, "error": f"{type(exc).__name__}: {exc}"})
-            return
-        comm.close(data={"ok": True})
+            said = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        _answers[str(comm.comm_id)] = said
+        comm.close(data=said)
 
     manager.register_target(KEY_COMM_TARGET, take)

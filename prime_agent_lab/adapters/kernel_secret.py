@@ -13,6 +13,11 @@ so the bridge's no-comm rule for calls (docs/bridge.md) is not at stake.
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import json
+import logging
+import math
 import queue
 import secrets
 import time
@@ -21,8 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+log = logging.getLogger(__name__)
+
 KEY_COMM_TARGET = "prime_agent.key"  # must match prime_agent_kernel.secret.KEY_COMM_TARGET
 SECRET_BYTES = 32
+ANSWER = "prime_agent_secret_answer"
+ANSWER_FUNCTION = "__import__('prime_agent_kernel.secret').secret.answer"
+POLL = 0.05
+IOPUB_GRACE = 1.0  # after the shell read's reply, seconds for iopub to bring the statuses
 
 
 @dataclass(frozen=True)
@@ -59,23 +70,38 @@ async def hand_secret(
     own: set[str],
     observe: Callable[[dict[str, Any]], None],
 ) -> None:
-    """Open the one-shot comm that carries `secret` and wait for the kernel to close it.
+    """Open the one-shot comm that carries `secret` and read the kernel's answer.
 
     Run on the agent's own client right after the setup cell's reply (the kernel handles shell
-    messages in order, so the target exists by then). `own` marks the request as the agent's
-    while it runs; `observe` sees every iopub message read here (the executor's view of who
-    keeps the kernel busy). SecretNotTaken when the kernel refuses or does not answer.
+    messages in order, so the target exists by then). A silent request sent right after the
+    comm_open reads the answer back (`prime_agent_kernel.secret.answer`) on the shell channel:
+    the comm_close on iopub is not enough, since a gateway's subscription to a kernel process
+    that has just started can miss it (a setup then waited an hour for it). `own` marks both
+    requests as the agent's while they run; `observe` sees every iopub message read here (the
+    executor's view of who keeps the kernel busy). SecretNotTaken when the kernel refuses or
+    does not answer.
     """
     comm_id = uuid.uuid4().hex
     content = {"comm_id": comm_id, "target_name": KEY_COMM_TARGET, "data": {"secret": secret.hex()}}
     msg = client.session.msg("comm_open", content)
-    msg_id = str(msg["header"]["msg_id"])
-    own.add(msg_id)
+    open_id = str(msg["header"]["msg_id"])
+    own.add(open_id)
     try:
         client.shell_channel.send(msg)
-        answer = await _comm_closed(client, comm_id, msg_id, timeout, observe)
+        read_id = client.execute(
+            "",
+            silent=True,
+            store_history=False,
+            allow_stdin=False,
+            user_expressions={ANSWER: f"{ANSWER_FUNCTION}({comm_id!r})"},
+        )
+        own.add(read_id)
+        try:
+            answer = await _answer(client, comm_id, read_id, timeout, observe)
+        finally:
+            own.discard(read_id)
     finally:
-        own.discard(msg_id)
+        own.discard(open_id)
     if answer is None:
         raise SecretNotTaken("the kernel did not acknowledge the bridge secret")
     if not answer.get("ok"):
@@ -85,32 +111,64 @@ async def hand_secret(
         )
 
 
-async def _comm_closed(
+async def _answer(
     client: Any,
     comm_id: str,
-    msg_id: str,
+    read_id: str,
     timeout: float,
     observe: Callable[[dict[str, Any]], None],
 ) -> dict[str, Any] | None:
-    """The data of the kernel's comm_close for `comm_id`, read until the kernel is idle after the
-    comm_open (so its status messages are read here, not taken later for another client's);
-    None when it never closed the comm, or on timeout."""
-    answer: dict[str, Any] | None = None
+    """The kernel's answer to the comm `comm_id`: from the reply to `read_id` (its shell read),
+    else from the comm_close on iopub ({} when the kernel closed the comm without taking it);
+    None when neither came within `timeout`.
+
+    iopub is read until the read's `idle`, which follows everything of the comm (iopub is
+    ordered), so their statuses are read here and not taken later for another client's; once
+    the reply is in, iopub gets IOPUB_GRACE to catch up."""
+    closed: dict[str, Any] | None = None
+    reply: dict[str, Any] | None = None
     idle = False
     deadline = time.monotonic() + timeout
-    while not idle:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return answer
-        try:
-            msg = await client.get_iopub_msg(timeout=min(remaining, 1.0))
-        except queue.Empty:
-            continue
-        observe(msg)
-        kind = msg["header"]["msg_type"]
-        content = msg.get("content") or {}
-        if kind == "comm_close" and content.get("comm_id") == comm_id:
-            answer = dict(content.get("data") or {})
-        elif kind == "status" and msg["parent_header"].get("msg_id") == msg_id:
-            idle = content.get("execution_state") == "idle"
-    return answer
+    settled = math.inf
+    while True:
+        now = time.monotonic()
+        if now >= deadline or (reply is not None and (idle or now >= settled)):
+            break
+        if not idle:
+            with contextlib.suppress(queue.Empty):
+                msg = await client.get_iopub_msg(timeout=min(deadline - now, POLL))
+                observe(msg)
+                kind = msg["header"]["msg_type"]
+                content = msg.get("content") or {}
+                if kind == "comm_close" and content.get("comm_id") == comm_id:
+                    closed = dict(content.get("data") or {})
+                elif kind == "status" and msg["parent_header"].get("msg_id") == read_id:
+                    idle = content.get("execution_state") == "idle"
+        if reply is None:
+            with contextlib.suppress(queue.Empty):
+                msg = await client.get_shell_msg(timeout=POLL if idle else 0)
+                if msg["parent_header"].get("msg_id") == read_id:
+                    reply = dict(msg["content"])
+                    settled = time.monotonic() + IOPUB_GRACE
+    read = _read_answer(reply)
+    if read is not None and closed is None and read:
+        log.info("the kernel's answer to the bridge secret came on the shell channel only")
+    return read if read is not None else closed
+
+
+def _read_answer(reply: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The answer in the read's reply: None when it carries none (not answered, an aborted read,
+    a kernel package without `answer`); {} when the kernel took no comm of that id."""
+    if reply is None or reply.get("status") != "ok":
+        return None
+    value = (reply.get("user_expressions") or {}).get(ANSWER) or {}
+    if value.get("status") != "ok":
+        return None
+    text = str((value.get("data") or {}).get("text/plain", "None"))
+    if text == "None":
+        return {}
+    try:
+        answer = json.loads(ast.literal_eval(text))
+    except (ValueError, SyntaxError):
+        return None
+    return answer if isinstance(answer, dict) else None
