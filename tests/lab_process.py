@@ -116,15 +116,16 @@ def start_lab(
         write_json(settings_dir / f"{plugin}.jupyterlab-settings", values)
 
     token = secrets.token_hex(16)
-    port = free_port()
+    runtime_dir = base / "runtime"
     command = [
         sys.executable,
         "-m",
         "jupyterlab",
         "--no-browser",
         "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}",
-        "--ServerApp.port_retries=0",
+        # The server binds a port the system picks and says which in its runtime file: a port
+        # picked here and bound seconds later can be taken in between on a busy machine.
+        "--ServerApp.port=0",
         f"--ServerApp.root_dir={root}",
         f"--IdentityProvider.token={token}",
         "--ServerApp.allow_root=True",
@@ -146,7 +147,7 @@ def start_lab(
         "JUPYTER_DATA_DIR": str(base / "data"),
         # the lab's own signing secret, where the lab finds it by default (docs/trust.md)
         "PRIME_AGENT_LAB_SECRET_FILE": str(base / "data" / "prime_agent_lab" / "signing_secret"),
-        "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+        "JUPYTER_RUNTIME_DIR": str(runtime_dir),
         # The checkout's packages, for the server and for kernels it starts (they inherit it).
         "PYTHONPATH": os.pathsep.join(
             p for p in (str(REPO), str(REPO / "kernel_ext"), os.environ.get("PYTHONPATH", "")) if p
@@ -165,19 +166,39 @@ def start_lab(
             start_new_session=True,
         )
     server = LabServer(
-        url=f"http://127.0.0.1:{port}/",
+        url="",  # known once the server has bound its port
         token=token,
         base=base,
         root_dir=root,
         log_path=log_path,
         process=process,
     )
+    deadline = time.monotonic() + SERVER_START_TIMEOUT
     try:
-        _wait_until_serving(server, time.monotonic() + SERVER_START_TIMEOUT)
+        server.url = f"http://127.0.0.1:{_bound_port(server, runtime_dir, deadline)}/"
+        _wait_until_serving(server, deadline)
     except BaseException:
         shutdown(server)
         raise
     return server
+
+
+def _bound_port(server: LabServer, runtime_dir: Path, deadline: float) -> int:
+    """The port the server bound, from the runtime file it writes once it has bound it."""
+    info = runtime_dir / f"jpserver-{server.process.pid}.json"
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            return int(json.loads(info.read_text())["port"])
+        if server.process.poll() is not None:
+            raise ServerDidNotStart(
+                f"jupyter lab exited with {server.process.returncode} before serving.\n"
+                f"--- server log ---\n{server.log_tail()}"
+            )
+        time.sleep(0.1)
+    raise ServerDidNotStart(
+        f"jupyter lab wrote no runtime file within {SERVER_START_TIMEOUT:.0f}s.\n"
+        f"--- server log ---\n{server.log_tail()}"
+    )
 
 
 def _wait_until_serving(server: LabServer, deadline: float) -> None:
