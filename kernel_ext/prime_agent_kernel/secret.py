@@ -20,10 +20,9 @@ SECRET_BYTES = 32
 _answers: dict[str, dict[str, Any]] = {}  # comm id -> the answer its comm_close carried
 
 
-def answer(comm_id: str) -> str | None:
-    """The answer given to the host's comm `comm_id`, as JSON, once (None: no such comm taken)."""
-    found = _answers.pop(comm_id, None)
-    return None if found is None else json.dumps(found)
+def answer(comm_id: str) -> str:
+    """The answer given to the host's comm `comm_id`, as JSON, once ({}: no such comm taken)."""
+    return json.dumps(_answers.pop(comm_id, {}))
 
 
 def expect_secret(bridge_url: str, kernel_id: str, shell: Any = None) -> None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..core.user_expressions import expression_text
+
 TOKEN = "prime_agent_process_token"
 TOKEN_EXPRESSION = "__import__('prime_agent_kernel').PROCESS_TOKEN"
 # The gateway's `restarting` can arrive after the new process's token was read (seen on KG 3.0.1):
@@ -26,11 +28,7 @@ RESTARTING_ECHO = 30.0
 
 def token_of(reply_content: dict[str, Any]) -> str | None:
     """The process token in an execute reply's user expressions (None: not answered)."""
-    value = (reply_content.get("user_expressions") or {}).get(TOKEN) or {}
-    if value.get("status") != "ok":
-        return None
-    text = (value.get("data") or {}).get("text/plain")
-    return str(text) if text else None
+    return expression_text(reply_content, TOKEN) or None
 
 
 class KernelProcess:

@@ -13,9 +13,7 @@ so the bridge's no-comm rule for calls (docs/bridge.md) is not at stake.
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import json
 import logging
 import math
 import queue
@@ -25,6 +23,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..core.user_expressions import json_object
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +119,8 @@ async def _answer(
     observe: Callable[[dict[str, Any]], None],
 ) -> dict[str, Any] | None:
     """The kernel's answer to the comm `comm_id`: from the reply to `read_id` (its shell read),
-    else from the comm_close on iopub ({} when the kernel closed the comm without taking it);
-    None when neither came within `timeout`.
+    else from the comm_close on iopub; {} when the kernel took no comm of that id, None when no
+    answer came within `timeout` (or none that a kernel package without `answer` can give).
 
     iopub is read until the read's `idle`, which follows everything of the comm (iopub is
     ordered), so their statuses are read here and not taken later for another client's; once
@@ -150,25 +150,7 @@ async def _answer(
                 if msg["parent_header"].get("msg_id") == read_id:
                     reply = dict(msg["content"])
                     settled = time.monotonic() + IOPUB_GRACE
-    read = _read_answer(reply)
-    if read is not None and closed is None and read:
+    read = None if reply is None else json_object(reply, ANSWER)
+    if read and closed is None:
         log.info("the kernel's answer to the bridge secret came on the shell channel only")
     return read if read is not None else closed
-
-
-def _read_answer(reply: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The answer in the read's reply: None when it carries none (not answered, an aborted read,
-    a kernel package without `answer`); {} when the kernel took no comm of that id."""
-    if reply is None or reply.get("status") != "ok":
-        return None
-    value = (reply.get("user_expressions") or {}).get(ANSWER) or {}
-    if value.get("status") != "ok":
-        return None
-    text = str((value.get("data") or {}).get("text/plain", "None"))
-    if text == "None":
-        return {}
-    try:
-        answer = json.loads(ast.literal_eval(text))
-    except (ValueError, SyntaxError):
-        return None
-    return answer if isinstance(answer, dict) else None

@@ -47,6 +47,7 @@ from .snapshot_files import (
     SnapshotFailed,
     state_directory,
 )
+from .user_expressions import json_object
 from .whole_writes import replace_whole
 
 if TYPE_CHECKING:
@@ -397,16 +398,7 @@ PULL_REPORT = {
 
 def pull_report(reply: dict[str, Any]) -> dict[str, Any] | None:
     """The kernel's restore report from the silent run's user expression (None: none)."""
-    import ast
-
-    value = (reply.get("user_expressions") or {}).get("report") or {}
-    text = (value.get("data") or {}).get("text/plain") if value.get("status") == "ok" else None
-    if not isinstance(text, str):
-        return None
-    with contextlib.suppress(ValueError, SyntaxError):
-        report = json.loads(ast.literal_eval(text))
-        return report if isinstance(report, dict) else None
-    return None
+    return json_object(reply, "report")
 
 
 async def pull_through_bridge(
