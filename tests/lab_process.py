@@ -183,6 +183,13 @@ def start_lab(
     return server
 
 
+def _exited(server: LabServer) -> ServerDidNotStart:
+    return ServerDidNotStart(
+        f"jupyter lab exited with {server.process.returncode} before serving.\n"
+        f"--- server log ---\n{server.log_tail()}"
+    )
+
+
 def _bound_port(server: LabServer, runtime_dir: Path, deadline: float) -> int:
     """The port the server bound, from the runtime file it writes once it has bound it."""
     info = runtime_dir / f"jpserver-{server.process.pid}.json"
@@ -190,10 +197,7 @@ def _bound_port(server: LabServer, runtime_dir: Path, deadline: float) -> int:
         with contextlib.suppress(OSError, ValueError, KeyError):
             return int(json.loads(info.read_text())["port"])
         if server.process.poll() is not None:
-            raise ServerDidNotStart(
-                f"jupyter lab exited with {server.process.returncode} before serving.\n"
-                f"--- server log ---\n{server.log_tail()}"
-            )
+            raise _exited(server)
         time.sleep(0.1)
     raise ServerDidNotStart(
         f"jupyter lab wrote no runtime file within {SERVER_START_TIMEOUT:.0f}s.\n"
@@ -206,10 +210,7 @@ def _wait_until_serving(server: LabServer, deadline: float) -> None:
     last_error: Exception | None = None
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            raise ServerDidNotStart(
-                f"jupyter lab exited with {server.process.returncode} before serving.\n"
-                f"--- server log ---\n{server.log_tail()}"
-            )
+            raise _exited(server)
         try:
             server.api("GET", "api/status", timeout=2)
             server.api("GET", "prime-agent/api/info", timeout=2)
